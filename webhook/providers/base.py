@@ -1,0 +1,71 @@
+"""The provider interface and its errors.
+
+Error tree::
+
+    ProviderError                 the provider could not answer (retry later, try the next one)
+    +-- ZoneNotSupported          this provider never answers for that zone (go to the next one)
+    +-- AuthenticationFailed      401/403: the credentials are wrong (not an outage)
+    +-- RateLimited               429: wait ``retry_after`` seconds
+    +-- IncomparableSignal        the value is relative (a percentile) and cannot be ranked
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+from webhook.intensity import Reading
+
+
+class ProviderError(Exception):
+    """A provider could not produce a reading. The message never contains secrets."""
+
+    def __init__(self, provider: str, message: str) -> None:
+        super().__init__(f"{provider}: {message}")
+        self.provider = provider
+
+
+class ZoneNotSupported(ProviderError):
+    """The provider has no data for this zone; the next provider in the chain should answer."""
+
+
+class AuthenticationFailed(ProviderError):
+    """The provider refused the credentials (HTTP 401/403)."""
+
+
+class RateLimited(ProviderError):
+    """The provider asked us to slow down (HTTP 429)."""
+
+    def __init__(self, provider: str, message: str, retry_after: float | None = None) -> None:
+        super().__init__(provider, message)
+        self.retry_after = retry_after
+
+
+class IncomparableSignal(ProviderError):
+    """The provider only has a relative signal (e.g. a percentile) for this zone."""
+
+
+@runtime_checkable
+class Provider(Protocol):
+    """A source of carbon-intensity readings.
+
+    Implementations are async and may do network I/O; they are only ever called from
+    the feed's background tasks, never from a request handler.
+    """
+
+    @property
+    def name(self) -> str:
+        """Short name used in config (``providers: [...]``), decisions, logs and metrics."""
+        ...
+
+    async def latest(self, zone: str) -> Reading:
+        """The most recent reading for ``zone``; raises :class:`ProviderError`."""
+        ...
+
+    async def forecast(self, zone: str) -> Sequence[Reading]:
+        """Readings for coming periods, in time order; empty if the provider has none."""
+        ...
+
+    async def close(self) -> None:
+        """Release connections."""
+        ...
