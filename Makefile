@@ -1,0 +1,44 @@
+# carbonshift developer commands. `make help` lists them.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: help venv run test unit lint typecheck bench clean
+
+help: ## List the targets
+	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+venv: $(STAMP) ## Create the virtualenv and install carbonshift with its dev tools
+
+run: $(STAMP) ## Start the webhook on https://127.0.0.1:8443 with the embedded data
+	$(BIN)/carbonshift serve --host 127.0.0.1 --port 8443 --cert-dir certs
+
+lint: $(STAMP) ## ruff + mypy --strict + hadolint
+	$(BIN)/ruff check webhook tests bench
+	$(BIN)/ruff format --check webhook tests bench
+	$(BIN)/mypy
+	$(BIN)/hadolint Dockerfile
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+unit: $(STAMP) ## Unit, property and wire tests (no control plane)
+	$(BIN)/pytest -m "not e2e" -q
+
+test: $(STAMP) lint ## Everything: lint, unit, wire and end-to-end tests
+	$(BIN)/pytest -q
+
+bench: $(STAMP) ## Benchmarks; results go to bench/results/ and the README table
+	$(BIN)/python -m bench
+
+clean: ## Remove the virtualenv and caches (not the Go binary cache)
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
