@@ -85,3 +85,30 @@ def carbon_weights(
         weights[name] = weight
         previous = weight
     return {n: weights[n] for n in intensities}
+
+
+def within_limit(
+    intensities: Mapping[str, float | None], limit: float
+) -> tuple[list[str], list[str]]:
+    """Split names into (kept, dropped) by ``intensity <= limit``, greenest first.
+
+    Unknown intensities are kept (nothing says they are above the limit). If every
+    known candidate is above the limit and nothing unknown remains, the greenest one is
+    kept so placement never becomes empty; callers warn when ``kept`` holds a cluster
+    above the limit.
+    """
+    order = order_greenest(intensities)
+    kept = [n for n in order if (v := intensities[n]) is None or v <= limit]
+    if not kept and order:
+        kept = order[:1]
+    dropped = [n for n in order if n not in kept]
+    return kept, dropped
+
+
+def intensity_class(intensity: float, *, low_below: float, high_from: float) -> str:
+    """``low`` below ``low_below``, ``high`` from ``high_from``, else ``medium``."""
+    if intensity < low_below:
+        return "low"
+    if intensity >= high_from:
+        return "high"
+    return "medium"

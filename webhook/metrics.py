@@ -1,0 +1,54 @@
+"""Prometheus metrics. Every name starts with ``carbonshift_``."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+ADMISSIONS = Counter(
+    "carbonshift_admissions_total",
+    "Admission reviews answered, by object kind and outcome "
+    "(patched, unchanged, skipped, ignored, failed_open, bad_request).",
+    ["kind", "outcome"],
+)
+ADMISSION_SECONDS = Histogram(
+    "carbonshift_admission_duration_seconds",
+    "Server time to answer one admission review.",
+    ["kind"],
+    buckets=(0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0),
+)
+INTENSITY = Gauge(
+    "carbonshift_intensity_gco2eq_per_kwh",
+    "Latest carbon intensity held in memory, by grid zone and the provider that gave it.",
+    ["zone", "provider"],
+)
+DATA_AGE = Gauge(
+    "carbonshift_intensity_age_seconds",
+    "Age of the reading held in memory for a zone (seconds since its period started).",
+    ["zone"],
+)
+UPSTREAM_REQUESTS = Counter(
+    "carbonshift_upstream_requests_total",
+    "HTTP requests to intensity providers, by provider and result (HTTP status or error).",
+    ["provider", "status"],
+)
+CACHE_LOOKUPS = Counter(
+    "carbonshift_cache_lookups_total",
+    "Intensity cache lookups by result (hit, miss, stale).",
+    ["result"],
+)
+CIRCUIT_STATE = Gauge(
+    "carbonshift_provider_circuit_open",
+    "1 while a provider's circuit breaker is open (calls are skipped), else 0.",
+    ["provider"],
+)
+SCHEDULER_REQUESTS = Counter(
+    "carbonshift_scheduler_requests_total",
+    "Filter/score requests from schedulers, by endpoint and outcome.",
+    ["endpoint", "outcome"],
+)
+SCHEDULER_SECONDS = Histogram(
+    "carbonshift_scheduler_duration_seconds",
+    "Server time to answer one filter/score request.",
+    ["endpoint"],
+    buckets=(0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1),
+)

@@ -1,0 +1,22 @@
+"""What request handlers share: the configuration and the in-memory intensity feed."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from aiohttp import web
+
+from webhook.config import Config
+from webhook.feed import IntensityFeed
+
+
+@dataclasses.dataclass(slots=True)
+class ServerState:
+    """Per-process state, created once at start-up and read by every handler."""
+
+    config: Config
+    feed: IntensityFeed
+
+
+STATE = web.AppKey("carbonshift_state", ServerState)
+"""Typed key under which the aiohttp application holds the :class:`ServerState`."""
