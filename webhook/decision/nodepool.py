@@ -1,0 +1,236 @@
+"""Carbon-based requirements for Karpenter NodePools (``karpenter.sh/v1``).
+
+The local grid's intensity (config ``zone``) is classed low / medium / high. Always:
+template label ``carbonshift.io/intensity``. Per ``carbonshift.io/strategy`` (comma
+list): ``efficiency`` (arm64 when high), ``zones`` (greenest topology zones),
+``weight`` (``spec.weight`` from greenness), ``pause`` (``limits.cpu: "0"`` when high).
+Everything written stays valid under the Karpenter v1 CRD's schema and CEL rules.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from webhook import PREFIX
+from webhook.config import NodePoolConfig
+from webhook.decision.outcome import REMOVE, Change, Decision, Lookup, lookup, short
+from webhook.decision.ranking import DISTINCT, greenness, intensity_class
+from webhook.decision.record import DECISION, Record, fingerprint, user_view
+from webhook.intensity import IntensityTable
+
+STRATEGY = PREFIX + "strategy"
+OVERRIDE = PREFIX + "override"
+CLASS_LABEL = PREFIX + "intensity"
+STRATEGIES = ("efficiency", "zones", "weight", "pause")
+
+ARCH = "kubernetes.io/arch"
+ZONE = "topology.kubernetes.io/zone"
+_ARCH_KEYS = (ARCH, "beta.kubernetes.io/arch")
+_ZONE_KEYS = (ZONE, "failure-domain.beta.kubernetes.io/zone")
+MAX_REQUIREMENTS = 100
+"""Karpenter: requirements plus template labels may not exceed 100."""
+
+_SPEC = "spec."
+_TEMPLATE = "template."
+Warn = Callable[[str], None]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class NodePoolInputs:
+    """Everything a NodePool decision depends on besides the object itself."""
+
+    zone: str | None
+    table: IntensityTable
+    settings: NodePoolConfig = NodePoolConfig()
+
+
+def decide(nodepool: Mapping[str, Any], inputs: NodePoolInputs) -> Decision:
+    """Decide the carbon label and strategies for a NodePool object."""
+    meta = nodepool.get("metadata") or {}
+    annotations: Mapping[str, str] = meta.get("annotations") or {}
+    decision = Decision()
+    warn = decision.warnings.append
+    if not inputs.zone:
+        decision.skipped = "config zone is not set; NodePools need the local grid zone"
+        warn(short(f"carbonshift: {decision.skipped}"))
+        return decision
+    data = lookup({"local": inputs.zone}, inputs.table)
+    intensity = data.values["local"]
+    if intensity is None:
+        decision.skipped = f"no intensity data for zone {inputs.zone}"
+        warn(f"carbonshift: {decision.skipped}")
+        return decision
+    decision.warnings.extend(data.warnings())
+
+    s = inputs.settings
+    level = intensity_class(intensity, low_below=s.low_below, high_from=s.high_from)
+    plan = _Plan.start(nodepool, Record.decode(annotations.get(DECISION)), warn)
+    override = annotations.get(OVERRIDE, "").lower() == "true"
+    strategies = _strategies(annotations.get(STRATEGY, ""), warn)
+    if "efficiency" in strategies and level == "high":
+        plan.prefer_arm64()
+    if "zones" in strategies:
+        plan.keep_greenest_zones(s.topology_zones, inputs.table)
+    if "weight" in strategies:
+        plan.set_weight(max(1, greenness(intensity)), override)
+    if "pause" in strategies and level == "high":
+        plan.pause()
+
+    body = _body(data, level)
+    decision.record = plan.record(body)
+    decision.changes = plan.changes(level)
+    return decision
+
+
+@dataclasses.dataclass(slots=True)
+class _Plan:
+    """The NodePool as the user wrote it, and what carbonshift changes in it."""
+
+    spec: Mapping[str, Any]
+    template_spec: Mapping[str, Any]
+    labels: Mapping[str, str]
+    base_spec: dict[str, Any]
+    base_template: dict[str, Any]
+    new_spec: dict[str, Any]
+    requirements: list[Any]
+    warn: Warn
+
+    @classmethod
+    def start(cls, nodepool: Mapping[str, Any], previous: Record, warn: Warn) -> _Plan:
+        spec: Mapping[str, Any] = nodepool.get("spec") or {}
+        template: Mapping[str, Any] = spec.get("template") or {}
+        template_spec: Mapping[str, Any] = template.get("spec") or {}
+        base_spec = user_view(spec, previous, _SPEC)
+        base_template = user_view(template_spec, previous, _TEMPLATE)
+        return cls(
+            spec=spec,
+            template_spec=template_spec,
+            labels=(template.get("metadata") or {}).get("labels") or {},
+            base_spec=base_spec,
+            base_template=base_template,
+            new_spec=dict(base_spec),
+            requirements=list(base_template.get("requirements") or []),
+            warn=warn,
+        )
+
+    @property
+    def static(self) -> bool:
+        return self.base_spec.get("replicas") is not None
+
+    def _add_requirement(self, requirement: dict[str, Any], why: str) -> None:
+        if requirement in self.requirements:
+            return
+        used = len(self.requirements) + len(set(self.labels) | {CLASS_LABEL})
+        if used >= MAX_REQUIREMENTS:
+            self.warn(f"carbonshift: {why} skipped, NodePool has 100 requirements and labels")
+            return
+        self.requirements.append(requirement)
+
+    def prefer_arm64(self) -> None:
+        if any(isinstance(r, dict) and r.get("key") in _ARCH_KEYS for r in self.requirements):
+            self.warn("carbonshift: efficiency: the NodePool already constrains arch; left as is")
+            return
+        self._add_requirement({"key": ARCH, "operator": "In", "values": ["arm64"]}, "efficiency")
+
+    def keep_greenest_zones(self, topology: Mapping[str, str], table: IntensityTable) -> None:
+        if not topology:
+            self.warn("carbonshift: zones: config nodepools.topology_zones is empty")
+            return
+        greenest = _greenest_zones(self.requirements, topology, table)
+        if greenest:
+            self._add_requirement({"key": ZONE, "operator": "In", "values": greenest}, "zones")
+
+    def set_weight(self, weight: int, override: bool) -> None:
+        if self.static:
+            self.warn("carbonshift: weight: not allowed on a static NodePool (spec.replicas)")
+        elif self.base_spec.get("weight") is not None and not override:
+            self.warn("carbonshift: spec.weight set by user; carbon weight not applied")
+        else:
+            self.new_spec["weight"] = weight
+
+    def pause(self) -> None:
+        if self.static:
+            self.warn("carbonshift: pause: static NodePools may only limit nodes; not paused")
+        else:
+            self.new_spec["limits"] = {"cpu": "0"}
+
+    def _new_template(self) -> dict[str, Any]:
+        new = dict(self.base_template)
+        if self.requirements != list(self.base_template.get("requirements") or []):
+            new["requirements"] = self.requirements
+        return new
+
+    def record(self, body: dict[str, Any]) -> Record:
+        record = Record(body=body)
+        _own(record, _SPEC, self.base_spec, self.new_spec, ("weight", "limits"))
+        _own(record, _TEMPLATE, self.base_template, self._new_template(), ("requirements",))
+        if self.new_spec.get("limits") != self.base_spec.get("limits"):
+            body["paused"] = True
+        return record
+
+    def changes(self, level: str) -> list[Change]:
+        changes = []
+        if self.labels.get(CLASS_LABEL) != level:
+            changes.append(Change(("spec", "template", "metadata", "labels", CLASS_LABEL), level))
+        changes.extend(
+            Change(("spec", field), self.new_spec.get(field, REMOVE))
+            for field in ("weight", "limits")
+            if self.spec.get(field) != self.new_spec.get(field)
+        )
+        new_requirements = self._new_template().get("requirements", [])
+        if self.template_spec.get("requirements") != new_requirements:
+            changes.append(Change(("spec", "template", "spec", "requirements"), new_requirements))
+        return changes
+
+
+def _strategies(text: str, warn: Warn) -> set[str]:
+    names = {s.strip() for s in text.split(",") if s.strip()}
+    unknown = names - set(STRATEGIES)
+    if unknown:
+        warn(short(f"carbonshift: unknown {STRATEGY} {', '.join(sorted(unknown))}; ignored"))
+    return names & set(STRATEGIES)
+
+
+def _greenest_zones(
+    requirements: list[Any], topology: Mapping[str, str], table: IntensityTable
+) -> list[str]:
+    """The user's allowed topology zones whose grid is within 10% of the greenest."""
+    allowed = set(topology)
+    for r in requirements:
+        if not isinstance(r, dict) or r.get("key") not in _ZONE_KEYS:
+            continue
+        values = set(r.get("values") or [])
+        if r.get("operator") == "In":
+            allowed &= values
+        elif r.get("operator") == "NotIn":
+            allowed -= values
+    known: dict[str, float] = {}
+    for z in allowed:
+        reading = table.get(topology[z])
+        if reading is not None:
+            known[z] = reading.value
+    if len(set(known.values())) < 2:
+        return []
+    lowest = min(known.values())
+    return sorted(z for z, v in known.items() if v < lowest * DISTINCT)
+
+
+def _body(data: Lookup, level: str) -> dict[str, Any]:
+    body = data.body()
+    local = body.pop("clusters")["local"]
+    return {**body, "zone": local["zone"], "g": local["g"], "class": level}
+
+
+def _own(
+    record: Record,
+    prefix: str,
+    base: Mapping[str, Any],
+    new: Mapping[str, Any],
+    fields: tuple[str, ...],
+) -> None:
+    for field in fields:
+        if base.get(field) != new.get(field):
+            record.orig[prefix + field] = base.get(field)
+            record.own[prefix + field] = fingerprint(new.get(field))

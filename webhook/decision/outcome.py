@@ -1,0 +1,110 @@
+"""What a decision returns: the changes to make, warnings, and the record to store."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any, Final
+
+from webhook.decision.record import Record
+from webhook.intensity import IntensityTable, Reading
+
+
+class _Remove:
+    """Marker value: the field at this path must be removed."""
+
+    def __repr__(self) -> str:
+        return "REMOVE"
+
+
+REMOVE: Final = _Remove()
+
+Path = tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Change:
+    """Set (or remove, with :data:`REMOVE`) the value at ``path`` in the object."""
+
+    path: Path
+    value: Any
+
+
+@dataclasses.dataclass(slots=True)
+class Decision:
+    """The outcome of deciding on one object. No changes means: let it through as is."""
+
+    changes: list[Change] = dataclasses.field(default_factory=list)
+    warnings: list[str] = dataclasses.field(default_factory=list)
+    skipped: str | None = None
+    """Why nothing was decided (not opted in, unsupported operation...), if so."""
+    record: Record | None = None
+    """The decision annotation that goes with the changes."""
+
+
+def short(text: str, limit: int = 119) -> str:
+    """Admission warnings should stay under 120 characters."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Lookup:
+    """The intensities a decision used, with the facts the record and warnings need."""
+
+    values: Mapping[str, float | None]
+    """Candidate -> intensity (None: unknown zone or no data)."""
+    readings: Mapping[str, Reading]
+    """Candidate -> the reading behind its value."""
+    zones: Mapping[str, str | None]
+
+    def warnings(self) -> list[str]:
+        """Short warnings for unknown, stale and mixed data."""
+        out = []
+        unknown = sorted(n for n, v in self.values.items() if v is None)
+        if unknown:
+            out.append(short(f"carbonshift: no intensity data for {', '.join(unknown)}"))
+        stale = sorted(n for n, r in self.readings.items() if r.stale)
+        if stale:
+            out.append(short(f"carbonshift: stale intensity data for {', '.join(stale)}"))
+        if len({r.signal for r in self.readings.values()}) > 1:
+            out.append("carbonshift: mixing average and marginal intensity signals")
+        return out
+
+    def body(self, weights: Mapping[str, int] | None = None) -> dict[str, Any]:
+        """The human-facing part of the decision record."""
+        sources = sorted({r.source for r in self.readings.values()})
+        times = [r.valid_from for r in self.readings.values()]
+        clusters: dict[str, Any] = {}
+        for name, value in self.values.items():
+            entry: dict[str, Any] = {"zone": self.zones.get(name)}
+            reading = self.readings.get(name)
+            entry["g"] = round(value, 1) if value is not None else None
+            if reading is not None:
+                entry["est"] = reading.estimated
+                if reading.stale:
+                    entry["stale"] = True
+            if weights is not None and name in weights:
+                entry["w"] = weights[name]
+            clusters[name] = entry
+        return {
+            "provider": ",".join(sources) or None,
+            "at": _iso(max(times)) if times else None,
+            "clusters": clusters,
+        }
+
+
+def lookup(zones: Mapping[str, str | None], table: IntensityTable) -> Lookup:
+    """Resolve each name's zone to a reading from the in-memory table."""
+    values: dict[str, float | None] = {}
+    readings: dict[str, Reading] = {}
+    for name, zone in zones.items():
+        reading = table.get(zone) if zone else None
+        values[name] = reading.value if reading is not None else None
+        if reading is not None:
+            readings[name] = reading
+    return Lookup(values=values, readings=readings, zones=zones)
+
+
+def _iso(when: datetime) -> str:
+    return when.strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,0 +1,251 @@
+"""Carbon-based placement for Karmada PropagationPolicy / ClusterPropagationPolicy.
+
+Given the policy object, the known member clusters and the in-memory intensities,
+decide (see README "Annotations"):
+
+- candidates: the clusters the policy already allows (never more);
+- ``carbonshift.io/max-intensity``: exclude candidates above the limit;
+- ``carbonshift.io/max-clusters``: ordered ``clusterAffinities``, greenest N first;
+- Divided policies (or ``carbonshift.io/strategy: weighted``): a static weight list.
+
+Fields the user set are never overwritten unless ``carbonshift.io/override: "true"``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from webhook import PREFIX
+from webhook.config import ClusterConfig, WeightingConfig
+from webhook.decision.outcome import REMOVE, Change, Decision, lookup, short
+from webhook.decision.ranking import carbon_weights, order_greenest, within_limit
+from webhook.decision.record import DECISION, Record, fingerprint, user_view
+from webhook.decision.selectors import SelectorError, allowed_clusters
+from webhook.intensity import IntensityTable
+
+STRATEGY = PREFIX + "strategy"
+MAX_CLUSTERS = PREFIX + "max-clusters"
+MAX_INTENSITY = PREFIX + "max-intensity"
+OVERRIDE = PREFIX + "override"
+
+GREEN_TERM = "carbonshift-greenest"
+FALLBACK_TERM = "carbonshift-fallback"
+_OWN = "placement."
+_SELECTOR_KEYS = ("labelSelector", "fieldSelector", "exclude")
+
+Warn = Callable[[str], None]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PolicyInputs:
+    """Everything a placement decision depends on besides the object itself."""
+
+    clusters: Mapping[str, ClusterConfig]
+    table: IntensityTable
+    weighting: WeightingConfig = WeightingConfig()
+
+
+def decide(policy: Mapping[str, Any], inputs: PolicyInputs) -> Decision:
+    """Decide the placement for a (Cluster)PropagationPolicy object."""
+    meta = policy.get("metadata") or {}
+    annotations: Mapping[str, str] = meta.get("annotations") or {}
+    spec = policy.get("spec") or {}
+    current: Mapping[str, Any] = spec.get("placement") or {}
+    previous = Record.decode(annotations.get(DECISION))
+    base = user_view(current, previous, _OWN)
+    override = annotations.get(OVERRIDE, "").lower() == "true"
+    decision = Decision()
+    warn = decision.warnings.append
+
+    try:
+        candidates = _candidates(base, inputs.clusters)
+    except SelectorError as exc:
+        decision.skipped = f"placement not understood: {exc}"
+        warn(short(f"carbonshift: {decision.skipped}"))
+        return decision
+    if not candidates:
+        decision.skipped = "no candidate clusters known; list them under clusters: in the config"
+        warn(short(f"carbonshift: {decision.skipped}"))
+        return decision
+
+    zones = {n: (c.grid_zone if (c := inputs.clusters.get(n)) else None) for n in candidates}
+    data = lookup(zones, inputs.table)
+    decision.warnings.extend(data.warnings())
+    intensities = dict(data.values)
+    new = dict(base)
+    user_terms = bool(base.get("clusterAffinities"))
+
+    intensities = _apply_limit(new, intensities, annotations, user_terms and not override, warn)
+
+    max_clusters = _number(annotations, MAX_CLUSTERS, int, warn)
+    if max_clusters is not None:
+        if user_terms and not override:
+            warn(f"carbonshift: clusterAffinities set by user; {MAX_CLUSTERS} not applied")
+        else:
+            new["clusterAffinities"] = _green_first(new, order_greenest(intensities), max_clusters)
+            new.pop("clusterAffinity", None)
+
+    weights: dict[str, int] | None = None
+    scheduling = base.get("replicaScheduling")
+    if _wants_weights(scheduling, annotations.get(STRATEGY, ""), warn):
+        blocker = _weight_blocker(scheduling)
+        if blocker and not override:
+            warn(f"carbonshift: {blocker} set by user; carbon weights not applied")
+        else:
+            weights = carbon_weights(
+                intensities,
+                exponent=inputs.weighting.exponent,
+                scale=inputs.weighting.scale,
+            )
+            new["replicaScheduling"] = _weighted(scheduling, weights)
+
+    decision.record = _record(base, new, data.body(weights))
+    changes = _diff(current, new)
+    if changes or DECISION not in annotations:
+        decision.changes = changes
+    return decision
+
+
+# --- steps -----------------------------------------------------------------------------
+
+
+def _apply_limit(
+    placement: dict[str, Any],
+    intensities: dict[str, float | None],
+    annotations: Mapping[str, str],
+    blocked: bool,
+    warn: Warn,
+) -> dict[str, float | None]:
+    """Exclude candidates above ``max-intensity``; returns the remaining candidates."""
+    limit = _number(annotations, MAX_INTENSITY, float, warn)
+    if limit is None:
+        return intensities
+    kept, dropped = within_limit(intensities, limit)
+    above = [n for n in kept if (v := intensities[n]) is not None and v > limit]
+    if above:
+        warn(short(f"carbonshift: every candidate is above {limit:g} g; keeping {above[0]}"))
+    if not dropped:
+        return intensities
+    if blocked:
+        warn(f"carbonshift: clusterAffinities set by user; {MAX_INTENSITY} not applied")
+        return intensities
+    _exclude(placement, dropped)
+    return {n: intensities[n] for n in kept}
+
+
+def _candidates(placement: Mapping[str, Any], known: Mapping[str, ClusterConfig]) -> list[str]:
+    terms = placement.get("clusterAffinities")
+    if terms:
+        if not isinstance(terms, list):
+            raise SelectorError("clusterAffinities must be a list")
+        return sorted({n for term in terms for n in allowed_clusters(term, known)})
+    return allowed_clusters(placement.get("clusterAffinity"), known)
+
+
+_N = TypeVar("_N", int, float)
+
+
+def _number(annotations: Mapping[str, str], key: str, kind: type[_N], warn: Warn) -> _N | None:
+    raw = annotations.get(key)
+    if raw is None:
+        return None
+    try:
+        value = kind(raw)
+    except ValueError:
+        warn(short(f"carbonshift: {key} must be a {kind.__name__}, got {raw!r}; ignored"))
+        return None
+    if value < (1 if kind is int else 0):
+        warn(short(f"carbonshift: {key} is out of range: {raw!r}; ignored"))
+        return None
+    return value
+
+
+def _exclude(placement: dict[str, Any], names: list[str]) -> None:
+    terms = placement.get("clusterAffinities")
+    if terms:
+        placement["clusterAffinities"] = [
+            {**t, "exclude": sorted(set(t.get("exclude") or []) | set(names))} for t in terms
+        ]
+        return
+    affinity = dict(placement.get("clusterAffinity") or {})
+    affinity["exclude"] = sorted(set(affinity.get("exclude") or []) | set(names))
+    placement["clusterAffinity"] = affinity
+
+
+def _green_first(placement: Mapping[str, Any], order: list[str], n: int) -> list[dict[str, Any]]:
+    """Ordered terms: the N greenest, then the rest, each keeping the user's selectors."""
+    affinity = placement.get("clusterAffinity") or {}
+    selectors = {k: affinity[k] for k in _SELECTOR_KEYS if affinity.get(k)}
+    terms = [{"affinityName": GREEN_TERM, **selectors, "clusterNames": order[:n]}]
+    if order[n:]:
+        terms.append({"affinityName": FALLBACK_TERM, **selectors, "clusterNames": order[n:]})
+    return terms
+
+
+def _wants_weights(scheduling: object, strategy: str, warn: Warn) -> bool:
+    names = {s.strip() for s in strategy.split(",") if s.strip()}
+    unknown = names - {"weighted", "none"}
+    if unknown:
+        warn(short(f"carbonshift: unknown {STRATEGY} {', '.join(sorted(unknown))}; ignored"))
+    if "none" in names:
+        return False
+    kind = None
+    if isinstance(scheduling, dict):
+        kind = scheduling.get("replicaSchedulingType", "Divided")
+    if kind == "Divided":
+        return True
+    if "weighted" in names:
+        if kind == "Duplicated":
+            warn(
+                "carbonshift: Duplicated policy: weights ignored; set replicaSchedulingType Divided"
+            )
+            return False
+        return True
+    return False
+
+
+def _weight_blocker(scheduling: object) -> str | None:
+    if not isinstance(scheduling, dict):
+        return None
+    preference = scheduling.get("weightPreference") or {}
+    if preference.get("dynamicWeight"):
+        return "dynamicWeight"
+    if preference.get("staticWeightList"):
+        return "weightPreference"
+    if scheduling.get("replicaDivisionPreference") == "Aggregated":
+        return "replicaDivisionPreference Aggregated"
+    return None
+
+
+def _weighted(scheduling: object, weights: Mapping[str, int]) -> dict[str, Any]:
+    out = dict(scheduling) if isinstance(scheduling, dict) else {}
+    out["replicaSchedulingType"] = "Divided"
+    out["replicaDivisionPreference"] = "Weighted"
+    ranked = sorted(weights, key=lambda n: (-weights[n], n))
+    out["weightPreference"] = {
+        "staticWeightList": [
+            {"targetCluster": {"clusterNames": [n]}, "weight": weights[n]} for n in ranked
+        ]
+    }
+    return out
+
+
+def _record(base: Mapping[str, Any], new: Mapping[str, Any], body: dict[str, Any]) -> Record:
+    record = Record(body=body)
+    for field in set(base) | set(new):
+        if base.get(field) != new.get(field):
+            record.orig[_OWN + field] = base.get(field)
+            record.own[_OWN + field] = fingerprint(new.get(field))
+    return record
+
+
+def _diff(current: Mapping[str, Any], new: Mapping[str, Any]) -> list[Change]:
+    changes = []
+    for field in sorted(set(current) | set(new)):
+        if field not in new:
+            changes.append(Change(("spec", "placement", field), REMOVE))
+        elif current.get(field) != new[field]:
+            changes.append(Change(("spec", "placement", field), new[field]))
+    return changes

@@ -1,0 +1,91 @@
+"""The ``carbonshift.io/decision`` annotation and field ownership.
+
+The annotation is compact JSON that tells a person why the object looks the way it
+does (provider, data time, per-cluster zone/intensity/estimated/weight) and tells
+carbonshift which fields it wrote: for every field it changed, the user's original
+value (``orig``) and a fingerprint of what carbonshift wrote (``own``). A field whose
+current value no longer matches its fingerprint has been edited by someone else and
+belongs to them again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+from webhook import PREFIX
+
+DECISION = PREFIX + "decision"
+VERSION = 1
+
+
+def fingerprint(value: object) -> str:
+    """Short stable hash of a JSON value."""
+    data = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    return hashlib.blake2s(data, digest_size=6).hexdigest()
+
+
+@dataclasses.dataclass(slots=True)
+class Record:
+    """What the decision annotation holds."""
+
+    body: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """Human-facing facts: provider, data time, clusters, class, warnings count..."""
+    orig: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """Field name -> the user's value before carbonshift changed it (None: absent)."""
+    own: dict[str, str] = dataclasses.field(default_factory=dict)
+    """Field name -> fingerprint of the value carbonshift wrote."""
+
+    def encode(self) -> str:
+        """Compact JSON for the annotation value."""
+        doc: dict[str, Any] = {"v": VERSION, **self.body}
+        if self.own:
+            doc["own"] = self.own
+            doc["orig"] = self.orig
+        return orjson.dumps(doc).decode()
+
+    @classmethod
+    def decode(cls, text: str | None) -> Record:
+        """Parse an annotation; anything unreadable counts as no previous decision."""
+        if not text:
+            return cls()
+        try:
+            doc = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            return cls()
+        if not isinstance(doc, dict) or doc.get("v") != VERSION:
+            return cls()
+        own = doc.pop("own", {})
+        orig = doc.pop("orig", {})
+        doc.pop("v", None)
+        if not isinstance(own, dict) or not isinstance(orig, dict):
+            return cls(body=doc)
+        return cls(body=doc, orig=orig, own={k: v for k, v in own.items() if isinstance(v, str)})
+
+    def owns(self, field: str, current: object) -> bool:
+        """True when ``current`` is still exactly what carbonshift wrote to ``field``."""
+        return field in self.own and self.own[field] == fingerprint(current)
+
+
+def user_view(current: Mapping[str, Any], previous: Record, prefix: str) -> dict[str, Any]:
+    """``current`` with every field carbonshift still owns put back to the user's value.
+
+    Record keys are ``prefix + name`` (e.g. ``placement.replicaScheduling``); only the
+    keys under ``prefix`` are considered.
+    """
+    base = dict(current)
+    for key in previous.own:
+        if not key.startswith(prefix):
+            continue
+        name = key[len(prefix) :]
+        if previous.owns(key, current.get(name)):
+            original = previous.orig.get(key)
+            if original is None:
+                base.pop(name, None)
+            else:
+                base[name] = original
+    return base
