@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: help venv run test unit lint typecheck bench clean
+.PHONY: help venv run test unit lint typecheck bench clean binaries sandbox sandbox-down e2e
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -35,7 +35,20 @@ unit: $(STAMP) ## Unit, property and wire tests (no control plane)
 	$(BIN)/pytest -m "not e2e" -q
 
 test: $(STAMP) lint ## Everything: lint, unit, wire and end-to-end tests
-	$(BIN)/pytest -q
+	$(BIN)/pytest -m "not e2e" -q
+	$(MAKE) e2e
+
+binaries: ## Build the pinned etcd, kube-apiserver, kubectl, karmada-* into .cache/bin (Go)
+	hack/build-binaries.sh
+
+e2e: $(STAMP) ## End-to-end tests: kubectl apply against a real kube-apiserver (builds binaries)
+	$(BIN)/pytest -m e2e -q tests/e2e
+
+sandbox: $(STAMP) binaries ## Local control plane with carbonshift; prints how to kubectl apply
+	$(BIN)/python -m webhook.sandbox up
+
+sandbox-down: ## Stop everything `make sandbox` started
+	$(BIN)/python -m webhook.sandbox down
 
 bench: $(STAMP) ## Benchmarks; results go to bench/results/ and the README table
 	$(BIN)/python -m bench
