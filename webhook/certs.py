@@ -1,0 +1,172 @@
+"""Certificates for the webhook: a small CA and a serving certificate signed by it.
+
+EC P-256 keys; the CA has ``BasicConstraints(ca=True, path_length=0)`` and
+``KeyUsage(key_cert_sign, crl_sign)``; the serving certificate has the Service DNS
+names (and any IPs) as SANs and ``ExtendedKeyUsage(serverAuth)``. kube-apiserver
+ignores the CN and checks only SANs.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import ipaddress
+import os
+from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+CA_CERT, CA_KEY, TLS_CERT, TLS_KEY = "ca.crt", "ca.key", "tls.crt", "tls.key"
+CA_DAYS = 3650
+SERVING_DAYS = 365
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Bundle:
+    """PEM bytes of a CA and a serving certificate with its key."""
+
+    ca_cert: bytes
+    ca_key: bytes
+    cert: bytes
+    key: bytes
+
+    @property
+    def ca_bundle(self) -> str:
+        """The base64 PEM CA, as ``caBundle`` in a webhook configuration wants it."""
+        return base64.b64encode(self.ca_cert).decode()
+
+    def write(self, directory: Path) -> None:
+        """Write ``ca.crt ca.key tls.crt tls.key`` (keys readable by the owner only).
+
+        The serving pair is written key first, each file atomically, so a reader that
+        polls the directory never sees a certificate with the wrong key for long.
+        """
+        directory.mkdir(parents=True, exist_ok=True)
+        for name, data, private in (
+            (CA_CERT, self.ca_cert, False),
+            (CA_KEY, self.ca_key, True),
+            (TLS_KEY, self.key, True),
+            (TLS_CERT, self.cert, False),
+        ):
+            _atomic_write(directory / name, data, 0o600 if private else 0o644)
+
+
+def _atomic_write(path: Path, data: bytes, mode: int) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+    tmp.replace(path)
+
+
+def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+
+
+def _name(common_name: str) -> x509.Name:
+    return x509.Name(
+        [
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "carbonshift"),
+            x509.NameAttribute(NameOID.COMMON_NAME, common_name),
+        ]
+    )
+
+
+def _sans(hosts: Iterable[str]) -> list[x509.GeneralName]:
+    names: list[x509.GeneralName] = []
+    for host in dict.fromkeys(hosts):
+        try:
+            ip = ipaddress.ip_address(host)
+        except ValueError:
+            names.append(x509.DNSName(host))
+        else:
+            if not ip.is_unspecified:
+                names.append(x509.IPAddress(ip))
+    return names
+
+
+def make_ca(common_name: str = "carbonshift-ca") -> tuple[bytes, bytes]:
+    """A new CA certificate and key (PEM)."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = datetime.now(UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(_name(common_name))
+        .issuer_name(_name(common_name))
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(hours=1))
+        .not_valid_after(now + timedelta(days=CA_DAYS))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                key_cert_sign=True,
+                crl_sign=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    return cert.public_bytes(serialization.Encoding.PEM), _pem_key(key)
+
+
+def make_serving(ca_cert: bytes, ca_key: bytes, hosts: Iterable[str]) -> tuple[bytes, bytes]:
+    """A serving certificate and key for ``hosts`` (DNS names or IPs), signed by the CA."""
+    sans = _sans(hosts)
+    if not sans:
+        raise ValueError("a serving certificate needs at least one DNS name or IP")
+    issuer = x509.load_pem_x509_certificate(ca_cert)
+    signer = serialization.load_pem_private_key(ca_key, password=None)
+    if not isinstance(signer, ec.EllipticCurvePrivateKey):
+        raise TypeError("the CA key must be an EC key")
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = datetime.now(UTC)
+    first = next((n.value for n in sans if isinstance(n, x509.DNSName)), "carbonshift")
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(_name(str(first)))
+        .issuer_name(issuer.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(hours=1))
+        .not_valid_after(now + timedelta(days=SERVING_DAYS))
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(signer.public_key()),
+            critical=False,
+        )
+        .sign(signer, hashes.SHA256())
+    )
+    return cert.public_bytes(serialization.Encoding.PEM), _pem_key(key)
+
+
+def issue(hosts: Iterable[str]) -> Bundle:
+    """A fresh CA and a serving certificate for ``hosts``."""
+    ca_cert, ca_key = make_ca()
+    cert, key = make_serving(ca_cert, ca_key, hosts)
+    return Bundle(ca_cert=ca_cert, ca_key=ca_key, cert=cert, key=key)
+
+
+def service_hosts(service: str, namespace: str, extra: Iterable[str] = ()) -> list[str]:
+    """The names kube-apiserver may use for a webhook Service, plus ``extra``."""
+    base = [service, f"{service}.{namespace}", f"{service}.{namespace}.svc"]
+    return [*base, f"{service}.{namespace}.svc.cluster.local", *extra]

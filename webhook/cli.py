@@ -1,0 +1,242 @@
+"""The ``carbonshift`` command line.
+
+Exit codes: 0 success, 1 runtime failure, 2 bad usage or bad configuration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+import yaml
+
+from webhook import __version__, certs, logs
+from webhook.config import Config, ConfigError, load
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+class UsageError(Exception):
+    """A mistake in how the command was called; printed on one line, exit status 2."""
+
+
+def _config(args: argparse.Namespace) -> Config:
+    return load(args.config)
+
+
+# --- serve ------------------------------------------------------------------------------
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from webhook import server  # noqa: PLC0415 - keeps `carbonshift --help` fast
+
+    config = _config(args)
+    logs.configure(args.log_level)
+    try:
+        import uvloop  # noqa: PLC0415 - optional speed-up
+
+        runner: Callable[[Any], Any] = uvloop.run
+    except ImportError:
+        runner = asyncio.run
+    runner(
+        server.serve(
+            config,
+            host=args.host,
+            port=args.port,
+            cert_dir=Path(args.cert_dir),
+            cert_reload_seconds=args.cert_reload_seconds,
+        )
+    )
+    return 0
+
+
+def _add_serve(sub: Any) -> None:
+    p = sub.add_parser(
+        "serve",
+        help="run the HTTPS webhook and scheduler API",
+        description="Serve POST /mutate (AdmissionReview), GET /healthz, /readyz and /metrics "
+        "over HTTPS. With no certificate in --cert-dir a development CA and serving "
+        "certificate are created there; certificate files are re-read when they change.",
+    )
+    p.add_argument("--config", metavar="FILE", help="YAML config (default: built-in, static data)")
+    p.add_argument("--host", default="0.0.0.0", help="address to bind (default: %(default)s)")  # noqa: S104
+    p.add_argument("--port", type=int, default=8443, help="HTTPS port (default: %(default)s)")
+    p.add_argument(
+        "--cert-dir",
+        default="certs",
+        metavar="DIR",
+        help="directory with tls.crt and tls.key (default: %(default)s)",
+    )
+    p.add_argument(
+        "--cert-reload-seconds",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="how often to check the certificate files for changes (default: %(default)s)",
+    )
+    p.add_argument(
+        "--log-level",
+        default="info",
+        choices=("debug", "info", "warning", "error"),
+        help="log level (default: %(default)s)",
+    )
+    p.set_defaults(handler=_serve)
+
+
+# --- certs ------------------------------------------------------------------------------
+
+
+def _certs(args: argparse.Namespace) -> int:
+    out = Path(args.out)
+    hosts = certs.service_hosts(args.service, args.namespace, [*args.dns, *args.ip])
+    bundle = certs.issue(hosts)
+    bundle.write(out)
+    print(bundle.ca_bundle)
+    print(f"wrote {out}/ca.crt ca.key tls.crt tls.key for {', '.join(hosts)}", file=sys.stderr)
+    return 0
+
+
+def _add_certs(sub: Any) -> None:
+    p = sub.add_parser(
+        "certs",
+        help="create a CA and serving certificate for the webhook Service",
+        description="Write ca.crt, ca.key, tls.crt and tls.key to --out and print the base64 "
+        "caBundle for the MutatingWebhookConfiguration on stdout.",
+    )
+    p.add_argument("--service", required=True, help="Service name, e.g. carbonshift")
+    p.add_argument("--namespace", required=True, help="Service namespace")
+    p.add_argument("--ip", action="append", default=[], help="extra IP SAN (repeatable)")
+    p.add_argument("--dns", action="append", default=[], help="extra DNS SAN (repeatable)")
+    p.add_argument("--out", required=True, metavar="DIR", help="directory to write to")
+    p.set_defaults(handler=_certs)
+
+
+# --- mutate -----------------------------------------------------------------------------
+
+
+def _read_documents(path: str) -> list[dict[str, Any]]:
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text("utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+    try:
+        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as exc:
+        raise UsageError(f"{path} is not valid YAML or JSON: {exc}") from None
+    flat: list[dict[str, Any]] = []
+    for doc in docs:
+        items = doc.get("items") if isinstance(doc, dict) and doc.get("kind") == "List" else [doc]
+        for item in items or []:
+            if not isinstance(item, dict) or "kind" not in item or "apiVersion" not in item:
+                raise UsageError(f"{path}: every document needs apiVersion and kind")
+            flat.append(item)
+    return flat
+
+
+async def _preview(config: Config, docs: list[dict[str, Any]]) -> list[Any]:
+    from webhook import admission, preview, server  # noqa: PLC0415
+    from webhook.intensity import utcnow  # noqa: PLC0415
+
+    feed = server.build_feed(config)
+    try:
+        await feed.refresh_once()
+        ctx = admission.Context(config=config, table=feed.table(), now=utcnow())
+        return preview.preview(docs, ctx)
+    finally:
+        await feed.stop()
+
+
+def _mutate(args: argparse.Namespace) -> int:
+    config = _config(args)
+    logs.configure("warning", stream=sys.stderr)
+    docs = _read_documents(args.filename)
+    results = asyncio.run(_preview(config, docs))
+    if args.output == "json":
+        payload = [
+            {
+                "object": r.stored,
+                "outcome": r.outcome.result,
+                "reason": r.outcome.reason or None,
+                "warnings": r.outcome.warnings,
+                "patch": r.outcome.patch,
+                "decision": orjson.loads(r.outcome.decision) if r.outcome.decision else None,
+            }
+            for r in results
+        ]
+        sys.stdout.write(orjson.dumps(payload, option=orjson.OPT_INDENT_2).decode() + "\n")
+        return 0
+    chunks = []
+    for r in results:
+        o = r.outcome
+        lines = [f"# carbonshift: {o.kind} {o.name}: {o.result}"]
+        if o.reason:
+            lines.append(f"#   reason: {o.reason}")
+        lines += [f"#   warning: {w}" for w in o.warnings]
+        if o.decision:
+            lines.append(f"#   decision: {o.decision}")
+        body = yaml.safe_dump(r.stored, sort_keys=False, default_flow_style=False)
+        chunks.append("\n".join(lines) + "\n" + body)
+    sys.stdout.write("---\n".join(chunks))
+    return 0
+
+
+def _add_mutate(sub: Any) -> None:
+    p = sub.add_parser(
+        "mutate",
+        help="preview what the webhook would store for some manifests",
+        description="Read YAML or JSON manifests (multi-document, or a List), run each through "
+        "the webhook's admission code as a CREATE, and print the objects as they would be "
+        "stored, each preceded by comment lines with the outcome and the decision. Pipe it "
+        "into `kubectl apply -f -` if you like what you see.",
+    )
+    p.add_argument(
+        "-f", "--filename", required=True, metavar="FILE", help="manifest file, - = stdin"
+    )
+    p.add_argument("--config", metavar="FILE", help="YAML config (default: built-in, static data)")
+    p.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml", help="output format")
+    p.set_defaults(handler=_mutate)
+
+
+# --- main -------------------------------------------------------------------------------
+
+COMMANDS: tuple[Callable[[Any], None], ...] = (_add_serve, _add_certs, _add_mutate)
+
+
+def parser() -> argparse.ArgumentParser:
+    """The full argument parser (all subcommands)."""
+    p = argparse.ArgumentParser(
+        prog="carbonshift",
+        description="Carbon-aware placement for Kubernetes fleets: a mutating admission webhook "
+        "for Karmada PropagationPolicies and Karpenter NodePools, and a filter/score API for "
+        "schedulers, driven by grid carbon intensity.",
+    )
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in COMMANDS:
+        add(sub)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``carbonshift`` console script."""
+    args = parser().parse_args(argv)
+    handler: Handler = args.handler
+    try:
+        return handler(args)
+    except ConfigError as exc:
+        print(f"carbonshift: {exc}", file=sys.stderr)
+        return 2
+    except UsageError as exc:
+        print(f"carbonshift: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

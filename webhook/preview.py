@@ -1,0 +1,58 @@
+"""Offline preview: run manifests through the admission path and apply the patches.
+
+``carbonshift mutate`` builds the AdmissionReview the API server would send for a
+CREATE, runs it through :func:`webhook.admission.admit` (the webhook's own code path)
+and applies the returned JSON Patch, so what it prints is what would be stored.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import uuid
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import jsonpatch
+
+from webhook import admission
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Preview:
+    """One document's result."""
+
+    stored: Mapping[str, Any]
+    outcome: admission.Outcome
+
+
+def review_for(obj: Mapping[str, Any], operation: str = "CREATE") -> dict[str, Any]:
+    """The ``request`` part of the AdmissionReview kube-apiserver would send."""
+    api_version = str(obj.get("apiVersion", ""))
+    group, _, version = api_version.rpartition("/")
+    meta = obj.get("metadata") or {}
+    kind = str(obj.get("kind", ""))
+    namespaced = kind == "PropagationPolicy"
+    namespace = str(meta.get("namespace") or "default") if namespaced else ""
+    return {
+        "uid": str(uuid.uuid4()),
+        "kind": {"group": group, "version": version, "kind": kind},
+        "operation": operation,
+        "namespace": namespace,
+        "name": meta.get("name", ""),
+        "object": obj,
+        "oldObject": None,
+        "dryRun": True,
+    }
+
+
+def preview(documents: Iterable[Mapping[str, Any]], ctx: admission.Context) -> list[Preview]:
+    """Admit each document as a CREATE and apply the resulting patch."""
+    results = []
+    for doc in documents:
+        outcome = admission.admit(review_for(doc), ctx)
+        stored = copy.deepcopy(dict(doc))
+        if outcome.patch:
+            stored = jsonpatch.apply_patch(stored, outcome.patch)
+        results.append(Preview(stored=stored, outcome=outcome))
+    return results

@@ -1,0 +1,176 @@
+"""The HTTPS server: admission endpoint, probes and metrics on one aiohttp app.
+
+Handlers answer from memory: the intensity feed refreshes in the background and no
+request waits on the network.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import time
+from pathlib import Path
+
+import orjson
+import structlog
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from webhook import admission, certs, metrics
+from webhook.config import Config
+from webhook.feed import IntensityFeed
+from webhook.intensity import utcnow
+from webhook.providers.registry import build_providers
+from webhook.state import STATE, ServerState
+from webhook.tls import ReloadingTLS
+
+log = structlog.get_logger("carbonshift.server")
+
+MAX_BODY = 8 * 1024 * 1024
+"""Largest accepted request body: an UPDATE review carries object and oldObject."""
+
+
+def _json(status: int, payload: object) -> web.Response:
+    return web.Response(status=status, body=orjson.dumps(payload), content_type="application/json")
+
+
+async def mutate(request: web.Request) -> web.Response:
+    """``POST /mutate``: one AdmissionReview in, one out."""
+    started = time.perf_counter()
+    if request.content_type != "application/json":
+        metrics.ADMISSIONS.labels("", "bad_request").inc()
+        return _json(415, {"error": "Content-Type must be application/json"})
+    if request.content_length is not None and request.content_length > MAX_BODY:
+        metrics.ADMISSIONS.labels("", "bad_request").inc()
+        return _json(413, {"error": f"body larger than {MAX_BODY} bytes"})
+    try:
+        body = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        metrics.ADMISSIONS.labels("", "bad_request").inc()
+        return _json(413, {"error": f"body larger than {MAX_BODY} bytes"})
+    state = request.app[STATE]
+    ctx = admission.Context(config=state.config, table=state.feed.table(), now=utcnow())
+    try:
+        outcome = admission.review(body, ctx)
+    except admission.BadReview as exc:
+        metrics.ADMISSIONS.labels("", "bad_request").inc()
+        log.info("admission_rejected", error=str(exc))
+        return _json(400, {"error": str(exc)})
+    response = admission.respond(outcome)
+    elapsed = time.perf_counter() - started
+    metrics.ADMISSIONS.labels(outcome.kind, outcome.result).inc()
+    metrics.ADMISSION_SECONDS.labels(outcome.kind).observe(elapsed)
+    log.info(
+        "admission",
+        uid=outcome.uid,
+        kind=outcome.kind,
+        namespace=outcome.namespace,
+        name=outcome.name,
+        operation=outcome.operation,
+        outcome=outcome.result,
+        reason=outcome.reason or None,
+        warnings=len(outcome.warnings) or None,
+        duration_ms=round(elapsed * 1000, 3),
+    )
+    return web.Response(body=response, content_type="application/json")
+
+
+async def healthz(_request: web.Request) -> web.Response:
+    """``GET /healthz``: the process is alive and serving."""
+    return _json(200, {"status": "ok"})
+
+
+async def readyz(request: web.Request) -> web.Response:
+    """``GET /readyz``: 200 once every zone in use has intensity data, else 503."""
+    feed = request.app[STATE].feed
+    missing = feed.missing()
+    if missing:
+        return _json(503, {"ready": False, "missingZones": missing})
+    return _json(200, {"ready": True, "zones": len(feed.zones())})
+
+
+async def prometheus(_request: web.Request) -> web.Response:
+    """``GET /metrics``: Prometheus text exposition."""
+    return web.Response(body=generate_latest(), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+def build_app(state: ServerState) -> web.Application:
+    """The aiohttp application with every route."""
+    app = web.Application(client_max_size=MAX_BODY)
+    app[STATE] = state
+    app.router.add_post("/mutate", mutate)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    app.router.add_get("/metrics", prometheus)
+    return app
+
+
+def ensure_certificates(directory: Path, config: Config, extra_hosts: list[str]) -> bool:
+    """Create a development CA and serving certificate if ``directory`` has none.
+
+    Returns True when new files were written.
+    """
+    if (directory / certs.TLS_CERT).exists() and (directory / certs.TLS_KEY).exists():
+        return False
+    hosts = ["localhost", "127.0.0.1", *config.service.dns_names(), *extra_hosts]
+    certs.issue(hosts).write(directory)
+    return True
+
+
+def build_feed(config: Config) -> IntensityFeed:
+    """The intensity feed for a configuration: its provider chain and zones in use."""
+    return IntensityFeed(
+        build_providers(config),
+        config.zones_in_use(),
+        refresh_seconds=config.feed.refresh_seconds,
+        max_age_seconds=config.feed.max_age_seconds,
+    )
+
+
+async def serve(
+    config: Config,
+    *,
+    host: str,
+    port: int,
+    cert_dir: Path,
+    cert_reload_seconds: float = 10.0,
+    shutdown_seconds: float = 10.0,
+) -> None:
+    """Run the HTTPS server until SIGTERM/SIGINT."""
+    if ensure_certificates(cert_dir, config, [host]):
+        log.info(
+            "development_certificates_created",
+            directory=str(cert_dir),
+            ca=str(cert_dir / certs.CA_CERT),
+            hint="trust ca.crt (caBundle) in the webhook configuration",
+        )
+    tls = ReloadingTLS(cert_dir)
+    feed = build_feed(config)
+    app = build_app(ServerState(config=config, feed=feed))
+    runner = web.AppRunner(
+        app, access_log=None, handle_signals=False, shutdown_timeout=shutdown_seconds
+    )
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, ssl_context=tls.front, reuse_address=True)
+    await site.start()
+    log.info("serving", url=f"https://{host}:{port}", config_zones=list(config.zones_in_use()))
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    tasks = [
+        asyncio.create_task(feed.start(), name="feed-start"),
+        asyncio.create_task(tls.watch(cert_reload_seconds), name="cert-watch"),
+    ]
+    try:
+        await stop.wait()
+    finally:
+        log.info("shutting_down")
+        for task in tasks:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await runner.cleanup()
+        await feed.stop()
