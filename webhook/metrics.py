@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client import Counter, Gauge, Histogram, disable_created_metrics
+
+disable_created_metrics()  # *_created series double the exposition for no use here
 
 ADMISSIONS = Counter(
     "carbonshift_admissions_total",
@@ -51,4 +53,15 @@ SCHEDULER_SECONDS = Histogram(
     "Server time to answer one filter/score request.",
     ["endpoint"],
     buckets=(0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1),
+)
+INTENSITY_STALE = Gauge(
+    "carbonshift_intensity_stale",
+    "1 while the reading answering for a zone is older than feed.max_age_seconds, else 0.",
+    ["zone"],
+)
+PROVIDER_ERRORS = Counter(
+    "carbonshift_provider_errors_total",
+    "Provider answers that were errors, by provider and error class "
+    "(AuthenticationFailed, RateLimited, IncomparableSignal, CircuitOpen, ...).",
+    ["provider", "error"],
 )
