@@ -89,12 +89,30 @@ class ServiceConfig:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class FeedConfig:
-    """Freshness of the in-memory intensity data."""
+    """Freshness of the in-memory intensity data and resilience of provider calls."""
 
     refresh_seconds: float = 300.0
-    """How often the background refresher asks the providers again."""
+    """Longest pause of the background refresher (it also wakes when an answer expires)."""
     max_age_seconds: float = 7200.0
     """Past this age a reading is stale: decisions fall back to the next provider."""
+    timeout_seconds: float = 5.0
+    """Timeout of one HTTP request to a provider."""
+    retries: int = 2
+    """Extra attempts after a timeout, connection error, 5xx or malformed body."""
+    backoff_seconds: float = 0.5
+    """Base of the jittered exponential backoff between attempts."""
+    error_backoff_seconds: float = 30.0
+    """How long a failed answer is cached before the provider is asked again."""
+    breaker_failures: int = 5
+    """Consecutive failures that open a provider's circuit breaker."""
+    breaker_reset_seconds: float = 60.0
+    """How long an open circuit skips a provider before one trial call."""
+    min_ttl_seconds: float = 60.0
+    """Shortest time an answer is reused, even if its period already ended."""
+    max_ttl_seconds: float = 3600.0
+    """Longest time an answer is reused, even if its period lasts longer."""
+    forecasts: bool = True
+    """Also fetch and cache forecasts (for the mean over a horizon)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -301,17 +319,40 @@ def _service(value: object) -> ServiceConfig:
     return out
 
 
+_FEED_NUMBERS = {
+    "refresh_seconds": 1.0,
+    "max_age_seconds": 1.0,
+    "timeout_seconds": 0.05,
+    "backoff_seconds": 0.0,
+    "error_backoff_seconds": 1.0,
+    "breaker_reset_seconds": 1.0,
+    "min_ttl_seconds": 1.0,
+    "max_ttl_seconds": 1.0,
+}
+"""Numeric ``feed`` keys and their minimum."""
+_FEED_INTEGERS = {"retries": (0, 10), "breaker_failures": (1, 1000)}
+"""Integer ``feed`` keys and their allowed range."""
+
+
 def _feed(value: object) -> FeedConfig:
     section = _mapping(value, "feed")
-    _only(section, "feed", ("refresh_seconds", "max_age_seconds"))
+    _only(section, "feed", (*_FEED_NUMBERS, *_FEED_INTEGERS, "forecasts"))
     default = FeedConfig()
-    return FeedConfig(
-        refresh_seconds=_number(
-            section.get("refresh_seconds", default.refresh_seconds), "feed.refresh_seconds",
-            minimum=1,
-        ),
-        max_age_seconds=_number(
-            section.get("max_age_seconds", default.max_age_seconds), "feed.max_age_seconds",
-            minimum=1,
-        ),
-    )
+    values: dict[str, Any] = {}
+    for key, minimum in _FEED_NUMBERS.items():
+        raw = section.get(key, getattr(default, key))
+        values[key] = _number(raw, f"feed.{key}", minimum=minimum)
+    for key, (low, high) in _FEED_INTEGERS.items():
+        raw = section.get(key, getattr(default, key))
+        if isinstance(raw, bool) or not isinstance(raw, int) or not low <= raw <= high:
+            raise ConfigError(
+                f"feed.{key}", f"must be an integer from {low} to {high}, got {raw!r}"
+            )
+        values[key] = raw
+    values["forecasts"] = _bool(section.get("forecasts", default.forecasts), "feed.forecasts")
+    if values["max_ttl_seconds"] < values["min_ttl_seconds"]:
+        raise ConfigError(
+            "feed.max_ttl_seconds",
+            f"must be >= min_ttl_seconds ({values['min_ttl_seconds']:g})",
+        )
+    return FeedConfig(**values)

@@ -7,6 +7,7 @@ Error tree::
     +-- AuthenticationFailed      401/403: the credentials are wrong (not an outage)
     +-- RateLimited               429: wait ``retry_after`` seconds
     +-- IncomparableSignal        the value is relative (a percentile) and cannot be ranked
+    +-- CircuitOpen               the provider failed repeatedly; calls are skipped for a while
 """
 
 from __future__ import annotations
@@ -30,7 +31,11 @@ class ZoneNotSupported(ProviderError):
 
 
 class AuthenticationFailed(ProviderError):
-    """The provider refused the credentials (HTTP 401/403)."""
+    """The provider refused the credentials (HTTP 401/403). ``status`` is the HTTP code."""
+
+    def __init__(self, provider: str, message: str, status: int | None = None) -> None:
+        super().__init__(provider, message)
+        self.status = status
 
 
 class RateLimited(ProviderError):
@@ -43,6 +48,10 @@ class RateLimited(ProviderError):
 
 class IncomparableSignal(ProviderError):
     """The provider only has a relative signal (e.g. a percentile) for this zone."""
+
+
+class CircuitOpen(ProviderError):
+    """The provider's circuit breaker is open: no request was made."""
 
 
 @runtime_checkable

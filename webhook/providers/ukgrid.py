@@ -1,0 +1,154 @@
+"""UK Carbon Intensity API (NESO): Great Britain, national and regional, no key.
+
+Zone keys:
+
+- ``GB``: national. Latest is ``/intensity`` (the measured ``actual`` when published,
+  else the forecast, flagged estimated); forecast ``/intensity/{from}/fw48h``;
+  history ``/intensity/{from}/pt24h``.
+- ``GB-REGION-<id>`` with the API's region ids (:data:`REGIONS`), e.g.
+  ``GB-REGION-13`` for London. Regional data is forecast only, so every regional
+  reading is flagged estimated. Latest ``/regional/regionid/{id}``; forecast
+  ``/regional/intensity/{from}/fw48h/regionid/{id}``; history the same with
+  ``pt24h``.
+
+Values are gCO2/kWh of generation (average signal), in half-hour slots.
+
+Config section ``ukgrid``: ``url`` (env ``UKGRID_API_URL``; default
+``https://api.carbonintensity.org.uk``), ``timeout_seconds``, ``retries``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from webhook.intensity import Reading, Signal, utcnow
+from webhook.providers import wire
+from webhook.providers.base import ProviderError, ZoneNotSupported
+from webhook.providers.http import HTTP_OPTION_KEYS, HttpClient, HttpSettings
+from webhook.providers.options import Options
+
+NAME = "ukgrid"
+DEFAULT_URL = "https://api.carbonintensity.org.uk"
+URL_ENV = "UKGRID_API_URL"
+OPTION_KEYS = ("url", *HTTP_OPTION_KEYS)
+NATIONAL = "GB"
+REGION_PREFIX = "GB-REGION-"
+REGIONS = {
+    1: "North Scotland", 2: "South Scotland", 3: "North West England",
+    4: "North East England", 5: "Yorkshire", 6: "North Wales", 7: "South Wales",
+    8: "West Midlands", 9: "East Midlands", 10: "East England", 11: "South West England",
+    12: "South England", 13: "London", 14: "South East England", 15: "England",
+    16: "Scotland", 17: "Wales",
+}  # fmt: skip
+"""Region ids of the API (zone key ``GB-REGION-<id>``)."""
+
+
+class UKGridProvider:
+    """Great Britain's national and regional intensity (see the module docstring)."""
+
+    name = NAME
+
+    def __init__(
+        self,
+        *,
+        url: str = DEFAULT_URL,
+        settings: HttpSettings | None = None,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.http = HttpClient(NAME, url, settings or HttpSettings())
+        self._clock = clock
+
+    @classmethod
+    def from_options(
+        cls,
+        section: Mapping[str, Any] | None,
+        settings: HttpSettings,
+        env: Mapping[str, str] | None = None,
+    ) -> UKGridProvider:
+        """Build from the config section and environment."""
+        options = Options(NAME, section, OPTION_KEYS, env)
+        return cls(
+            url=options.url("url", URL_ENV, DEFAULT_URL), settings=settings.with_options(options)
+        )
+
+    def __repr__(self) -> str:
+        return f"UKGridProvider(url={self.http.where('')!r})"
+
+    def zones(self) -> Sequence[str]:
+        """Every zone key this provider answers for."""
+        return [NATIONAL, *(f"{REGION_PREFIX}{i}" for i in REGIONS)]
+
+    def _region(self, zone: str) -> int | None:
+        """None for the national zone, else the region id; unknown zones raise."""
+        if zone == NATIONAL:
+            return None
+        if zone.startswith(REGION_PREFIX):
+            suffix = zone.removeprefix(REGION_PREFIX)
+            if suffix.isdigit() and int(suffix) in REGIONS:
+                return int(suffix)
+        raise ZoneNotSupported(NAME, f"zone {zone!r} is not GB or GB-REGION-1..{max(REGIONS)}")
+
+    def _from(self) -> str:
+        return self._clock().strftime("%Y-%m-%dT%H:%MZ")
+
+    def _slot(self, zone: str, item: Any, what: str, *, forecast: bool) -> Reading | None:
+        slot = wire.obj(item, NAME, what)
+        intensity = wire.obj(slot.get("intensity"), NAME, what)
+        actual = None if forecast else wire.number(intensity.get("actual"))
+        value = actual if actual is not None else wire.number(intensity.get("forecast"))
+        if value is None:
+            return None
+        return Reading(
+            zone=zone,
+            value=value,
+            signal=Signal.AVERAGE,
+            valid_from=wire.timestamp(slot.get("from"), NAME, what),
+            valid_to=wire.timestamp(slot.get("to"), NAME, what),
+            estimated=actual is None,
+            source=f"{NAME}:{'actual' if actual is not None else 'forecast'}",
+        )
+
+    def _regional_slots(self, body: Any, what: str) -> Sequence[Any]:
+        """The half-hour slots of a ``regionid`` answer (``data`` is a list or an object)."""
+        data = wire.obj(body, NAME, what).get("data")
+        if isinstance(data, list):
+            if not data:
+                return []
+            data = data[0]
+        return wire.items(wire.obj(data, NAME, what).get("data"), NAME, what)
+
+    async def _series(self, zone: str, kind: str) -> list[Reading]:
+        region = self._region(zone)
+        if region is None:
+            path = "intensity" if kind == "latest" else f"intensity/{self._from()}/{kind}"
+            what = self.http.where(path)
+            body = await self.http.get_json(path, zone=zone)
+            slots = wire.items(wire.obj(body, NAME, what).get("data"), NAME, what)
+        else:
+            path = (
+                f"regional/regionid/{region}"
+                if kind == "latest"
+                else f"regional/intensity/{self._from()}/{kind}/regionid/{region}"
+            )
+            what = self.http.where(path)
+            slots = self._regional_slots(await self.http.get_json(path, zone=zone), what)
+        found = (self._slot(zone, s, what, forecast=kind == "fw48h") for s in slots)
+        return sorted((r for r in found if r is not None), key=lambda r: r.valid_from)
+
+    async def latest(self, zone: str) -> Reading:
+        readings = await self._series(zone, "latest")
+        if not readings:
+            raise ProviderError(NAME, f"no intensity for zone {zone} in the current half hour")
+        return readings[-1]
+
+    async def forecast(self, zone: str) -> Sequence[Reading]:
+        return await self._series(zone, "fw48h")
+
+    async def history(self, zone: str) -> Sequence[Reading]:
+        """The past 24 hours (national: actual where published; regional: forecast)."""
+        return await self._series(zone, "pt24h")
+
+    async def close(self) -> None:
+        await self.http.close()
