@@ -1,0 +1,138 @@
+"""Helpers for the end-to-end tests: kubectl wrappers and the objects they apply."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+import yaml
+
+from webhook.sandbox import Sandbox
+
+DEMO = ("member-se", "member-fr", "member-pl")  # greenest first
+DECISION = "carbonshift.io/decision"
+ENABLED = "carbonshift.io/enabled"
+
+
+class Kube:
+    """Thin helpers over kubectl for the tests."""
+
+    def __init__(self, sandbox: Sandbox) -> None:
+        self.sandbox = sandbox
+
+    def run(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        return self.sandbox.kubectl(*args, stdin=stdin, check=False)
+
+    def ok(self, *args: str, stdin: str | None = None) -> str:
+        result = self.run(*args, stdin=stdin)
+        assert result.returncode == 0, f"kubectl {' '.join(args)}: {result.stderr}"
+        return result.stdout
+
+    def apply(self, obj: Mapping[str, Any], *extra: str) -> str:
+        return self.ok("apply", *extra, "-f", "-", stdin=yaml.safe_dump(dict(obj)))
+
+    def apply_json(self, obj: Mapping[str, Any], *extra: str) -> dict[str, Any]:
+        """Apply and return the object the API server answered with."""
+        out = self.ok("apply", *extra, "-o", "json", "-f", "-", stdin=yaml.safe_dump(dict(obj)))
+        result: dict[str, Any] = json.loads(out)
+        return result
+
+    def get(self, resource: str, name: str, namespace: str | None = None) -> dict[str, Any]:
+        args = ["get", resource, name, "-o", "json"]
+        if namespace:
+            args += ["-n", namespace]
+        result: dict[str, Any] = json.loads(self.ok(*args))
+        return result
+
+    def namespace(self, *, enabled: bool) -> str:
+        name = f"e2e-{uuid.uuid4().hex[:8]}"
+        labels = {ENABLED: "true"} if enabled else {}
+        self.apply({"apiVersion": "v1", "kind": "Namespace",
+                    "metadata": {"name": name, "labels": labels}})  # fmt: skip
+        return name
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def propagation_policy(
+    name: str,
+    namespace: str,
+    *,
+    labels: Mapping[str, str] | None = None,
+    placement: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A PropagationPolicy for Deployment ``name``; Divided over any cluster by default."""
+    return {
+        "apiVersion": "policy.karmada.io/v1alpha1",
+        "kind": "PropagationPolicy",
+        "metadata": {"name": name, "namespace": namespace, "labels": dict(labels or {})},
+        "spec": {
+            "resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": name}],
+            "placement": dict(
+                placement or {"replicaScheduling": {"replicaSchedulingType": "Divided"}}
+            ),
+        },
+    }
+
+
+def cluster_propagation_policy(name: str, *, labels: Mapping[str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "policy.karmada.io/v1alpha1",
+        "kind": "ClusterPropagationPolicy",
+        "metadata": {"name": name, "labels": dict(labels)},
+        "spec": {
+            "resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment",
+                                   "labelSelector": {"matchLabels": {"e2e": name}}}],
+            "placement": {"replicaScheduling": {"replicaSchedulingType": "Divided"}},
+        },
+    }  # fmt: skip
+
+
+def nodepool(name: str, strategy: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {
+            "name": name,
+            "labels": {ENABLED: "true"},
+            "annotations": {"carbonshift.io/strategy": strategy},
+        },
+        "spec": {
+            "template": {"spec": {
+                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass",
+                                 "name": "default"},
+                "requirements": [
+                    {"key": "topology.kubernetes.io/zone", "operator": "In",
+                     "values": ["eu-north-1a", "eu-west-3a", "europe-central2-a"]},
+                    {"key": "karpenter.sh/capacity-type", "operator": "In",
+                     "values": ["on-demand"]},
+                ],
+            }},
+            "limits": {"cpu": "100"},
+        },
+    }  # fmt: skip
+
+
+def weights(policy: Mapping[str, Any]) -> dict[str, int]:
+    """Cluster name -> static weight in a (Cluster)PropagationPolicy."""
+    scheduling = policy["spec"]["placement"].get("replicaScheduling", {})
+    entries = scheduling.get("weightPreference", {}).get("staticWeightList", [])
+    out: dict[str, int] = {}
+    for entry in entries:
+        for cluster in entry["targetCluster"]["clusterNames"]:
+            out[cluster] = entry["weight"]
+    return out
+
+
+def annotations(obj: Mapping[str, Any]) -> dict[str, str]:
+    return dict(obj["metadata"].get("annotations") or {})
+
+
+def carbonshift_marks(obj: Mapping[str, Any]) -> dict[str, str]:
+    """Every carbonshift.io/ annotation on the object."""
+    return {k: v for k, v in annotations(obj).items() if k.startswith("carbonshift.io/")}
