@@ -136,8 +136,9 @@ async def serve(
     cert_dir: Path,
     cert_reload_seconds: float = 10.0,
     shutdown_seconds: float = 10.0,
+    stop: asyncio.Event | None = None,
 ) -> None:
-    """Run the HTTPS server until SIGTERM/SIGINT."""
+    """Run the HTTPS server until SIGTERM/SIGINT (or until ``stop`` is set)."""
     if ensure_certificates(cert_dir, config, [host]):
         log.info(
             "development_certificates_created",
@@ -156,10 +157,11 @@ async def serve(
     await site.start()
     log.info("serving", url=f"https://{host}:{port}", config_zones=list(config.zones_in_use()))
 
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    if stop is None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
     tasks = [
         asyncio.create_task(feed.start(), name="feed-start"),
         asyncio.create_task(tls.watch(cert_reload_seconds), name="cert-watch"),

@@ -1,0 +1,144 @@
+"""AdmissionReview handling: envelope errors, dispatch, opt-in, UPDATE, fail-open."""
+
+from __future__ import annotations
+
+import base64
+import copy
+from typing import Any
+
+import jsonpatch
+import orjson
+import pytest
+
+from tests.support import NOW
+from webhook import admission
+from webhook.config import Config
+from webhook.intensity import Reading
+
+PP_KIND = {"group": "policy.karmada.io", "version": "v1alpha1", "kind": "PropagationPolicy"}
+CPP_KIND = {"group": "policy.karmada.io", "version": "v1alpha1", "kind": "ClusterPropagationPolicy"}
+NP_KIND = {"group": "karpenter.sh", "version": "v1", "kind": "NodePool"}
+
+
+def request(kind: dict[str, str], obj: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {"uid": "u-1", "kind": kind, "operation": "CREATE", "object": obj, **extra}
+
+
+def pp(labels: dict[str, str] | None = None, **annotations: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "policy.karmada.io/v1alpha1",
+        "kind": "PropagationPolicy",
+        "metadata": {
+            "name": "web",
+            "namespace": "shop",
+            "labels": labels or {},
+            "annotations": annotations,
+        },
+        "spec": {
+            "resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment"}],
+            "placement": {"replicaScheduling": {"replicaSchedulingType": "Divided"}},
+        },
+    }
+
+
+@pytest.fixture
+def ctx(config: Config, table: dict[str, Reading]) -> admission.Context:
+    return admission.Context(config=config, table=table, now=NOW)
+
+
+def stored(req: dict[str, Any], outcome: admission.Outcome) -> dict[str, Any]:
+    return jsonpatch.apply_patch(copy.deepcopy(req["object"]), outcome.patch)
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (b"{not json", "not valid JSON"),
+        (b"[]", "must be a JSON object"),
+        (b'{"apiVersion": "admission.k8s.io/v1beta1", "kind": "AdmissionReview"}', "expected kind"),
+        (b'{"kind": "AdmissionReview"}', "no request"),
+        (b'{"request": {"uid": ""}}', "request.uid is missing"),
+        (b'{"request": {"uid": "x", "object": 3}}', "request.object must be an object"),
+    ],
+)
+def test_bad_envelopes_are_rejected_with_a_reason(body: bytes, message: str) -> None:
+    with pytest.raises(admission.BadReview, match=message):
+        admission.parse(body)
+
+
+def test_propagation_policy_create_is_patched(ctx: admission.Context) -> None:
+    req = request(PP_KIND, pp())
+    outcome = admission.admit(req, ctx)
+    assert outcome.result == "patched"
+    obj = stored(req, outcome)
+    assert "carbonshift.io/decision" in obj["metadata"]["annotations"]
+    body = orjson.loads(admission.respond(outcome))
+    assert body["apiVersion"] == "admission.k8s.io/v1"
+    assert body["kind"] == "AdmissionReview"
+    assert body["response"]["uid"] == "u-1"
+    assert body["response"]["allowed"] is True
+    assert body["response"]["patchType"] == "JSONPatch"
+    assert orjson.loads(base64.b64decode(body["response"]["patch"])) == outcome.patch
+
+
+def test_resubmitting_the_stored_object_gives_no_patch(ctx: admission.Context) -> None:
+    req = request(PP_KIND, pp())
+    again = request(PP_KIND, stored(req, admission.admit(req, ctx)))
+    outcome = admission.admit(again, ctx)
+    assert outcome.result == "unchanged"
+    assert "patch" not in orjson.loads(admission.respond(outcome))["response"]
+
+
+def test_kinds_we_do_not_handle_are_allowed_untouched(ctx: admission.Context) -> None:
+    kind = {"group": "apps", "version": "v1", "kind": "Deployment"}
+    outcome = admission.admit(request(kind, {"metadata": {"name": "d"}}), ctx)
+    assert (outcome.result, outcome.patch) == ("ignored", [])
+
+
+def test_object_opt_out_and_cluster_scoped_opt_in(ctx: admission.Context) -> None:
+    out = admission.admit(request(PP_KIND, pp({"carbonshift.io/enabled": "false"})), ctx)
+    assert out.result == "skipped"
+    cpp = pp() | {"kind": "ClusterPropagationPolicy"}
+    assert admission.admit(request(CPP_KIND, cpp), ctx).result == "skipped"
+    cpp = pp({"carbonshift.io/enabled": "true"}) | {"kind": "ClusterPropagationPolicy"}
+    assert admission.admit(request(CPP_KIND, cpp), ctx).result == "patched"
+
+
+def test_update_recomputes_only_when_refresh_changes(ctx: admission.Context) -> None:
+    old = pp()
+    new = pp(**{"carbonshift.io/max-clusters": "1"})
+    out = admission.admit(request(PP_KIND, new, operation="UPDATE", oldObject=old), ctx)
+    assert out.result == "skipped"
+    new["metadata"]["annotations"]["carbonshift.io/refresh"] = "2026-01-01"
+    out = admission.admit(request(PP_KIND, new, operation="UPDATE", oldObject=old), ctx)
+    assert out.result == "patched"
+    deleted = admission.admit(request(PP_KIND, old, operation="DELETE"), ctx)
+    assert deleted.result == "skipped"
+
+
+def test_nodepool_is_labelled_when_opted_in(ctx: admission.Context) -> None:
+    obj = {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {"name": "np", "labels": {"carbonshift.io/enabled": "true"}},
+        "spec": {"template": {"spec": {"requirements": []}}},
+    }
+    req = request(NP_KIND, obj)
+    out = admission.admit(req, ctx)
+    labels = stored(req, out)["spec"]["template"]["metadata"]["labels"]
+    assert labels["carbonshift.io/intensity"] == "medium"
+
+
+def test_an_internal_error_fails_open_with_a_warning(
+    ctx: admission.Context, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def explode(*_args: object) -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr("webhook.decision.placement.decide", explode)
+    out = admission.admit(request(PP_KIND, pp()), ctx)
+    assert out.result == "failed_open"
+    response = orjson.loads(admission.respond(out))["response"]
+    assert response["allowed"] is True
+    assert "patch" not in response
+    assert response["warnings"] == ["carbonshift: internal error; admitted unchanged"]

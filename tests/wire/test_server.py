@@ -1,0 +1,192 @@
+"""The HTTPS server over real TLS on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import socket
+import ssl
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+import pytest
+
+from tests.support import FLEET
+from webhook import certs, server
+from webhook.config import parse
+
+REVIEW = {
+    "apiVersion": "admission.k8s.io/v1",
+    "kind": "AdmissionReview",
+    "request": {
+        "uid": "0b1c2d3e",
+        "kind": {"group": "policy.karmada.io", "version": "v1alpha1", "kind": "PropagationPolicy"},
+        "resource": {
+            "group": "policy.karmada.io",
+            "version": "v1alpha1",
+            "resource": "propagationpolicies",
+        },
+        "namespace": "shop",
+        "operation": "CREATE",
+        "userInfo": {"username": "kubernetes-admin"},
+        "object": {
+            "apiVersion": "policy.karmada.io/v1alpha1",
+            "kind": "PropagationPolicy",
+            "metadata": {"name": "web", "namespace": "shop"},
+            "spec": {
+                "resourceSelectors": [
+                    {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}
+                ],
+                "placement": {"replicaScheduling": {"replicaSchedulingType": "Divided"}},
+            },
+        },
+        "oldObject": None,
+        "dryRun": False,
+    },
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Running:
+    """A server started in this event loop."""
+
+    def __init__(self, cert_dir: Path, port: int) -> None:
+        self.cert_dir = cert_dir
+        self.url = f"https://127.0.0.1:{port}"
+
+    def client_ssl(self) -> ssl.SSLContext:
+        return ssl.create_default_context(cafile=str(self.cert_dir / certs.CA_CERT))
+
+
+@pytest.fixture
+async def running(tmp_path: Path) -> AsyncIterator[Running]:
+    port = free_port()
+    stop = asyncio.Event()
+    task = asyncio.create_task(
+        server.serve(
+            parse(FLEET),
+            host="127.0.0.1",
+            port=port,
+            cert_dir=tmp_path,
+            cert_reload_seconds=0.1,
+            stop=stop,
+        )
+    )
+    for _ in range(100):
+        with contextlib.suppress(OSError):
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.close()
+            await writer.wait_closed()
+            break
+        await asyncio.sleep(0.05)
+    yield Running(tmp_path, port)
+    stop.set()
+    await task
+
+
+async def post(
+    run: Running, body: bytes, content_type: str = "application/json"
+) -> tuple[int, Any]:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(
+            run.url + "/mutate",
+            data=body,
+            headers={"Content-Type": content_type},
+            ssl=run.client_ssl(),
+        ) as resp,
+    ):
+        return resp.status, await resp.json(content_type=None)
+
+
+async def test_mutate_answers_a_real_admission_review(running: Running) -> None:
+    status, body = await post(running, orjson.dumps(REVIEW))
+    assert status == 200
+    response = body["response"]
+    assert response["uid"] == "0b1c2d3e"
+    assert response["allowed"] is True
+    patch = orjson.loads(base64.b64decode(response["patch"]))
+    assert {op["path"] for op in patch} == {
+        "/spec/placement/replicaScheduling",
+        "/metadata/annotations",
+    }
+
+
+@pytest.mark.filterwarnings("ignore:Sending a large body:ResourceWarning")
+@pytest.mark.parametrize(
+    ("body", "content_type", "status"),
+    [
+        (b"{oops", "application/json", 400),
+        (b'{"request": {"kind": {}}}', "application/json", 400),
+        (orjson.dumps(REVIEW), "text/plain", 415),
+        (b"x" * (8 * 1024 * 1024 + 1), "application/json", 413),
+    ],
+)
+async def test_bad_requests_get_a_json_error(
+    running: Running, body: bytes, content_type: str, status: int
+) -> None:
+    got, payload = await post(running, body, content_type)
+    assert got == status
+    assert isinstance(payload["error"], str)
+    assert payload["error"]
+
+
+async def test_probes_and_metrics(running: Running) -> None:
+    await post(running, orjson.dumps(REVIEW))
+    async with aiohttp.ClientSession() as session:
+        ctx = running.client_ssl()
+        async with session.get(running.url + "/healthz", ssl=ctx) as resp:
+            assert resp.status == 200
+        for _ in range(50):
+            async with session.get(running.url + "/readyz", ssl=ctx) as resp:
+                ready = await resp.json()
+            if ready["ready"]:
+                break
+            await asyncio.sleep(0.05)
+        assert ready == {"ready": True, "zones": 3}
+        async with session.get(running.url + "/metrics", ssl=ctx) as resp:
+            text = await resp.text()
+    assert 'carbonshift_admissions_total{kind="PropagationPolicy",outcome="patched"}' in text
+    assert "carbonshift_admission_duration_seconds_bucket" in text
+
+
+async def test_rotated_certificate_is_served_without_dropping_connections(
+    running: Running, tmp_path: Path
+) -> None:
+    old_ctx = running.client_ssl()
+    connector = aiohttp.TCPConnector(limit=1)
+    async with aiohttp.ClientSession(connector=connector) as kept:
+        async with kept.get(running.url + "/healthz", ssl=old_ctx) as resp:
+            assert resp.status == 200
+        certs.issue(["localhost", "127.0.0.1"]).write(tmp_path)  # new CA and serving pair
+        new_ctx = ssl.create_default_context(cafile=str(tmp_path / certs.CA_CERT))
+        for _ in range(100):
+            try:
+                async with (
+                    aiohttp.ClientSession() as fresh,
+                    fresh.get(running.url + "/healthz", ssl=new_ctx) as resp,
+                ):
+                    assert resp.status == 200
+                    break
+            except aiohttp.ClientConnectorCertificateError:
+                await asyncio.sleep(0.05)
+        else:
+            pytest.fail("the new certificate was never served")
+        # The connection opened before the rotation is still alive and answering.
+        async with kept.get(running.url + "/healthz", ssl=old_ctx) as resp:
+            assert resp.status == 200
+        with pytest.raises(aiohttp.ClientConnectorCertificateError):
+            async with (
+                aiohttp.ClientSession() as fresh,
+                fresh.get(running.url + "/healthz", ssl=old_ctx),
+            ):
+                pass
