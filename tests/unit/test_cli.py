@@ -1,0 +1,135 @@
+"""The carbonshift command line."""
+
+from __future__ import annotations
+
+import base64
+import io
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+import yaml
+from cryptography import x509
+
+from webhook.cli import main
+
+PP = """\
+apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata: {name: web, namespace: shop}
+spec:
+  resourceSelectors: [{apiVersion: apps/v1, kind: Deployment, name: web}]
+  placement:
+    replicaScheduling: {replicaSchedulingType: Divided}
+---
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata:
+  name: np
+  labels: {carbonshift.io/enabled: "true"}
+  annotations: {carbonshift.io/strategy: pause}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      requirements: []
+  limits: {cpu: "64"}
+"""
+
+CONFIG = "zone: PL\nclusters:\n  member-fr: {zone: FR}\n  member-pl: {zone: PL}\n"
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_help_lists_every_command() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "webhook.cli", "--help"], capture_output=True, text=True, check=True
+    ).stdout
+    for command in ("serve", "certs", "mutate"):
+        assert command in out
+
+
+def test_mutate_prints_what_would_be_stored(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "m.yaml").write_text(PP)
+    (tmp_path / "c.yaml").write_text(CONFIG)
+    code, out, _ = run(
+        capsys, "mutate", "-f", str(tmp_path / "m.yaml"), "--config", str(tmp_path / "c.yaml")
+    )
+    assert code == 0
+    docs = list(yaml.safe_load_all(out))
+    weights = docs[0]["spec"]["placement"]["replicaScheduling"]["weightPreference"]
+    assert weights["staticWeightList"][0]["targetCluster"]["clusterNames"] == ["member-fr"]
+    assert docs[1]["spec"]["limits"] == {"cpu": "0"}
+    assert "# carbonshift: PropagationPolicy web: patched" in out
+
+
+def test_mutate_json_output_and_stdin(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "stdin", io.StringIO(PP))
+    (tmp_path / "c.yaml").write_text(CONFIG)
+    code, out, _ = run(
+        capsys, "mutate", "-f", "-", "-o", "json", "--config", str(tmp_path / "c.yaml")
+    )
+    assert code == 0
+    results = orjson.loads(out)
+    assert [r["outcome"] for r in results] == ["patched", "patched"]
+    assert results[1]["decision"]["class"] == "high"
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [("zone: [", "not valid YAML"), ("providers: [nope]\n", "config key 'providers[0]'")],
+)
+def test_bad_config_exits_2_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], config: str, message: str
+) -> None:
+    (tmp_path / "c.yaml").write_text(config)
+    (tmp_path / "m.yaml").write_text(PP)
+    code, _, err = run(
+        capsys, "mutate", "-f", str(tmp_path / "m.yaml"), "--config", str(tmp_path / "c.yaml")
+    )
+    assert code == 2
+    assert message in err
+    assert err.count("\n") == 1
+
+
+def test_mutate_rejects_documents_without_kind(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "m.yaml").write_text("metadata: {name: x}\n")
+    code, _, err = run(capsys, "mutate", "-f", str(tmp_path / "m.yaml"))
+    assert code == 2
+    assert "apiVersion and kind" in err
+
+
+def test_certs_writes_a_bundle_and_prints_the_ca(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(
+        capsys,
+        "certs",
+        "--service",
+        "carbonshift",
+        "--namespace",
+        "ops",
+        "--ip",
+        "127.0.0.1",
+        "--out",
+        str(tmp_path),
+    )
+    assert code == 0
+    assert base64.b64decode(out.strip()) == (tmp_path / "ca.crt").read_bytes()
+    cert = x509.load_pem_x509_certificate((tmp_path / "tls.crt").read_bytes())
+    sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert "carbonshift.ops.svc" in sans.get_values_for_type(x509.DNSName)
+    assert [str(ip) for ip in sans.get_values_for_type(x509.IPAddress)] == ["127.0.0.1"]
+    assert (tmp_path / "tls.key").stat().st_mode & 0o077 == 0
