@@ -1,0 +1,97 @@
+"""Trace replay: real-time and shifted clocks, columns, zones from files."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from webhook.config import ConfigError
+from webhook.providers.base import ZoneNotSupported
+from webhook.providers.trace import TraceProvider
+
+HEADER = (
+    "Datetime (UTC),Country,Zone Name,Zone Id,Carbon Intensity gCO\u2082eq/kWh (direct),"
+    "Carbon Intensity gCO\u2082eq/kWh (LCA),Low Carbon Percentage,Renewable Percentage,"
+    "Data Source,Data Estimated,Data Estimation Method"
+)
+
+
+def write_trace(folder: Path, zone: str, hours: int = 48) -> Path:
+    path = folder / zone / f"{zone}_2023_hourly.csv"
+    path.parent.mkdir(parents=True)
+    start = datetime(2023, 1, 1)
+    rows = [HEADER]
+    for h in range(hours):
+        when = (start + timedelta(hours=h)).strftime("%Y-%m-%d %H:%M:%S")
+        estimated = "true" if h == 5 else "false"
+        rows.append(f"{when},X,X,{zone},{h}.5,{100 + h}.0,1,1, src;  x,{estimated},")
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    return path
+
+
+class Clock:
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+async def test_realtime_uses_same_hour_of_year(tmp_path: Path) -> None:
+    write_trace(tmp_path, "DE")
+    clock = Clock(datetime(2026, 1, 1, 5, 30, tzinfo=UTC))
+    provider = TraceProvider.from_options({"path": str(tmp_path)}, env={}, clock=clock)
+    reading = await provider.latest("DE")
+    assert reading.value == 105.0  # lifecycle, hour 5
+    assert reading.estimated
+    assert reading.valid_from == datetime(2026, 1, 1, 5, tzinfo=UTC)
+    assert reading.source == "trace:DE_2023_hourly.csv:lifecycle"
+    clock.now = datetime(2026, 1, 3, 1, tzinfo=UTC)  # hour 49 wraps to hour 1 of 48
+    assert (await provider.latest("DE")).value == 101.0
+
+
+async def test_shifted_maps_trace_start_to_now_and_direct_column(tmp_path: Path) -> None:
+    write_trace(tmp_path, "GB")
+    clock = Clock(datetime(2026, 7, 9, 14, 10, tzinfo=UTC))
+    provider = TraceProvider.from_options(
+        {"path": str(tmp_path), "mode": "shifted", "column": "direct", "forecast_hours": 3},
+        env={},
+        clock=clock,
+    )
+    assert (await provider.latest("GB")).value == 0.5
+    clock.now += timedelta(hours=2)
+    assert (await provider.latest("GB")).value == 2.5
+    forecast = await provider.forecast("GB")
+    assert [r.value for r in forecast] == [2.5, 3.5, 4.5]
+    assert forecast[0].valid_from == datetime(2026, 7, 9, 16, tzinfo=UTC)
+
+
+async def test_zones_and_options(tmp_path: Path) -> None:
+    write_trace(tmp_path, "DE")
+    single = write_trace(tmp_path, "FR")
+    provider = TraceProvider.from_options({}, env={"CARBONSHIFT_TRACE_PATH": str(tmp_path)})
+    assert provider.zones() == ["DE", "FR"]
+    with pytest.raises(ZoneNotSupported):
+        await provider.latest("PL")
+    assert TraceProvider.from_options({"path": str(single)}, env={}).zones() == ["FR"]
+    with pytest.raises(ConfigError, match=r"trace\.path"):
+        TraceProvider.from_options({}, env={})
+    with pytest.raises(ConfigError, match=r"trace\.path"):
+        TraceProvider.from_options({"path": str(tmp_path / "nope")}, env={})
+    with pytest.raises(ConfigError, match=r"trace\.mode"):
+        TraceProvider.from_options({"path": str(tmp_path), "mode": "later"}, env={})
+    with pytest.raises(ConfigError, match=r"trace\.forecast_hours"):
+        TraceProvider.from_options({"path": str(tmp_path), "forecast_hours": 1000}, env={})
+
+
+SHARED = Path(__file__).resolve().parents[3] / "shared" / "traces" / "electricitymaps-hourly-2023"
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="the shared trace set is not next to the repo")
+async def test_shared_trace_set_loads_every_zone() -> None:
+    provider = TraceProvider.from_options({"path": str(SHARED)}, env={})
+    assert {"DE", "GB", "US-CAL-CISO", "JP-TK"} <= set(provider.zones())
+    reading = await provider.latest("GB")
+    assert 0 < reading.value < 1000
