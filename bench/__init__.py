@@ -1,0 +1,1 @@
+"""Benchmarks (``make bench``): admission and score throughput/latency on one core."""
