@@ -17,7 +17,7 @@ import structlog
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from webhook import admission, certs, metrics
+from webhook import admission, certs, metrics, schedapi
 from webhook.config import Config
 from webhook.feed import IntensityFeed
 from webhook.intensity import utcnow
@@ -103,6 +103,7 @@ def build_app(state: ServerState) -> web.Application:
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", prometheus)
+    schedapi.add_routes(app)
     return app
 
 

@@ -1,0 +1,267 @@
+"""The scheduler endpoints over HTTP (aiohttp test server on 127.0.0.1)."""
+
+from __future__ import annotations
+
+from importlib import resources
+from typing import Any
+
+import orjson
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient
+
+from tests.schedapi.conftest import make_app, make_state
+from webhook.config import ClusterConfig, Config, NodePoolConfig
+from webhook.decision.ranking import NEUTRAL_SCORE
+from webhook.state import ServerState
+
+Client = TestClient[web.Request, web.Application]
+MAX = "carbonshift.io/max-intensity"
+
+
+async def post(client: Client, path: str, body: Any) -> tuple[int, Any]:
+    data = body if isinstance(body, bytes) else orjson.dumps(body)
+    resp = await client.post(path, data=data, headers={"Content-Type": "application/json"})
+    assert resp.content_type == "application/json"
+    return resp.status, orjson.loads(await resp.read())
+
+
+ISSUE_REQUEST = {
+    "clusters": [
+        {
+            "name": "m1",
+            "provider": "aws",
+            "region": "eu-west-3",
+            "zones": ["eu-west-3a"],
+            "labels": {},
+        },
+        {"name": "m2", "zone": "PL"},
+    ],
+    "workload": {"namespace": "ns", "name": "app", "replicas": 3, "annotations": {MAX: "300"}},
+}
+
+
+async def test_karmada_filter_removes_clusters_above_max_intensity(client: Client) -> None:
+    status, body = await post(client, "/v1/karmada/filter", ISSUE_REQUEST)
+    assert status == 200
+    assert body["clusters"] == ["m1"]
+    assert [f["name"] for f in body["filtered"]] == ["m2"]
+    assert "PL" in body["filtered"][0]["reason"]
+    assert "warnings" not in body
+
+
+async def test_karmada_filter_without_limit_keeps_everything(client: Client) -> None:
+    status, body = await post(client, "/v1/karmada/filter", {"clusters": [{"name": "x"}]})
+    assert (status, body) == (200, {"clusters": ["x"], "filtered": []})
+
+
+async def test_karmada_score_reports_the_facts_behind_each_score(client: Client) -> None:
+    status, body = await post(client, "/v1/karmada/score", ISSUE_REQUEST)
+    assert status == 200
+    m1, m2 = body["scores"]
+    assert m1 == {
+        "name": "m1",
+        "score": 95,
+        "intensity": 50.0,
+        "zone": "FR",
+        "source": "fixed:test",
+        "dataAgeSeconds": m1["dataAgeSeconds"],
+    }
+    assert 0 <= m1["dataAgeSeconds"] <= 3600
+    assert m2["score"] == 30
+    assert m2["zone"] == "PL"
+
+
+async def test_unknown_zone_is_neutral_and_fetched_in_the_background(
+    client: Client, state: ServerState
+) -> None:
+    provider = state.feed.providers[0]
+    asked_before = list(provider.asked)  # type: ignore[attr-defined]
+    status, body = await post(
+        client,
+        "/v1/karmada/score",
+        {"clusters": [{"name": "a", "zone": "NZ"}, {"name": "b", "region": "mars-1"}]},
+    )
+    assert status == 200
+    a, b = body["scores"]
+    assert a["score"] == b["score"] == NEUTRAL_SCORE
+    assert a["zone"] == "NZ"
+    assert a["intensity"] is None
+    assert "NZ" in a["reason"]
+    assert b["zone"] is None
+    assert "mars-1" in b["reason"]
+    assert "NZ" in state.feed.zones()
+    assert provider.asked == asked_before  # type: ignore[attr-defined]  # no network in the handler
+
+
+async def test_config_clusters_resolve_between_explicit_zone_and_region() -> None:
+    config = Config(clusters={"m1": ClusterConfig(name="m1", zone="PL")})
+    async with TestClient(_server(await make_state(config))) as c:
+        _, body = await post(
+            c,
+            "/v1/karmada/score",
+            {
+                "clusters": [
+                    {"name": "m1", "provider": "aws", "region": "eu-west-3"},
+                    {"name": "m2", "zone": "SE-SE3", "provider": "aws", "region": "eu-west-3"},
+                ]
+            },
+        )
+    assert [s["zone"] for s in body["scores"]] == ["PL", "SE-SE3"]
+
+
+def _server(state: ServerState):  # type: ignore[no-untyped-def]
+    from aiohttp.test_utils import TestServer  # noqa: PLC0415
+
+    return TestServer(make_app(state), host="127.0.0.1")
+
+
+def node(name: str, **labels: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "labels": {k.replace("_", "/"): v for k, v in labels.items()}},
+        "spec": {},
+        "status": {"allocatable": {"cpu": "4"}},
+    }
+
+
+GREEN = node("green", **{"topology.kubernetes.io/region": "eu-west-3"})
+DIRTY = node("dirty", **{"topology.kubernetes.io/region": "ap-south-1"})
+GRID = node("grid", **{"carbonshift.io/grid-zone": "SE-SE3"})
+
+
+def pod(annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    return {"metadata": {"name": "p", "namespace": "d", "annotations": annotations}, "spec": {}}
+
+
+async def test_extender_filter_with_nodes_echoes_kept_items(client: Client) -> None:
+    status, body = await post(
+        client,
+        "/v1/extender/filter",
+        {"Pod": pod({MAX: "300"}), "Nodes": {"items": [GREEN, DIRTY, GRID]}, "NodeNames": None},
+    )
+    assert status == 200
+    assert body["Nodes"]["items"] == [GREEN, GRID]
+    assert body["NodeNames"] is None
+    assert list(body["FailedAndUnresolvableNodes"]) == ["dirty"]
+    assert body["FailedNodes"] == {}
+    assert body["Error"] == ""
+
+
+async def test_extender_filter_with_node_names(client: Client) -> None:
+    status, body = await post(
+        client, "/v1/extender/filter", {"Pod": pod(), "Nodes": None, "NodeNames": ["a", "b"]}
+    )
+    assert status == 200
+    assert body["NodeNames"] == ["a", "b"]
+    assert body["Nodes"] is None
+
+
+async def test_extender_prioritize_scores_greener_higher(client: Client) -> None:
+    status, body = await post(
+        client, "/v1/extender/prioritize", {"Pod": pod(), "Nodes": {"items": [GREEN, DIRTY, GRID]}}
+    )
+    assert status == 200
+    assert body == [
+        {"Host": "green", "Score": 10},
+        {"Host": "dirty", "Score": 4},
+        {"Host": "grid", "Score": 10},
+    ]
+
+
+async def test_extender_topology_zone_through_config() -> None:
+    config = Config(nodepools=NodePoolConfig(topology_zones={"eu-west-3a": "PL"}))
+    n = node(
+        "n",
+        **{
+            "topology.kubernetes.io/zone": "eu-west-3a",
+            "topology.kubernetes.io/region": "eu-west-3",
+        },
+    )
+    async with TestClient(_server(await make_state(config))) as c:
+        _, body = await post(c, "/v1/extender/prioritize", {"Pod": pod(), "Nodes": {"items": [n]}})
+    assert body == [{"Host": "n", "Score": 3}]
+
+
+BAD_KARMADA = [
+    b"not json",
+    b"[]",
+    {},
+    {"clusters": {}},
+    {"clusters": [{}]},
+    {"clusters": [{"name": ""}]},
+    {"clusters": [{"name": 3}]},
+    {"clusters": [{"name": "a"}, {"name": "a"}]},
+    {"clusters": [{"name": "a", "zone": 5}]},
+    {"clusters": [{"name": "a", "zone": "not a zone!"}]},
+    {"clusters": [{"name": "a", "zones": "x"}]},
+    {"clusters": [{"name": "a", "labels": {"k": 1}}]},
+    {"clusters": [{"name": "a", "provider": ["aws"]}]},
+    {"clusters": [{"name": "a"}], "workload": []},
+    {"clusters": [{"name": "a"}], "workload": {"replicas": -1}},
+    {"clusters": [{"name": "a"}], "workload": {"replicas": True}},
+    {"clusters": [{"name": "a"}], "workload": {"annotations": {MAX: "lots"}}},
+    {"clusters": [{"name": "a"}], "workload": {"annotations": {MAX: 300}}},
+    {"clusters": [{"name": f"c{i}"} for i in range(10_001)]},
+]
+
+
+@pytest.mark.parametrize("path", ["/v1/karmada/filter", "/v1/karmada/score"])
+@pytest.mark.parametrize("body", BAD_KARMADA, ids=range(len(BAD_KARMADA)))
+async def test_karmada_bad_requests_get_400_with_a_reason(
+    client: Client, path: str, body: Any
+) -> None:
+    status, answer = await post(client, path, body)
+    assert status == 400
+    assert isinstance(answer["reason"], str)
+    assert answer["reason"]
+
+
+BAD_EXTENDER = [
+    b"{",
+    b"1",
+    {"Pod": []},
+    {"Pod": {"metadata": {"annotations": {MAX: "-4"}}}},
+    {"Nodes": []},
+    {"Nodes": {"items": {}}},
+    {"Nodes": {"items": [{}]}},
+    {"Nodes": {"items": [{"metadata": {"name": ""}}]}},
+    {"Nodes": {"items": [{"metadata": {"name": "a", "labels": []}}]}},
+    {"Nodes": {"items": [{"metadata": {"name": "a"}, "spec": {"providerID": 1}}]}},
+    {"Nodes": {"items": [node("a"), node("a")]}},
+    {"NodeNames": "a"},
+    {"NodeNames": [""]},
+]
+
+
+@pytest.mark.parametrize("path", ["/v1/extender/filter", "/v1/extender/prioritize"])
+@pytest.mark.parametrize("body", BAD_EXTENDER, ids=range(len(BAD_EXTENDER)))
+async def test_extender_bad_requests_get_400_with_a_reason(
+    client: Client, path: str, body: Any
+) -> None:
+    status, answer = await post(client, path, body)
+    assert status == 400
+    assert answer["reason"]
+
+
+async def test_openapi_document_is_served(client: Client) -> None:
+    resp = await client.get("/openapi.json")
+    assert resp.status == 200
+    shipped = resources.files("webhook").joinpath("data/openapi.json").read_bytes()
+    assert await resp.read() == shipped
+    doc = orjson.loads(shipped)
+    assert set(doc["paths"]) == {
+        "/v1/karmada/filter",
+        "/v1/karmada/score",
+        "/v1/extender/filter",
+        "/v1/extender/prioritize",
+        "/openapi.json",
+    }
+
+
+async def test_metrics_count_requests(client: Client) -> None:
+    from webhook.metrics import SCHEDULER_REQUESTS  # noqa: PLC0415
+
+    counter = SCHEDULER_REQUESTS.labels("karmada/filter", "bad_request")
+    before = counter._value.get()
+    await post(client, "/v1/karmada/filter", b"x")
+    assert counter._value.get() == before + 1

@@ -1,0 +1,220 @@
+"""Scheduler-side decisions: grid zones of clusters and nodes, filter and score verdicts.
+
+Pure functions over already-parsed facts and the in-memory intensity table; the HTTP
+layer (:mod:`webhook.schedapi`) parses requests and shapes answers. The ranking itself
+(greenness, the max-intensity split) is :mod:`webhook.decision.ranking`'s.
+
+Zone resolution order for a Karmada cluster: explicit ``zone``, the config's
+``clusters`` entry, then provider + region through the built-in region table. For a
+Kubernetes node: label ``carbonshift.io/grid-zone``, then ``topology.kubernetes.io/zone``
+through the config's ``nodepools.topology_zones``, then ``topology.kubernetes.io/region``
+through the region table (provider from ``spec.providerID``'s scheme when present).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime
+
+from webhook.config import Config
+from webhook.decision.ranking import greenness, within_limit
+from webhook.intensity import Reading
+from webhook.regions import zone_for_region
+
+MAX_INTENSITY = "carbonshift.io/max-intensity"
+"""Workload (or Pod) annotation: drop candidates whose grid is above this gCO2eq/kWh."""
+GRID_ZONE_LABEL = "carbonshift.io/grid-zone"
+"""Node label naming its grid zone directly."""
+REGION_LABEL = "topology.kubernetes.io/region"
+ZONE_LABEL = "topology.kubernetes.io/zone"
+EXTENDER_MAX_SCORE = 10
+"""kube-scheduler's MaxExtenderPriority."""
+
+_PROVIDER_SCHEMES = {"aws": "aws", "gce": "gcp", "azure": "azure"}
+_UNRESOLVED = "\x00unresolved"
+"""Ranking key shared by every candidate without a grid zone (never a real zone key)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Candidate:
+    """A cluster or node to judge: its name and what is known about its location."""
+
+    name: str
+    zone: str | None = None
+    """Grid zone named explicitly by the caller."""
+    provider: str | None = None
+    region: str | None = None
+    cloud_zone: str | None = None
+    """Cloud availability zone (nodes: ``topology.kubernetes.io/zone``)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Assessment:
+    """One candidate with its resolved grid zone and the reading behind its verdict."""
+
+    name: str
+    zone: str | None
+    reading: Reading | None
+    reason: str | None
+    """Why the verdict is neutral or uncertain (no zone, no data, stale data); else None."""
+
+    @property
+    def intensity(self) -> float | None:
+        """The reading's gCO2eq/kWh, None when unknown."""
+        return self.reading.value if self.reading is not None else None
+
+    @property
+    def score(self) -> int:
+        """Karmada score 0..100, greener higher; NEUTRAL_SCORE when unknown."""
+        return greenness(self.intensity)
+
+    @property
+    def extender_score(self) -> int:
+        """kube-scheduler extender score 0..10 (the Karmada score, rounded to tens)."""
+        return (self.score + 5) // 10
+
+    def data_age(self, now: datetime) -> int | None:
+        """Whole seconds since the reading's period started, None when unknown."""
+        return int(self.reading.age_seconds(now)) if self.reading is not None else None
+
+
+def cluster_zone(candidate: Candidate, config: Config) -> str | None:
+    """Grid zone of a Karmada cluster: explicit, else config ``clusters``, else region table."""
+    if candidate.zone:
+        return candidate.zone
+    configured = config.clusters.get(candidate.name)
+    if configured is not None:
+        return configured.grid_zone
+    return zone_for_region(candidate.provider, candidate.region)
+
+
+def node_candidate(name: str, labels: Mapping[str, str], provider_id: str | None) -> Candidate:
+    """A node's location facts from its labels and ``spec.providerID``."""
+    provider = None
+    if provider_id and "://" in provider_id:
+        provider = _PROVIDER_SCHEMES.get(provider_id.split("://", 1)[0].lower())
+    return Candidate(
+        name=name,
+        zone=labels.get(GRID_ZONE_LABEL) or None,
+        provider=provider,
+        region=labels.get(REGION_LABEL) or None,
+        cloud_zone=labels.get(ZONE_LABEL) or None,
+    )
+
+
+def node_zone(candidate: Candidate, config: Config) -> str | None:
+    """Grid zone of a node: explicit label, else topology zone via config, else region."""
+    if candidate.zone:
+        return candidate.zone
+    if candidate.cloud_zone:
+        mapped = config.nodepools.topology_zones.get(candidate.cloud_zone)
+        if mapped:
+            return mapped
+    return zone_for_region(candidate.provider, candidate.region)
+
+
+def assess(
+    candidates: Iterable[Candidate],
+    resolve: Callable[[Candidate], str | None],
+    lookup: Callable[[str], Reading | None],
+    want: Callable[[str], None],
+) -> list[Assessment]:
+    """Resolve every candidate's zone and reading (one lookup per distinct zone).
+
+    ``lookup`` answers from memory; ``want`` registers a zone without data so the
+    background refresher fetches it. Nothing here waits on the network.
+    """
+    readings: dict[str, Reading | None] = {}
+    out: list[Assessment] = []
+    for candidate in candidates:
+        zone = resolve(candidate)
+        if zone is None:
+            out.append(Assessment(candidate.name, None, None, _no_zone_reason(candidate)))
+            continue
+        if zone not in readings:
+            reading = lookup(zone)
+            if reading is None:
+                want(zone)
+            readings[zone] = reading
+        reading = readings[zone]
+        if reading is None:
+            reason: str | None = f"no intensity data yet for zone {zone}"
+        elif reading.stale:
+            reason = f"intensity data for zone {zone} is stale"
+        else:
+            reason = None
+        out.append(Assessment(candidate.name, zone, reading, reason))
+    return out
+
+
+def _no_zone_reason(candidate: Candidate) -> str:
+    if candidate.region:
+        where = f"{candidate.provider or 'any provider'} region {candidate.region}"
+        return f"unknown grid zone for {where}"
+    return "unknown grid zone (no zone, configured cluster, or provider/region)"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FilterVerdict:
+    """Which candidates stay (request order) and why the others were removed."""
+
+    kept: list[str]
+    removed: list[tuple[str, str]]
+    warnings: list[str]
+
+
+def filter_by_limit(assessments: Sequence[Assessment], limit: float | None) -> FilterVerdict:
+    """Drop candidates whose grid is above ``limit`` (gCO2eq/kWh) via the ranking core.
+
+    The split is made per grid zone with :func:`ranking.within_limit`: unknown zones stay;
+    if every known zone is above the limit and no unknown remains, the greenest zone stays
+    and a warning says so. Without a limit every candidate stays.
+    """
+    if limit is None:
+        return FilterVerdict([a.name for a in assessments], [], [])
+    by_zone: dict[str, float | None] = {}
+    for a in assessments:
+        by_zone[a.zone if a.zone is not None else _UNRESOLVED] = a.intensity
+    kept_zones, _ = within_limit(by_zone, limit)
+    keep = set(kept_zones)
+    kept: list[str] = []
+    removed: list[tuple[str, str]] = []
+    warnings: list[str] = []
+    for a in assessments:
+        if (a.zone if a.zone is not None else _UNRESOLVED) in keep:
+            kept.append(a.name)
+        else:
+            removed.append((a.name, _above_reason(a, limit)))
+    for zone in kept_zones:
+        value = by_zone[zone]
+        if value is not None and value > limit:
+            warnings.append(
+                f"every candidate is above max-intensity {limit:g}; kept the greenest, "
+                f"zone {zone} at {value:.0f} gCO2eq/kWh"
+            )
+    return FilterVerdict(kept, removed, warnings)
+
+
+def _above_reason(a: Assessment, limit: float) -> str:
+    return f"grid zone {a.zone} at {a.intensity:.0f} gCO2eq/kWh is above max-intensity {limit:g}"
+
+
+def parse_limit(annotations: Mapping[str, str] | None) -> float | None:
+    """The ``carbonshift.io/max-intensity`` annotation as a number, None when absent.
+
+    Raises :class:`ValueError` with a readable message when it is not a number >= 0.
+    """
+    if not annotations:
+        return None
+    raw = annotations.get(MAX_INTENSITY)
+    if raw is None:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"annotation {MAX_INTENSITY} must be a number >= 0, got {raw!r}")
+    return value
