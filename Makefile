@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml
 venv: $(STAMP) ## Create the virtualenv and install carbonshift with its dev tools
 
 run: $(STAMP) ## Start the webhook on https://127.0.0.1:8443 with the embedded data
-	$(BIN)/carbonshift serve --host 127.0.0.1 --port 8443 --cert-dir certs
+	$(BIN)/carbonshift serve --config config/example.yaml --host 127.0.0.1 --port 8443 --cert-dir certs
 
 lint: $(STAMP) ## ruff + mypy --strict + hadolint
 	$(BIN)/ruff check webhook tests bench
