@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
@@ -91,15 +92,86 @@ def parse(body: bytes) -> Mapping[str, Any]:
     return request
 
 
-def admit(request: Mapping[str, Any], ctx: Context) -> Outcome:
+class DecisionMemo:
+    """Recent decisions by their exact inputs, so identical reviews are answered once.
+
+    GitOps controllers re-apply and server-side dry-run the same manifests over and
+    over, and fleets stamp out many policies from one template. A decision depends only
+    on the object's kind, operation, labels, annotations and spec (plus the refresh
+    annotation of the old object) and on the intensities in memory, so those form the
+    key; the object's name and uid do not. Bounded LRU.
+    """
+
+    def __init__(self, size: int = 4096) -> None:
+        self.size = size
+        self._entries: OrderedDict[tuple[bytes, int], _Memo] = OrderedDict()
+
+    @staticmethod
+    def key(request: Mapping[str, Any], ctx: Context) -> tuple[bytes, int] | None:
+        obj = request.get("object")
+        if not isinstance(obj, dict):
+            return None
+        raw_meta = obj.get("metadata")
+        meta: Mapping[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
+        material = (
+            request.get("kind"),
+            request.get("operation"),
+            _annotations(request.get("oldObject")).get(REFRESH),
+            meta.get("labels"),
+            meta.get("annotations"),
+            obj.get("spec"),
+        )
+        try:
+            encoded = orjson.dumps(material, option=orjson.OPT_SORT_KEYS)
+        except TypeError:
+            return None
+        return encoded, hash(frozenset(ctx.table.items()))
+
+    def get(self, key: tuple[bytes, int]) -> _Memo | None:
+        entry = self._entries.get(key)
+        if entry is not None:
+            self._entries.move_to_end(key)
+        return entry
+
+    def put(self, key: tuple[bytes, int], outcome: Outcome) -> None:
+        self._entries[key] = _Memo(
+            outcome.result, outcome.reason, tuple(outcome.warnings), outcome.patch, outcome.decision
+        )
+        if len(self._entries) > self.size:
+            self._entries.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Memo:
+    result: str
+    reason: str
+    warnings: tuple[str, ...]
+    patch: list[dict[str, Any]]
+    decision: str | None
+
+
+def admit(
+    request: Mapping[str, Any], ctx: Context, memo: DecisionMemo | None = None
+) -> Outcome:
     """Decide on one parsed request. Never raises: internal errors fail open."""
     outcome = _describe(request)
+    key = memo.key(request, ctx) if memo is not None else None
+    if key is not None and memo is not None and (hit := memo.get(key)) is not None:
+        outcome.result, outcome.reason, outcome.patch = hit.result, hit.reason, hit.patch
+        outcome.warnings, outcome.decision = list(hit.warnings), hit.decision
+        return outcome
     try:
         _decide(request, ctx, outcome)
     except Exception:
         log.exception("decision_failed", uid=outcome.uid, kind=outcome.kind)
         outcome.result, outcome.reason, outcome.patch = "failed_open", "internal error", []
         outcome.warnings = ["carbonshift: internal error; admitted unchanged"]
+        return outcome
+    if key is not None and memo is not None:
+        memo.put(key, outcome)
     return outcome
 
 
@@ -116,9 +188,9 @@ def respond(outcome: Outcome) -> bytes:
     )
 
 
-def review(body: bytes, ctx: Context) -> Outcome:
+def review(body: bytes, ctx: Context, memo: DecisionMemo | None = None) -> Outcome:
     """Parse, decide (raises :class:`BadReview` only for a bad envelope)."""
-    return admit(parse(body), ctx)
+    return admit(parse(body), ctx, memo)
 
 
 # --- internals ---------------------------------------------------------------------------

@@ -52,7 +52,7 @@ async def mutate(request: web.Request) -> web.Response:
     state = request.app[STATE]
     ctx = admission.Context(config=state.config, table=state.feed.table(), now=utcnow())
     try:
-        outcome = admission.review(body, ctx)
+        outcome = admission.review(body, ctx, state.memo)
     except admission.BadReview as exc:
         metrics.ADMISSIONS.labels("", "bad_request").inc()
         log.info("admission_rejected", error=str(exc))

@@ -6,6 +6,7 @@ import dataclasses
 
 from aiohttp import web
 
+from webhook.admission import DecisionMemo
 from webhook.config import Config
 from webhook.feed import IntensityFeed
 
@@ -16,6 +17,8 @@ class ServerState:
 
     config: Config
     feed: IntensityFeed
+    memo: DecisionMemo = dataclasses.field(default_factory=DecisionMemo)
+    """Decisions for identical admission inputs (see :class:`DecisionMemo`)."""
 
 
 STATE = web.AppKey("carbonshift_state", ServerState)

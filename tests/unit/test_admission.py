@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import copy
 from typing import Any
 
@@ -13,6 +14,7 @@ import pytest
 from tests.support import NOW
 from webhook import admission
 from webhook.config import Config
+from webhook.decision import placement
 from webhook.intensity import Reading
 
 PP_KIND = {"group": "policy.karmada.io", "version": "v1alpha1", "kind": "PropagationPolicy"}
@@ -142,3 +144,25 @@ def test_an_internal_error_fails_open_with_a_warning(
     assert response["allowed"] is True
     assert "patch" not in response
     assert response["warnings"] == ["carbonshift: internal error; admitted unchanged"]
+
+
+def test_memo_answers_identical_inputs_once_and_follows_the_data(
+    ctx: admission.Context, monkeypatch: pytest.MonkeyPatch, table: dict[str, Reading]
+) -> None:
+    calls = []
+    real = placement.decide
+    monkeypatch.setattr("webhook.decision.placement.decide", lambda *a: calls.append(1) or real(*a))
+    memo = admission.DecisionMemo(size=2)
+    first = admission.admit(request(PP_KIND, pp()), ctx, memo)
+    other = request(PP_KIND, pp()) | {"uid": "u-2"}
+    other["object"]["metadata"]["name"] = "another"
+    second = admission.admit(other, ctx, memo)
+    assert len(calls) == 1
+    assert (second.uid, second.name) == ("u-2", "another")
+    assert second.patch == first.patch
+    greener = dict(table) | {"PL": dataclasses.replace(table["PL"], value=5.0)}
+    third = admission.admit(request(PP_KIND, pp()), dataclasses.replace(ctx, table=greener), memo)
+    assert len(calls) == 2
+    assert third.patch != first.patch
+    admission.admit(request(PP_KIND, pp(**{"carbonshift.io/max-clusters": "1"})), ctx, memo)
+    assert len(memo) == 2
