@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import base64
-import dataclasses
 import copy
+import dataclasses
 from typing import Any
 
 import jsonpatch
