@@ -15,8 +15,9 @@ from typing import Any
 import orjson
 import yaml
 
-from webhook import __version__, certs, logs
+from webhook import __version__, certs, cli_intensity, logs
 from webhook.config import Config, ConfigError, load
+from webhook.simulate import cli as simulate_cli
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -204,7 +205,13 @@ def _add_mutate(sub: Any) -> None:
 
 # --- main -------------------------------------------------------------------------------
 
-COMMANDS: tuple[Callable[[Any], None], ...] = (_add_serve, _add_certs, _add_mutate)
+COMMANDS: tuple[Callable[[Any], None], ...] = (
+    _add_serve,
+    _add_certs,
+    _add_mutate,
+    cli_intensity.add_parser,
+    simulate_cli.add_parser,
+)
 
 
 def parser() -> argparse.ArgumentParser:

@@ -18,10 +18,9 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from webhook import admission, certs, metrics, schedapi
-from webhook.config import Config
+from webhook.config import Config, ConfigError
 from webhook.feed import IntensityFeed
 from webhook.intensity import utcnow
-from webhook.providers.registry import build_providers
 from webhook.state import STATE, ServerState
 from webhook.tls import ReloadingTLS
 
@@ -120,13 +119,16 @@ def ensure_certificates(directory: Path, config: Config, extra_hosts: list[str])
 
 
 def build_feed(config: Config) -> IntensityFeed:
-    """The intensity feed for a configuration: its provider chain and zones in use."""
-    return IntensityFeed(
-        build_providers(config),
-        config.zones_in_use(),
-        refresh_seconds=config.feed.refresh_seconds,
-        max_age_seconds=config.feed.max_age_seconds,
-    )
+    """The intensity feed for a configuration: its provider chain, zones in use and cache.
+
+    Raises :class:`ConfigError` for bad provider options or a bad ``CARBONSHIFT_REDIS_URL``.
+    """
+    try:
+        return IntensityFeed.from_config(config)
+    except ValueError as exc:
+        if isinstance(exc, ConfigError):
+            raise
+        raise ConfigError("CARBONSHIFT_REDIS_URL", str(exc)) from None
 
 
 async def serve(
@@ -140,6 +142,7 @@ async def serve(
     stop: asyncio.Event | None = None,
 ) -> None:
     """Run the HTTPS server until SIGTERM/SIGINT (or until ``stop`` is set)."""
+    feed = build_feed(config)
     if ensure_certificates(cert_dir, config, [host]):
         log.info(
             "development_certificates_created",
@@ -148,7 +151,6 @@ async def serve(
             hint="trust ca.crt (caBundle) in the webhook configuration",
         )
     tls = ReloadingTLS(cert_dir)
-    feed = build_feed(config)
     app = build_app(ServerState(config=config, feed=feed))
     runner = web.AppRunner(
         app, access_log=None, handle_signals=False, shutdown_timeout=shutdown_seconds
@@ -163,10 +165,8 @@ async def serve(
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-    tasks = [
-        asyncio.create_task(feed.start(), name="feed-start"),
-        asyncio.create_task(tls.watch(cert_reload_seconds), name="cert-watch"),
-    ]
+    await feed.start(wait=False)  # /readyz answers 503 until every zone has data
+    tasks = [asyncio.create_task(tls.watch(cert_reload_seconds), name="cert-watch")]
     try:
         await stop.wait()
     finally:
