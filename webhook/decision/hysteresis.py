@@ -1,0 +1,115 @@
+"""Hysteresis and minimum dwell: when a re-evaluated placement is worth switching to.
+
+Re-ranking clusters every interval follows every wiggle of the grid and moves replicas
+back and forth (flapping). Here a placement, expressed as weights per cluster (the
+static weights written into a PropagationPolicy, or the clusters of the first
+green-first affinity term with equal weights), is scored by its *expected intensity*:
+the weight-averaged intensity of its clusters. A newly proposed placement replaces
+the held one only when both hold:
+
+- the held placement has been in force for at least ``dwell_hours``, and
+- the proposal's expected intensity is lower than the held one's by more than
+  ``margin`` (relative), both evaluated on the same intensities.
+
+Pure functions, no I/O: the webhook keeps :class:`Held` (for example in an
+annotation), the simulator keeps it in memory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+
+from webhook.decision.ranking import mean_known
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Hysteresis:
+    """The switching rule's two knobs."""
+
+    margin: float = 0.0
+    """Relative improvement in expected intensity needed to switch (0.1 = 10 % lower)."""
+    dwell_hours: float = 0.0
+    """Minimum time a placement stays in force before it may be replaced."""
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.margin < 1.0:
+            raise ValueError(f"margin must be in [0, 1), got {self.margin!r}")
+        if self.dwell_hours < 0:
+            raise ValueError(f"dwell_hours must be >= 0, got {self.dwell_hours!r}")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Held:
+    """The placement in force and since when."""
+
+    weights: Mapping[str, int]
+    """Weight per cluster name (clusters without weight take no replicas)."""
+    since: float
+    """When it was put in force, on any clock counted in hours (e.g. epoch seconds / 3600)."""
+
+
+def expected_intensity(
+    weights: Mapping[str, float], intensities: Mapping[str, float | None]
+) -> float | None:
+    """Weight-averaged intensity of a placement; None when it has no weight.
+
+    A cluster whose intensity is unknown (missing or None) counts at the mean of the
+    known ones, as the ranking does; with nothing known the answer is None.
+    """
+    total = math.fsum(w for w in weights.values() if w > 0)
+    if total <= 0:
+        return None
+    neutral = mean_known(intensities)
+    acc = 0.0
+    for name, weight in weights.items():
+        if weight <= 0:
+            continue
+        value = intensities.get(name)
+        if value is None:
+            if neutral is None:
+                return None
+            value = neutral
+        acc += weight * value
+    return acc / total
+
+
+def should_switch(
+    rule: Hysteresis, *, held_cost: float | None, proposed_cost: float | None, held_hours: float
+) -> bool:
+    """Whether a proposal with ``proposed_cost`` should replace a placement held so long.
+
+    An unknown held cost (nothing known about the held clusters) allows the switch once
+    the dwell has passed; an unknown proposed cost never wins.
+    """
+    if held_hours < rule.dwell_hours or proposed_cost is None:
+        return False
+    if held_cost is None:
+        return True
+    return proposed_cost < held_cost * (1.0 - rule.margin)
+
+
+def step(
+    rule: Hysteresis,
+    held: Held | None,
+    proposed: Mapping[str, int],
+    intensities: Mapping[str, float | None],
+    now: float,
+) -> Held:
+    """The placement to keep at ``now``: ``held`` unchanged, or ``proposed`` from now on.
+
+    With nothing held yet the proposal is taken at once. A proposal identical to the
+    held placement keeps the held one (and its ``since``).
+    """
+    if held is None:
+        return Held(dict(proposed), now)
+    if dict(held.weights) == dict(proposed):
+        return held
+    switch = should_switch(
+        rule,
+        held_cost=expected_intensity(held.weights, intensities),
+        proposed_cost=expected_intensity(proposed, intensities),
+        held_hours=now - held.since,
+    )
+    return Held(dict(proposed), now) if switch else held
