@@ -1,0 +1,123 @@
+"""``carbonshift simulate`` end to end on CSV traces written in the export format."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from webhook.simulate import cli
+
+HEADER = (
+    "Datetime (UTC),Country,Zone Name,Zone Id,Carbon Intensity gCO\u2082eq/kWh (direct),"
+    "Carbon Intensity gCO\u2082eq/kWh (LCA),Low Carbon Percentage,Renewable Percentage,"
+    "Data Source,Data Estimated,Data Estimation Method"
+)
+
+SCENARIO = """\
+name: cli-test
+start: 2023-01-01T00:00:00Z
+end: 2023-01-03T00:00:00Z
+power_kw: 1
+clusters:
+  - {name: green, zone: GR, capacity: {replicas: 3}}
+  - {name: dirty, zone: DI}
+workloads:
+  - {name: web, replicas: 4}
+batch:
+  - {name: ci, zone: DI, length_hours: 1, slack_hours: 6}
+policy: {top_n: 1, max_clusters: 1}
+"""
+
+
+def _write_trace(folder: Path, zone: str, values: list[float]) -> None:
+    (folder / zone).mkdir(parents=True)
+    lines = [HEADER]
+    for h, v in enumerate(values):
+        stamp = f"2023-01-{1 + h // 24:02d} {h % 24:02d}:00:00"
+        lines.append(f"{stamp},X,X,{zone},{v * 0.8},{v},50,50,test,false,")
+    (folder / zone / f"{zone}_2023_hourly.csv").write_text("\n".join(lines) + "\n", "utf-8")
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> tuple[Path, Path]:
+    traces = tmp_path / "traces"
+    _write_trace(traces, "GR", [50.0 + 40 * ((h // 6) % 2) for h in range(48)])
+    _write_trace(traces, "DI", [400.0 - 10 * (h % 24) for h in range(48)])
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(SCENARIO, "utf-8")
+    return scenario, traces
+
+
+def test_table_output(setup: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    scenario, traces = setup
+    assert cli.main([str(scenario), "--traces", str(traces), "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    for word in ("baseline", "greedy-top1", "green-first", "oracle", "pause-forecast", "run-now"):
+        assert word in out
+    assert "Electricity Maps" in out
+
+
+def test_json_output(setup: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    scenario, traces = setup
+    code = cli.main([str(scenario), "--traces", str(traces), "--json", "--policies", "green-first"])
+    assert code == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [r["policy"] for r in doc["spatial"]] == ["baseline", "green-first", "oracle"]
+    oracle = doc["spatial"][-1]
+    assert oracle["oracle_captured_pct"] == 100.0
+    assert all(r["kg_co2eq"] >= oracle["kg_co2eq"] for r in doc["spatial"])
+
+
+def test_sweep_and_errors(setup: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    scenario, traces = setup
+    args = [str(scenario), "--traces", str(traces), "--sweep", "margin=0,0.2"]
+    assert cli.main([*args, "--policies", "green-first"]) == 0
+    out = capsys.readouterr().out
+    assert "[margin=0]" in out
+    assert "[margin=0.2]" in out
+    assert cli.main([*args, "--policies", "nope"]) == 2
+    assert "unknown policy nope" in capsys.readouterr().err
+    assert cli.main([str(scenario), "--traces", str(traces), "--set", "exponent=x"]) == 2
+    assert "policy.exponent" in capsys.readouterr().err
+
+
+def test_report_without_matplotlib_says_how_to_install(
+    setup: tuple[Path, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    scenario, traces = setup
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "matplotlib" else real(name, *a),
+    )
+    code = cli.main([str(scenario), "--traces", str(traces), "--report", str(tmp_path / "r")])
+    assert code == 2
+    assert "pip install 'carbonshift[sim]'" in capsys.readouterr().err
+
+
+def test_html_report(setup: tuple[Path, Path], tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    scenario, traces = setup
+    out = tmp_path / "report"
+    assert cli.main([str(scenario), "--traces", str(traces), "--report", str(out)]) == 0
+    page = (out / "index.html").read_text("utf-8")
+    for png in ("intensity.png", "cumulative-spatial.png", "cumulative-temporal.png", "shares.png"):
+        assert (out / png).stat().st_size > 0
+        assert png in page
+
+
+def test_add_parser_registers_simulate() -> None:
+    import argparse  # noqa: PLC0415
+
+    parser = argparse.ArgumentParser(prog="carbonshift")
+    cli.add_parser(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["simulate", "x.yaml", "--traces", "t", "--json"])
+    assert args.handler is cli.run
+    assert args.json is True

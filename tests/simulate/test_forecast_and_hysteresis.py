@@ -1,0 +1,92 @@
+"""Decision-core helpers: honest forecasts, greenest start, hysteresis and dwell."""
+
+from __future__ import annotations
+
+import pytest
+
+from webhook.decision import hysteresis
+from webhook.decision.forecast import (
+    Method,
+    anchored_profile,
+    best_start,
+    day_ahead_profile,
+    history_needed,
+    outlook,
+    persistence,
+)
+
+
+def test_persistence_repeats_the_current_value() -> None:
+    assert persistence([3.0, 5.0], 3) == [5.0, 5.0, 5.0]
+
+
+def test_day_ahead_profile_averages_the_same_hour_on_past_days() -> None:
+    day1 = [float(h) for h in range(24)]
+    day2 = [float(h + 10) for h in range(24)]
+    history = day1 + day2[:12]  # now = 11:00 on day 2
+    # 12:00 tomorrow-ish: hour 12 on day 1 only (day 2's 12:00 is in the future).
+    assert day_ahead_profile(history, 1, days=7) == [12.0]
+    # 11:00 tomorrow (k=24): day 2's 11:00 (21) and day 1's 11:00 (11).
+    assert day_ahead_profile(history, 24, days=2)[-1] == pytest.approx(16.0)
+
+
+def test_anchored_profile_takes_the_level_from_now() -> None:
+    history = [10.0, 20.0] * 18 + [40.0]  # now (hour 36) read 10 a day ago
+    plain = day_ahead_profile(history, 2, days=1)
+    assert plain == [20.0, 10.0]
+    assert anchored_profile(history, 2, days=1) == [50.0, 40.0]
+
+
+def test_outlook_starts_with_the_observed_current_value() -> None:
+    assert outlook(Method.PERSISTENCE, [1.0, 2.0], 2) == [2.0, 2.0, 2.0]
+
+
+@pytest.mark.parametrize("method", list(Method))
+def test_forecasts_never_read_past_now(method: Method) -> None:
+    series = [float((h * 37) % 11) for h in range(24 * 10)]
+    now = 24 * 9 + 5
+    need = history_needed(method, 30, days=7)
+    assert need <= now + 1
+    history = series[now + 1 - need : now + 1]
+    before = outlook(method, history, 30, days=7)
+    perturbed = series[: now + 1] + [999.0] * (len(series) - now - 1)
+    assert outlook(method, perturbed[now + 1 - need : now + 1], 30, days=7) == before
+    # And the slice the callers pass is all the method reads: longer history changes nothing.
+    assert outlook(method, series[: now + 1], 30, days=7) == before
+
+
+def test_best_start_picks_the_lowest_mean_window_earliest_on_ties() -> None:
+    assert best_start([5.0, 1.0, 1.0, 9.0], 2, 3) == 1
+    assert best_start([1.0, 1.0], 1, 1) == 0
+    assert best_start([9.0, 8.0, 1.0], 1, 1) == 1  # latest start bounds the search
+
+
+def test_should_switch_needs_margin_and_dwell() -> None:
+    rule = hysteresis.Hysteresis(margin=0.1, dwell_hours=4)
+    assert not hysteresis.should_switch(rule, held_cost=100, proposed_cost=95, held_hours=10)
+    assert hysteresis.should_switch(rule, held_cost=100, proposed_cost=89, held_hours=10)
+    assert not hysteresis.should_switch(rule, held_cost=100, proposed_cost=10, held_hours=3)
+
+
+def test_expected_intensity_is_weight_averaged_and_neutral_for_unknowns() -> None:
+    assert hysteresis.expected_intensity({"a": 3, "b": 1}, {"a": 100, "b": 200}) == 125
+    assert hysteresis.expected_intensity({"a": 1, "c": 1}, {"a": 100, "b": 300}) == 150
+    assert hysteresis.expected_intensity({}, {"a": 1}) is None
+
+
+def test_step_keeps_the_held_placement_until_a_switch_pays() -> None:
+    rule = hysteresis.Hysteresis(margin=0.2, dwell_hours=0)
+    held = hysteresis.step(rule, None, {"a": 1}, {"a": 100, "b": 90}, 0)
+    assert held.weights == {"a": 1}
+    same = hysteresis.step(rule, held, {"b": 1}, {"a": 100, "b": 90}, 1)
+    assert same is held
+    moved = hysteresis.step(rule, held, {"b": 1}, {"a": 100, "b": 70}, 2)
+    assert moved.weights == {"b": 1}
+    assert moved.since == 2
+
+
+def test_invalid_rules_are_rejected() -> None:
+    with pytest.raises(ValueError, match="margin"):
+        hysteresis.Hysteresis(margin=1.0)
+    with pytest.raises(ValueError, match="dwell"):
+        hysteresis.Hysteresis(dwell_hours=-1)

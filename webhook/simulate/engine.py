@@ -1,0 +1,440 @@
+"""The simulation loops: hour by hour, every policy side by side on the same grid.
+
+Spatial model
+    Each workload instance is one PropagationPolicy. At creation every policy places it;
+    policies that re-evaluate may place movable instances again every
+    ``interval_hours``. An intent becomes replica counts as Karmada would divide it
+    (:mod:`webhook.simulate.karmada`): static weights by Webster, then replicas that
+    do not fit a cluster's free capacity spill, carbon-blind, to the clusters with the
+    most free capacity (Karmada's available-replicas division); affinity terms are
+    tried in order and the first whose clusters can hold every replica wins, divided by
+    free capacity. A replica that changes cluster counts as one migration.
+
+    The oracle knows every hour's intensity, may move every replica every hour for free
+    and respects capacity: each hour it fills the greenest clusters first. Per hour this
+    is the cheapest feasible assignment of that hour's replicas, so no policy can emit
+    less. It also moves work the scenario marks immovable, so it is an upper bound, not
+    always an attainable target.
+
+Temporal model
+    Each batch pool is a NodePool in one zone; jobs arrive every ``every_hours`` and run
+    ``length_hours`` without interruption. While the pool is paused, pending jobs wait;
+    when it is not, every pending job starts. A deadline guard unpauses the pool when
+    the most urgent job reaches its latest start. The oracle starts each job at the
+    greenest moment of its window, knowing the future.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from array import array
+from collections.abc import Callable, Mapping, Sequence
+
+from webhook.decision.forecast import Method, history_needed, outlook
+from webhook.simulate.grid import Grid
+from webhook.simulate.karmada import divide_available, divide_static, names_descending
+from webhook.simulate.metrics import Role, Run
+from webhook.simulate.policies import (
+    Held,
+    Intent,
+    PausePolicy,
+    PoolMoment,
+    SpatialPolicy,
+    Terms,
+    batch_policies,
+    spatial_policies,
+)
+from webhook.simulate.scenario import BatchPool, Scenario
+
+UNLIMITED = 10**9
+"""Capacity of a cluster without a limit."""
+
+Tick = Callable[[int], None]
+
+
+def _no_tick(_: int) -> None:
+    return None
+
+
+# --- spatial -------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Instance:
+    """One run of a workload: ``replicas`` present from hour ``arrive`` to ``leave`` (excl.)."""
+
+    uid: str
+    replicas: int
+    movable: bool
+    arrive: int
+    leave: int
+    descending: bool
+    """Karmada's tie direction for this workload."""
+
+
+def instances(scenario: Scenario) -> list[Instance]:
+    """Every workload instance in the scenario, in arrival order."""
+    hours = scenario.hours
+    out = []
+    for w in scenario.workloads:
+        arrivals = (
+            range(w.offset_hours, hours, w.every_hours) if w.every_hours else [w.offset_hours]
+        )
+        for k, arrive in enumerate(arrivals):
+            if arrive >= hours:
+                break
+            leave = hours if w.run_hours is None else min(hours, arrive + w.run_hours)
+            uid = f"{w.name}-{k}"
+            out.append(Instance(uid, w.replicas, w.movable, arrive, leave, names_descending(uid)))
+    out.sort(key=lambda i: (i.arrive, i.uid))
+    return out
+
+
+def demand(items: Sequence[Instance], hours: int) -> list[int]:
+    """Replicas present in each hour."""
+    delta = [0] * (hours + 1)
+    for inst in items:
+        delta[inst.arrive] += inst.replicas
+        delta[inst.leave] -= inst.replicas
+    out, running = [], 0
+    for h in range(hours):
+        running += delta[h]
+        out.append(running)
+    return out
+
+
+def capacities(scenario: Scenario, peak: int) -> dict[str, int]:
+    """Replicas each cluster can hold; raises ValueError when the fleet cannot fit."""
+    caps = {}
+    for c in scenario.clusters:
+        if c.replicas is not None:
+            caps[c.name] = c.replicas
+        elif c.share is not None:
+            caps[c.name] = math.floor(c.share * peak + 1e-9)
+        else:
+            caps[c.name] = UNLIMITED
+    if sum(caps.values()) < peak:
+        raise ValueError(
+            f"clusters hold {sum(caps.values())} replicas in total, "
+            f"but the workloads need {peak} at peak"
+        )
+    return caps
+
+
+def realise(
+    intent: Intent, replicas: int, free: Mapping[str, int], *, descending: bool
+) -> dict[str, int]:
+    """Replica counts for ``intent`` given each cluster's free capacity."""
+    if isinstance(intent, Terms):
+        for term in intent.terms:
+            fit = divide_available(replicas, {c: free[c] for c in term}, descending=descending)
+            if fit is not None:
+                return fit
+        counts: dict[str, int] = {}
+    else:
+        counts = divide_static(replicas, intent.as_weights(), descending=descending)
+    overflow = 0
+    for name, n in list(counts.items()):
+        take = min(n, free[name])
+        overflow += n - take
+        counts[name] = take
+    if overflow:
+        room = {c: free[c] - counts.get(c, 0) for c in free}
+        spill = divide_available(overflow, room, descending=descending)
+        if spill is None:
+            raise ValueError("not enough free capacity for the workload")
+        for name, n in spill.items():
+            counts[name] = counts.get(name, 0) + n
+    return {c: n for c, n in counts.items() if n > 0}
+
+
+class _Fleet:
+    """One spatial policy's placements, capacity use and tallies."""
+
+    def __init__(
+        self,
+        policy: SpatialPolicy,
+        clusters: Sequence[str],
+        caps: Mapping[str, int],
+        hours: int,
+        role: Role,
+    ) -> None:
+        self.policy = policy
+        self.caps = caps
+        self.clusters = clusters
+        self.used = dict.fromkeys(clusters, 0)
+        self.counts: dict[str, dict[str, int]] = {}
+        self.held: dict[str, Held] = {}
+        self.active: dict[str, Instance] = {}
+        days = (hours + 23) // 24
+        self.run = Run(
+            policy.key,
+            policy.label,
+            role,
+            policy.info,
+            array("d", bytes(8 * hours)),
+            daily_share={c: array("d", bytes(8 * days)) for c in clusters},
+        )
+
+    def _free(self, exclude: str | None = None) -> dict[str, int]:
+        mine = self.counts.get(exclude, {}) if exclude else {}
+        return {c: self.caps[c] - self.used[c] + mine.get(c, 0) for c in self.clusters}
+
+    def _apply(self, inst: Instance, counts: dict[str, int]) -> None:
+        old = self.counts.get(inst.uid, {})
+        for c, n in old.items():
+            self.used[c] -= n
+        for c, n in counts.items():
+            self.used[c] += n
+        self.counts[inst.uid] = counts
+
+    def release(self, inst: Instance) -> None:
+        self._apply(inst, {})
+        del self.counts[inst.uid]
+        self.held.pop(inst.uid, None)
+        self.active.pop(inst.uid, None)
+
+    def place(self, inst: Instance, proposal: Intent, view: Mapping[str, float], t: int) -> None:
+        held = self.policy.decide(proposal, view, None, float(t))
+        self.held[inst.uid] = held
+        self.active[inst.uid] = inst
+        free = self._free()
+        self._apply(inst, realise(held.intent, inst.replicas, free, descending=inst.descending))
+
+    def revisit(self, proposal: Intent, view: Mapping[str, float], t: int) -> None:
+        for uid, inst in self.active.items():
+            if not inst.movable or inst.arrive == t:
+                continue
+            old = self.held[uid]
+            new = self.policy.decide(proposal, view, old, float(t))
+            self.held[uid] = new
+            if new.intent == old.intent:
+                continue
+            before = self.counts[uid]
+            after = realise(new.intent, inst.replicas, self._free(uid), descending=inst.descending)
+            if after != before:
+                self.run.changes += 1
+                self.run.moves += sum(max(0, n - before.get(c, 0)) for c, n in after.items())
+                self._apply(inst, after)
+
+    def account(self, t: int, current: Mapping[str, float], kw: float) -> None:
+        day = t // 24
+        total = 0.0
+        for c, n in self.used.items():
+            if n:
+                total += n * current[c]
+                self.run.daily_share[c][day] += n
+        self.run.hourly[t] = total * kw
+
+
+class _Oracle:
+    """Each hour, the hour's replicas on the greenest clusters first, within capacity."""
+
+    def __init__(self, clusters: Sequence[str], caps: Mapping[str, int], hours: int) -> None:
+        self.caps = caps
+        days = (hours + 23) // 24
+        self.run = Run(
+            "oracle",
+            "oracle: perfect knowledge, capacity respected, free migration",
+            Role.ORACLE,
+            "perfect (future known)",
+            array("d", bytes(8 * hours)),
+            daily_share={c: array("d", bytes(8 * days)) for c in clusters},
+        )
+
+    def account(self, t: int, current: Mapping[str, float], replicas: int, kw: float) -> None:
+        day = t // 24
+        total = 0.0
+        left = replicas
+        for c in sorted(current, key=lambda n: (current[n], n)):
+            if not left:
+                break
+            n = min(left, self.caps[c])
+            left -= n
+            total += n * current[c]
+            self.run.daily_share[c][day] += n
+        self.run.hourly[t] = total * kw
+
+
+def _mean_outlook(method: Method, history: Sequence[float], horizon: int, days: int) -> float:
+    series = outlook(method, history, horizon - 1, days=days)
+    return math.fsum(series) / len(series)
+
+
+def simulate_spatial(
+    scenario: Scenario,
+    grid: Grid,
+    policies: Sequence[SpatialPolicy] | None = None,
+    tick: Tick = _no_tick,
+) -> list[Run]:
+    """Runs of the baseline, every policy and the oracle (in that order)."""
+    hours = scenario.hours
+    names = [c.name for c in scenario.clusters]
+    zone_of = {c.name: c.zone for c in scenario.clusters}
+    items = instances(scenario)
+    need = demand(items, hours)
+    caps = capacities(scenario, max(need, default=0))
+    lineup = list(policies) if policies is not None else spatial_policies(scenario.policy, names)
+    fleets = [
+        _Fleet(p, names, caps, hours, Role.BASELINE if i == 0 else Role.POLICY)
+        for i, p in enumerate(lineup)
+    ]
+    oracle = _Oracle(names, caps, hours)
+    arrivals: dict[int, list[Instance]] = {}
+    departures: dict[int, list[Instance]] = {}
+    for inst in items:
+        arrivals.setdefault(inst.arrive, []).append(inst)
+        departures.setdefault(inst.leave, []).append(inst)
+    kw = scenario.power_kw
+    days = scenario.policy.forecast_days
+    for t in range(hours):
+        by_zone = {z: grid.values[z][t] for z in grid.values}
+        current = {n: by_zone[zone_of[n]] for n in names}
+        views: dict[tuple[Method | None, int], dict[str, float]] = {(None, 1): current}
+        leaving = departures.get(t, ())
+        arriving = arrivals.get(t, ())
+        reevaluate = t % scenario.interval_hours == 0
+        for fleet in fleets:
+            policy = fleet.policy
+            key = (policy.forecast, policy.horizon_hours if policy.forecast else 1)
+            view = views.get(key)
+            if view is None and policy.forecast is not None:
+                method, horizon = policy.forecast, key[1]
+                length = history_needed(method, horizon, days=days)
+                zone_view = {
+                    z: _mean_outlook(method, grid.history(z, t, length), horizon, days)
+                    for z in grid.values
+                }
+                view = views[key] = {n: zone_view[zone_of[n]] for n in names}
+            assert view is not None
+            for inst in leaving:
+                fleet.release(inst)
+            busy = arriving or (policy.reevaluate and reevaluate and fleet.active)
+            proposal = policy.propose(view) if busy else None
+            if proposal is not None:
+                for inst in arriving:
+                    fleet.place(inst, proposal, view, t)
+                if policy.reevaluate and reevaluate:
+                    fleet.revisit(proposal, view, t)
+            fleet.account(t, current, kw)
+        oracle.account(t, current, need[t], kw)
+        tick(1)
+    return [f.run for f in fleets] + [oracle.run]
+
+
+# --- temporal ------------------------------------------------------------------------------
+
+
+def _arrivals(pool: BatchPool, hours: int) -> list[int]:
+    """Arrival hours of the pool's jobs whose whole window lies inside the scenario."""
+    last = hours - pool.slack_hours - pool.length_hours
+    return list(range(0, last + 1, pool.every_hours))
+
+
+def _prefix(values: Sequence[float]) -> list[float]:
+    out = [0.0]
+    for v in values:
+        out.append(out[-1] + v)
+    return out
+
+
+def _run_job(run: Run, values: Sequence[float], start: int, pool: BatchPool, kw: float) -> None:
+    start = min(start, len(values) - pool.length_hours)
+    for h in range(start, start + pool.length_hours):
+        run.hourly[h] += pool.replicas * values[h] * kw
+
+
+def _history(values: Sequence[float], hour: int, length: int) -> Sequence[float]:
+    """The last ``length`` values up to and including ``hour``."""
+    return values[max(0, hour + 1 - length) : hour + 1]
+
+
+def _pool_policy(
+    policy: PausePolicy, pool: BatchPool, values: Sequence[float], run: Run, kw: float
+) -> None:
+    hours = len(values)
+    queue = _arrivals(pool, hours)
+    nxt = 0
+    pending: list[int] = []
+    paused = False
+    for t in range(hours):
+        while nxt < len(queue) and queue[nxt] == t:
+            pending.append(queue[nxt])
+            nxt += 1
+        if not pending:
+            continue
+        urgency = pending[0] + pool.slack_hours - t
+        moment = PoolMoment(
+            t,
+            values[t],
+            max(urgency, 0),
+            pool.length_hours,
+            functools.partial(_history, values, t),
+        )
+        now_paused = policy.paused(moment)
+        if policy.deadline_guard and urgency <= 0:
+            now_paused = False
+        if now_paused != paused:
+            run.changes += 1
+            paused = now_paused
+        if paused:
+            continue
+        for arrive in pending:
+            run.wait_hours += t - arrive
+            run.misses += t > arrive + pool.slack_hours
+            _run_job(run, values, t, pool, kw)
+        run.jobs += len(pending)
+        pending = []
+    for arrive in pending:  # never unpaused before the data ends
+        run.jobs += 1
+        run.misses += 1
+        run.wait_hours += hours - pool.length_hours - arrive
+        _run_job(run, values, hours - pool.length_hours, pool, kw)
+
+
+def _pool_oracle(pool: BatchPool, values: Sequence[float], run: Run, kw: float) -> None:
+    sums = _prefix(values)
+    length = pool.length_hours
+    for arrive in _arrivals(pool, len(values)):
+        best = min(
+            range(arrive, arrive + pool.slack_hours + 1),
+            key=lambda s: (sums[s + length] - sums[s], s),
+        )
+        run.jobs += 1
+        run.wait_hours += best - arrive
+        _run_job(run, values, best, pool, kw)
+
+
+def simulate_batch(
+    scenario: Scenario,
+    grid: Grid,
+    policies: Sequence[PausePolicy] | None = None,
+    tick: Tick = _no_tick,
+) -> list[Run]:
+    """Runs of the baseline, every pause policy and the perfect-foresight oracle."""
+    hours = scenario.hours
+    lineup = list(policies) if policies is not None else batch_policies(scenario.policy)
+    runs = [
+        Run(p.key, p.label, Role.BASELINE if i == 0 else Role.POLICY, p.info, array("d"))
+        for i, p in enumerate(lineup)
+    ]
+    oracle = Run(
+        "oracle",
+        "oracle: perfect foresight, each job at its greenest start",
+        Role.ORACLE,
+        "perfect (future known)",
+        array("d"),
+    )
+    for run in [*runs, oracle]:
+        run.hourly = array("d", bytes(8 * hours))
+    kw = scenario.power_kw
+    for pool in scenario.batch:
+        values = grid.values[pool.zone]
+        for policy, run in zip(lineup, runs, strict=True):
+            _pool_policy(policy, pool, values, run, kw)
+            tick(1)
+        _pool_oracle(pool, values, oracle, kw)
+        tick(1)
+    return [*runs, oracle]

@@ -1,0 +1,100 @@
+"""What one policy did in a simulation, and the comparison metrics derived from it.
+
+Savings are ratio-of-sums over the same work and hours: ``1 - E_policy / E_baseline``;
+the share of the oracle's saving captured is ``(E_baseline - E_policy) /
+(E_baseline - E_oracle)``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from array import array
+from collections.abc import Mapping, Sequence
+from enum import StrEnum
+
+
+class Role(StrEnum):
+    """How a run takes part in the comparison."""
+
+    BASELINE = "baseline"
+    POLICY = "policy"
+    ORACLE = "oracle"
+
+
+@dataclasses.dataclass(slots=True)
+class Run:
+    """Raw outcome of one policy over the simulated hours."""
+
+    key: str
+    label: str
+    role: Role
+    info: str
+    """Intensity information the policy used."""
+    hourly: array[float]
+    """gCO2eq emitted in each simulated hour."""
+    moves: int = 0
+    """Replicas that changed cluster after creation (spatial)."""
+    changes: int = 0
+    """Placement updates: PropagationPolicy rewrites or NodePool pause toggles."""
+    jobs: int = 0
+    misses: int = 0
+    """Batch jobs that started after their latest start (finished past the deadline)."""
+    wait_hours: int = 0
+    """Sum over batch jobs of the hours waited before starting."""
+    daily_share: Mapping[str, array[float]] = dataclasses.field(default_factory=dict)
+    """Replica-hours per cluster (or pool) per day."""
+
+    @property
+    def total(self) -> float:
+        """gCO2eq over the whole run."""
+        return math.fsum(self.hourly)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Row:
+    """One line of the results table."""
+
+    key: str
+    label: str
+    role: str
+    info: str
+    total_kg: float
+    saved_pct: float
+    captured_pct: float | None
+    """None when the oracle saves nothing (nothing to capture)."""
+    moves_per_day: float
+    changes_per_day: float
+    misses: int
+    jobs: int
+    mean_wait_hours: float
+
+
+def compare(runs: Sequence[Run], hours: int) -> list[Row]:
+    """Rows for ``runs``, relative to the one baseline and the one oracle among them."""
+    baseline = next(r for r in runs if r.role is Role.BASELINE).total
+    oracle = next(r for r in runs if r.role is Role.ORACLE).total
+    days = hours / 24
+    rows = []
+    for run in runs:
+        total = run.total
+        saved = 100.0 * (1 - total / baseline) if baseline else 0.0
+        gap = baseline - oracle
+        captured = 100.0 * (baseline - total) / gap if gap > 1e-9 * max(baseline, 1) else None
+        rows.append(
+            Row(
+                key=run.key,
+                label=run.label,
+                role=run.role.value,
+                info=run.info,
+                total_kg=total / 1000.0,
+                saved_pct=saved,
+                captured_pct=captured,
+                moves_per_day=run.moves / days,
+                changes_per_day=run.changes / days,
+                misses=run.misses,
+                jobs=run.jobs,
+                mean_wait_hours=run.wait_hours / run.jobs if run.jobs else 0.0,
+            )
+        )
+    return rows

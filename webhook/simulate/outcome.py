@@ -1,0 +1,77 @@
+"""One complete simulation of a scenario: both engines, the comparison rows and timing."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Sequence
+from typing import TypeVar
+
+from webhook.simulate.engine import simulate_batch, simulate_spatial
+from webhook.simulate.grid import Grid
+from webhook.simulate.metrics import Row, Run, compare
+from webhook.simulate.policies import PausePolicy, SpatialPolicy, batch_policies, spatial_policies
+from webhook.simulate.progress import Progress
+from webhook.simulate.scenario import Scenario
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Part:
+    """The spatial or the temporal half of an outcome."""
+
+    runs: list[Run]
+    rows: list[Row]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Outcome:
+    """Everything a report needs about one simulated scenario."""
+
+    scenario: Scenario
+    grid: Grid
+    spatial: Part | None
+    temporal: Part | None
+    seconds: float
+    """Wall time of the simulation proper (traces already loaded)."""
+
+
+def simulate(
+    scenario: Scenario,
+    grid: Grid,
+    *,
+    progress: bool = False,
+    only: Sequence[str] = (),
+) -> Outcome:
+    """Run the policies of ``scenario`` on ``grid``.
+
+    ``only`` keeps just those policy keys (the baseline and the oracle always run: every
+    comparison needs them); an unknown key raises ValueError naming the known ones.
+    """
+    names = [c.name for c in scenario.clusters]
+    spatial_lineup = _keep(spatial_policies(scenario.policy, names), only)
+    batch_lineup = _keep(batch_policies(scenario.policy), only)
+    known = {p.key for p in spatial_policies(scenario.policy, names)[1:]}
+    known |= {p.key for p in batch_policies(scenario.policy)[1:]}
+    unknown = sorted(set(only) - known)
+    if unknown:
+        raise ValueError(f"unknown policy {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+    steps = scenario.hours if scenario.workloads else 0
+    steps += len(scenario.batch) * (len(batch_lineup) + 1)
+    started = time.perf_counter()
+    spatial = temporal = None
+    with Progress(steps, f"simulating {scenario.name}", enabled=progress) as bar:
+        if scenario.workloads:
+            runs = simulate_spatial(scenario, grid, spatial_lineup, tick=bar.advance)
+            spatial = Part(runs, compare(runs, scenario.hours))
+        if scenario.batch:
+            runs = simulate_batch(scenario, grid, batch_lineup, tick=bar.advance)
+            temporal = Part(runs, compare(runs, scenario.hours))
+    return Outcome(scenario, grid, spatial, temporal, time.perf_counter() - started)
+
+
+_P = TypeVar("_P", SpatialPolicy, PausePolicy)
+
+
+def _keep(lineup: list[_P], only: Sequence[str]) -> list[_P]:
+    """The baseline (first) plus the policies named in ``only`` (all when it is empty)."""
+    return lineup[:1] + [p for p in lineup[1:] if not only or p.key in only]

@@ -1,0 +1,237 @@
+"""Presenting an outcome: a terminal table, a JSON document, an HTML report with plots.
+
+The HTML report needs matplotlib (the ``sim`` extra); everything else is standard
+library only.
+"""
+
+from __future__ import annotations
+
+import html
+import importlib.util
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from webhook.simulate.metrics import Row, Run
+from webhook.simulate.outcome import Outcome, Part
+
+ATTRIBUTION = "Intensity data: Electricity Maps (hourly 2023 exports, ODbL 1.0)."
+INSTALL_HINT = "pip install 'carbonshift[sim]'"
+
+
+class ReportUnavailable(RuntimeError):
+    """The HTML report cannot be written because matplotlib is not installed."""
+
+
+# --- text ------------------------------------------------------------------------------------
+
+_SPATIAL_HEAD = ("policy", "tCO2eq", "saved %", "of oracle %", "moves/day", "updates/day", "uses")
+_TEMPORAL_HEAD = (
+    "policy", "tCO2eq", "saved %", "of oracle %", "misses", "wait h", "updates/day", "uses",
+)  # fmt: skip
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def _cells(row: Row, temporal: bool) -> tuple[str, ...]:
+    common = (row.key, f"{row.total_kg / 1000:.2f}", f"{row.saved_pct:.1f}", _pct(row.captured_pct))
+    if temporal:
+        return (
+            *common,
+            f"{row.misses}/{row.jobs}",
+            f"{row.mean_wait_hours:.1f}",
+            f"{row.changes_per_day:.2f}",
+            row.info,
+        )
+    return (
+        *common,
+        f"{row.moves_per_day:.2f}",
+        f"{row.changes_per_day:.2f}",
+        row.info,
+    )
+
+
+def _grid(head: Sequence[str], body: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(r[i]) for r in [head, *body]) for i in range(len(head))]
+    lines = []
+    for r in [head, *body]:
+        cells = [
+            c.ljust(w) if i in (0, len(head) - 1) else c.rjust(w)
+            for i, (c, w) in enumerate(zip(r, widths, strict=True))
+        ]
+        lines.append("  ".join(cells).rstrip())
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def table(rows: Sequence[Row], *, temporal: bool) -> str:
+    """The results as an aligned plain-text table."""
+    head = _TEMPORAL_HEAD if temporal else _SPATIAL_HEAD
+    return _grid(head, [_cells(r, temporal) for r in rows])
+
+
+def markdown(rows: Sequence[Row], *, temporal: bool) -> str:
+    """The results as a Markdown table (for the README)."""
+    head = _TEMPORAL_HEAD if temporal else _SPATIAL_HEAD
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(_cells(r, temporal)) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def text(outcome: Outcome) -> str:
+    """Everything for the terminal: what ran, the table(s), attribution, timing."""
+    s = outcome.scenario
+    out = [
+        f"scenario {s.name}: {s.start:%Y-%m-%d %H:%M} to {s.end:%Y-%m-%d %H:%M} UTC, "
+        f"{s.hours} h, {len(outcome.grid.values)} zones, {s.column.value} intensity"
+    ]
+    if outcome.spatial:
+        out += [
+            "",
+            "spatial (workloads across clusters)",
+            table(outcome.spatial.rows, temporal=False),
+        ]
+    if outcome.temporal:
+        out += [
+            "",
+            "temporal (batch jobs, NodePool pause)",
+            table(outcome.temporal.rows, temporal=True),
+        ]
+    out += ["", ATTRIBUTION, f"simulated in {outcome.seconds:.1f} s"]
+    return "\n".join(out)
+
+
+# --- JSON ------------------------------------------------------------------------------------
+
+
+def _row_json(row: Row) -> dict[str, Any]:
+    return {
+        "policy": row.key,
+        "label": row.label,
+        "role": row.role,
+        "uses": row.info,
+        "kg_co2eq": round(row.total_kg, 3),
+        "saved_pct": round(row.saved_pct, 3),
+        "oracle_captured_pct": None if row.captured_pct is None else round(row.captured_pct, 3),
+        "moves_per_day": round(row.moves_per_day, 4),
+        "updates_per_day": round(row.changes_per_day, 4),
+        "deadline_misses": row.misses,
+        "jobs": row.jobs,
+        "mean_wait_hours": round(row.mean_wait_hours, 3),
+    }
+
+
+def to_json(outcome: Outcome) -> dict[str, Any]:
+    """A JSON-ready summary of the outcome."""
+    s = outcome.scenario
+    return {
+        "scenario": s.name,
+        "start": s.start.isoformat(),
+        "end": s.end.isoformat(),
+        "hours": s.hours,
+        "zones": sorted(outcome.grid.values),
+        "column": s.column.value,
+        "policy_settings": {
+            k: (v.value if hasattr(v, "value") else v)
+            for k, v in ((f, getattr(s.policy, f)) for f in s.policy.__dataclass_fields__)
+        },
+        "spatial": [_row_json(r) for r in outcome.spatial.rows] if outcome.spatial else None,
+        "temporal": [_row_json(r) for r in outcome.temporal.rows] if outcome.temporal else None,
+        "seconds": round(outcome.seconds, 3),
+        "attribution": ATTRIBUTION,
+    }
+
+
+# --- HTML ------------------------------------------------------------------------------------
+
+
+def require_matplotlib() -> None:
+    """Raise :class:`ReportUnavailable` with the install command when matplotlib is missing."""
+    if importlib.util.find_spec("matplotlib") is None:
+        raise ReportUnavailable(f"--report needs matplotlib; install it with: {INSTALL_HINT}")
+
+
+def write_html(outcome: Outcome, folder: str | Path) -> Path:
+    """Write ``index.html`` and its PNG plots into ``folder``; returns the HTML path."""
+    require_matplotlib()
+    from webhook.simulate import plots  # noqa: PLC0415 - optional dependency
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    figures = [("Intensity per zone (daily mean)", plots.intensity(outcome.grid, folder))]
+    for title, part in (("spatial", outcome.spatial), ("temporal", outcome.temporal)):
+        if part is None:
+            continue
+        figures.append(
+            (
+                f"Cumulative emissions, {title}",
+                plots.cumulative(part.runs, outcome.grid, folder, title),
+            )
+        )
+    if outcome.spatial:
+        figures.append(
+            (
+                "Share of work per cluster (daily)",
+                plots.shares(_share_runs(outcome.spatial), outcome.grid, folder),
+            )
+        )
+    path = folder / "index.html"
+    path.write_text(_page(outcome, figures), "utf-8")
+    return path
+
+
+def _share_runs(part: Part) -> list[Run]:
+    """Baseline, the best policy by emissions and the oracle."""
+    runs = part.runs
+    policies = [r for r in runs if r.role.value == "policy"]
+    best = min(policies, key=lambda r: r.total) if policies else None
+    picked = [runs[0], *([best] if best else []), runs[-1]]
+    return picked
+
+
+def _html_table(rows: Sequence[Row], temporal: bool) -> str:
+    head = _TEMPORAL_HEAD if temporal else _SPATIAL_HEAD
+    out = ["<table>", "<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>"]
+    for row in rows:
+        cells = _cells(row, temporal)
+        title = html.escape(row.label)
+        out.append(
+            f'<tr title="{title}">' + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>"
+        )
+    out.append("</table>")
+    return "\n".join(out)
+
+
+def _page(outcome: Outcome, figures: Sequence[tuple[str, str]]) -> str:
+    s = outcome.scenario
+    parts = [
+        "<!doctype html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>carbonshift simulation: {html.escape(s.name)}</title>",
+        "<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}"
+        "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:.3em .6em}"
+        "td{text-align:right}td:first-child,td:last-child{text-align:left}"
+        "img{max-width:100%}</style></head><body>",
+        f"<h1>Simulation: {html.escape(s.name)}</h1>",
+        f"<p>{html.escape(s.description)}</p>" if s.description else "",
+        f"<p>{s.start:%Y-%m-%d %H:%M} to {s.end:%Y-%m-%d %H:%M} UTC ({s.hours} hours), "
+        f"{len(outcome.grid.values)} zones, {s.column.value} intensity; "
+        f"re-evaluation every {s.interval_hours} h.</p>",
+    ]
+    if outcome.spatial:
+        parts += ["<h2>Spatial</h2>", _html_table(outcome.spatial.rows, temporal=False)]
+    if outcome.temporal:
+        parts += ["<h2>Temporal (batch)</h2>", _html_table(outcome.temporal.rows, temporal=True)]
+    parts.append(
+        "<p>Savings are ratio-of-sums against the carbon-agnostic baseline; “of oracle” is the "
+        "share of the oracle's saving captured. Hover a row for the policy's description.</p>"
+    )
+    for title, name in figures:
+        parts += [
+            f"<h2>{html.escape(title)}</h2>",
+            f'<img src="{html.escape(name)}" alt="{html.escape(title)}">',
+        ]
+    parts += [f"<p><small>{html.escape(ATTRIBUTION)}</small></p>", "</body></html>"]
+    return "\n".join(p for p in parts if p)
