@@ -120,9 +120,14 @@ def wrk(
     seconds: int = 10,
     connections: int = 32,
     body_file: Path | None = None,
+    bodies_file: Path | None = None,
     rate: float | None = None,
 ) -> WrkResult:
-    """One wrk run pinned to :data:`CLIENT_CPU`; ``rate`` paces it (requests/s overall)."""
+    """One wrk run pinned to :data:`CLIENT_CPU`; ``rate`` paces it (requests/s overall).
+
+    ``body_file`` POSTs one body; ``bodies_file`` (one JSON body per line) POSTs them in
+    turn, so every request is a different review.
+    """
     if shutil.which("wrk") is None:
         raise SystemExit("wrk is not installed: apt-get install wrk")
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as lua:
@@ -130,6 +135,15 @@ def wrk(
             lua.write(
                 f'local f = io.open("{body_file}", "rb")\nwrk.body = f:read("*all")\nf:close()\n'
                 'wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\n'
+            )
+        if bodies_file is not None:
+            lua.write(
+                "local bodies = {}\n"
+                f'for line in io.lines("{bodies_file}") do bodies[#bodies + 1] = line end\n'
+                "local i = 0\n"
+                'local headers = {["Content-Type"] = "application/json"}\n'
+                "function request()\n  i = i % #bodies + 1\n"
+                '  return wrk.format("POST", nil, headers, bodies[i])\nend\n'
             )
         if rate is not None:
             per_connection_ms = connections * 1000.0 / rate
@@ -157,8 +171,8 @@ def wrk(
         raise RuntimeError(f"{errors.group(1)} failed requests:\n{out}")
     return WrkResult(
         rps=float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)),  # type: ignore[union-attr]
-        p50_ms=_ms(re.search(r"50%\s+(\S+)", out).group(1)),  # type: ignore[union-attr]
-        p99_ms=_ms(re.search(r"99%\s+(\S+)", out).group(1)),  # type: ignore[union-attr]
+        p50_ms=_ms(re.search(r"^\s+50%\s+(\S+)", out, re.M).group(1)),  # type: ignore[union-attr]
+        p99_ms=_ms(re.search(r"^\s+99%\s+(\S+)", out, re.M).group(1)),  # type: ignore[union-attr]
         requests=requests,
         cpu_us_per_request=cpu * 1e6 / max(requests, 1),
     )
