@@ -153,9 +153,7 @@ class _Memo:
     decision: str | None
 
 
-def admit(
-    request: Mapping[str, Any], ctx: Context, memo: DecisionMemo | None = None
-) -> Outcome:
+def admit(request: Mapping[str, Any], ctx: Context, memo: DecisionMemo | None = None) -> Outcome:
     """Decide on one parsed request. Never raises: internal errors fail open."""
     outcome = _describe(request)
     key = memo.key(request, ctx) if memo is not None else None
