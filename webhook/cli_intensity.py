@@ -27,7 +27,8 @@ from webhook.intensity import utcnow
 def add_parser(subparsers: Any) -> None:
     """Register ``intensity`` on an ``argparse`` sub-parser collection.
 
-    The parser's ``func`` default is :func:`run` (``args -> exit status``).
+    The parser's ``handler`` default is :func:`run` (``args -> exit status``), as for
+    the other ``carbonshift`` subcommands.
     """
     parser = subparsers.add_parser(
         "intensity",
@@ -40,7 +41,7 @@ def add_parser(subparsers: Any) -> None:
     )  # fmt: skip
     parser.add_argument("--config", metavar="FILE", help="configuration file (YAML)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    parser.set_defaults(func=run)
+    parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
@@ -155,7 +156,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="carbonshift")
     add_parser(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(["intensity", *(argv if argv is not None else sys.argv[1:])])
-    status: int = args.func(args)
+    status: int = args.handler(args)
     return status
 
 

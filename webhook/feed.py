@@ -447,12 +447,14 @@ class IntensityFeed:
         """Start refreshing in the background; ``wait`` loads every zone once first."""
         if wait:
             await self.refresh_once()
-        self._task = asyncio.create_task(self._run(), name="intensity-refresh")
+        self._task = asyncio.create_task(self._run(first=not wait), name="intensity-refresh")
 
-    async def _run(self) -> None:
+    async def _run(self, *, first: bool) -> None:
         while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.next_wake())
+            if not first:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), self.next_wake())
+            first = False
             self._wake.clear()
             try:
                 await self.refresh_once()

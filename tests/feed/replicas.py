@@ -1,0 +1,87 @@
+"""Helpers for tests that run webhook replicas as separate processes (see replica.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+import pytest
+
+REPLICA = Path(__file__).with_name("replica.py")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def review(i: int) -> bytes:
+    policy = {
+        "apiVersion": "policy.karmada.io/v1alpha1",
+        "kind": "PropagationPolicy",
+        "metadata": {"name": f"web-{i}", "namespace": "shop"},
+        "spec": {
+            "resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment"}],
+            "placement": {"replicaScheduling": {"replicaSchedulingType": "Divided"}},
+        },
+    }
+    request = {
+        "uid": f"u-{i}",
+        "kind": {"group": "policy.karmada.io", "version": "v1alpha1", "kind": "PropagationPolicy"},
+        "operation": "CREATE",
+        "object": policy,
+    }
+    return orjson.dumps(
+        {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
+    )
+
+
+async def start_replicas(config: Path, env: dict[str, str], ports: list[int]) -> AsyncIterator[Any]:
+    """Start one replica per port (logs next to the config); stop them afterwards."""
+    procs = []
+    for port in ports:
+        with (config.parent / f"replica-{port}.log").open("wb") as log:
+            procs.append(
+                await asyncio.create_subprocess_exec(
+                    sys.executable,
+                    str(REPLICA),
+                    str(config),
+                    str(port),
+                    env=env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                )
+            )
+    try:
+        yield procs
+    finally:
+        for proc in procs:
+            if proc.returncode is None:
+                proc.terminate()
+        for proc in procs:
+            await asyncio.wait_for(proc.wait(), 15)
+
+
+async def wait_ready(session: aiohttp.ClientSession, port: int) -> None:
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        try:
+            async with session.get(
+                f"http://127.0.0.1:{port}/readyz", timeout=aiohttp.ClientTimeout(total=2)
+            ) as resp:
+                if resp.status == 200:
+                    return
+        except aiohttp.ClientError:
+            pass
+        await asyncio.sleep(0.1)
+    pytest.fail(f"replica on port {port} never became ready")

@@ -1,0 +1,162 @@
+"""Two webhook replicas sharing a real redis-server: one upstream call per zone per window.
+
+The fake Electricity Maps server hands out readings whose validity windows are
+:data:`WINDOW` seconds long and counts calls per (zone, window). Both replicas serve
+many admissions while their refreshers keep the zones warm; the fleet must call the
+provider exactly once per zone per window.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import socket
+import subprocess
+import time
+from collections import Counter
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from tests.feed.replicas import free_port, review, start_replicas, wait_ready
+from tests.providers.fakes import FakeUpstream, Reply, em_latest, iso
+
+WINDOW = 3
+"""Seconds of validity of each reading the fake hands out."""
+BURST_SECONDS = 8.0
+ZONES = ("DE", "FR", "PL")
+
+
+@pytest.fixture
+def redis_url() -> Iterator[str]:
+    """A private redis-server on a free loopback port, stopped afterwards."""
+    exe = shutil.which("redis-server")
+    if exe is None:
+        message = "redis-server is not installed (Debian: apt-get install -y redis-server)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    port = free_port()
+    proc = subprocess.Popen(
+        [exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.5) as conn:
+                    conn.sendall(b"PING\r\n")
+                    if conn.recv(16).startswith(b"+PONG"):
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline or proc.poll() is not None:
+                pytest.fail("redis-server did not start")
+            time.sleep(0.05)
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+class WindowedProvider:
+    """Scripts the fake: readings valid until the end of the current WINDOW."""
+
+    def __init__(self, fake: FakeUpstream) -> None:
+        self.latest: Counter[tuple[str, int]] = Counter()
+        self.forecast: Counter[str] = Counter()
+        fake.on("/v3/carbon-intensity/latest", self._latest)
+        fake.on("/v3/carbon-intensity/forecast", self._forecast)
+
+    def _latest(self, request: web.Request) -> Reply:
+        zone = request.query["zone"]
+        window = int(time.time() // WINDOW)
+        self.latest[zone, window] += 1
+        end = datetime.fromtimestamp((window + 1) * WINDOW, UTC)
+        start = end - timedelta(minutes=5)
+        values = {"DE": 380, "FR": 60, "PL": 700}
+        return Reply(em_latest(zone, values[zone], start, temporalGranularity="5_minutes"))
+
+    def _forecast(self, request: web.Request) -> Reply:
+        zone = request.query["zone"]
+        self.forecast[zone] += 1
+        first = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(minutes=10)
+        points = [
+            {"carbonIntensity": 100 + h, "datetime": iso(first + timedelta(hours=h))}
+            for h in range(24)
+        ]
+        return Reply({"zone": zone, "forecast": points})
+
+
+def write_config(path: Path, fake: FakeUpstream) -> None:
+    clusters = "\n".join(f"  member-{z.lower()}: {{zone: {z}}}" for z in ZONES)
+    path.write_text(
+        f"""zone: DE
+clusters:
+{clusters}
+providers: [electricitymaps, static]
+electricitymaps: {{url: "{fake.url}/v3", timeout_seconds: 1, retries: 0}}
+feed: {{refresh_seconds: 1, min_ttl_seconds: 1, forecasts: true}}
+""",
+        encoding="utf-8",
+    )
+
+
+@pytest.mark.timeout(120)
+async def test_two_replicas_call_the_provider_once_per_zone_per_window(
+    fake: FakeUpstream, redis_url: str, tmp_path: Path
+) -> None:
+    upstream = WindowedProvider(fake)
+    config = tmp_path / "carbonshift.yaml"
+    write_config(config, fake)
+    env = {
+        **os.environ,
+        "CARBONSHIFT_REDIS_URL": redis_url,
+        "ELECTRICITY_MAPS_API_TOKEN": "test-token",
+    }
+    ports = [free_port(), free_port()]
+    answered = Counter[int]()
+    patched = 0
+    async for _procs in start_replicas(config, env, ports):
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as session:
+            for port in ports:
+                await wait_ready(session, port)
+            stop_at = time.monotonic() + BURST_SECONDS
+
+            async def admit(port: int, worker: int, stop_at: float = stop_at) -> None:
+                nonlocal patched
+                i = 0
+                while time.monotonic() < stop_at:
+                    i += 1
+                    async with session.post(
+                        f"http://127.0.0.1:{port}/mutate",
+                        data=review(worker * 100_000 + i),
+                        headers={"Content-Type": "application/json"},
+                    ) as resp:
+                        assert resp.status == 200
+                        body = await resp.json()
+                    assert body["response"]["allowed"] is True
+                    answered[port] += 1
+                    patched += "patch" in body["response"]
+
+            await asyncio.gather(*(admit(p, w) for w, p in enumerate(ports * 2)))
+        break
+    windows = {w for (_zone, w) in upstream.latest}
+    print(
+        f"\nadmissions answered: {dict(answered)}; upstream latest calls per (zone, window): "
+        f"{sorted(upstream.latest.items())}; forecast calls: {dict(upstream.forecast)}"
+    )
+    assert all(n > 50 for n in answered.values())
+    assert patched == sum(answered.values())
+    assert len(windows) >= 2, "the test must span several validity windows"
+    for zone in ZONES:
+        assert any(z == zone for z, _ in upstream.latest)
+    assert set(upstream.latest.values()) == {1}, "more than one call for a zone in a window"
+    assert dict(upstream.forecast) == dict.fromkeys(ZONES, 1)
