@@ -56,14 +56,15 @@ def day_ahead_profile(history: Sequence[float], horizon: int, *, days: int = 7) 
     out: list[float] = []
     for k in range(1, horizon + 1):
         first = -(-k // HOURS_PER_DAY)  # ceil(k / 24): the most recent day already observed
-        acc, n = 0.0, 0
-        for d in range(first, first + days):
-            i = now + k - HOURS_PER_DAY * d
-            if i < 0:
-                break
-            acc += history[i]
-            n += 1
-        out.append(acc / n if n else history[now])
+        latest = now + k - HOURS_PER_DAY * first  # <= now
+        if latest < 0:
+            out.append(history[now])
+            continue
+        oldest = latest - HOURS_PER_DAY * (days - 1)
+        if oldest < 0:
+            oldest = latest % HOURS_PER_DAY
+        same_hour = history[oldest : latest + 1 : HOURS_PER_DAY]
+        out.append(sum(same_hour) / len(same_hour))
     return out
 
 

@@ -183,12 +183,16 @@ def write_html(outcome: Outcome, folder: str | Path) -> Path:
 
 
 def _share_runs(part: Part) -> list[Run]:
-    """Baseline, the best policy by emissions and the oracle."""
+    """Baseline, the lowest-emitting policy, carbonshift's lowest (if other) and the oracle."""
     runs = part.runs
     policies = [r for r in runs if r.role.value == "policy"]
-    best = min(policies, key=lambda r: r.total) if policies else None
-    picked = [runs[0], *([best] if best else []), runs[-1]]
-    return picked
+    picked = [runs[0]]
+    if policies:
+        picked.append(min(policies, key=lambda r: r.total))
+        own = [r for r in policies if not r.key.startswith("greedy")]
+        if own and min(own, key=lambda r: r.total) not in picked:
+            picked.append(min(own, key=lambda r: r.total))
+    return [*picked, runs[-1]]
 
 
 def _html_table(rows: Sequence[Row], temporal: bool) -> str:

@@ -101,7 +101,7 @@ class PolicySettings:
     """Limit of the max-intensity filter (gCO2eq/kWh)."""
     margin: float = 0.1
     """Hysteresis margin (relative improvement needed to switch)."""
-    dwell_hours: float = 24.0
+    dwell_hours: float = 12.0
     """Minimum dwell of a placement."""
     forecast: Method = Method.PROFILE
     """Forecast used by the forecast-aware variants."""
