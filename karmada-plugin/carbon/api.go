@@ -1,0 +1,148 @@
+package carbon
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+)
+
+// ClusterFacts is one candidate cluster as the carbonshift API reads it.
+type ClusterFacts struct {
+	Name     string            `json:"name"`
+	Zone     string            `json:"zone,omitempty"`
+	Provider string            `json:"provider,omitempty"`
+	Region   string            `json:"region,omitempty"`
+	Zones    []string          `json:"zones,omitempty"`
+	Labels   map[string]string `json:"labels,omitempty"`
+}
+
+// WorkloadFacts describes the workload being placed (all fields optional).
+type WorkloadFacts struct {
+	Namespace   string            `json:"namespace,omitempty"`
+	Name        string            `json:"name,omitempty"`
+	Kind        string            `json:"kind,omitempty"`
+	Replicas    int32             `json:"replicas,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+// Request is the body of POST /v1/karmada/filter and /v1/karmada/score.
+type Request struct {
+	Clusters []ClusterFacts `json:"clusters"`
+	Workload *WorkloadFacts `json:"workload,omitempty"`
+}
+
+// Filtered is one cluster the filter removed, with the reason.
+type Filtered struct {
+	Name   string `json:"name"`
+	Reason string `json:"reason"`
+}
+
+// FilterResponse is the answer of POST /v1/karmada/filter.
+type FilterResponse struct {
+	Clusters []string   `json:"clusters"`
+	Filtered []Filtered `json:"filtered"`
+}
+
+// ClusterScore is one entry of a score answer.
+type ClusterScore struct {
+	Name           string   `json:"name"`
+	Score          int64    `json:"score"`
+	Intensity      *float64 `json:"intensity"`
+	Zone           *string  `json:"zone"`
+	Source         *string  `json:"source"`
+	DataAgeSeconds *float64 `json:"dataAgeSeconds"`
+	Reason         string   `json:"reason,omitempty"`
+}
+
+// ScoreResponse is the answer of POST /v1/karmada/score.
+type ScoreResponse struct {
+	Scores []ClusterScore `json:"scores"`
+}
+
+// maxResponseBytes bounds what the client reads from the server (1000 clusters fit easily).
+const maxResponseBytes = 8 << 20
+
+// Client calls the carbonshift scheduler API over HTTPS (or HTTP for local tests).
+type Client struct {
+	base string
+	http *http.Client
+}
+
+// NewClient builds a client for the API at baseURL. caFile, when not empty, is a PEM
+// bundle that replaces the system roots; timeout bounds every request end to end.
+func NewClient(baseURL, caFile string, timeout time.Duration) (*Client, error) {
+	if baseURL == "" {
+		return nil, fmt.Errorf("no carbonshift URL (set --carbonshift-url or CARBONSHIFT_URL)")
+	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.MaxIdleConnsPerHost = 4
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("read CA file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("no PEM certificate in %s", caFile)
+		}
+		transport.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	return &Client{
+		base: strings.TrimRight(baseURL, "/"),
+		http: &http.Client{Transport: transport, Timeout: timeout},
+	}, nil
+}
+
+// Filter asks which clusters stay for the workload.
+func (c *Client) Filter(ctx context.Context, req *Request) (*FilterResponse, error) {
+	out := &FilterResponse{}
+	if err := c.post(ctx, "/v1/karmada/filter", req, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Score asks for a 0..100 greenness score per cluster.
+func (c *Client) Score(ctx context.Context, req *Request) (*ScoreResponse, error) {
+	out := &ScoreResponse{}
+	if err := c.post(ctx, "/v1/karmada/score", req, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *Client) post(ctx context.Context, path string, body, out any) error {
+	payload, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+path, bytes.NewReader(payload))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("POST %s: HTTP %d: %s", path, resp.StatusCode, bytes.TrimSpace(data))
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("POST %s: bad answer: %w", path, err)
+	}
+	return nil
+}

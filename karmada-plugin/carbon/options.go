@@ -1,0 +1,76 @@
+package carbon
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+// Defaults for the plugin settings.
+const (
+	DefaultTimeout  = 500 * time.Millisecond
+	DefaultCacheTTL = 30 * time.Second
+)
+
+// Options say where carbonshift is and how long to wait for it. Each setting comes from
+// a flag, else from an environment variable, else from the default.
+type Options struct {
+	// URL of the carbonshift server, e.g. https://carbonshift.carbonshift-system.svc:8443
+	// (CARBONSHIFT_URL).
+	URL string
+	// CAFile is a PEM bundle to trust for the server certificate (CARBONSHIFT_CA_FILE);
+	// empty means the system roots.
+	CAFile string
+	// Timeout bounds one API request end to end (CARBONSHIFT_TIMEOUT, default 500ms).
+	Timeout time.Duration
+	// CacheTTL is how long one binding revision's answer is reused (CARBONSHIFT_CACHE_TTL).
+	CacheTTL time.Duration
+}
+
+// OptionsFromEnv reads the environment (getenv is os.Getenv in production).
+func OptionsFromEnv(getenv func(string) string) (Options, error) {
+	opts := Options{
+		URL:      getenv("CARBONSHIFT_URL"),
+		CAFile:   getenv("CARBONSHIFT_CA_FILE"),
+		Timeout:  DefaultTimeout,
+		CacheTTL: DefaultCacheTTL,
+	}
+	for _, d := range []struct {
+		env string
+		out *time.Duration
+	}{{"CARBONSHIFT_TIMEOUT", &opts.Timeout}, {"CARBONSHIFT_CACHE_TTL", &opts.CacheTTL}} {
+		if raw := getenv(d.env); raw != "" {
+			v, err := time.ParseDuration(raw)
+			if err != nil || v <= 0 {
+				return opts, fmt.Errorf("%s must be a positive duration such as 500ms, got %q", d.env, raw)
+			}
+			*d.out = v
+		}
+	}
+	return opts, nil
+}
+
+// AddFlags registers --carbonshift-url, --carbonshift-ca-file, --carbonshift-timeout and
+// --carbonshift-cache-ttl; the current values (from the environment) are the defaults.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.URL, "carbonshift-url", o.URL,
+		"Base URL of the carbonshift scheduler API (env CARBONSHIFT_URL).")
+	fs.StringVar(&o.CAFile, "carbonshift-ca-file", o.CAFile,
+		"PEM CA bundle that signed the carbonshift serving certificate (env CARBONSHIFT_CA_FILE).")
+	fs.DurationVar(&o.Timeout, "carbonshift-timeout", o.Timeout,
+		"Deadline of one carbonshift request; on expiry clusters pass with a neutral score (env CARBONSHIFT_TIMEOUT).")
+	fs.DurationVar(&o.CacheTTL, "carbonshift-cache-ttl", o.CacheTTL,
+		"How long one binding revision's answer is reused (env CARBONSHIFT_CACHE_TTL).")
+}
+
+// Validate checks the settings before the plugin starts.
+func (o *Options) Validate() error {
+	if o.URL == "" {
+		return fmt.Errorf("plugin %s needs --carbonshift-url or CARBONSHIFT_URL", Name)
+	}
+	if o.Timeout <= 0 || o.CacheTTL <= 0 {
+		return fmt.Errorf("--carbonshift-timeout and --carbonshift-cache-ttl must be positive")
+	}
+	return nil
+}

@@ -1,0 +1,325 @@
+// Package carbon is a Karmada scheduler plugin that filters and scores member clusters
+// by grid carbon intensity, by asking the carbonshift scheduler API.
+//
+// Karmada calls Filter and Score once per cluster. The plugin answers all clusters of
+// a binding from one batched request per binding revision (template, replicas and
+// placement), kept for a short TTL. When carbonshift cannot be reached it fails open:
+// every cluster passes the filter and gets the neutral score, and the failure is
+// logged once until carbonshift answers again.
+package carbon
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+	"k8s.io/klog/v2"
+
+	clusterv1alpha1 "github.com/karmada-io/karmada/pkg/apis/cluster/v1alpha1"
+	workv1alpha2 "github.com/karmada-io/karmada/pkg/apis/work/v1alpha2"
+	"github.com/karmada-io/karmada/pkg/scheduler/framework"
+)
+
+const (
+	// Name is the plugin name for --plugins (e.g. --plugins=*,CarbonAware is implied by *).
+	Name = "CarbonAware"
+	// NeutralScore is the score of a cluster whose intensity is unknown or when the API fails.
+	NeutralScore int64 = 50
+	// AnnotationPrefix marks the workload and policy annotations sent to carbonshift.
+	AnnotationPrefix = "carbonshift.io/"
+	// GridZoneLabel on a Cluster names its grid zone directly (it wins over provider/region).
+	GridZoneLabel = "carbonshift.io/grid-zone"
+	// maxEntries triggers a sweep of expired cache entries.
+	maxEntries = 512
+)
+
+// Facts supplies what a Filter or Score call does not receive: the other clusters of
+// the fleet (to batch them into one request) and the workload's carbonshift annotations.
+type Facts interface {
+	// Clusters lists every known member cluster (possibly empty while caches warm up).
+	Clusters() []*clusterv1alpha1.Cluster
+	// Annotations returns the carbonshift.io/ annotations for the workload (nil if unknown).
+	Annotations(ctx context.Context, ref workv1alpha2.ObjectReference) map[string]string
+}
+
+// noFacts is used when the plugin has no Kubernetes client: one cluster per request.
+type noFacts struct{}
+
+func (noFacts) Clusters() []*clusterv1alpha1.Cluster { return nil }
+func (noFacts) Annotations(context.Context, workv1alpha2.ObjectReference) map[string]string {
+	return nil
+}
+
+// verdict is the cached answer for one binding revision and one operation.
+type verdict struct {
+	expires time.Time
+	covered map[string]struct{} // clusters the answer speaks about
+	removed map[string]string   // filter: cluster -> reason
+	scores  map[string]int64    // score: cluster -> 0..100
+	failed  bool                // the API call failed: fail open for every cluster
+}
+
+func (v *verdict) covers(cluster string) bool {
+	if v.failed {
+		return true
+	}
+	_, ok := v.covered[cluster]
+	return ok
+}
+
+// Plugin implements framework.FilterPlugin and framework.ScorePlugin.
+type Plugin struct {
+	api     *Client
+	facts   Facts
+	timeout time.Duration
+	ttl     time.Duration
+	failTTL time.Duration
+	now     func() time.Time
+
+	mu      sync.Mutex
+	entries map[string]*verdict
+	flight  singleflight.Group
+	failing atomic.Bool
+	calls   atomic.Int64
+}
+
+var (
+	_ framework.FilterPlugin = (*Plugin)(nil)
+	_ framework.ScorePlugin  = (*Plugin)(nil)
+)
+
+// New builds the plugin. facts may be nil (then every request carries one cluster and
+// no workload annotations).
+func New(opts Options, facts Facts) (*Plugin, error) {
+	api, err := NewClient(opts.URL, opts.CAFile, opts.Timeout)
+	if err != nil {
+		return nil, err
+	}
+	if facts == nil {
+		facts = noFacts{}
+	}
+	failTTL := min(opts.CacheTTL, 5*time.Second)
+	return &Plugin{
+		api:     api,
+		facts:   facts,
+		timeout: opts.Timeout,
+		ttl:     opts.CacheTTL,
+		failTTL: failTTL,
+		now:     time.Now,
+		entries: map[string]*verdict{},
+	}, nil
+}
+
+// Name returns the plugin name.
+func (p *Plugin) Name() string { return Name }
+
+// Filter removes a cluster whose grid is above the workload's carbonshift.io/max-intensity.
+func (p *Plugin) Filter(ctx context.Context, spec *workv1alpha2.ResourceBindingSpec,
+	_ *workv1alpha2.ResourceBindingStatus, cluster *clusterv1alpha1.Cluster) *framework.Result {
+	v := p.decide(ctx, "filter", spec, cluster)
+	if reason, gone := v.removed[cluster.Name]; gone && !v.failed {
+		return framework.NewResult(framework.Unschedulable, "carbonshift: "+reason)
+	}
+	return framework.NewResult(framework.Success)
+}
+
+// Score returns the cluster's greenness 0..100 (greener higher).
+func (p *Plugin) Score(ctx context.Context, spec *workv1alpha2.ResourceBindingSpec,
+	cluster *clusterv1alpha1.Cluster) (int64, *framework.Result) {
+	v := p.decide(ctx, "score", spec, cluster)
+	score, ok := v.scores[cluster.Name]
+	if v.failed || !ok {
+		score = NeutralScore
+	}
+	return min(max(score, framework.MinClusterScore), framework.MaxClusterScore),
+		framework.NewResult(framework.Success)
+}
+
+// ScoreExtensions returns nil: scores are absolute and already in 0..100.
+func (p *Plugin) ScoreExtensions() framework.ScoreExtensions { return nil }
+
+// Calls reports how many API requests the plugin made (for tests and debugging).
+func (p *Plugin) Calls() int64 { return p.calls.Load() }
+
+// decide returns the cached verdict for (op, binding revision) covering cluster,
+// asking the API once for all known clusters when there is none.
+func (p *Plugin) decide(ctx context.Context, op string, spec *workv1alpha2.ResourceBindingSpec,
+	cluster *clusterv1alpha1.Cluster) *verdict {
+	key := op + "/" + revision(spec)
+	if v := p.lookup(key); v != nil && v.covers(cluster.Name) {
+		return v
+	}
+	res, _, _ := p.flight.Do(key, func() (any, error) {
+		old := p.lookup(key)
+		if old != nil && old.covers(cluster.Name) {
+			return old, nil
+		}
+		return p.merge(key, p.fetch(ctx, op, spec, cluster)), nil
+	})
+	v := res.(*verdict)
+	if !v.covers(cluster.Name) { // a concurrent caller fetched without this cluster
+		v = p.merge(key, p.fetch(ctx, op, spec, cluster))
+	}
+	return v
+}
+
+func (p *Plugin) lookup(key string) *verdict {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	v := p.entries[key]
+	if v == nil || p.now().After(v.expires) {
+		return nil
+	}
+	return v
+}
+
+// merge stores fresh under key, keeping what a still valid entry knew about clusters
+// fresh does not cover (a cluster that appeared after the first batch is added).
+func (p *Plugin) merge(key string, fresh *verdict) *verdict {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.now()
+	if len(p.entries) >= maxEntries {
+		for k, e := range p.entries {
+			if now.After(e.expires) {
+				delete(p.entries, k)
+			}
+		}
+	}
+	if old := p.entries[key]; old != nil && !old.failed && !fresh.failed && !now.After(old.expires) {
+		for name := range old.covered {
+			if _, ok := fresh.covered[name]; ok {
+				continue
+			}
+			fresh.covered[name] = struct{}{}
+			if reason, ok := old.removed[name]; ok {
+				fresh.removed[name] = reason
+			}
+			if score, ok := old.scores[name]; ok {
+				fresh.scores[name] = score
+			}
+		}
+	}
+	p.entries[key] = fresh
+	return fresh
+}
+
+// fetch asks the API about every known cluster plus the one at hand.
+func (p *Plugin) fetch(ctx context.Context, op string, spec *workv1alpha2.ResourceBindingSpec,
+	cluster *clusterv1alpha1.Cluster) *verdict {
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	req := &Request{Clusters: p.candidates(cluster), Workload: p.workload(ctx, spec)}
+	p.calls.Add(1)
+	v := &verdict{covered: map[string]struct{}{}, removed: map[string]string{}, scores: map[string]int64{}}
+	var err error
+	if op == "filter" {
+		err = p.fillFilter(ctx, req, v)
+	} else {
+		err = p.fillScore(ctx, req, v)
+	}
+	if err != nil {
+		if p.failing.CompareAndSwap(false, true) {
+			klog.ErrorS(err, "carbonshift API unavailable; clusters pass with a neutral score until it answers",
+				"plugin", Name)
+		}
+		return &verdict{failed: true, expires: p.now().Add(p.failTTL)}
+	}
+	if p.failing.CompareAndSwap(true, false) {
+		klog.InfoS("carbonshift API answers again", "plugin", Name)
+	}
+	v.expires = p.now().Add(p.ttl)
+	return v
+}
+
+func (p *Plugin) fillFilter(ctx context.Context, req *Request, v *verdict) error {
+	resp, err := p.api.Filter(ctx, req)
+	if err != nil {
+		return err
+	}
+	for _, name := range resp.Clusters {
+		v.covered[name] = struct{}{}
+	}
+	for _, f := range resp.Filtered {
+		v.covered[f.Name] = struct{}{}
+		v.removed[f.Name] = f.Reason
+	}
+	return nil
+}
+
+func (p *Plugin) fillScore(ctx context.Context, req *Request, v *verdict) error {
+	resp, err := p.api.Score(ctx, req)
+	if err != nil {
+		return err
+	}
+	for _, s := range resp.Scores {
+		v.covered[s.Name] = struct{}{}
+		v.scores[s.Name] = s.Score
+	}
+	return nil
+}
+
+// candidates lists every known cluster (sorted by the lister's order) and the one at hand.
+func (p *Plugin) candidates(cluster *clusterv1alpha1.Cluster) []ClusterFacts {
+	all := p.facts.Clusters()
+	out := make([]ClusterFacts, 0, len(all)+1)
+	seen := false
+	for _, c := range all {
+		if c.DeletionTimestamp != nil {
+			continue
+		}
+		seen = seen || c.Name == cluster.Name
+		out = append(out, FactsOf(c))
+	}
+	if !seen {
+		out = append(out, FactsOf(cluster))
+	}
+	return out
+}
+
+func (p *Plugin) workload(ctx context.Context, spec *workv1alpha2.ResourceBindingSpec) *WorkloadFacts {
+	ref := spec.Resource
+	return &WorkloadFacts{
+		Namespace:   ref.Namespace,
+		Name:        ref.Name,
+		Kind:        ref.Kind,
+		Replicas:    spec.Replicas,
+		Annotations: p.facts.Annotations(ctx, ref),
+	}
+}
+
+// FactsOf converts a Karmada Cluster into the API's cluster facts.
+func FactsOf(c *clusterv1alpha1.Cluster) ClusterFacts {
+	zones := c.Spec.Zones
+	if len(zones) == 0 && c.Spec.Zone != "" { //nolint:staticcheck // deprecated field, still honoured
+		zones = []string{c.Spec.Zone} //nolint:staticcheck
+	}
+	return ClusterFacts{
+		Name:     c.Name,
+		Zone:     c.Labels[GridZoneLabel],
+		Provider: c.Spec.Provider,
+		Region:   c.Spec.Region,
+		Zones:    zones,
+		Labels:   c.Labels,
+	}
+}
+
+// revision identifies a binding's scheduling inputs: the template (with its resource
+// version), the replicas and the placement. It changes whenever the binding's generation
+// changes for a reason that matters to the plugin.
+func revision(spec *workv1alpha2.ResourceBindingSpec) string {
+	data, _ := json.Marshal(struct {
+		Resource  workv1alpha2.ObjectReference
+		Replicas  int32
+		Placement any
+	}{spec.Resource, spec.Replicas, spec.Placement})
+	sum := sha256.Sum256(data)
+	ref := spec.Resource
+	return strings.Join([]string{ref.Namespace, ref.Kind, ref.Name, hex.EncodeToString(sum[:8])}, "/")
+}
