@@ -22,6 +22,7 @@ import functools
 import re
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from datetime import datetime
 from importlib import resources
 from typing import Any
 
@@ -99,9 +100,13 @@ def _string_list(value: object, where: str) -> list[str]:
     return value
 
 
+def _bad_name(where: str) -> BadRequest:
+    return BadRequest(f"{where} must be a non-empty string of at most {_MAX_NAME} characters")
+
+
 def _name(value: object, where: str) -> str:
     if not isinstance(value, str) or not 0 < len(value) <= _MAX_NAME:
-        raise BadRequest(f"{where} must be a non-empty string of at most {_MAX_NAME} characters")
+        raise _bad_name(where)
     return value
 
 
@@ -123,6 +128,30 @@ def _limit(annotations: Mapping[str, str], where: str) -> float | None:
         raise BadRequest(f"{where}: {exc}") from None
 
 
+def _cluster(item: object, i: int) -> Candidate:
+    """One entry of ``clusters``; the common case (strings or absent) is checked inline."""
+    if type(item) is not dict:
+        raise BadRequest(f"clusters[{i}] must be an object")
+    get = item.get
+    name, zone, provider, region = get("name"), get("zone"), get("provider"), get("region")
+    if not isinstance(name, str) or not 0 < len(name) <= _MAX_NAME:
+        raise _bad_name(f"clusters[{i}].name")
+    if zone is not None and (type(zone) is not str or not _ZONE_KEY.match(zone)):
+        raise BadRequest(f"clusters[{i}].zone must be a grid zone key such as FR or US-CAL-CISO")
+    if provider is not None and type(provider) is not str:
+        _string(provider, f"clusters[{i}].provider")
+    if region is not None and type(region) is not str:
+        _string(region, f"clusters[{i}].region")
+    zones, labels = get("zones"), get("labels")
+    if zones is not None:
+        _string_list(zones, f"clusters[{i}].zones")
+    if labels:
+        _string_map(labels, f"clusters[{i}].labels")
+    elif labels is not None and type(labels) is not dict:
+        raise BadRequest(f"clusters[{i}].labels must be an object of strings")
+    return Candidate(name, zone or None, provider or None, region or None)
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class KarmadaRequest:
     """A parsed ``/v1/karmada/*`` body."""
@@ -137,23 +166,7 @@ def parse_karmada(body: object) -> KarmadaRequest:
     raw = top.get("clusters")
     if not isinstance(raw, list):
         raise BadRequest("clusters must be a list")
-    clusters: list[Candidate] = []
-    for i, item in enumerate(_bounded(raw, "clusters")):
-        where = f"clusters[{i}]"
-        c = _object(item, where)
-        zone = _string(c.get("zone"), f"{where}.zone")
-        if zone is not None and not _ZONE_KEY.match(zone):
-            raise BadRequest(f"{where}.zone must be a grid zone key such as FR or US-CAL-CISO")
-        _string_list(c.get("zones"), f"{where}.zones")
-        _string_map(c.get("labels"), f"{where}.labels")
-        clusters.append(
-            Candidate(
-                name=_name(c.get("name"), f"{where}.name"),
-                zone=zone,
-                provider=_string(c.get("provider"), f"{where}.provider"),
-                region=_string(c.get("region"), f"{where}.region"),
-            )
-        )
+    clusters = [_cluster(item, i) for i, item in enumerate(_bounded(raw, "clusters"))]
     _unique([c.name for c in clusters], "clusters")
     workload = _optional_object(top.get("workload"), "workload")
     for key in ("namespace", "name", "kind"):
@@ -244,20 +257,27 @@ def karmada_score(state: ServerState, body: object) -> dict[str, Any]:
     """``{"scores": [{"name", "score", "intensity", "zone", "source", "dataAgeSeconds"}...]}``."""
     req = parse_karmada(body)
     now = utcnow()
+    facts: dict[tuple[str | None, str | None], dict[str, Any]] = {}
     scores = []
     for a in _assess_clusters(state, req):
-        entry: dict[str, Any] = {
-            "name": a.name,
-            "score": a.score,
-            "intensity": a.intensity,
-            "zone": a.zone,
-            "source": a.reading.source if a.reading is not None else None,
-            "dataAgeSeconds": a.data_age(now),
-        }
-        if a.reason is not None:
-            entry["reason"] = a.reason
-        scores.append(entry)
+        shared = facts.get((a.zone, a.reason))
+        if shared is None:  # one per zone: every cluster in it gets the same facts
+            shared = facts[a.zone, a.reason] = _score_facts(a, now)
+        scores.append({"name": a.name, **shared})
     return {"scores": scores}
+
+
+def _score_facts(a: Assessment, now: datetime) -> dict[str, Any]:
+    facts: dict[str, Any] = {
+        "score": a.score,
+        "intensity": a.intensity,
+        "zone": a.zone,
+        "source": a.reading.source if a.reading is not None else None,
+        "dataAgeSeconds": a.data_age(now),
+    }
+    if a.reason is not None:
+        facts["reason"] = a.reason
+    return facts
 
 
 def extender_filter(state: ServerState, body: object) -> dict[str, Any]:

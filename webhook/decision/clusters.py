@@ -17,6 +17,8 @@ import dataclasses
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
+from functools import lru_cache
+from typing import NamedTuple
 
 from webhook.config import Config
 from webhook.decision.ranking import greenness, within_limit
@@ -37,9 +39,11 @@ _UNRESOLVED = "\x00unresolved"
 """Ranking key shared by every candidate without a grid zone (never a real zone key)."""
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Candidate:
-    """A cluster or node to judge: its name and what is known about its location."""
+class Candidate(NamedTuple):
+    """A cluster or node to judge: its name and what is known about its location.
+
+    A named tuple: requests carry up to thousands of these, and tuples are cheap to make.
+    """
 
     name: str
     zone: str | None = None
@@ -50,8 +54,7 @@ class Candidate:
     """Cloud availability zone (nodes: ``topology.kubernetes.io/zone``)."""
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Assessment:
+class Assessment(NamedTuple):
     """One candidate with its resolved grid zone and the reading behind its verdict."""
 
     name: str
@@ -80,6 +83,10 @@ class Assessment:
         return int(self.reading.age_seconds(now)) if self.reading is not None else None
 
 
+region_zone = lru_cache(maxsize=4096)(zone_for_region)
+""":func:`webhook.regions.zone_for_region`, memoized (requests repeat a few regions)."""
+
+
 def cluster_zone(candidate: Candidate, config: Config) -> str | None:
     """Grid zone of a Karmada cluster: explicit, else config ``clusters``, else region table."""
     if candidate.zone:
@@ -87,7 +94,7 @@ def cluster_zone(candidate: Candidate, config: Config) -> str | None:
     configured = config.clusters.get(candidate.name)
     if configured is not None:
         return configured.grid_zone
-    return zone_for_region(candidate.provider, candidate.region)
+    return region_zone(candidate.provider, candidate.region)
 
 
 def node_candidate(name: str, labels: Mapping[str, str], provider_id: str | None) -> Candidate:
@@ -112,7 +119,7 @@ def node_zone(candidate: Candidate, config: Config) -> str | None:
         mapped = config.nodepools.topology_zones.get(candidate.cloud_zone)
         if mapped:
             return mapped
-    return zone_for_region(candidate.provider, candidate.region)
+    return region_zone(candidate.provider, candidate.region)
 
 
 def assess(
@@ -126,27 +133,30 @@ def assess(
     ``lookup`` answers from memory; ``want`` registers a zone without data so the
     background refresher fetches it. Nothing here waits on the network.
     """
-    readings: dict[str, Reading | None] = {}
+    known: dict[str, tuple[Reading | None, str | None]] = {}
     out: list[Assessment] = []
     for candidate in candidates:
         zone = resolve(candidate)
         if zone is None:
             out.append(Assessment(candidate.name, None, None, _no_zone_reason(candidate)))
             continue
-        if zone not in readings:
-            reading = lookup(zone)
-            if reading is None:
-                want(zone)
-            readings[zone] = reading
-        reading = readings[zone]
-        if reading is None:
-            reason: str | None = f"no intensity data yet for zone {zone}"
-        elif reading.stale:
-            reason = f"intensity data for zone {zone} is stale"
-        else:
-            reason = None
-        out.append(Assessment(candidate.name, zone, reading, reason))
+        found = known.get(zone)
+        if found is None:
+            found = known[zone] = _lookup(zone, lookup, want)
+        out.append(Assessment(candidate.name, zone, *found))
     return out
+
+
+def _lookup(
+    zone: str, lookup: Callable[[str], Reading | None], want: Callable[[str], None]
+) -> tuple[Reading | None, str | None]:
+    reading = lookup(zone)
+    if reading is None:
+        want(zone)
+        return None, f"no intensity data yet for zone {zone}"
+    if reading.stale:
+        return reading, f"intensity data for zone {zone} is stale"
+    return reading, None
 
 
 def _no_zone_reason(candidate: Candidate) -> str:
