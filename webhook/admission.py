@@ -20,6 +20,7 @@ import structlog
 from webhook import PREFIX
 from webhook.config import Config
 from webhook.decision import nodepool, placement
+from webhook.decision.hysteresis import Hysteresis
 from webhook.decision.outcome import Change, Decision, short
 from webhook.decision.record import DECISION
 from webhook.intensity import IntensityTable
@@ -97,9 +98,10 @@ class DecisionMemo:
 
     GitOps controllers re-apply and server-side dry-run the same manifests over and
     over, and fleets stamp out many policies from one template. A decision depends only
-    on the object's kind, operation, labels, annotations and spec (plus the refresh
-    annotation of the old object) and on the intensities in memory, so those form the
-    key; the object's name and uid do not. Bounded LRU.
+    on the object's kind, labels, annotations and spec and on the intensities in memory,
+    so those form the key; the object's name and uid do not. Only CREATEs are kept:
+    a recomputation on UPDATE also depends on how long the placement has been in force.
+    Bounded LRU.
     """
 
     def __init__(self, size: int = 4096) -> None:
@@ -109,14 +111,12 @@ class DecisionMemo:
     @staticmethod
     def key(request: Mapping[str, Any], ctx: Context) -> tuple[bytes, int] | None:
         obj = request.get("object")
-        if not isinstance(obj, dict):
-            return None
+        if not isinstance(obj, dict) or request.get("operation") != "CREATE":
+            return None  # UPDATE decisions also depend on time (minimum dwell)
         raw_meta = obj.get("metadata")
         meta: Mapping[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
         material = (
             request.get("kind"),
-            request.get("operation"),
-            _annotations(request.get("oldObject")).get(REFRESH),
             meta.get("labels"),
             meta.get("annotations"),
             obj.get("spec"),
@@ -213,7 +213,14 @@ _Decider = Callable[[Mapping[str, Any], Context], Decision]
 
 
 def _policy(obj: Mapping[str, Any], ctx: Context) -> Decision:
-    inputs = placement.PolicyInputs(ctx.config.clusters, ctx.table, ctx.config.weighting)
+    h = ctx.config.hysteresis
+    inputs = placement.PolicyInputs(
+        ctx.config.clusters,
+        ctx.table,
+        ctx.config.weighting,
+        hysteresis=Hysteresis(margin=h.margin, dwell_hours=h.dwell_hours),
+        now=ctx.now,
+    )
     return placement.decide(obj, inputs)
 
 

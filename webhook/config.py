@@ -61,6 +61,16 @@ class WeightingConfig:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class HysteresisConfig:
+    """When a refresh may replace the placement in force (chosen with the simulator)."""
+
+    margin: float = 0.1
+    """The new placement's expected intensity must be this much lower (relative)."""
+    dwell_hours: float = 12.0
+    """A placement stays in force at least this long."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class NodePoolConfig:
     """Karpenter NodePool behaviour."""
 
@@ -125,6 +135,7 @@ class Config:
     provider_options: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
     """Per-provider settings (``electricitymaps: {url: ...}``), validated by each provider."""
     weighting: WeightingConfig = WeightingConfig()
+    hysteresis: HysteresisConfig = HysteresisConfig()
     nodepools: NodePoolConfig = NodePoolConfig()
     service: ServiceConfig = ServiceConfig()
     feed: FeedConfig = FeedConfig()
@@ -138,7 +149,16 @@ class Config:
 
 # --- parsing ----------------------------------------------------------------------------
 
-_TOP_KEYS = {"zone", "clusters", "providers", "weighting", "nodepools", "service", "feed"}
+_TOP_KEYS = {
+    "zone",
+    "clusters",
+    "providers",
+    "weighting",
+    "hysteresis",
+    "nodepools",
+    "service",
+    "feed",
+}
 
 
 def load(path: str | Path | None) -> Config:
@@ -172,6 +192,7 @@ def parse(data: object) -> Config:
         providers=providers,
         provider_options=options,
         weighting=_weighting(top.get("weighting", {})),
+        hysteresis=_hysteresis(top.get("hysteresis", {})),
         nodepools=_nodepools(top.get("nodepools", {})),
         service=_service(top.get("service", {})),
         feed=_feed(top.get("feed", {})),
@@ -284,6 +305,17 @@ def _weighting(value: object) -> WeightingConfig:
     if exponent > 8:
         raise ConfigError("weighting.exponent", f"must be at most 8, got {exponent:g}")
     return WeightingConfig(exponent=exponent, scale=scale)
+
+
+def _hysteresis(value: object) -> HysteresisConfig:
+    section = _mapping(value, "hysteresis")
+    _only(section, "hysteresis", ("margin", "dwell_hours"))
+    default = HysteresisConfig()
+    margin = _number(section.get("margin", default.margin), "hysteresis.margin")
+    if margin >= 1:
+        raise ConfigError("hysteresis.margin", f"must be below 1 (0.1 = 10%), got {margin:g}")
+    dwell = _number(section.get("dwell_hours", default.dwell_hours), "hysteresis.dwell_hours")
+    return HysteresisConfig(margin=margin, dwell_hours=dwell)
 
 
 def _nodepools(value: object) -> NodePoolConfig:

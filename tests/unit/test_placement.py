@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from datetime import timedelta
 from typing import Any
 
 import jsonpatch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.support import FLEET, reading
+from tests.support import FLEET, NOW, reading
 from webhook.config import Config, parse
+from webhook.decision.hysteresis import Hysteresis
 from webhook.decision.outcome import Change
 from webhook.decision.placement import PolicyInputs, decide
 from webhook.decision.record import DECISION, Record
@@ -247,3 +249,38 @@ def test_never_widens_and_is_idempotent(
         assert entry["weight"] >= 1
     assert all(len(w) < 120 for w in warnings)
     assert decide(stored, inputs).changes == []
+
+
+def _refreshed(
+    stored: dict[str, Any], config: Config, table: dict[str, Reading], hours: float
+) -> tuple[dict[str, Any], list[str]]:
+    """Recompute ``stored`` ``hours`` after its decision, with hysteresis 10% / 12 h."""
+    inputs = PolicyInputs(
+        config.clusters,
+        table,
+        hysteresis=Hysteresis(margin=0.1, dwell_hours=12),
+        now=NOW + timedelta(hours=hours),
+    )
+    return mutate(stored, inputs)
+
+
+def test_a_refresh_keeps_the_placement_within_the_dwell_time_and_margin(
+    config: Config, table: dict[str, Reading]
+) -> None:
+    obj = policy(divided(), **{"carbonshift.io/max-clusters": "1"})
+    stored, _ = mutate(obj, PolicyInputs(config.clusters, table, now=NOW))
+    assert Record.decode(stored["metadata"]["annotations"][DECISION]).body["since"]
+    # DE gets a little greener: new weights, but the placement is not 10% greener.
+    slightly = dict(table) | {"DE": dataclasses.replace(table["DE"], value=340.0)}
+    again, warnings = _refreshed(stored, config, slightly, hours=24)
+    assert again == stored
+    assert any("not 10% greener" in w for w in warnings)
+    # DE becomes much greener, but the placement has been in force for 2 h only.
+    much = dict(table) | {"DE": dataclasses.replace(table["DE"], value=10.0)}
+    again, warnings = _refreshed(stored, config, much, hours=2)
+    assert again == stored
+    assert any("in force 2.0 h of 12 h" in w for w in warnings)
+    # After the dwell time, a much greener placement wins.
+    again, _ = _refreshed(stored, config, much, hours=13)
+    assert again["spec"]["placement"]["clusterAffinities"][0]["clusterNames"] == ["member-de"]
+    assert weights_of(again)["member-de"] == 100

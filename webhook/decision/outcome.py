@@ -89,7 +89,7 @@ class Lookup:
             clusters[name] = entry
         return {
             "provider": ",".join(sources) or None,
-            "at": _iso(max(times)) if times else None,
+            "at": iso(max(times)) if times else None,
             "clusters": clusters,
         }
 
@@ -106,5 +106,6 @@ def lookup(zones: Mapping[str, str | None], table: IntensityTable) -> Lookup:
     return Lookup(values=values, readings=readings, zones=zones)
 
 
-def _iso(when: datetime) -> str:
+def iso(when: datetime) -> str:
+    """UTC timestamp as the decision record writes it (``2026-01-01T12:00:00Z``)."""
     return when.strftime("%Y-%m-%dT%H:%M:%SZ")

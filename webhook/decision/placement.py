@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
+from datetime import datetime
 from typing import Any, TypeVar
 
 from webhook import PREFIX
 from webhook.config import ClusterConfig, WeightingConfig
+from webhook.decision.hysteresis import Hysteresis, expected_intensity, should_switch
 from webhook.decision.outcome import REMOVE, Change, Decision, lookup, short
 from webhook.decision.ranking import carbon_weights, order_greenest, within_limit
 from webhook.decision.record import DECISION, Record, fingerprint, user_view
@@ -45,6 +47,10 @@ class PolicyInputs:
     clusters: Mapping[str, ClusterConfig]
     table: IntensityTable
     weighting: WeightingConfig = WeightingConfig()
+    hysteresis: Hysteresis = Hysteresis()
+    """When a recomputed placement may replace the one in force (refresh only)."""
+    now: datetime | None = None
+    """Decision time, for the minimum dwell of the placement in force."""
 
 
 def decide(policy: Mapping[str, Any], inputs: PolicyInputs) -> Decision:
@@ -87,25 +93,104 @@ def decide(policy: Mapping[str, Any], inputs: PolicyInputs) -> Decision:
             new["clusterAffinities"] = _green_first(new, order_greenest(intensities), max_clusters)
             new.pop("clusterAffinity", None)
 
-    weights: dict[str, int] | None = None
-    scheduling = base.get("replicaScheduling")
-    if _wants_weights(scheduling, annotations.get(STRATEGY, ""), warn):
-        blocker = _weight_blocker(scheduling)
-        if blocker and not override:
-            warn(f"carbonshift: {blocker} set by user; carbon weights not applied")
-        else:
-            weights = carbon_weights(
-                intensities,
-                exponent=inputs.weighting.exponent,
-                scale=inputs.weighting.scale,
-            )
-            new["replicaScheduling"] = _weighted(scheduling, weights)
+    weights = _apply_weights(
+        new, intensities, annotations, weighting=inputs.weighting, override=override, warn=warn
+    )
 
-    decision.record = _record(base, new, data.body(weights))
     changes = _diff(current, new)
+    held = _Proposal(previous, current, new, weights, data.values)
+    if changes and held.keep(inputs, warn):
+        decision.record = previous
+        return decision
+    body = data.body(weights)
+    # When this placement came into force: the data time of the decision that made it
+    # (deterministic for given inputs, so identical reviews get identical answers).
+    body["since"] = (not changes and previous.body.get("since")) or body["at"]
+    decision.record = _record(base, new, body)
     if changes or DECISION not in annotations:
         decision.changes = changes
     return decision
+
+
+def _apply_weights(
+    placement: dict[str, Any],
+    intensities: Mapping[str, float | None],
+    annotations: Mapping[str, str],
+    *,
+    weighting: WeightingConfig,
+    override: bool,
+    warn: Warn,
+) -> dict[str, int] | None:
+    """Static carbon weights for Divided policies; returns them (None: not applied)."""
+    scheduling = placement.get("replicaScheduling")
+    if not _wants_weights(scheduling, annotations.get(STRATEGY, ""), warn):
+        return None
+    blocker = _weight_blocker(scheduling)
+    if blocker and not override:
+        warn(f"carbonshift: {blocker} set by user; carbon weights not applied")
+        return None
+    weights = carbon_weights(intensities, exponent=weighting.exponent, scale=weighting.scale)
+    placement["replicaScheduling"] = _weighted(scheduling, weights)
+    return weights
+
+
+# --- hysteresis ------------------------------------------------------------------------
+
+
+def _in_force(
+    placement: Mapping[str, Any], weights: Mapping[str, int] | None
+) -> dict[str, int] | None:
+    """A placement as weights per cluster: its static weights, else its green-first term."""
+    if weights:
+        return dict(weights)
+    for term in placement.get("clusterAffinities") or []:
+        if isinstance(term, dict) and term.get("affinityName") == GREEN_TERM:
+            return dict.fromkeys(term.get("clusterNames") or [], 1)
+    return None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Proposal:
+    """The placement in force (as recorded) against a freshly computed one."""
+
+    previous: Record
+    current: Mapping[str, Any]
+    new: Mapping[str, Any]
+    weights: Mapping[str, int] | None
+    intensities: Mapping[str, float | None]
+
+    def keep(self, inputs: PolicyInputs, warn: Warn) -> bool:
+        """True when the placement in force should stay (hysteresis and minimum dwell).
+
+        Only a placement carbonshift itself put in force (recorded ``since``, fields
+        still as written) is held; user edits and first decisions always go through.
+        """
+        previous, since = self.previous, self.previous.body.get("since")
+        if inputs.now is None or not isinstance(since, str) or not previous.own:
+            return False
+        if not all(previous.owns(k, self.current.get(k[len(_OWN) :])) for k in previous.own):
+            return False
+        clusters = previous.body.get("clusters") or {}
+        recorded = {n: c.get("w") for n, c in clusters.items() if isinstance(c, dict)}
+        held = _in_force(self.current, {n: w for n, w in recorded.items() if isinstance(w, int)})
+        proposed = _in_force(self.new, self.weights)
+        if not held or not proposed or held == proposed:
+            return False
+        try:
+            started = datetime.fromisoformat(since.replace("Z", "+00:00"))
+        except ValueError:
+            return False
+        hours = (inputs.now - started).total_seconds() / 3600
+        rule = inputs.hysteresis
+        held_cost = expected_intensity(held, self.intensities)
+        proposed_cost = expected_intensity(proposed, self.intensities)
+        if should_switch(rule, held_cost=held_cost, proposed_cost=proposed_cost, held_hours=hours):
+            return False
+        if hours < rule.dwell_hours:
+            warn(f"carbonshift: placement kept: in force {hours:.1f} h of {rule.dwell_hours:g} h")
+        else:
+            warn(f"carbonshift: placement kept: new one is not {rule.margin:.0%} greener")
+        return True
 
 
 # --- steps -----------------------------------------------------------------------------
