@@ -170,7 +170,6 @@ class HttpClient:
         *,
         params: Mapping[str, str] | None = None,
         headers: Mapping[str, str] | None = None,
-        auth: aiohttp.BasicAuth | None = None,
         zone: str | None = None,
         url: str | None = None,
     ) -> Any:
@@ -195,7 +194,7 @@ class HttpClient:
                 )
             try:
                 body = await self._attempt(
-                    target, what=what, params=params, headers=headers, auth=auth, zone=zone
+                    target, what=what, params=params, headers=headers, zone=zone
                 )
             except _Transient as exc:
                 self.breaker.failure()
@@ -238,16 +237,13 @@ class HttpClient:
         what: str,
         params: Mapping[str, str] | None,
         headers: Mapping[str, str] | None,
-        auth: aiohttp.BasicAuth | None,
         zone: str | None,
     ) -> Any:
         session = self._ensure_session()
         timeout = aiohttp.ClientTimeout(total=self.settings.timeout_seconds)
         subject = f" for zone {zone}" if zone else ""
         try:
-            async with session.get(
-                url, params=params, headers=headers, auth=auth, timeout=timeout
-            ) as resp:
+            async with session.get(url, params=params, headers=headers, timeout=timeout) as resp:
                 status = resp.status
                 UPSTREAM_REQUESTS.labels(self.provider, str(status)).inc()
                 if status in (401, 403):

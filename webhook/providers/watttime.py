@@ -27,13 +27,13 @@ Config section ``watttime``:
 from __future__ import annotations
 
 import asyncio
+import base64
 import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import aiohttp
 import structlog
 
 from webhook.config import ConfigError
@@ -150,9 +150,9 @@ class WattTimeProvider:
         async with self._login_lock:
             if renew or self._token is None or self._monotonic() >= self._token_expires:
                 self._token = None
+                pair = f"{self._username.reveal()}:{self._password.reveal()}".encode()
                 body = await self.http.get_json(
-                    "login",
-                    auth=aiohttp.BasicAuth(self._username.reveal(), self._password.reveal()),
+                    "login", headers={"Authorization": f"Basic {base64.b64encode(pair).decode()}"}
                 )
                 token = wire.obj(body, NAME, self.http.where("login")).get("token")
                 if not isinstance(token, str) or not token:
