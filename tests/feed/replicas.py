@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import subprocess
 import sys
@@ -46,6 +47,7 @@ def review(i: int) -> bytes:
     )
 
 
+@contextlib.asynccontextmanager
 async def start_replicas(config: Path, env: dict[str, str], ports: list[int]) -> AsyncIterator[Any]:
     """Start one replica per port (logs next to the config); stop them afterwards."""
     procs = []

@@ -4,7 +4,7 @@ One webhook replica (its own process, like in production) loads real readings fr
 fake provider; then the fake starts hanging past the request timeout and answering 500s
 while the replica's refresher keeps trying (readings expire every second). Admissions
 keep arriving over loopback HTTP meanwhile; each must be answered with a decision
-within :data:`BUDGET_SECONDS`.
+within :data:`BUDGET_SECONDS` by the replica's own clock, and the client-side p99 too.
 """
 
 from __future__ import annotations
@@ -59,38 +59,41 @@ feed: {{refresh_seconds: 1, min_ttl_seconds: 1, error_backoff_seconds: 1, backof
     port = free_port()
     url = f"http://127.0.0.1:{port}/mutate"
     latencies: list[float] = []
-    async for _procs in start_replicas(config, env, [port]):
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as session:
-            await wait_ready(session, port)
-            # Outage: hangs past the timeout, then 500s, then hangs again.
-            hang = Reply({}, status=500, delay=1.0)
-            fake.on(LATEST, hang, Reply({}, status=500), hang)
-            calls_before = fake.calls[LATEST]
-            queue: asyncio.Queue[int] = asyncio.Queue()
-            for i in range(ADMISSIONS):
-                queue.put_nowait(i)
+    async with (
+        start_replicas(config, env, [port]),
+        aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as session,
+    ):
+        await wait_ready(session, port)
+        # Outage: hangs past the timeout, then 500s, then hangs again.
+        hang = Reply({}, status=500, delay=1.0)
+        fake.on(LATEST, hang, Reply({}, status=500), hang)
+        calls_before = fake.calls[LATEST]
+        queue: asyncio.Queue[int] = asyncio.Queue()
+        for i in range(ADMISSIONS):
+            queue.put_nowait(i)
 
-            async def worker(queue: asyncio.Queue[int] = queue) -> None:
-                while not queue.empty():
-                    i = queue.get_nowait()
-                    started = time.perf_counter()
-                    async with session.post(
-                        url, data=review(i), headers={"Content-Type": "application/json"}
-                    ) as resp:
-                        body = orjson.loads(await resp.read())
-                    latencies.append(time.perf_counter() - started)
-                    assert resp.status == 200
-                    assert body["response"]["allowed"] is True
-                    assert "patch" in body["response"], "the decision needs the intensities"
-                    await asyncio.sleep(0.005)  # spread the burst over the outage
+        async def worker(queue: asyncio.Queue[int] = queue) -> None:
+            while not queue.empty():
+                i = queue.get_nowait()
+                started = time.perf_counter()
+                async with session.post(
+                    url, data=review(i), headers={"Content-Type": "application/json"}
+                ) as resp:
+                    body = orjson.loads(await resp.read())
+                latencies.append(time.perf_counter() - started)
+                assert resp.status == 200
+                assert body["response"]["allowed"] is True
+                assert "patch" in body["response"], "the decision needs the intensities"
+                await asyncio.sleep(0.005)  # spread the burst over the outage
 
-            started = time.monotonic()
-            await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
-            elapsed = time.monotonic() - started
-            upstream_during = fake.calls[LATEST] - calls_before
-            async with session.get(f"http://127.0.0.1:{port}/readyz") as resp:
-                ready = resp.status
-        break
+        started = time.monotonic()
+        await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
+        elapsed = time.monotonic() - started
+        upstream_during = fake.calls[LATEST] - calls_before
+        async with session.get(f"http://127.0.0.1:{port}/readyz") as resp:
+            ready = resp.status
+        async with session.get(f"http://127.0.0.1:{port}/metrics") as resp:
+            exposition = await resp.text()
 
     latencies.sort()
     print(
@@ -102,4 +105,19 @@ feed: {{refresh_seconds: 1, min_ttl_seconds: 1, error_backoff_seconds: 1, backof
     assert len(latencies) == ADMISSIONS
     assert upstream_during > 0, "the refresher must have hit the outage during the burst"
     assert ready == 200  # stale-while-revalidate: the zones still have data
-    assert latencies[-1] < BUDGET_SECONDS
+    # Server side (the replica's own histogram): every admission within the budget.
+    series = "carbonshift_admission_duration_seconds"
+    kind = 'kind="PropagationPolicy"'
+    assert sample(exposition, f"{series}_count{{{kind}}}") == ADMISSIONS
+    assert sample(exposition, f'{series}_bucket{{{kind},le="0.05"}}') == ADMISSIONS
+    # Client side, over loopback on a shared machine: the p99 must hold the budget; a
+    # lone outlier there is the OS scheduler, not the webhook (the print above shows it).
+    assert latencies[int(len(latencies) * 0.99)] < BUDGET_SECONDS
+
+
+def sample(exposition: str, series: str) -> float:
+    """The value of one series in a Prometheus text exposition."""
+    for line in exposition.splitlines():
+        if line.startswith(series + " "):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"{series} not exported")

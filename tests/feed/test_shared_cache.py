@@ -124,30 +124,31 @@ async def test_two_replicas_call_the_provider_once_per_zone_per_window(
     ports = [free_port(), free_port()]
     answered = Counter[int]()
     patched = 0
-    async for _procs in start_replicas(config, env, ports):
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as session:
-            for port in ports:
-                await wait_ready(session, port)
-            stop_at = time.monotonic() + BURST_SECONDS
+    async with (
+        start_replicas(config, env, ports),
+        aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as session,
+    ):
+        for port in ports:
+            await wait_ready(session, port)
+        stop_at = time.monotonic() + BURST_SECONDS
 
-            async def admit(port: int, worker: int, stop_at: float = stop_at) -> None:
-                nonlocal patched
-                i = 0
-                while time.monotonic() < stop_at:
-                    i += 1
-                    async with session.post(
-                        f"http://127.0.0.1:{port}/mutate",
-                        data=review(worker * 100_000 + i),
-                        headers={"Content-Type": "application/json"},
-                    ) as resp:
-                        assert resp.status == 200
-                        body = await resp.json()
-                    assert body["response"]["allowed"] is True
-                    answered[port] += 1
-                    patched += "patch" in body["response"]
+        async def admit(port: int, worker: int, stop_at: float = stop_at) -> None:
+            nonlocal patched
+            i = 0
+            while time.monotonic() < stop_at:
+                i += 1
+                async with session.post(
+                    f"http://127.0.0.1:{port}/mutate",
+                    data=review(worker * 100_000 + i),
+                    headers={"Content-Type": "application/json"},
+                ) as resp:
+                    assert resp.status == 200
+                    body = await resp.json()
+                assert body["response"]["allowed"] is True
+                answered[port] += 1
+                patched += "patch" in body["response"]
 
-            await asyncio.gather(*(admit(p, w) for w, p in enumerate(ports * 2)))
-        break
+        await asyncio.gather(*(admit(p, w) for w, p in enumerate(ports * 2)))
     windows = {w for (_zone, w) in upstream.latest}
     print(
         f"\nadmissions answered: {dict(answered)}; upstream latest calls per (zone, window): "
