@@ -97,8 +97,8 @@ async def readyz(request: web.Request) -> web.Response:
     feed = request.app[STATE].feed
     missing = feed.missing()
     if missing:
-        return _json(503, {"ready": False, "missingZones": missing})
-    return _json(200, {"ready": True, "zones": len(feed.zones())})
+        return _json(503, {"ready": False, "missingZones": missing, "staleZones": feed.stale()})
+    return _json(200, {"ready": True, "zones": len(feed.zones()), "staleZones": feed.stale()})
 
 
 async def prometheus(_request: web.Request) -> web.Response:

@@ -152,7 +152,7 @@ async def test_probes_and_metrics(running: Running) -> None:
             if ready["ready"]:
                 break
             await asyncio.sleep(0.05)
-        assert ready == {"ready": True, "zones": 3}
+        assert ready == {"ready": True, "zones": 3, "staleZones": []}
         async with session.get(running.url + "/metrics", ssl=ctx) as resp:
             text = await resp.text()
     assert 'carbonshift_admissions_total{kind="PropagationPolicy",outcome="patched"}' in text
