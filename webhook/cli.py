@@ -154,7 +154,6 @@ async def _preview(config: Config, docs: list[dict[str, Any]]) -> list[Any]:
 
 def _mutate(args: argparse.Namespace) -> int:
     config = _config(args)
-    logs.configure("warning", stream=sys.stderr)
     docs = _read_documents(args.filename)
     results = asyncio.run(_preview(config, docs))
     if args.output == "json":
@@ -233,6 +232,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``carbonshift`` console script."""
     args = parser().parse_args(argv)
     handler: Handler = args.handler
+    logs.configure("warning", stream=sys.stderr)  # `serve` switches to JSON on stdout
     try:
         return handler(args)
     except ConfigError as exc:
