@@ -10,10 +10,11 @@ import orjson
 import structlog
 
 
-def configure(level: str = "info", *, json: bool = True, stream: TextIO = sys.stdout) -> None:
+def configure(level: str = "info", *, stream: TextIO | None = None) -> None:
     """Set up structlog (and route stdlib loggers such as aiohttp's through it).
 
-    Servers log JSON to stdout; CLI commands that print results log to stderr.
+    Servers log JSON to stdout (``stream=None``: loggers are built once and cached, for
+    speed); CLI commands pass ``sys.stderr``, looked up again at every log call.
     """
     numeric = logging.getLevelNamesMapping().get(level.upper(), logging.INFO)
     shared: list[structlog.types.Processor] = [
@@ -21,21 +22,18 @@ def configure(level: str = "info", *, json: bool = True, stream: TextIO = sys.st
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]
-    if json:
-        renderer: structlog.types.Processor = structlog.processors.JSONRenderer(
-            serializer=orjson.dumps
-        )
-        factory: Any = structlog.BytesLoggerFactory(stream.buffer)
-    else:
-        renderer = structlog.dev.ConsoleRenderer(colors=False)
-        factory = structlog.PrintLoggerFactory(stream)
+    renderer: structlog.types.Processor = structlog.processors.JSONRenderer(serializer=orjson.dumps)
+    factory: Any = structlog.BytesLoggerFactory(sys.stdout.buffer)
+    if stream is not None:
+        renderer = structlog.processors.JSONRenderer()
+        factory = _CurrentStream(stream)
     structlog.configure(
         processors=[*shared, structlog.processors.dict_tracebacks, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
         logger_factory=factory,
-        cache_logger_on_first_use=True,
+        cache_logger_on_first_use=stream is None,
     )
-    handler = logging.StreamHandler(stream)
+    handler = logging.StreamHandler(stream or sys.stdout)
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(
             foreign_pre_chain=shared,
@@ -48,3 +46,13 @@ def configure(level: str = "info", *, json: bool = True, stream: TextIO = sys.st
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(max(numeric, logging.WARNING))
+
+
+class _CurrentStream:
+    """Logger factory that writes to whatever ``sys.stderr``/``sys.stdout`` is right now."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._name = "stderr" if stream is sys.stderr else "stdout"
+
+    def __call__(self, *_args: Any) -> structlog.PrintLogger:
+        return structlog.PrintLogger(getattr(sys, self._name))
