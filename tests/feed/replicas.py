@@ -1,10 +1,11 @@
-"""Helpers for tests that run webhook replicas as separate processes (see replica.py)."""
+"""Helpers for tests that run webhook replicas as separate ``carbonshift serve`` processes."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -16,7 +17,19 @@ import aiohttp
 import orjson
 import pytest
 
-REPLICA = Path(__file__).with_name("replica.py")
+from webhook import certs
+
+
+def tls(config: Path) -> ssl.SSLContext:
+    """Client context trusting the replicas' CA (written next to the config)."""
+    return ssl.create_default_context(cafile=str(config.parent / "certs" / certs.CA_CERT))
+
+
+def session(config: Path) -> aiohttp.ClientSession:
+    """A client session for the replicas started with ``config``."""
+    return aiohttp.ClientSession(
+        timeout=aiohttp.ClientTimeout(total=5), connector=aiohttp.TCPConnector(ssl=tls(config))
+    )
 
 
 def free_port() -> int:
@@ -49,16 +62,29 @@ def review(i: int) -> bytes:
 
 @contextlib.asynccontextmanager
 async def start_replicas(config: Path, env: dict[str, str], ports: list[int]) -> AsyncIterator[Any]:
-    """Start one replica per port (logs next to the config); stop them afterwards."""
+    """Start one ``carbonshift serve`` per port (logs next to the config); stop them after.
+
+    The replicas share one serving certificate, created up front in ``<config dir>/certs``.
+    """
+    cert_dir = config.parent / "certs"
+    certs.issue(["localhost", "127.0.0.1"]).write(cert_dir)
     procs = []
     for port in ports:
         with (config.parent / f"replica-{port}.log").open("wb") as log:
             procs.append(
                 await asyncio.create_subprocess_exec(
                     sys.executable,
-                    str(REPLICA),
+                    "-m",
+                    "webhook.cli",
+                    "serve",
+                    "--config",
                     str(config),
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
                     str(port),
+                    "--cert-dir",
+                    str(cert_dir),
                     env=env,
                     stdout=log,
                     stderr=subprocess.STDOUT,
@@ -79,7 +105,7 @@ async def wait_ready(session: aiohttp.ClientSession, port: int) -> None:
     while time.monotonic() < deadline:
         try:
             async with session.get(
-                f"http://127.0.0.1:{port}/readyz", timeout=aiohttp.ClientTimeout(total=2)
+                f"https://127.0.0.1:{port}/readyz", timeout=aiohttp.ClientTimeout(total=2)
             ) as resp:
                 if resp.status == 200:
                     return

@@ -15,11 +15,11 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import aiohttp
 import orjson
 import pytest
 from aiohttp import web
 
+from tests.feed import replicas
 from tests.feed.replicas import free_port, review, start_replicas, wait_ready
 from tests.providers.fakes import FakeUpstream, Reply, em_latest
 
@@ -57,11 +57,11 @@ feed: {{refresh_seconds: 1, min_ttl_seconds: 1, error_backoff_seconds: 1, backof
     env = {k: v for k, v in os.environ.items() if k != "CARBONSHIFT_REDIS_URL"}
     env["ELECTRICITY_MAPS_API_TOKEN"] = "test-token"
     port = free_port()
-    url = f"http://127.0.0.1:{port}/mutate"
+    url = f"https://127.0.0.1:{port}/mutate"
     latencies: list[float] = []
     async with (
         start_replicas(config, env, [port]),
-        aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as session,
+        replicas.session(config) as session,
     ):
         await wait_ready(session, port)
         # Outage: hangs past the timeout, then 500s, then hangs again.
@@ -90,9 +90,9 @@ feed: {{refresh_seconds: 1, min_ttl_seconds: 1, error_backoff_seconds: 1, backof
         await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
         elapsed = time.monotonic() - started
         upstream_during = fake.calls[LATEST] - calls_before
-        async with session.get(f"http://127.0.0.1:{port}/readyz") as resp:
+        async with session.get(f"https://127.0.0.1:{port}/readyz") as resp:
             ready = resp.status
-        async with session.get(f"http://127.0.0.1:{port}/metrics") as resp:
+        async with session.get(f"https://127.0.0.1:{port}/metrics") as resp:
             exposition = await resp.text()
 
     latencies.sort()

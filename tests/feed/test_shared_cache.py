@@ -19,10 +19,10 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import aiohttp
 import pytest
 from aiohttp import web
 
+from tests.feed import replicas
 from tests.feed.replicas import free_port, review, start_replicas, wait_ready
 from tests.providers.fakes import FakeUpstream, Reply, em_latest, iso
 
@@ -126,7 +126,7 @@ async def test_two_replicas_call_the_provider_once_per_zone_per_window(
     patched = 0
     async with (
         start_replicas(config, env, ports),
-        aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as session,
+        replicas.session(config) as session,
     ):
         for port in ports:
             await wait_ready(session, port)
@@ -138,7 +138,7 @@ async def test_two_replicas_call_the_provider_once_per_zone_per_window(
             while time.monotonic() < stop_at:
                 i += 1
                 async with session.post(
-                    f"http://127.0.0.1:{port}/mutate",
+                    f"https://127.0.0.1:{port}/mutate",
                     data=review(worker * 100_000 + i),
                     headers={"Content-Type": "application/json"},
                 ) as resp:
