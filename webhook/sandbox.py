@@ -398,13 +398,23 @@ class Sandbox:
 
     def down(self) -> None:
         """Stop every component this state folder knows of, newest first."""
-        for name in reversed(COMPONENTS):
+        for name in reversed(self.known_components()):
             self.stop(name)
+
+    def known_components(self) -> list[str]:
+        """The built-in components, then any added to ``components``, then stray pid files."""
+        names = list(COMPONENTS)
+        names += [name for name in self.components if name not in names]
+        pid_dir = self.layout.state / "pids"
+        if pid_dir.is_dir():
+            strays = sorted(p.stem for p in pid_dir.glob("*.pid"))
+            names += [name for name in strays if name not in names]
+        return names
 
     def running(self) -> dict[str, int]:
         """Component name -> pid, for the components that run."""
         alive = {}
-        for name in COMPONENTS:
+        for name in self.known_components():
             entry = _read_pid(self.layout.pid_file(name))
             if entry and _pid_alive(*entry):
                 alive[name] = entry[0]
@@ -820,7 +830,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("Sandbox stopped.")
         else:
             alive = sandbox.running()
-            for name in COMPONENTS:
+            for name in sandbox.known_components():
                 pid = alive.get(name)
                 print(f"{name:16} {'running, pid ' + str(pid) if pid else 'stopped'}")
             return 0 if alive else 3
