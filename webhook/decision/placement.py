@@ -107,8 +107,7 @@ def decide(policy: Mapping[str, Any], inputs: PolicyInputs) -> Decision:
     # (deterministic for given inputs, so identical reviews get identical answers).
     body["since"] = (not changes and previous.body.get("since")) or body["at"]
     decision.record = _record(base, new, body)
-    if changes or DECISION not in annotations:
-        decision.changes = changes
+    decision.changes = changes
     return decision
 
 
