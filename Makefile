@@ -53,6 +53,7 @@ sandbox-down: ## Stop everything `make sandbox` started
 	$(BIN)/python -m webhook.sandbox down
 
 bench: $(STAMP) ## Benchmarks; results go to bench/results/ and the README table
+	@command -v wrk >/dev/null || { echo "installing wrk (Debian package)"; apt-get install -y -qq wrk; }
 	$(BIN)/python -m bench
 
 clean: ## Remove the virtualenv and caches (not the Go binary cache)
