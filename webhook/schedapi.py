@@ -128,13 +128,17 @@ def _limit(annotations: Mapping[str, str], where: str) -> float | None:
         raise BadRequest(f"{where}: {exc}") from None
 
 
+_new_candidate = tuple.__new__
+"""Builds a :class:`Candidate` without the named tuple's Python-level ``__new__``."""
+
+
 def _cluster(item: object, i: int) -> Candidate:
     """One entry of ``clusters``; the common case (strings or absent) is checked inline."""
     if type(item) is not dict:
         raise BadRequest(f"clusters[{i}] must be an object")
     get = item.get
     name, zone, provider, region = get("name"), get("zone"), get("provider"), get("region")
-    if not isinstance(name, str) or not 0 < len(name) <= _MAX_NAME:
+    if type(name) is not str or not 0 < len(name) <= _MAX_NAME:
         raise _bad_name(f"clusters[{i}].name")
     if zone is not None and (type(zone) is not str or not _ZONE_KEY.match(zone)):
         raise BadRequest(f"clusters[{i}].zone must be a grid zone key such as FR or US-CAL-CISO")
@@ -143,13 +147,15 @@ def _cluster(item: object, i: int) -> Candidate:
     if region is not None and type(region) is not str:
         _string(region, f"clusters[{i}].region")
     zones, labels = get("zones"), get("labels")
-    if zones is not None:
-        _string_list(zones, f"clusters[{i}].zones")
-    if labels:
-        _string_map(labels, f"clusters[{i}].labels")
-    elif labels is not None and type(labels) is not dict:
+    if zones is not None and (
+        type(zones) is not list or (zones and set(map(type, zones)) != {str})
+    ):
+        raise BadRequest(f"clusters[{i}].zones must be a list of strings")
+    if labels is not None and (
+        type(labels) is not dict or (labels and set(map(type, labels.values())) != {str})
+    ):
         raise BadRequest(f"clusters[{i}].labels must be an object of strings")
-    return Candidate(name, zone or None, provider or None, region or None)
+    return _new_candidate(Candidate, (name, zone or None, provider or None, region or None, None))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -231,13 +237,14 @@ def parse_extender(body: object) -> ExtenderRequest:
 
 
 def _assess_clusters(state: ServerState, req: KarmadaRequest) -> list[Assessment]:
-    config, feed = state.config, state.feed
-    return assess(req.clusters, lambda c: cluster_zone(c, config), feed.get, feed.want)
+    config = state.config
+    resolve = functools.partial(cluster_zone, config=config)
+    return assess(req.clusters, resolve, state.feed.get, state.feed.want, named=config.clusters)
 
 
 def _assess_nodes(state: ServerState, req: ExtenderRequest) -> list[Assessment]:
-    config, feed = state.config, state.feed
-    return assess(req.candidates, lambda c: node_zone(c, config), feed.get, feed.want)
+    resolve = functools.partial(node_zone, config=state.config)
+    return assess(req.candidates, resolve, state.feed.get, state.feed.want)
 
 
 def karmada_filter(state: ServerState, body: object) -> dict[str, Any]:
@@ -320,8 +327,8 @@ def _endpoint(name: str, answer: Callable[[ServerState, object], object]) -> Han
     seconds = SCHEDULER_SECONDS.labels(name)
 
     async def handler(request: web.Request) -> web.Response:
-        start = time.perf_counter()
         raw = await request.read()
+        start = time.perf_counter()  # server time: from the whole body to the answer
         try:
             response = _json(answer(request.app[STATE], _loads(raw)))
         except BadRequest as exc:

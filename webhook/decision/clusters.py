@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from datetime import datetime
 from functools import lru_cache
 from typing import NamedTuple
@@ -127,23 +127,34 @@ def assess(
     resolve: Callable[[Candidate], str | None],
     lookup: Callable[[str], Reading | None],
     want: Callable[[str], None],
+    *,
+    named: Container[str] = (),
 ) -> list[Assessment]:
-    """Resolve every candidate's zone and reading (one lookup per distinct zone).
+    """Resolve every candidate's zone and reading.
 
+    ``resolve`` may depend on a candidate's name only for names in ``named`` (the
+    configured clusters); every other candidate is resolved once per distinct location
+    (zone, provider, region, cloud zone), and each grid zone is looked up once.
     ``lookup`` answers from memory; ``want`` registers a zone without data so the
     background refresher fetches it. Nothing here waits on the network.
     """
-    known: dict[str, tuple[Reading | None, str | None]] = {}
+    zones: dict[str, tuple[Reading | None, str | None]] = {}
+    places: dict[tuple[str | None, ...], tuple[str | None, Reading | None, str | None]] = {}
     out: list[Assessment] = []
     for candidate in candidates:
-        zone = resolve(candidate)
-        if zone is None:
-            out.append(Assessment(candidate.name, None, None, _no_zone_reason(candidate)))
-            continue
-        found = known.get(zone)
+        place = candidate if candidate.name in named else candidate[1:]
+        found = places.get(place)
         if found is None:
-            found = known[zone] = _lookup(zone, lookup, want)
-        out.append(Assessment(candidate.name, zone, *found))
+            zone = resolve(candidate)
+            if zone is None:
+                found = (None, None, _no_zone_reason(candidate))
+            else:
+                data = zones.get(zone)
+                if data is None:
+                    data = zones[zone] = _lookup(zone, lookup, want)
+                found = (zone, *data)
+            places[place] = found
+        out.append(Assessment(candidate.name, *found))
     return out
 
 
