@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 import pytest
 from aiohttp import web
-from aiohttp.test_utils import TestClient
+from aiohttp.test_utils import TestClient, TestServer
 
 from tests.schedapi.conftest import make_app, make_state
 from webhook.config import ClusterConfig, Config, NodePoolConfig
@@ -110,9 +110,7 @@ async def test_config_clusters_resolve_between_explicit_zone_and_region() -> Non
     assert [s["zone"] for s in body["scores"]] == ["PL", "SE-SE3"]
 
 
-def _server(state: ServerState):  # type: ignore[no-untyped-def]
-    from aiohttp.test_utils import TestServer  # noqa: PLC0415
-
+def _server(state: ServerState) -> TestServer:
     return TestServer(make_app(state), host="127.0.0.1")
 
 

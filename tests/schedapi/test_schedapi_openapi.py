@@ -13,7 +13,7 @@ import orjson
 import pytest
 import schemathesis
 from aiohttp import web
-from aiohttp.test_utils import TestClient
+from aiohttp.test_utils import TestClient, TestServer
 from hypothesis import HealthCheck, settings
 from jsonschema.validators import Draft202012Validator
 
@@ -42,8 +42,8 @@ def validator(path: str, status: int) -> Draft202012Validator:
 
 def test_document_is_a_valid_openapi_3_1_schema_set() -> None:
     assert DOC["openapi"].startswith("3.1")
-    for name, schema in DOC["components"]["schemas"].items():
-        Draft202012Validator.check_schema(schema), name
+    for schema in DOC["components"]["schemas"].values():
+        Draft202012Validator.check_schema(schema)
 
 
 GOOD = {
@@ -79,11 +79,7 @@ BAD = {
 
 @pytest.fixture
 async def client() -> Any:
-    async with TestClient(
-        __import__("aiohttp.test_utils").test_utils.TestServer(
-            make_app(await make_state()), host="127.0.0.1"
-        )
-    ) as c:
+    async with TestClient(TestServer(make_app(await make_state()), host="127.0.0.1")) as c:
         yield c
 
 
