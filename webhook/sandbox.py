@@ -33,7 +33,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -170,10 +170,6 @@ class KeyPair:
     @classmethod
     def read(cls, directory: Path, cert: str, key: str) -> KeyPair:
         return cls((directory / cert).read_bytes(), (directory / key).read_bytes())
-
-    @property
-    def serial(self) -> int:
-        return x509.load_pem_x509_certificate(self.cert_pem).serial_number
 
 
 def _write_private(path: Path, data: bytes) -> None:
@@ -757,7 +753,7 @@ def karmada_webhook_configurations(url: str, ca_bundle: str) -> list[dict[str, A
 
     def hook(kind: str, plural: str, scope: str, verb: str) -> dict[str, Any]:
         return {
-            "name": f"{kind}.karmada.io".replace(".karmada.io", f".{verb}.karmada.io"),
+            "name": f"{kind}.{verb}.karmada.io",
             "rules": [{
                 "operations": ["CREATE", "UPDATE"], "apiGroups": ["policy.karmada.io"],
                 "apiVersions": ["*"], "resources": [plural], "scope": scope,
@@ -833,21 +829,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             for name in sandbox.known_components():
                 pid = alive.get(name)
                 print(f"{name:16} {'running, pid ' + str(pid) if pid else 'stopped'}")
+            if alive and sandbox.layout.state_file.is_file():
+                state = json.loads(sandbox.layout.state_file.read_text(encoding="utf-8"))
+                print(f"kubeconfig       {state['kubeconfig']}")
+                print(f"carbonshift      https://{LOOPBACK}:{state['ports']['carbonshift']}")
             return 0 if alive else 3
     except SandboxError as exc:
         print(f"sandbox: {exc}", file=sys.stderr)
         return 1
     return 0
-
-
-@contextlib.contextmanager
-def running_sandbox(sandbox: Sandbox) -> Iterator[Sandbox]:
-    """Start ``sandbox`` and stop it again when the block ends."""
-    sandbox.up()
-    try:
-        yield sandbox
-    finally:
-        sandbox.down()
 
 
 if __name__ == "__main__":
