@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from bench import admission
+from bench import admission, score
 
 
 def main() -> None:
     admission.main()
+    score.main()
 
 
 if __name__ == "__main__":

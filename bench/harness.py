@@ -49,29 +49,18 @@ class Server:
 
 
 @contextlib.contextmanager
-def server(config_yaml: str) -> Iterator[Server]:
-    """Start the server on 127.0.0.1, pinned to :data:`SERVER_CPU`, logs discarded."""
+def server(config_yaml: str, module: str = "webhook.cli") -> Iterator[Server]:
+    """Start ``python -m MODULE serve ...`` on 127.0.0.1, pinned to :data:`SERVER_CPU`.
+
+    Logs are discarded (written, as in production, then dropped by /dev/null).
+    """
     with tempfile.TemporaryDirectory() as tmp:
         config = Path(tmp) / "config.yaml"
         config.write_text(config_yaml)
         port = free_port()
-        cmd = [
-            "taskset",
-            "-c",
-            SERVER_CPU,
-            sys.executable,
-            "-m",
-            "webhook.cli",
-            "serve",
-            "--config",
-            str(config),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--cert-dir",
-            tmp,
-        ]
+        cmd = ["taskset", "-c", SERVER_CPU, sys.executable, "-m", module, "serve"]
+        cmd += ["--config", str(config), "--host", "127.0.0.1", "--port", str(port)]
+        cmd += ["--cert-dir", tmp]
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         running = Server(f"https://127.0.0.1:{port}", proc.pid, Path(tmp))
         try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import gc
 import signal
 import time
 from pathlib import Path
@@ -178,6 +179,7 @@ async def serve(
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
     await feed.start(wait=False)  # /readyz answers 503 until every zone has data
+    gc.freeze()  # start-up objects never need collecting: shorter GC pauses per request
     tasks = [asyncio.create_task(tls.watch(cert_reload_seconds), name="cert-watch")]
     try:
         await stop.wait()
