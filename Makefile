@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: help venv run test unit lint typecheck bench clean binaries sandbox sandbox-down e2e
+.PHONY: help venv run test unit lint typecheck bench clean binaries sandbox sandbox-down e2e plugin-test
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -34,9 +34,15 @@ typecheck: $(STAMP)
 unit: $(STAMP) ## Unit, property and wire tests (no control plane)
 	$(BIN)/pytest -m "not e2e" -q
 
-test: $(STAMP) lint ## Everything: lint, unit, wire and end-to-end tests
+test: $(STAMP) lint ## Everything: lint, unit, wire, Go plugin and end-to-end tests
 	$(BIN)/pytest -m "not e2e" -q
+	$(MAKE) plugin-test
 	$(MAKE) e2e
+
+plugin-test: ## go vet + go test of the Karmada scheduler plugin (karmada-plugin/)
+	@if command -v go >/dev/null || [ "$$CI" = true ]; then \
+		cd karmada-plugin && test -z "$$(gofmt -l .)" && GOTOOLCHAIN=local go vet ./... && GOTOOLCHAIN=local go test ./...; \
+	else echo "go not found: skipping the plugin's Go tests"; fi
 
 binaries: ## Build the pinned etcd, kube-apiserver, kubectl, karmada-* into .cache/bin (Go)
 	hack/build-binaries.sh
