@@ -49,6 +49,9 @@ class Context:
     config: Config
     table: IntensityTable
     now: datetime
+    generation: int | None = None
+    """Identifies the table's content (:attr:`webhook.feed.Snapshot.generation`): equal
+    generations mean equal tables. Decisions are memoised only when it is set."""
 
 
 @dataclasses.dataclass(slots=True)
@@ -66,6 +69,8 @@ class Outcome:
     warnings: list[str] = dataclasses.field(default_factory=list)
     patch: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     decision: str | None = None
+    encoded_patch: str | None = None
+    """``patch`` as the base64 JSON the response carries (None: no patch)."""
 
 
 def parse(body: bytes) -> Mapping[str, Any]:
@@ -111,7 +116,7 @@ class DecisionMemo:
     @staticmethod
     def key(request: Mapping[str, Any], ctx: Context) -> tuple[bytes, int] | None:
         obj = request.get("object")
-        if not isinstance(obj, dict) or request.get("operation") != "CREATE":
+        if ctx.generation is None or type(obj) is not dict or request.get("operation") != "CREATE":
             return None  # UPDATE decisions also depend on time (minimum dwell)
         raw_meta = obj.get("metadata")
         meta: Mapping[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
@@ -122,10 +127,10 @@ class DecisionMemo:
             obj.get("spec"),
         )
         try:
-            encoded = orjson.dumps(material, option=orjson.OPT_SORT_KEYS)
+            encoded = orjson.dumps(material)
         except TypeError:
             return None
-        return encoded, hash(frozenset(ctx.table.items()))
+        return encoded, ctx.generation
 
     def get(self, key: tuple[bytes, int]) -> _Memo | None:
         entry = self._entries.get(key)
@@ -135,7 +140,12 @@ class DecisionMemo:
 
     def put(self, key: tuple[bytes, int], outcome: Outcome) -> None:
         self._entries[key] = _Memo(
-            outcome.result, outcome.reason, tuple(outcome.warnings), outcome.patch, outcome.decision
+            outcome.result,
+            outcome.reason,
+            tuple(outcome.warnings),
+            outcome.patch,
+            outcome.decision,
+            outcome.encoded_patch,
         )
         if len(self._entries) > self.size:
             self._entries.popitem(last=False)
@@ -151,6 +161,7 @@ class _Memo:
     warnings: tuple[str, ...]
     patch: list[dict[str, Any]]
     decision: str | None
+    encoded_patch: str | None
 
 
 def admit(request: Mapping[str, Any], ctx: Context, memo: DecisionMemo | None = None) -> Outcome:
@@ -160,6 +171,7 @@ def admit(request: Mapping[str, Any], ctx: Context, memo: DecisionMemo | None = 
     if key is not None and memo is not None and (hit := memo.get(key)) is not None:
         outcome.result, outcome.reason, outcome.patch = hit.result, hit.reason, hit.patch
         outcome.warnings, outcome.decision = list(hit.warnings), hit.decision
+        outcome.encoded_patch = hit.encoded_patch
         return outcome
     try:
         _decide(request, ctx, outcome)
@@ -168,6 +180,8 @@ def admit(request: Mapping[str, Any], ctx: Context, memo: DecisionMemo | None = 
         outcome.result, outcome.reason, outcome.patch = "failed_open", "internal error", []
         outcome.warnings = ["carbonshift: internal error; admitted unchanged"]
         return outcome
+    if outcome.patch:
+        outcome.encoded_patch = base64.b64encode(orjson.dumps(outcome.patch)).decode()
     if key is not None and memo is not None:
         memo.put(key, outcome)
     return outcome
@@ -176,9 +190,9 @@ def admit(request: Mapping[str, Any], ctx: Context, memo: DecisionMemo | None = 
 def respond(outcome: Outcome) -> bytes:
     """The AdmissionReview response body for an outcome."""
     response: dict[str, Any] = {"uid": outcome.uid, "allowed": True}
-    if outcome.patch:
+    if outcome.encoded_patch is not None:
         response["patchType"] = "JSONPatch"
-        response["patch"] = base64.b64encode(orjson.dumps(outcome.patch)).decode()
+        response["patch"] = outcome.encoded_patch
     if outcome.warnings:
         response["warnings"] = list(dict.fromkeys(short(w) for w in outcome.warnings))
     return orjson.dumps(

@@ -77,6 +77,20 @@ class ZoneStatus:
     """Provider name -> why it has no current answer for the zone (last error)."""
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Snapshot:
+    """What :meth:`IntensityFeed.get` answers for every zone, frozen at one moment.
+
+    ``generation`` grows whenever the answers change (a new reading arrived or one
+    turned stale), so equal generations of one feed mean equal tables.
+    """
+
+    table: IntensityTable
+    generation: int
+    until: datetime
+    """Last instant before a held reading turns stale (recomputed after it)."""
+
+
 class IntensityFeed:
     """Latest reading and forecast per zone, refreshed in the background (module doc).
 
@@ -123,6 +137,8 @@ class IntensityFeed:
         self._owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
+        self._changes = 0  # bumped whenever a held reading is replaced
+        self._snapshot: tuple[int, Snapshot] | None = None
 
     @classmethod
     def from_config(
@@ -174,9 +190,24 @@ class IntensityFeed:
 
     def table(self) -> IntensityTable:
         """Every zone's reading that :meth:`get` would answer."""
+        return self.snapshot().table
+
+    def snapshot(self) -> Snapshot:
+        """The current :class:`Snapshot`; recomputed only after a change, so request
+        handlers get it for the cost of a clock read."""
         now = self._clock()
+        held = self._snapshot
+        if held is not None and held[0] == self._changes and now <= held[1].until:
+            return held[1]
         zones = {z for readings in self._latest.values() for z in readings}
-        return {z: a[1] for z in zones if (a := self._answer(z, now)) is not None}
+        table = {z: a[1] for z in zones if (a := self._answer(z, now)) is not None}
+        held_readings = (r for by_zone in self._latest.values() for r in by_zone.values())
+        turns_stale = (r.valid_to + self._max_age for r in held_readings)
+        until = min((t for t in turns_stale if t >= now), default=now + timedelta(hours=1))
+        generation = held[1].generation + 1 if held is not None else 1
+        snapshot = Snapshot(table, generation, until)
+        self._snapshot = (self._changes, snapshot)
+        return snapshot
 
     def mean_over(self, zone: str, horizon: timedelta) -> Reading | None:
         """Time-weighted mean intensity over ``[now, now + horizon)`` from forecasts.
@@ -306,6 +337,7 @@ class IntensityFeed:
             held = self._latest[name].get(zone)
             if held is None or entry.readings[0].valid_from >= held.valid_from:
                 self._latest[name][zone] = entry.readings[0]
+                self._changes += 1
         elif entry.kind == FORECAST and (entry.ok or zone not in self._forecasts[name]):
             self._forecasts[name][zone] = entry.readings
         problems = self._problems.setdefault(zone, {})

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
+from collections.abc import MutableMapping
+from datetime import UTC, datetime
 from typing import Any, TextIO
 
 import orjson
@@ -20,7 +23,7 @@ def configure(level: str = "info", *, stream: TextIO | None = None) -> None:
     shared: list[structlog.types.Processor] = [
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,
-        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        add_timestamp,
     ]
     renderer: structlog.types.Processor = structlog.processors.JSONRenderer(serializer=orjson.dumps)
     factory: Any = structlog.BytesLoggerFactory(sys.stdout.buffer)
@@ -46,6 +49,15 @@ def configure(level: str = "info", *, stream: TextIO | None = None) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(max(numeric, logging.WARNING))
+
+
+def add_timestamp(_logger: Any, _method: str, event: MutableMapping[str, Any]) -> Any:
+    """Set ``timestamp`` (ISO 8601, UTC) to now, or to the epoch seconds already given
+    there by a caller that logs an event after it happened."""
+    at = event.get("timestamp")
+    moment = datetime.fromtimestamp(at if isinstance(at, float) else time.time(), UTC)
+    event["timestamp"] = moment.isoformat(timespec="microseconds").replace("+00:00", "Z")
+    return event
 
 
 class _CurrentStream:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import gc
 import signal
 import time
@@ -17,12 +16,13 @@ from pathlib import Path
 import orjson
 import structlog
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, Counter, Histogram, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from webhook import admission, certs, metrics, schedapi
+from webhook import admission, certs, schedapi
 from webhook.config import Config, ConfigError
 from webhook.feed import IntensityFeed
 from webhook.intensity import utcnow
+from webhook.journal import admissions
 from webhook.state import STATE, ServerState
 from webhook.tls import ReloadingTLS
 
@@ -32,15 +32,7 @@ MAX_BODY = 8 * 1024 * 1024
 """Largest accepted request body: an UPDATE review carries object and oldObject."""
 
 
-@functools.cache
-def _counted(kind: str, result: str) -> Counter:
-    """Pre-bound counter child (labels() costs more than the increment)."""
-    return metrics.ADMISSIONS.labels(kind, result)
-
-
-@functools.cache
-def _timed(kind: str) -> Histogram:
-    return metrics.ADMISSION_SECONDS.labels(kind)
+_bad_requests = admissions("", "bad_request")
 
 
 def _json(status: int, payload: object) -> web.Response:
@@ -51,40 +43,27 @@ async def mutate(request: web.Request) -> web.Response:
     """``POST /mutate``: one AdmissionReview in, one out."""
     started = time.perf_counter()
     if request.content_type != "application/json":
-        _counted("", "bad_request").inc()
+        _bad_requests.inc()
         return _json(415, {"error": "Content-Type must be application/json"})
     if request.content_length is not None and request.content_length > MAX_BODY:
-        _counted("", "bad_request").inc()
+        _bad_requests.inc()
         return _json(413, {"error": f"body larger than {MAX_BODY} bytes"})
     try:
         body = await request.read()
     except web.HTTPRequestEntityTooLarge:
-        _counted("", "bad_request").inc()
+        _bad_requests.inc()
         return _json(413, {"error": f"body larger than {MAX_BODY} bytes"})
     state = request.app[STATE]
-    ctx = admission.Context(config=state.config, table=state.feed.table(), now=utcnow())
+    snapshot = state.feed.snapshot()
+    ctx = admission.Context(state.config, snapshot.table, utcnow(), snapshot.generation)
     try:
         outcome = admission.review(body, ctx, state.memo)
     except admission.BadReview as exc:
-        _counted("", "bad_request").inc()
+        _bad_requests.inc()
         log.info("admission_rejected", error=str(exc))
         return _json(400, {"error": str(exc)})
     response = admission.respond(outcome)
-    elapsed = time.perf_counter() - started
-    _counted(outcome.kind, outcome.result).inc()
-    _timed(outcome.kind).observe(elapsed)
-    log.info(
-        "admission",
-        uid=outcome.uid,
-        kind=outcome.kind,
-        namespace=outcome.namespace,
-        name=outcome.name,
-        operation=outcome.operation,
-        outcome=outcome.result,
-        reason=outcome.reason or None,
-        warnings=len(outcome.warnings) or None,
-        duration_ms=round(elapsed * 1000, 3),
-    )
+    state.journal.record(outcome, time.perf_counter() - started)
     return web.Response(body=response, content_type="application/json")
 
 
@@ -102,8 +81,9 @@ async def readyz(request: web.Request) -> web.Response:
     return _json(200, {"ready": True, "zones": len(feed.zones()), "staleZones": feed.stale()})
 
 
-async def prometheus(_request: web.Request) -> web.Response:
+async def prometheus(request: web.Request) -> web.Response:
     """``GET /metrics``: Prometheus text exposition."""
+    request.app[STATE].journal.flush()  # admissions recorded so far are counted
     return web.Response(body=generate_latest(), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
@@ -190,4 +170,5 @@ async def serve(
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         await runner.cleanup()
+        app[STATE].journal.flush()
         await feed.stop()

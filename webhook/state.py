@@ -9,6 +9,7 @@ from aiohttp import web
 from webhook.admission import DecisionMemo
 from webhook.config import Config
 from webhook.feed import IntensityFeed
+from webhook.journal import AdmissionJournal
 
 
 @dataclasses.dataclass(slots=True)
@@ -19,6 +20,8 @@ class ServerState:
     feed: IntensityFeed
     memo: DecisionMemo = dataclasses.field(default_factory=DecisionMemo)
     """Decisions for identical admission inputs (see :class:`DecisionMemo`)."""
+    journal: AdmissionJournal = dataclasses.field(default_factory=AdmissionJournal)
+    """Per-admission log lines and metrics, written in batches."""
 
 
 STATE = web.AppKey("carbonshift_state", ServerState)

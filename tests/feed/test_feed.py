@@ -157,6 +157,32 @@ async def test_only_provider_too_old_is_served_flagged_stale(
     await feed.stop()
 
 
+async def test_snapshot_is_reused_until_a_reading_changes_or_turns_stale(
+    fake: FakeUpstream, clock: Clock
+) -> None:
+    values = {"DE": 300.0}
+    serve_hourly(fake, clock, values)
+    feed = IntensityFeed.from_config(
+        config(fake, "electricitymaps", max_age_seconds=600), ["DE"], env=ENV, clock=clock
+    )
+    await feed.refresh_once()
+    first = feed.snapshot()
+    clock.advance(minutes=5)
+    assert feed.snapshot() is first  # nothing changed: no recomputation
+    clock.now = clock.hour() + timedelta(hours=1, minutes=10, seconds=1)  # 10 min past its end
+    fake.on(LATEST, Reply(body=b"not json"))
+    stale = feed.snapshot()
+    assert stale.generation == first.generation + 1
+    assert stale.table["DE"].stale
+    assert not first.table["DE"].stale
+    serve_hourly(fake, clock, values)
+    await feed.refresh_once()  # a new reading for the current hour
+    fresh = feed.snapshot()
+    assert fresh.generation == stale.generation + 1
+    assert not fresh.table["DE"].stale
+    await feed.stop()
+
+
 async def test_percentile_is_never_ranked_and_the_chain_falls_back(
     fake: FakeUpstream, clock: Clock
 ) -> None:

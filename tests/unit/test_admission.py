@@ -153,6 +153,8 @@ def test_memo_answers_identical_inputs_once_and_follows_the_data(
     real = placement.decide
     monkeypatch.setattr("webhook.decision.placement.decide", lambda *a: calls.append(1) or real(*a))
     memo = admission.DecisionMemo(size=2)
+    assert admission.DecisionMemo.key(request(PP_KIND, pp()), ctx) is None  # no generation
+    ctx = dataclasses.replace(ctx, generation=1)
     first = admission.admit(request(PP_KIND, pp()), ctx, memo)
     other = request(PP_KIND, pp()) | {"uid": "u-2"}
     other["object"]["metadata"]["name"] = "another"
@@ -161,7 +163,8 @@ def test_memo_answers_identical_inputs_once_and_follows_the_data(
     assert (second.uid, second.name) == ("u-2", "another")
     assert second.patch == first.patch
     greener = dict(table) | {"PL": dataclasses.replace(table["PL"], value=5.0)}
-    third = admission.admit(request(PP_KIND, pp()), dataclasses.replace(ctx, table=greener), memo)
+    newer = dataclasses.replace(ctx, table=greener, generation=2)
+    third = admission.admit(request(PP_KIND, pp()), newer, memo)
     assert len(calls) == 2
     assert third.patch != first.patch
     admission.admit(request(PP_KIND, pp(**{"carbonshift.io/max-clusters": "1"})), ctx, memo)
