@@ -10,7 +10,7 @@ Routes (registered by :func:`add_routes`):
   field names as JSON keys, scores 0..10).
 - ``GET /openapi.json``: the OpenAPI 3 document of these endpoints.
 
-Handlers answer from memory only (:meth:`IntensityFeed.get`); a zone without data is
+Handlers answer from memory only (:meth:`IntensityFeed.snapshot`); a zone without data is
 registered with :meth:`IntensityFeed.want` for the background refresher and scored
 neutral. Malformed requests get 400 with a JSON ``reason``, never 500.
 """
@@ -21,19 +21,20 @@ import contextlib
 import dataclasses
 import functools
 import gc
-import re
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from datetime import datetime
 from importlib import resources
-from typing import Any
+from typing import Annotated, Any, ClassVar
 
+import msgspec
 import orjson
 from aiohttp import web
 
 from webhook.decision.clusters import (
     Assessment,
     Candidate,
+    Verdict,
     assess,
     cluster_zone,
     filter_by_limit,
@@ -47,7 +48,6 @@ from webhook.state import STATE, ServerState
 
 MAX_CANDIDATES = 10_000
 """Most clusters or nodes one request may carry."""
-_ZONE_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 _MAX_NAME = 253
 JSON = "application/json"
 
@@ -130,62 +130,62 @@ def _limit(annotations: Mapping[str, str], where: str) -> float | None:
         raise BadRequest(f"{where}: {exc}") from None
 
 
-_new_candidate = tuple.__new__
-"""Builds a :class:`Candidate` without the named tuple's Python-level ``__new__``."""
+Name = Annotated[str, msgspec.Meta(min_length=1, max_length=_MAX_NAME)]
+ZoneKey = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")]
 
 
-def _cluster(item: object, i: int) -> Candidate:
-    """One entry of ``clusters``; the common case (strings or absent) is checked inline."""
-    if type(item) is not dict:
-        raise BadRequest(f"clusters[{i}] must be an object")
-    get = item.get
-    name, zone, provider, region = get("name"), get("zone"), get("provider"), get("region")
-    if type(name) is not str or not 0 < len(name) <= _MAX_NAME:
-        raise _bad_name(f"clusters[{i}].name")
-    if zone is not None and (type(zone) is not str or not _ZONE_KEY.match(zone)):
-        raise BadRequest(f"clusters[{i}].zone must be a grid zone key such as FR or US-CAL-CISO")
-    if provider is not None and type(provider) is not str:
-        _string(provider, f"clusters[{i}].provider")
-    if region is not None and type(region) is not str:
-        _string(region, f"clusters[{i}].region")
-    zones, labels = get("zones"), get("labels")
-    if zones is not None and (
-        type(zones) is not list or (zones and set(map(type, zones)) != {str})
-    ):
-        raise BadRequest(f"clusters[{i}].zones must be a list of strings")
-    if labels is not None and (
-        type(labels) is not dict or (labels and set(map(type, labels.values())) != {str})
-    ):
-        raise BadRequest(f"clusters[{i}].labels must be an object of strings")
-    return _new_candidate(Candidate, (name, zone or None, provider or None, region or None, None))
+class KarmadaCluster(msgspec.Struct, frozen=True, gc=False):
+    """One candidate cluster as Karmada describes it (every field but ``name`` optional)."""
+
+    name: Name
+    zone: ZoneKey | None = None
+    """Grid zone named directly (wins over config and region table)."""
+    provider: str | None = None
+    region: str | None = None
+    zones: list[str] | None = None
+    labels: dict[str, str] | None = None
+    cloud_zone: ClassVar[None] = None
+    """Clusters span availability zones; only nodes have one."""
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class KarmadaRequest:
-    """A parsed ``/v1/karmada/*`` body."""
+class Workload(msgspec.Struct, frozen=True, gc=False):
+    """Optional facts about the workload being scheduled."""
 
-    clusters: list[Candidate]
-    limit: float | None
+    namespace: str | None = None
+    name: str | None = None
+    kind: str | None = None
+    replicas: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    annotations: dict[str, str] | None = None
 
 
-def parse_karmada(body: object) -> KarmadaRequest:
-    """Validate a Karmada filter/score request (shape in ``webhook/data/openapi.json``)."""
-    top = _object(body, "body")
-    raw = top.get("clusters")
-    if not isinstance(raw, list):
-        raise BadRequest("clusters must be a list")
-    clusters = [_cluster(item, i) for i, item in enumerate(_bounded(raw, "clusters"))]
-    _unique([c.name for c in clusters], "clusters")
-    workload = _optional_object(top.get("workload"), "workload")
-    for key in ("namespace", "name", "kind"):
-        _string(workload.get(key), f"workload.{key}")
-    replicas = workload.get("replicas")
-    if replicas is not None and (
-        isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 0
-    ):
-        raise BadRequest("workload.replicas must be an integer >= 0")
-    annotations = _string_map(workload.get("annotations"), "workload.annotations")
-    return KarmadaRequest(clusters, _limit(annotations, "workload.annotations"))
+class KarmadaRequest(msgspec.Struct, frozen=True, gc=False):
+    """A ``/v1/karmada/*`` body (shape in ``webhook/data/openapi.json``)."""
+
+    clusters: Annotated[list[KarmadaCluster], msgspec.Meta(max_length=MAX_CANDIDATES)]
+    workload: Workload | None = None
+
+    @property
+    def limit(self) -> float | None:
+        """The workload's ``carbonshift.io/max-intensity`` (validated by the parser)."""
+        return parse_limit(self.workload.annotations if self.workload else None)
+
+
+_karmada_decoder = msgspec.json.Decoder(KarmadaRequest)
+
+
+def parse_karmada(raw: bytes) -> KarmadaRequest:
+    """Decode and validate a Karmada filter/score request (types, lengths, zone keys,
+    unique names, max-intensity); :class:`BadRequest` names the offending field."""
+    try:
+        req = _karmada_decoder.decode(raw)
+    except msgspec.ValidationError as exc:
+        raise BadRequest(str(exc)) from None
+    except msgspec.DecodeError as exc:
+        raise BadRequest(f"body is not valid JSON: {exc}") from None
+    _unique([c.name for c in req.clusters], "clusters")
+    if req.workload is not None:
+        _limit(req.workload.annotations or {}, "workload.annotations")
+    return req
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -241,17 +241,18 @@ def parse_extender(body: object) -> ExtenderRequest:
 def _assess_clusters(state: ServerState, req: KarmadaRequest) -> list[Assessment]:
     config = state.config
     resolve = functools.partial(cluster_zone, config=config)
-    return assess(req.clusters, resolve, state.feed.get, state.feed.want, named=config.clusters)
+    lookup = state.feed.snapshot().table.get
+    return assess(req.clusters, resolve, lookup, state.feed.want, named=config.clusters)
 
 
 def _assess_nodes(state: ServerState, req: ExtenderRequest) -> list[Assessment]:
     resolve = functools.partial(node_zone, config=state.config)
-    return assess(req.candidates, resolve, state.feed.get, state.feed.want)
+    return assess(req.candidates, resolve, state.feed.snapshot().table.get, state.feed.want)
 
 
-def karmada_filter(state: ServerState, body: object) -> dict[str, Any]:
+def karmada_filter(state: ServerState, raw: bytes) -> bytes:
     """``{"clusters": [kept...], "filtered": [{"name", "reason"}...]}`` (+ ``warnings``)."""
-    req = parse_karmada(body)
+    req = parse_karmada(raw)
     verdict = filter_by_limit(_assess_clusters(state, req), req.limit)
     out: dict[str, Any] = {
         "clusters": verdict.kept,
@@ -259,39 +260,53 @@ def karmada_filter(state: ServerState, body: object) -> dict[str, Any]:
     }
     if verdict.warnings:
         out["warnings"] = verdict.warnings
-    return out
+    return orjson.dumps(out)
 
 
-def karmada_score(state: ServerState, body: object) -> dict[str, Any]:
+class ClusterScore(msgspec.Struct, gc=False, omit_defaults=True, rename="camel"):
+    """One entry of a score answer; ``reason`` only when the verdict is uncertain."""
+
+    name: str
+    score: int
+    intensity: float | None
+    zone: str | None
+    source: str | None
+    data_age_seconds: int | None
+    reason: str | None = None
+
+
+class ScoreAnswer(msgspec.Struct, gc=False):
+    """``{"scores": [...]}``, request order."""
+
+    scores: list[ClusterScore]
+
+
+_encode = msgspec.json.Encoder().encode
+
+
+def karmada_score(state: ServerState, raw: bytes) -> bytes:
     """``{"scores": [{"name", "score", "intensity", "zone", "source", "dataAgeSeconds"}...]}``."""
-    req = parse_karmada(body)
+    req = parse_karmada(raw)
     now = utcnow()
-    facts: dict[tuple[str | None, str | None], dict[str, Any]] = {}
+    facts: dict[int, tuple[Any, ...]] = {}  # per shared Verdict: the fields after the name
     scores = []
-    for a in _assess_clusters(state, req):
-        shared = facts.get((a.zone, a.reason))
-        if shared is None:  # one per zone: every cluster in it gets the same facts
-            shared = facts[a.zone, a.reason] = _score_facts(a, now)
-        scores.append({"name": a.name, **shared})
-    return {"scores": scores}
+    for name, v in _assess_clusters(state, req):
+        shared = facts.get(id(v))
+        if shared is None:
+            shared = facts[id(v)] = _score_facts(v, now)
+        scores.append(ClusterScore(name, *shared))
+    return _encode(ScoreAnswer(scores))
 
 
-def _score_facts(a: Assessment, now: datetime) -> dict[str, Any]:
-    facts: dict[str, Any] = {
-        "score": a.score,
-        "intensity": a.intensity,
-        "zone": a.zone,
-        "source": a.reading.source if a.reading is not None else None,
-        "dataAgeSeconds": a.data_age(now),
-    }
-    if a.reason is not None:
-        facts["reason"] = a.reason
-    return facts
+def _score_facts(v: Verdict, now: datetime) -> tuple[Any, ...]:
+    """:class:`ClusterScore`'s fields after ``name``, in order."""
+    source = v.reading.source if v.reading is not None else None
+    return v.score, v.intensity, v.zone, source, v.data_age(now), v.reason
 
 
-def extender_filter(state: ServerState, body: object) -> dict[str, Any]:
+def extender_filter(state: ServerState, raw: bytes) -> bytes:
     """ExtenderFilterResult; removed nodes go to FailedAndUnresolvableNodes."""
-    req = parse_extender(body)
+    req = parse_extender(_loads(raw))
     verdict = filter_by_limit(_assess_nodes(state, req), req.limit)
     kept = set(verdict.kept)
     nodes = None
@@ -300,26 +315,29 @@ def extender_filter(state: ServerState, body: object) -> dict[str, Any]:
             "metadata": {},
             "items": [n for n in req.nodes if n["metadata"]["name"] in kept],
         }
-    return {
-        "Nodes": nodes,
-        "NodeNames": verdict.kept if req.nodes is None else None,
-        "FailedNodes": {},
-        "FailedAndUnresolvableNodes": dict(verdict.removed),
-        "Error": "",
-    }
+    return orjson.dumps(
+        {
+            "Nodes": nodes,
+            "NodeNames": verdict.kept if req.nodes is None else None,
+            "FailedNodes": {},
+            "FailedAndUnresolvableNodes": dict(verdict.removed),
+            "Error": "",
+        }
+    )
 
 
-def extender_prioritize(state: ServerState, body: object) -> list[dict[str, Any]]:
+def extender_prioritize(state: ServerState, raw: bytes) -> bytes:
     """HostPriorityList: ``[{"Host": node, "Score": 0..10}...]``, greener higher."""
-    req = parse_extender(body)
-    return [{"Host": a.name, "Score": a.extender_score} for a in _assess_nodes(state, req)]
+    req = parse_extender(_loads(raw))
+    assessed = _assess_nodes(state, req)
+    return orjson.dumps([{"Host": name, "Score": v.extender_score} for name, v in assessed])
 
 
 # --- HTTP --------------------------------------------------------------------------------
 
 
-def _json(data: object, status: int = 200) -> web.Response:
-    return web.Response(body=orjson.dumps(data), status=status, content_type=JSON)
+def _json(body: bytes, status: int = 200) -> web.Response:
+    return web.Response(body=body, status=status, content_type=JSON)
 
 
 @contextlib.contextmanager
@@ -341,7 +359,11 @@ def paused_gc() -> Iterator[None]:
             gc.enable()
 
 
-def _endpoint(name: str, answer: Callable[[ServerState, object], object]) -> Handler:
+Answer = Callable[[ServerState, bytes], bytes]
+"""Request body in, JSON answer out; raises :class:`BadRequest`."""
+
+
+def _endpoint(name: str, answer: Answer) -> Handler:
     """Wrap a pure answer function: parse, time, count, map BadRequest to 400."""
     requests_ok = SCHEDULER_REQUESTS.labels(name, "ok")
     requests_bad = SCHEDULER_REQUESTS.labels(name, "bad_request")
@@ -352,10 +374,10 @@ def _endpoint(name: str, answer: Callable[[ServerState, object], object]) -> Han
         start = time.perf_counter()  # server time: from the whole body to the answer
         try:
             with paused_gc():
-                response = _json(answer(request.app[STATE], _loads(raw)))
+                response = _json(answer(request.app[STATE], raw))
         except BadRequest as exc:
             requests_bad.inc()
-            return _json({"reason": str(exc)}, status=400)
+            return _json(orjson.dumps({"reason": str(exc)}), status=400)
         seconds.observe(time.perf_counter() - start)
         requests_ok.inc()
         return response
@@ -376,7 +398,7 @@ async def openapi(_request: web.Request) -> web.Response:
     return web.Response(body=openapi_document(), content_type=JSON)
 
 
-ROUTES: Mapping[str, Callable[[ServerState, object], object]] = {
+ROUTES: Mapping[str, Answer] = {
     "/v1/karmada/filter": karmada_filter,
     "/v1/karmada/score": karmada_score,
     "/v1/extender/filter": extender_filter,

@@ -12,6 +12,7 @@ from webhook.config import ClusterConfig, Config, NodePoolConfig
 from webhook.decision.clusters import (
     Assessment,
     Candidate,
+    Verdict,
     assess,
     cluster_zone,
     filter_by_limit,
@@ -91,10 +92,11 @@ def test_assess_looks_each_zone_up_once_and_wants_the_unknown() -> None:
     out = assess(candidates, lambda c: c.zone, lookup, wanted.append)
     assert looked == ["XX"]
     assert wanted == ["XX"]
-    assert [a.score for a in out] == [NEUTRAL_SCORE] * 3
-    assert out[0].reason == "no intensity data yet for zone XX"
-    assert out[2].reason is not None
-    assert "unknown grid zone" in out[2].reason
+    assert [v.score for _, v in out] == [NEUTRAL_SCORE] * 3
+    assert out[0][1] is out[1][1]  # one place, one shared verdict
+    assert out[0][1].reason == "no intensity data yet for zone XX"
+    assert out[2][1].reason is not None
+    assert "unknown grid zone" in out[2][1].reason
 
 
 def _reading(zone: str, value: float) -> Reading:
@@ -105,9 +107,9 @@ def _reading(zone: str, value: float) -> Reading:
 def _assessed(values: dict[str, float | None]) -> list[Assessment]:
     """One candidate per entry; its zone is the upper-cased name, None when unknown."""
     return [
-        Assessment(n, None, None, "unknown")
+        (n, Verdict(None, None, "unknown"))
         if v is None
-        else Assessment(n, n.upper(), _reading(n.upper(), v), None)
+        else (n, Verdict(n.upper(), _reading(n.upper(), v), None))
         for n, v in values.items()
     ]
 
@@ -133,7 +135,7 @@ def test_filter_without_limit_keeps_all() -> None:
 
 def test_clusters_in_one_zone_share_the_verdict() -> None:
     reading = _reading("PL", 700.0)
-    same = [Assessment(n, "PL", reading, None) for n in ("x", "y")]
+    same = [(n, Verdict("PL", reading, None)) for n in ("x", "y")]
     verdict = filter_by_limit([*same, *_assessed({"g": 20.0})], 100)
     assert verdict.kept == ["g"]
     assert [n for n, _ in verdict.removed] == ["x", "y"]
@@ -164,7 +166,7 @@ intensities = st.floats(min_value=0, max_value=5000, allow_nan=False)
 @given(a=intensities, b=intensities)
 def test_scores_are_bounded_and_monotone(a: float, b: float) -> None:
     low, high = sorted((a, b))
-    green, dirty = _assessed({"g": low})[0], _assessed({"d": high})[0]
+    green, dirty = _assessed({"g": low})[0][1], _assessed({"d": high})[0][1]
     assert 0 <= dirty.score <= green.score <= 100
     assert 0 <= dirty.extender_score <= green.extender_score <= 10
     assert green.score == greenness(low)

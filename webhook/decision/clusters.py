@@ -18,7 +18,7 @@ import math
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from datetime import datetime
 from functools import lru_cache
-from typing import NamedTuple
+from typing import NamedTuple, Protocol, TypeVar
 
 from webhook.config import Config
 from webhook.decision.ranking import greenness, within_limit
@@ -54,10 +54,26 @@ class Candidate(NamedTuple):
     """Cloud availability zone (nodes: ``topology.kubernetes.io/zone``)."""
 
 
-class Assessment(NamedTuple):
-    """One candidate with its resolved grid zone and the reading behind its verdict."""
+class Located(Protocol):
+    """What zone resolution reads from a candidate (a :class:`Candidate` or a parsed
+    Karmada cluster)."""
 
-    name: str
+    @property
+    def name(self) -> str: ...
+    @property
+    def zone(self) -> str | None: ...
+    @property
+    def provider(self) -> str | None: ...
+    @property
+    def region(self) -> str | None: ...
+    @property
+    def cloud_zone(self) -> str | None: ...
+
+
+class Verdict(NamedTuple):
+    """A resolved grid zone and the reading behind it: shared by every candidate in one
+    place (same zone facts), so a request judges each place once."""
+
     zone: str | None
     reading: Reading | None
     reason: str | None
@@ -83,11 +99,16 @@ class Assessment(NamedTuple):
         return int(self.reading.age_seconds(now)) if self.reading is not None else None
 
 
+Assessment = tuple[str, Verdict]
+"""A candidate's name and its place's verdict."""
+C = TypeVar("C", bound=Located)
+
+
 region_zone = lru_cache(maxsize=4096)(zone_for_region)
 """:func:`webhook.regions.zone_for_region`, memoized (requests repeat a few regions)."""
 
 
-def cluster_zone(candidate: Candidate, config: Config) -> str | None:
+def cluster_zone(candidate: Located, config: Config) -> str | None:
     """Grid zone of a Karmada cluster: explicit, else config ``clusters``, else region table."""
     if candidate.zone:
         return candidate.zone
@@ -111,7 +132,7 @@ def node_candidate(name: str, labels: Mapping[str, str], provider_id: str | None
     )
 
 
-def node_zone(candidate: Candidate, config: Config) -> str | None:
+def node_zone(candidate: Located, config: Config) -> str | None:
     """Grid zone of a node: explicit label, else topology zone via config, else region."""
     if candidate.zone:
         return candidate.zone
@@ -123,38 +144,47 @@ def node_zone(candidate: Candidate, config: Config) -> str | None:
 
 
 def assess(
-    candidates: Iterable[Candidate],
-    resolve: Callable[[Candidate], str | None],
+    candidates: Iterable[C],
+    resolve: Callable[[C], str | None],
     lookup: Callable[[str], Reading | None],
     want: Callable[[str], None],
     *,
     named: Container[str] = (),
 ) -> list[Assessment]:
-    """Resolve every candidate's zone and reading.
+    """Resolve every candidate's zone and reading, in request order.
 
     ``resolve`` may depend on a candidate's name only for names in ``named`` (the
     configured clusters); every other candidate is resolved once per distinct location
     (zone, provider, region, cloud zone), and each grid zone is looked up once.
-    ``lookup`` answers from memory; ``want`` registers a zone without data so the
-    background refresher fetches it. Nothing here waits on the network.
+    Candidates in one place share one :class:`Verdict` object. ``lookup`` answers from
+    memory; ``want`` registers a zone without data so the background refresher fetches
+    it. Nothing here waits on the network.
     """
     zones: dict[str, tuple[Reading | None, str | None]] = {}
-    places: dict[tuple[str | None, ...], tuple[str | None, Reading | None, str | None]] = {}
+    places: dict[tuple[str | None, ...], Verdict] = {}
     out: list[Assessment] = []
     for candidate in candidates:
-        place = candidate if candidate.name in named else candidate[1:]
-        found = places.get(place)
-        if found is None:
+        name = candidate.name
+        place: tuple[str | None, ...] = (
+            candidate.zone,
+            candidate.provider,
+            candidate.region,
+            candidate.cloud_zone,
+        )
+        if name in named:
+            place = (name, *place)
+        verdict = places.get(place)
+        if verdict is None:
             zone = resolve(candidate)
             if zone is None:
-                found = (None, None, _no_zone_reason(candidate))
+                verdict = Verdict(None, None, _no_zone_reason(candidate))
             else:
                 data = zones.get(zone)
                 if data is None:
                     data = zones[zone] = _lookup(zone, lookup, want)
-                found = (zone, *data)
-            places[place] = found
-        out.append(Assessment(candidate.name, *found))
+                verdict = Verdict(zone, *data)
+            places[place] = verdict
+        out.append((name, verdict))
     return out
 
 
@@ -170,7 +200,7 @@ def _lookup(
     return reading, None
 
 
-def _no_zone_reason(candidate: Candidate) -> str:
+def _no_zone_reason(candidate: Located) -> str:
     if candidate.region:
         where = f"{candidate.provider or 'any provider'} region {candidate.region}"
         return f"unknown grid zone for {where}"
@@ -186,7 +216,7 @@ class FilterVerdict:
     warnings: list[str]
 
 
-def filter_by_limit(assessments: Sequence[Assessment], limit: float | None) -> FilterVerdict:
+def filter_by_limit(assessed: Sequence[Assessment], limit: float | None) -> FilterVerdict:
     """Drop candidates whose grid is above ``limit`` (gCO2eq/kWh) via the ranking core.
 
     The split is made per grid zone with :func:`ranking.within_limit`: unknown zones stay;
@@ -194,20 +224,20 @@ def filter_by_limit(assessments: Sequence[Assessment], limit: float | None) -> F
     and a warning says so. Without a limit every candidate stays.
     """
     if limit is None:
-        return FilterVerdict([a.name for a in assessments], [], [])
+        return FilterVerdict([name for name, _ in assessed], [], [])
     by_zone: dict[str, float | None] = {}
-    for a in assessments:
-        by_zone[a.zone if a.zone is not None else _UNRESOLVED] = a.intensity
+    for _, v in assessed:
+        by_zone[v.zone if v.zone is not None else _UNRESOLVED] = v.intensity
     kept_zones, _ = within_limit(by_zone, limit)
     keep = set(kept_zones)
     kept: list[str] = []
     removed: list[tuple[str, str]] = []
     warnings: list[str] = []
-    for a in assessments:
-        if (a.zone if a.zone is not None else _UNRESOLVED) in keep:
-            kept.append(a.name)
+    for name, v in assessed:
+        if (v.zone if v.zone is not None else _UNRESOLVED) in keep:
+            kept.append(name)
         else:
-            removed.append((a.name, _above_reason(a, limit)))
+            removed.append((name, _above_reason(v, limit)))
     for zone in kept_zones:
         value = by_zone[zone]
         if value is not None and value > limit:
@@ -218,8 +248,8 @@ def filter_by_limit(assessments: Sequence[Assessment], limit: float | None) -> F
     return FilterVerdict(kept, removed, warnings)
 
 
-def _above_reason(a: Assessment, limit: float) -> str:
-    return f"grid zone {a.zone} at {a.intensity:.0f} gCO2eq/kWh is above max-intensity {limit:g}"
+def _above_reason(v: Verdict, limit: float) -> str:
+    return f"grid zone {v.zone} at {v.intensity:.0f} gCO2eq/kWh is above max-intensity {limit:g}"
 
 
 def parse_limit(annotations: Mapping[str, str] | None) -> float | None:
