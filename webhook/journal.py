@@ -17,10 +17,10 @@ import sys
 import time
 from typing import Any, BinaryIO
 
-import structlog
 from prometheus_client import Counter, Histogram
 
 from webhook.admission import Outcome
+from webhook.logs import event_logger
 from webhook.metrics import ADMISSION_SECONDS, ADMISSIONS
 
 FLUSH_SECONDS = 0.02
@@ -57,7 +57,7 @@ class AdmissionJournal:
 
     def __init__(self, stream: BinaryIO | None = None) -> None:
         self._stream = stream if stream is not None else sys.stdout.buffer
-        self._log = structlog.wrap_logger(_LineWriter(self._stream))
+        self._log = event_logger(_LineWriter(self._stream))
         self._pending: list[tuple[Outcome, float, float]] = []
         self._timer: asyncio.TimerHandle | None = None
 
