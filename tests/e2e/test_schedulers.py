@@ -229,6 +229,26 @@ def test_max_intensity_keeps_the_dirtiest_cluster_out_through_the_filter(
     assert sum(replicas.values()) == REPLICAS
 
 
+def test_spread_constraint_picks_the_greenest_cluster_through_the_score(
+    karmada: Sandbox, kube: Kube
+) -> None:
+    # Karmada ranks clusters by score only under spreadConstraints: with maxGroups 1 it
+    # keeps the best-scored cluster. The in-tree scores and the clusters' resources are
+    # equal here, and Karmada breaks ties by name (member-fr first); member-se wins only
+    # through the CarbonAware score. The namespace is not opted in: the admission webhook
+    # leaves the policy alone, the scheduler plugin still scores.
+    namespace = kube.namespace(enabled=False)
+    spread = {
+        "spreadConstraints": [{"spreadByField": "cluster", "maxGroups": 1, "minGroups": 1}],
+        "replicaScheduling": {"replicaSchedulingType": "Duplicated"},
+    }
+    policy, replicas = place(kube, namespace, placement=spread)
+    annotations = policy["metadata"].get("annotations") or {}
+    assert not [k for k in annotations if k.startswith("carbonshift.io/")], annotations
+    assert sorted(replicas) == [GREENEST], replicas
+    assert sorted(DEMO)[0] != GREENEST  # the name tie-break alone would not pick it
+
+
 def test_scheduling_completes_when_carbonshift_is_down(karmada: Sandbox, kube: Kube) -> None:
     namespace = kube.namespace(enabled=True)
     with carbonshift_stopped(karmada):
