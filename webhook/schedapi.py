@@ -102,13 +102,9 @@ def _string_list(value: object, where: str) -> list[str]:
     return value
 
 
-def _bad_name(where: str) -> BadRequest:
-    return BadRequest(f"{where} must be a non-empty string of at most {_MAX_NAME} characters")
-
-
 def _name(value: object, where: str) -> str:
     if not isinstance(value, str) or not 0 < len(value) <= _MAX_NAME:
-        raise _bad_name(where)
+        raise BadRequest(f"{where} must be a non-empty string of at most {_MAX_NAME} characters")
     return value
 
 
@@ -158,34 +154,37 @@ class Workload(msgspec.Struct, frozen=True, gc=False):
     annotations: dict[str, str] | None = None
 
 
-class KarmadaRequest(msgspec.Struct, frozen=True, gc=False):
-    """A ``/v1/karmada/*`` body (shape in ``webhook/data/openapi.json``)."""
+class KarmadaBody(msgspec.Struct, frozen=True, gc=False):
+    """A ``/v1/karmada/*`` body as sent (shape in ``webhook/data/openapi.json``)."""
 
     clusters: Annotated[list[KarmadaCluster], msgspec.Meta(max_length=MAX_CANDIDATES)]
     workload: Workload | None = None
 
-    @property
-    def limit(self) -> float | None:
-        """The workload's ``carbonshift.io/max-intensity`` (validated by the parser)."""
-        return parse_limit(self.workload.annotations if self.workload else None)
+
+_karmada_decoder = msgspec.json.Decoder(KarmadaBody)
 
 
-_karmada_decoder = msgspec.json.Decoder(KarmadaRequest)
+@dataclasses.dataclass(frozen=True, slots=True)
+class KarmadaRequest:
+    """A validated ``/v1/karmada/*`` request: its clusters and the workload's limit."""
+
+    clusters: list[KarmadaCluster]
+    limit: float | None
+    """The workload's ``carbonshift.io/max-intensity`` in gCO2eq/kWh, None when absent."""
 
 
 def parse_karmada(raw: bytes) -> KarmadaRequest:
     """Decode and validate a Karmada filter/score request (types, lengths, zone keys,
     unique names, max-intensity); :class:`BadRequest` names the offending field."""
     try:
-        req = _karmada_decoder.decode(raw)
+        body = _karmada_decoder.decode(raw)
     except msgspec.ValidationError as exc:
         raise BadRequest(str(exc)) from None
     except msgspec.DecodeError as exc:
         raise BadRequest(f"body is not valid JSON: {exc}") from None
-    _unique([c.name for c in req.clusters], "clusters")
-    if req.workload is not None:
-        _limit(req.workload.annotations or {}, "workload.annotations")
-    return req
+    _unique([c.name for c in body.clusters], "clusters")
+    annotations = body.workload.annotations if body.workload is not None else None
+    return KarmadaRequest(body.clusters, _limit(annotations or {}, "workload.annotations"))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -101,7 +101,7 @@ class Verdict(NamedTuple):
 
 Assessment = tuple[str, Verdict]
 """A candidate's name and its place's verdict."""
-C = TypeVar("C", bound=Located)
+CandidateT = TypeVar("CandidateT", bound=Located)
 
 
 region_zone = lru_cache(maxsize=4096)(zone_for_region)
@@ -144,8 +144,8 @@ def node_zone(candidate: Located, config: Config) -> str | None:
 
 
 def assess(
-    candidates: Iterable[C],
-    resolve: Callable[[C], str | None],
+    candidates: Iterable[CandidateT],
+    resolve: Callable[[CandidateT], str | None],
     lookup: Callable[[str], Reading | None],
     want: Callable[[str], None],
     *,
