@@ -1,0 +1,180 @@
+"""Every ``carbonshift.io/*`` label and annotation, and its one parser.
+
+The admission webhook, the scheduler API, ``carbonshift mutate``, the simulator and the
+reconciler read these keys only through this module, so a value means the same thing on
+every path. A malformed value raises :class:`~webhook.validation.InvalidInput` whose
+``path`` is the key; each caller decides what that means for it:
+
+- admission (and the preview, which runs the admission code): the rule that key drives
+  is not applied, the object is admitted otherwise as decided, and a short warning names
+  the key and the value (:func:`warning`);
+- the scheduler API: HTTP 400 naming the key.
+
+:data:`KEYS` lists every key with where it goes and what it accepts (the README's
+"Annotations" table says the same).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Literal
+
+from webhook import PREFIX
+from webhook.validation import InvalidInput
+
+# --- keys ----------------------------------------------------------------------------------
+
+ENABLED = PREFIX + "enabled"
+"""Label: ``"false"`` opts an object (or namespace) out; cluster-scoped objects need ``"true"``."""
+REFRESH = PREFIX + "refresh"
+"""Annotation: a new value on UPDATE asks for a fresh decision."""
+STRATEGY = PREFIX + "strategy"
+"""Annotation: comma list (policies: weighted, none; NodePools: efficiency, zones, weight, pause)."""
+MAX_CLUSTERS = PREFIX + "max-clusters"
+"""Annotation (policies): green-first affinities, the N greenest clusters first."""
+MAX_INTENSITY = PREFIX + "max-intensity"
+"""Annotation (policies, workloads, Pods): leave out clusters/nodes above this gCO2eq/kWh."""
+OVERRIDE = PREFIX + "override"
+"""Annotation: ``"true"`` lets carbonshift replace placement fields the user set."""
+DECISION = PREFIX + "decision"
+"""Annotation written by carbonshift: why the object looks as it does, and what it owns
+(parsed by :class:`webhook.decision.record.Record`)."""
+INTENSITY_CLASS = PREFIX + "intensity"
+"""Label written on NodePool templates (so on their nodes): low | medium | high."""
+GRID_ZONE = PREFIX + "grid-zone"
+"""Node label naming the node's grid zone directly (scheduler extender)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Key:
+    """One row of the vocabulary: a key, where it goes, what it accepts."""
+
+    name: str
+    kind: Literal["label", "annotation"]
+    on: str
+    accepts: str
+    written: bool = False
+    """Written by carbonshift (users read it, never set it)."""
+
+
+KEYS = (
+    Key(ENABLED, "label", "Namespace, policy, NodePool", '"true" | "false"'),
+    Key(REFRESH, "annotation", "policy, NodePool", "any text; a new value on UPDATE re-decides"),
+    Key(STRATEGY, "annotation", "policy, NodePool", "comma list of strategies"),
+    Key(MAX_CLUSTERS, "annotation", "policy", "whole number >= 1"),
+    Key(MAX_INTENSITY, "annotation", "policy, workload, Pod", "number >= 0 (gCO2eq/kWh)"),
+    Key(OVERRIDE, "annotation", "policy, NodePool", '"true" | "false"'),
+    Key(DECISION, "annotation", "policy, NodePool", "JSON decision record", written=True),
+    Key(INTENSITY_CLASS, "label", "NodePool template", "low | medium | high", written=True),
+    Key(GRID_ZONE, "label", "Node", "grid zone key, e.g. DE"),
+)
+"""Every key carbonshift reads or writes."""
+
+POLICY_STRATEGIES = ("weighted", "none")
+NODEPOOL_STRATEGIES = ("efficiency", "zones", "weight", "pause")
+
+
+# --- parsers -------------------------------------------------------------------------------
+
+
+def max_intensity(raw: str) -> float:
+    """gCO2eq/kWh, a finite number >= 0 (``"250"``, ``"99.5"``)."""
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise InvalidInput(MAX_INTENSITY, f"must be a number >= 0 (gCO2eq/kWh), got {raw!r}")
+    return value
+
+
+def max_clusters(raw: str) -> int:
+    """A whole number of clusters >= 1 (``"2"``)."""
+    text = raw.strip()
+    if not text.isdigit() or int(text) < 1:
+        raise InvalidInput(MAX_CLUSTERS, f"must be a whole number >= 1, got {raw!r}")
+    return int(text)
+
+
+def flag(key: str, raw: str) -> bool:
+    """``"true"`` or ``"false"`` (any case)."""
+    text = raw.strip().lower()
+    if text not in ("true", "false"):
+        raise InvalidInput(key, f'must be "true" or "false", got {raw!r}')
+    return text == "true"
+
+
+def split_strategies(raw: str, known: Sequence[str]) -> tuple[frozenset[str], frozenset[str]]:
+    """``(known names, unknown names)`` of a comma list."""
+    names = frozenset(s.strip() for s in raw.split(",") if s.strip())
+    return names & frozenset(known), names - frozenset(known)
+
+
+# --- what callers read -----------------------------------------------------------------------
+
+
+Warn = Callable[[str], None]
+
+
+def warning(problem: InvalidInput) -> str:
+    """The short admission warning for a malformed value: names the key and the value."""
+    text = f"carbonshift: {problem.path} ignored: {problem.message}"
+    return text if len(text) <= 119 else text[:118] + "…"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Knobs:
+    """The annotations that steer a decision, parsed. ``None``: absent or malformed."""
+
+    max_intensity: float | None = None
+    max_clusters: int | None = None
+    strategies: frozenset[str] = frozenset()
+    override: bool = False
+    problems: tuple[InvalidInput, ...] = ()
+    """Malformed values (each rule left unapplied); :func:`warning` words them."""
+
+
+Scope = Literal["policy", "nodepool"]
+
+
+def knobs(annotations: Mapping[str, str], scope: Scope) -> Knobs:
+    """Parse the annotations a policy or NodePool decision reads; never raises."""
+    problems: list[InvalidInput] = []
+    known = POLICY_STRATEGIES if scope == "policy" else NODEPOOL_STRATEGIES
+
+    def read(key: str, parse: Callable[[str], object]) -> object:
+        raw = annotations.get(key)
+        if raw is None:
+            return None
+        try:
+            return parse(raw)
+        except InvalidInput as exc:
+            problems.append(exc)
+            return None
+
+    limit = read(MAX_INTENSITY, max_intensity) if scope == "policy" else None
+    count = read(MAX_CLUSTERS, max_clusters) if scope == "policy" else None
+    override = read(OVERRIDE, lambda raw: flag(OVERRIDE, raw))
+    names, unknown = split_strategies(annotations.get(STRATEGY, ""), known)
+    if unknown:
+        problems.append(
+            InvalidInput(
+                STRATEGY, f"unknown {', '.join(sorted(unknown))} (known: {', '.join(known)})"
+            )
+        )
+    return Knobs(
+        max_intensity=limit if isinstance(limit, float) else None,
+        max_clusters=count if isinstance(count, int) else None,
+        strategies=names,
+        override=override is True,
+        problems=tuple(problems),
+    )
+
+
+def limit_of(annotations: Mapping[str, str] | None) -> float | None:
+    """``max-intensity`` for the scheduler paths: None when absent; raises
+    :class:`InvalidInput` (answered 400) when malformed."""
+    raw = annotations.get(MAX_INTENSITY) if annotations else None
+    return None if raw is None else max_intensity(raw)
