@@ -17,20 +17,17 @@ from typing import Any
 import orjson
 import structlog
 
-from webhook import PREFIX
 from webhook.config import Config
 from webhook.decision import nodepool, placement
 from webhook.decision.hysteresis import Hysteresis
 from webhook.decision.outcome import Change, Decision, short
-from webhook.decision.record import DECISION
 from webhook.intensity import IntensityTable
 from webhook.patch import build
+from webhook.vocabulary import DECISION, ENABLED, REFRESH
 
 log = structlog.get_logger("carbonshift.admission")
 
 API_VERSION = "admission.k8s.io/v1"
-ENABLED = PREFIX + "enabled"
-REFRESH = PREFIX + "refresh"
 
 KARMADA = "policy.karmada.io"
 KARPENTER = "karpenter.sh"

@@ -31,6 +31,7 @@ import msgspec
 import orjson
 from aiohttp import web
 
+from webhook import vocabulary
 from webhook.decision.clusters import (
     Assessment,
     Candidate,
@@ -40,7 +41,6 @@ from webhook.decision.clusters import (
     filter_by_limit,
     node_candidate,
     node_zone,
-    parse_limit,
 )
 from webhook.intensity import utcnow
 from webhook.metrics import SCHEDULER_REQUESTS, SCHEDULER_SECONDS
@@ -121,7 +121,7 @@ def _unique(names: list[str], where: str) -> None:
 
 def _limit(annotations: Mapping[str, str], where: str) -> float | None:
     try:
-        return parse_limit(annotations)
+        return vocabulary.limit_of(annotations)
     except ValueError as exc:
         raise BadRequest(f"{where}: {exc}") from None
 

@@ -12,7 +12,8 @@ from tests.support import reading
 from webhook.config import NodePoolConfig
 from webhook.decision.nodepool import NodePoolInputs, decide
 from webhook.decision.outcome import Change
-from webhook.decision.record import DECISION, Record
+from webhook.decision.record import Record
+from webhook.vocabulary import DECISION
 from webhook.intensity import Reading
 from webhook.patch import build
 

@@ -16,7 +16,8 @@ from webhook.config import Config, parse
 from webhook.decision.hysteresis import Hysteresis
 from webhook.decision.outcome import Change
 from webhook.decision.placement import PolicyInputs, decide
-from webhook.decision.record import DECISION, Record
+from webhook.decision.record import Record
+from webhook.vocabulary import DECISION
 from webhook.decision.selectors import allowed_clusters
 from webhook.intensity import Reading
 from webhook.patch import build

@@ -18,7 +18,6 @@ from webhook.decision.clusters import (
     filter_by_limit,
     node_candidate,
     node_zone,
-    parse_limit,
 )
 from webhook.decision.ranking import NEUTRAL_SCORE, greenness
 from webhook.intensity import Reading, Signal
@@ -139,25 +138,6 @@ def test_clusters_in_one_zone_share_the_verdict() -> None:
     verdict = filter_by_limit([*same, *_assessed({"g": 20.0})], 100)
     assert verdict.kept == ["g"]
     assert [n for n, _ in verdict.removed] == ["x", "y"]
-
-
-@pytest.mark.parametrize(
-    ("annotations", "limit"),
-    [
-        (None, None),
-        ({}, None),
-        ({"carbonshift.io/max-intensity": "300"}, 300.0),
-        ({"carbonshift.io/max-intensity": "12.5"}, 12.5),
-    ],
-)
-def test_parse_limit(annotations: dict[str, str] | None, limit: float | None) -> None:
-    assert parse_limit(annotations) == limit
-
-
-@pytest.mark.parametrize("raw", ["", "abc", "-1", "nan", "inf"])
-def test_parse_limit_rejects(raw: str) -> None:
-    with pytest.raises(ValueError, match="max-intensity"):
-        parse_limit({"carbonshift.io/max-intensity": raw})
 
 
 intensities = st.floats(min_value=0, max_value=5000, allow_nan=False)

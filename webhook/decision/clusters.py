@@ -14,7 +14,6 @@ through the region table (provider from ``spec.providerID``'s scheme when presen
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from datetime import datetime
 from functools import lru_cache
@@ -24,11 +23,8 @@ from webhook.config import Config
 from webhook.decision.ranking import greenness, within_limit
 from webhook.intensity import Reading
 from webhook.regions import zone_for_region
+from webhook.vocabulary import GRID_ZONE
 
-MAX_INTENSITY = "carbonshift.io/max-intensity"
-"""Workload (or Pod) annotation: drop candidates whose grid is above this gCO2eq/kWh."""
-GRID_ZONE_LABEL = "carbonshift.io/grid-zone"
-"""Node label naming its grid zone directly."""
 REGION_LABEL = "topology.kubernetes.io/region"
 ZONE_LABEL = "topology.kubernetes.io/zone"
 EXTENDER_MAX_SCORE = 10
@@ -125,7 +121,7 @@ def node_candidate(name: str, labels: Mapping[str, str], provider_id: str | None
         provider = _PROVIDER_SCHEMES.get(provider_id.split("://", 1)[0].lower())
     return Candidate(
         name=name,
-        zone=labels.get(GRID_ZONE_LABEL) or None,
+        zone=labels.get(GRID_ZONE) or None,
         provider=provider,
         region=labels.get(REGION_LABEL) or None,
         cloud_zone=labels.get(ZONE_LABEL) or None,
@@ -250,22 +246,3 @@ def filter_by_limit(assessed: Sequence[Assessment], limit: float | None) -> Filt
 
 def _above_reason(v: Verdict, limit: float) -> str:
     return f"grid zone {v.zone} at {v.intensity:.0f} gCO2eq/kWh is above max-intensity {limit:g}"
-
-
-def parse_limit(annotations: Mapping[str, str] | None) -> float | None:
-    """The ``carbonshift.io/max-intensity`` annotation as a number, None when absent.
-
-    Raises :class:`ValueError` with a readable message when it is not a number >= 0.
-    """
-    if not annotations:
-        return None
-    raw = annotations.get(MAX_INTENSITY)
-    if raw is None:
-        return None
-    try:
-        value = float(raw)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value < 0:
-        raise ValueError(f"annotation {MAX_INTENSITY} must be a number >= 0, got {raw!r}")
-    return value

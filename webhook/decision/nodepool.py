@@ -13,17 +13,14 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from webhook import PREFIX
+from webhook import vocabulary
 from webhook.config import NodePoolConfig
 from webhook.decision.outcome import REMOVE, Change, Decision, Lookup, lookup, short
 from webhook.decision.ranking import DISTINCT, greenness, intensity_class
-from webhook.decision.record import DECISION, Record, fingerprint, user_view
+from webhook.decision.record import Record, fingerprint, user_view
 from webhook.intensity import IntensityTable
-
-STRATEGY = PREFIX + "strategy"
-OVERRIDE = PREFIX + "override"
-CLASS_LABEL = PREFIX + "intensity"
-STRATEGIES = ("efficiency", "zones", "weight", "pause")
+from webhook.vocabulary import DECISION
+from webhook.vocabulary import INTENSITY_CLASS as CLASS_LABEL
 
 ARCH = "kubernetes.io/arch"
 ZONE = "topology.kubernetes.io/zone"
@@ -52,6 +49,8 @@ def decide(nodepool: Mapping[str, Any], inputs: NodePoolInputs) -> Decision:
     annotations: Mapping[str, str] = meta.get("annotations") or {}
     decision = Decision()
     warn = decision.warnings.append
+    knobs = vocabulary.knobs(annotations, "nodepool")
+    decision.warnings.extend(vocabulary.warning(p) for p in knobs.problems)
     if not inputs.zone:
         decision.skipped = "config zone is not set; NodePools need the local grid zone"
         warn(short(f"carbonshift: {decision.skipped}"))
@@ -67,8 +66,7 @@ def decide(nodepool: Mapping[str, Any], inputs: NodePoolInputs) -> Decision:
     s = inputs.settings
     level = intensity_class(intensity, low_below=s.low_below, high_from=s.high_from)
     plan = _Plan.start(nodepool, Record.decode(annotations.get(DECISION)), warn)
-    override = annotations.get(OVERRIDE, "").lower() == "true"
-    strategies = _strategies(annotations.get(STRATEGY, ""), warn)
+    override, strategies = knobs.override, knobs.strategies
     if "efficiency" in strategies and level == "high":
         plan.prefer_arm64()
     if "zones" in strategies:
@@ -183,14 +181,6 @@ class _Plan:
         if self.template_spec.get("requirements") != new_requirements:
             changes.append(Change(("spec", "template", "spec", "requirements"), new_requirements))
         return changes
-
-
-def _strategies(text: str, warn: Warn) -> set[str]:
-    names = {s.strip() for s in text.split(",") if s.strip()}
-    unknown = names - set(STRATEGIES)
-    if unknown:
-        warn(short(f"carbonshift: unknown {STRATEGY} {', '.join(sorted(unknown))}; ignored"))
-    return names & set(STRATEGIES)
 
 
 def _greenest_zones(

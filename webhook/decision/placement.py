@@ -16,21 +16,17 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 
-from webhook import PREFIX
+from webhook import vocabulary
 from webhook.config import ClusterConfig, WeightingConfig
 from webhook.decision.hysteresis import Hysteresis, expected_intensity, should_switch
 from webhook.decision.outcome import REMOVE, Change, Decision, lookup, short
 from webhook.decision.ranking import carbon_weights, order_greenest, within_limit
-from webhook.decision.record import DECISION, Record, fingerprint, user_view
+from webhook.decision.record import Record, fingerprint, user_view
 from webhook.decision.selectors import SelectorError, allowed_clusters
 from webhook.intensity import IntensityTable
-
-STRATEGY = PREFIX + "strategy"
-MAX_CLUSTERS = PREFIX + "max-clusters"
-MAX_INTENSITY = PREFIX + "max-intensity"
-OVERRIDE = PREFIX + "override"
+from webhook.vocabulary import DECISION, MAX_CLUSTERS, MAX_INTENSITY, Knobs
 
 GREEN_TERM = "carbonshift-greenest"
 FALLBACK_TERM = "carbonshift-fallback"
@@ -61,9 +57,11 @@ def decide(policy: Mapping[str, Any], inputs: PolicyInputs) -> Decision:
     current: Mapping[str, Any] = spec.get("placement") or {}
     previous = Record.decode(annotations.get(DECISION))
     base = user_view(current, previous, _OWN)
-    override = annotations.get(OVERRIDE, "").lower() == "true"
+    knobs = vocabulary.knobs(annotations, "policy")
+    override = knobs.override
     decision = Decision()
     warn = decision.warnings.append
+    decision.warnings.extend(vocabulary.warning(p) for p in knobs.problems)
 
     try:
         candidates = _candidates(base, inputs.clusters)
@@ -83,9 +81,11 @@ def decide(policy: Mapping[str, Any], inputs: PolicyInputs) -> Decision:
     new = dict(base)
     user_terms = bool(base.get("clusterAffinities"))
 
-    intensities = _apply_limit(new, intensities, annotations, user_terms and not override, warn)
+    intensities = _apply_limit(
+        new, intensities, knobs.max_intensity, user_terms and not override, warn
+    )
 
-    max_clusters = _number(annotations, MAX_CLUSTERS, int, warn)
+    max_clusters = knobs.max_clusters
     if max_clusters is not None:
         if user_terms and not override:
             warn(f"carbonshift: clusterAffinities set by user; {MAX_CLUSTERS} not applied")
@@ -93,9 +93,7 @@ def decide(policy: Mapping[str, Any], inputs: PolicyInputs) -> Decision:
             new["clusterAffinities"] = _green_first(new, order_greenest(intensities), max_clusters)
             new.pop("clusterAffinity", None)
 
-    weights = _apply_weights(
-        new, intensities, annotations, weighting=inputs.weighting, override=override, warn=warn
-    )
+    weights = _apply_weights(new, intensities, knobs, weighting=inputs.weighting, warn=warn)
 
     changes = _diff(current, new)
     held = _Proposal(previous, current, new, weights, data.values)
@@ -114,18 +112,17 @@ def decide(policy: Mapping[str, Any], inputs: PolicyInputs) -> Decision:
 def _apply_weights(
     placement: dict[str, Any],
     intensities: Mapping[str, float | None],
-    annotations: Mapping[str, str],
+    knobs: Knobs,
     *,
     weighting: WeightingConfig,
-    override: bool,
     warn: Warn,
 ) -> dict[str, int] | None:
     """Static carbon weights for Divided policies; returns them (None: not applied)."""
     scheduling = placement.get("replicaScheduling")
-    if not _wants_weights(scheduling, annotations.get(STRATEGY, ""), warn):
+    if not _wants_weights(scheduling, knobs.strategies, warn):
         return None
     blocker = _weight_blocker(scheduling)
-    if blocker and not override:
+    if blocker and not knobs.override:
         warn(f"carbonshift: {blocker} set by user; carbon weights not applied")
         return None
     weights = carbon_weights(intensities, exponent=weighting.exponent, scale=weighting.scale)
@@ -198,12 +195,11 @@ class _Proposal:
 def _apply_limit(
     placement: dict[str, Any],
     intensities: dict[str, float | None],
-    annotations: Mapping[str, str],
+    limit: float | None,
     blocked: bool,
     warn: Warn,
 ) -> dict[str, float | None]:
     """Exclude candidates above ``max-intensity``; returns the remaining candidates."""
-    limit = _number(annotations, MAX_INTENSITY, float, warn)
     if limit is None:
         return intensities
     kept, dropped = within_limit(intensities, limit)
@@ -228,24 +224,6 @@ def _candidates(placement: Mapping[str, Any], known: Mapping[str, ClusterConfig]
     return allowed_clusters(placement.get("clusterAffinity"), known)
 
 
-_N = TypeVar("_N", int, float)
-
-
-def _number(annotations: Mapping[str, str], key: str, kind: type[_N], warn: Warn) -> _N | None:
-    raw = annotations.get(key)
-    if raw is None:
-        return None
-    try:
-        value = kind(raw)
-    except ValueError:
-        warn(short(f"carbonshift: {key} must be a {kind.__name__}, got {raw!r}; ignored"))
-        return None
-    if value < (1 if kind is int else 0):
-        warn(short(f"carbonshift: {key} is out of range: {raw!r}; ignored"))
-        return None
-    return value
-
-
 def _exclude(placement: dict[str, Any], names: list[str]) -> None:
     terms = placement.get("clusterAffinities")
     if terms:
@@ -268,11 +246,7 @@ def _green_first(placement: Mapping[str, Any], order: list[str], n: int) -> list
     return terms
 
 
-def _wants_weights(scheduling: object, strategy: str, warn: Warn) -> bool:
-    names = {s.strip() for s in strategy.split(",") if s.strip()}
-    unknown = names - {"weighted", "none"}
-    if unknown:
-        warn(short(f"carbonshift: unknown {STRATEGY} {', '.join(sorted(unknown))}; ignored"))
+def _wants_weights(scheduling: object, names: frozenset[str], warn: Warn) -> bool:
     if "none" in names:
         return False
     kind = None

@@ -17,9 +17,6 @@ from typing import Any
 
 import orjson
 
-from webhook import PREFIX
-
-DECISION = PREFIX + "decision"
 VERSION = 1
 
 
