@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import copy
 import dataclasses
+import re
 from typing import Any
 
 import jsonpatch
@@ -16,6 +17,8 @@ from webhook import admission
 from webhook.config import Config
 from webhook.decision import placement
 from webhook.intensity import Reading
+from webhook.kinds import Context
+from webhook.validation import InvalidInput
 
 PP_KIND = {"group": "policy.karmada.io", "version": "v1alpha1", "kind": "PropagationPolicy"}
 CPP_KIND = {"group": "policy.karmada.io", "version": "v1alpha1", "kind": "ClusterPropagationPolicy"}
@@ -44,8 +47,14 @@ def pp(labels: dict[str, str] | None = None, **annotations: str) -> dict[str, An
 
 
 @pytest.fixture
-def ctx(config: Config, table: dict[str, Reading]) -> admission.Context:
-    return admission.Context(config=config, table=table, now=NOW)
+def ctx(config: Config, table: dict[str, Reading]) -> Context:
+    return Context(config=config, table=table, now=NOW)
+
+
+def admit(
+    req: dict[str, Any], ctx: Context, memo: admission.DecisionMemo | None = None
+) -> admission.Outcome:
+    return admission.admit(admission.request_of(req), ctx, memo)
 
 
 def stored(req: dict[str, Any], outcome: admission.Outcome) -> dict[str, Any]:
@@ -56,21 +65,22 @@ def stored(req: dict[str, Any], outcome: admission.Outcome) -> dict[str, Any]:
     ("body", "message"),
     [
         (b"{not json", "not valid JSON"),
-        (b"[]", "must be a JSON object"),
-        (b'{"apiVersion": "admission.k8s.io/v1beta1", "kind": "AdmissionReview"}', "expected kind"),
-        (b'{"kind": "AdmissionReview"}', "no request"),
-        (b'{"request": {"uid": ""}}', "request.uid is missing"),
-        (b'{"request": {"uid": "x", "object": 3}}', "request.object must be an object"),
+        (b"[]", "expected object, got array"),
+        (b'{"apiVersion": "admission.k8s.io/v1beta1", "request": {"uid": "x"}}', "apiVersion: "),
+        (b'{"kind": "AdmissionReview"}', "missing required field request"),
+        (b'{"request": {"uid": ""}}', "request.uid: expected str of length >= 1"),
+        (b'{"request": {"uid": "x", "object": 3}}', "request.object: expected object"),
+        (b'{"request": {"uid": "x", "kind": {"kind": 7}}}', "request.kind.kind: expected str"),
     ],
 )
-def test_bad_envelopes_are_rejected_with_a_reason(body: bytes, message: str) -> None:
-    with pytest.raises(admission.BadReview, match=message):
+def test_bad_envelopes_are_rejected_naming_the_field(body: bytes, message: str) -> None:
+    with pytest.raises(InvalidInput, match=re.escape(message)):
         admission.parse(body)
 
 
-def test_propagation_policy_create_is_patched(ctx: admission.Context) -> None:
+def test_propagation_policy_create_is_patched(ctx: Context) -> None:
     req = request(PP_KIND, pp())
-    outcome = admission.admit(req, ctx)
+    outcome = admit(req, ctx)
     assert outcome.result == "patched"
     obj = stored(req, outcome)
     assert "carbonshift.io/decision" in obj["metadata"]["annotations"]
@@ -83,42 +93,42 @@ def test_propagation_policy_create_is_patched(ctx: admission.Context) -> None:
     assert orjson.loads(base64.b64decode(body["response"]["patch"])) == outcome.patch
 
 
-def test_resubmitting_the_stored_object_gives_no_patch(ctx: admission.Context) -> None:
+def test_resubmitting_the_stored_object_gives_no_patch(ctx: Context) -> None:
     req = request(PP_KIND, pp())
-    again = request(PP_KIND, stored(req, admission.admit(req, ctx)))
-    outcome = admission.admit(again, ctx)
+    again = request(PP_KIND, stored(req, admit(req, ctx)))
+    outcome = admit(again, ctx)
     assert outcome.result == "unchanged"
     assert "patch" not in orjson.loads(admission.respond(outcome))["response"]
 
 
-def test_kinds_we_do_not_handle_are_allowed_untouched(ctx: admission.Context) -> None:
+def test_kinds_we_do_not_handle_are_allowed_untouched(ctx: Context) -> None:
     kind = {"group": "apps", "version": "v1", "kind": "Deployment"}
-    outcome = admission.admit(request(kind, {"metadata": {"name": "d"}}), ctx)
+    outcome = admit(request(kind, {"metadata": {"name": "d"}}), ctx)
     assert (outcome.result, outcome.patch) == ("ignored", [])
 
 
-def test_object_opt_out_and_cluster_scoped_opt_in(ctx: admission.Context) -> None:
-    out = admission.admit(request(PP_KIND, pp({"carbonshift.io/enabled": "false"})), ctx)
+def test_object_opt_out_and_cluster_scoped_opt_in(ctx: Context) -> None:
+    out = admit(request(PP_KIND, pp({"carbonshift.io/enabled": "false"})), ctx)
     assert out.result == "skipped"
     cpp = pp() | {"kind": "ClusterPropagationPolicy"}
-    assert admission.admit(request(CPP_KIND, cpp), ctx).result == "skipped"
+    assert admit(request(CPP_KIND, cpp), ctx).result == "skipped"
     cpp = pp({"carbonshift.io/enabled": "true"}) | {"kind": "ClusterPropagationPolicy"}
-    assert admission.admit(request(CPP_KIND, cpp), ctx).result == "patched"
+    assert admit(request(CPP_KIND, cpp), ctx).result == "patched"
 
 
-def test_update_recomputes_only_when_refresh_changes(ctx: admission.Context) -> None:
+def test_update_recomputes_only_when_refresh_changes(ctx: Context) -> None:
     old = pp()
     new = pp(**{"carbonshift.io/max-clusters": "1"})
-    out = admission.admit(request(PP_KIND, new, operation="UPDATE", oldObject=old), ctx)
+    out = admit(request(PP_KIND, new, operation="UPDATE", oldObject=old), ctx)
     assert out.result == "skipped"
     new["metadata"]["annotations"]["carbonshift.io/refresh"] = "2026-01-01"
-    out = admission.admit(request(PP_KIND, new, operation="UPDATE", oldObject=old), ctx)
+    out = admit(request(PP_KIND, new, operation="UPDATE", oldObject=old), ctx)
     assert out.result == "patched"
-    deleted = admission.admit(request(PP_KIND, old, operation="DELETE"), ctx)
+    deleted = admit(request(PP_KIND, old, operation="DELETE"), ctx)
     assert deleted.result == "skipped"
 
 
-def test_nodepool_is_labelled_when_opted_in(ctx: admission.Context) -> None:
+def test_nodepool_is_labelled_when_opted_in(ctx: Context) -> None:
     obj = {
         "apiVersion": "karpenter.sh/v1",
         "kind": "NodePool",
@@ -126,19 +136,19 @@ def test_nodepool_is_labelled_when_opted_in(ctx: admission.Context) -> None:
         "spec": {"template": {"spec": {"requirements": []}}},
     }
     req = request(NP_KIND, obj)
-    out = admission.admit(req, ctx)
+    out = admit(req, ctx)
     labels = stored(req, out)["spec"]["template"]["metadata"]["labels"]
     assert labels["carbonshift.io/intensity"] == "medium"
 
 
 def test_an_internal_error_fails_open_with_a_warning(
-    ctx: admission.Context, monkeypatch: pytest.MonkeyPatch
+    ctx: Context, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def explode(*_args: object) -> None:
         raise RuntimeError("boom")
 
     monkeypatch.setattr("webhook.decision.placement.decide", explode)
-    out = admission.admit(request(PP_KIND, pp()), ctx)
+    out = admit(request(PP_KIND, pp()), ctx)
     assert out.result == "failed_open"
     response = orjson.loads(admission.respond(out))["response"]
     assert response["allowed"] is True
@@ -147,25 +157,26 @@ def test_an_internal_error_fails_open_with_a_warning(
 
 
 def test_memo_answers_identical_inputs_once_and_follows_the_data(
-    ctx: admission.Context, monkeypatch: pytest.MonkeyPatch, table: dict[str, Reading]
+    ctx: Context, monkeypatch: pytest.MonkeyPatch, table: dict[str, Reading]
 ) -> None:
     calls = []
     real = placement.decide
     monkeypatch.setattr("webhook.decision.placement.decide", lambda *a: calls.append(1) or real(*a))
     memo = admission.DecisionMemo(size=2)
-    assert admission.DecisionMemo.key(request(PP_KIND, pp()), ctx) is None  # no generation
+    no_generation = admission.DecisionMemo.key(admission.request_of(request(PP_KIND, pp())), ctx)
+    assert no_generation is None
     ctx = dataclasses.replace(ctx, generation=1)
-    first = admission.admit(request(PP_KIND, pp()), ctx, memo)
+    first = admit(request(PP_KIND, pp()), ctx, memo)
     other = request(PP_KIND, pp()) | {"uid": "u-2"}
     other["object"]["metadata"]["name"] = "another"
-    second = admission.admit(other, ctx, memo)
+    second = admit(other, ctx, memo)
     assert len(calls) == 1
     assert (second.uid, second.name) == ("u-2", "another")
     assert second.patch == first.patch
     greener = dict(table) | {"PL": dataclasses.replace(table["PL"], value=5.0)}
     newer = dataclasses.replace(ctx, table=greener, generation=2)
-    third = admission.admit(request(PP_KIND, pp()), newer, memo)
+    third = admit(request(PP_KIND, pp()), newer, memo)
     assert len(calls) == 2
     assert third.patch != first.patch
-    admission.admit(request(PP_KIND, pp(**{"carbonshift.io/max-clusters": "1"})), ctx, memo)
+    admit(request(PP_KIND, pp(**{"carbonshift.io/max-clusters": "1"})), ctx, memo)
     assert len(memo) == 2

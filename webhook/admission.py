@@ -1,8 +1,10 @@
 """AdmissionReview in, AdmissionReview out: dispatch, opt-in rules, patch, fail-open.
 
 HTTP-agnostic: the server hands over the raw body and gets back the status and body
-to send. Errors in the *request* are :class:`BadReview` (HTTP 400); errors while
-*deciding* never block the API server: the object is admitted unchanged with a warning.
+to send. The envelope is decoded into typed structs (:class:`AdmissionReview`); a
+malformed one raises :class:`~webhook.validation.InvalidInput` naming the field (HTTP
+400). Errors while *deciding* never block the API server: the object is admitted
+unchanged with a warning. Which kinds are handled, and how, is :mod:`webhook.kinds`.
 """
 
 from __future__ import annotations
@@ -10,45 +12,57 @@ from __future__ import annotations
 import base64
 import dataclasses
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
-from datetime import datetime
-from typing import Any
+from collections.abc import Mapping
+from typing import Annotated, Any, Final, Literal
 
+import msgspec
 import orjson
 import structlog
 
-from webhook.config import Config
-from webhook.decision import nodepool, placement
-from webhook.decision.hysteresis import Hysteresis
-from webhook.decision.outcome import Change, Decision, short
-from webhook.intensity import IntensityTable
+from webhook import kinds, validation
+from webhook.decision.outcome import Change, short
+from webhook.kinds import Context, Kind
 from webhook.patch import build
 from webhook.vocabulary import DECISION, ENABLED, REFRESH
 
 log = structlog.get_logger("carbonshift.admission")
 
-API_VERSION = "admission.k8s.io/v1"
-
-KARMADA = "policy.karmada.io"
-KARPENTER = "karpenter.sh"
-POLICY_KINDS = ("PropagationPolicy", "ClusterPropagationPolicy")
-CLUSTER_SCOPED = ("ClusterPropagationPolicy", "NodePool")
+API_VERSION: Final = "admission.k8s.io/v1"
 
 
-class BadReview(ValueError):
-    """The request body is not a usable AdmissionReview (answered with HTTP 400)."""
+class GroupVersionKind(msgspec.Struct, frozen=True, gc=False):
+    """``request.kind``: what the object is."""
+
+    group: str = ""
+    version: str = ""
+    kind: str = ""
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Context:
-    """Inputs of one admission besides the review: config and in-memory intensities."""
+Object = dict[str, Any]
 
-    config: Config
-    table: IntensityTable
-    now: datetime
-    generation: int | None = None
-    """Identifies the table's content (:attr:`webhook.feed.Snapshot.generation`): equal
-    generations mean equal tables. Decisions are memoised only when it is set."""
+
+class AdmissionRequest(msgspec.Struct, frozen=True, gc=False):
+    """``request``: the fields carbonshift reads (others are accepted and ignored)."""
+
+    uid: Annotated[str, msgspec.Meta(min_length=1)]
+    kind: GroupVersionKind = GroupVersionKind()
+    operation: str = ""
+    namespace: str = ""
+    name: str = ""
+    object: Object | None = None
+    oldObject: Object | None = None  # noqa: N815 - the API's field name
+    dryRun: bool = False  # noqa: N815
+
+
+class AdmissionReview(msgspec.Struct, frozen=True, gc=False):
+    """An ``admission.k8s.io/v1`` AdmissionReview as kube-apiserver sends it."""
+
+    request: AdmissionRequest
+    apiVersion: Literal["admission.k8s.io/v1"] = API_VERSION  # noqa: N815
+    kind: Literal["AdmissionReview"] = "AdmissionReview"
+
+
+_decoder = validation.decoder(AdmissionReview)
 
 
 @dataclasses.dataclass(slots=True)
@@ -70,29 +84,14 @@ class Outcome:
     """``patch`` as the base64 JSON the response carries (None: no patch)."""
 
 
-def parse(body: bytes) -> Mapping[str, Any]:
-    """Decode and check the envelope; returns ``review["request"]``."""
-    try:
-        review = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise BadReview(f"body is not valid JSON: {exc}") from None
-    if not isinstance(review, dict):
-        raise BadReview("body must be a JSON object (an AdmissionReview)")
-    if review.get("apiVersion", API_VERSION) != API_VERSION or review.get("kind") not in (
-        None,
-        "AdmissionReview",
-    ):
-        raise BadReview(f"expected kind AdmissionReview, apiVersion {API_VERSION}")
-    request = review.get("request")
-    if not isinstance(request, dict):
-        raise BadReview("AdmissionReview has no request object")
-    uid = request.get("uid")
-    if not isinstance(uid, str) or not uid:
-        raise BadReview("request.uid is missing")
-    for key in ("object", "oldObject"):
-        if request.get(key) is not None and not isinstance(request[key], dict):
-            raise BadReview(f"request.{key} must be an object")
-    return request
+def parse(body: bytes) -> AdmissionRequest:
+    """Decode and check the envelope; returns its ``request``."""
+    return validation.decode(body, _decoder).request
+
+
+def request_of(data: Mapping[str, Any]) -> AdmissionRequest:
+    """A ``request`` built in Python (previews, tests), checked like a decoded one."""
+    return validation.convert(data, AdmissionRequest, "request")
 
 
 class DecisionMemo:
@@ -111,14 +110,14 @@ class DecisionMemo:
         self._entries: OrderedDict[tuple[bytes, int], _Memo] = OrderedDict()
 
     @staticmethod
-    def key(request: Mapping[str, Any], ctx: Context) -> tuple[bytes, int] | None:
-        obj = request.get("object")
-        if ctx.generation is None or type(obj) is not dict or request.get("operation") != "CREATE":
+    def key(request: AdmissionRequest, ctx: Context) -> tuple[bytes, int] | None:
+        obj = request.object
+        if ctx.generation is None or obj is None or request.operation != "CREATE":
             return None  # UPDATE decisions also depend on time (minimum dwell)
-        raw_meta = obj.get("metadata")
-        meta: Mapping[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
+        meta = _metadata(obj)
         material = (
-            request.get("kind"),
+            request.kind.group,
+            request.kind.kind,
             meta.get("labels"),
             meta.get("annotations"),
             obj.get("spec"),
@@ -161,7 +160,7 @@ class _Memo:
     encoded_patch: str | None
 
 
-def admit(request: Mapping[str, Any], ctx: Context, memo: DecisionMemo | None = None) -> Outcome:
+def admit(request: AdmissionRequest, ctx: Context, memo: DecisionMemo | None = None) -> Outcome:
     """Decide on one parsed request. Never raises: internal errors fail open."""
     outcome = _describe(request)
     key = memo.key(request, ctx) if memo is not None else None
@@ -198,103 +197,65 @@ def respond(outcome: Outcome) -> bytes:
 
 
 def review(body: bytes, ctx: Context, memo: DecisionMemo | None = None) -> Outcome:
-    """Parse, decide (raises :class:`BadReview` only for a bad envelope)."""
+    """Parse, decide (raises :class:`~webhook.validation.InvalidInput` only for a bad
+    envelope)."""
     return admit(parse(body), ctx, memo)
 
 
 # --- internals ---------------------------------------------------------------------------
 
 
-def _describe(request: Mapping[str, Any]) -> Outcome:
-    raw_kind = request.get("kind")
-    kind: Mapping[str, Any] = raw_kind if isinstance(raw_kind, dict) else {}
-    obj = request.get("object") or request.get("oldObject") or {}
-    raw_meta = obj.get("metadata")
-    meta: Mapping[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
+def _metadata(obj: Object | None) -> Mapping[str, Any]:
+    meta = obj.get("metadata") if obj is not None else None
+    return meta if isinstance(meta, dict) else {}
+
+
+def _strings(meta: Mapping[str, Any], field: str) -> Mapping[str, str]:
+    value = meta.get(field)
+    return value if isinstance(value, dict) else {}
+
+
+def _describe(request: AdmissionRequest) -> Outcome:
+    meta = _metadata(request.object or request.oldObject)
     return Outcome(
-        uid=request["uid"],
-        kind=str(kind.get("kind", "")),
-        namespace=str(request.get("namespace") or meta.get("namespace") or ""),
-        name=str(request.get("name") or meta.get("name") or meta.get("generateName") or ""),
-        operation=str(request.get("operation", "")),
+        uid=request.uid,
+        kind=request.kind.kind,
+        namespace=request.namespace or str(meta.get("namespace") or ""),
+        name=request.name or str(meta.get("name") or meta.get("generateName") or ""),
+        operation=request.operation,
     )
 
 
-_Decider = Callable[[Mapping[str, Any], Context], Decision]
-
-
-def _policy(obj: Mapping[str, Any], ctx: Context) -> Decision:
-    h = ctx.config.hysteresis
-    inputs = placement.PolicyInputs(
-        ctx.config.clusters,
-        ctx.table,
-        ctx.config.weighting,
-        hysteresis=Hysteresis(margin=h.margin, dwell_hours=h.dwell_hours),
-        now=ctx.now,
-    )
-    return placement.decide(obj, inputs)
-
-
-def _nodepool(obj: Mapping[str, Any], ctx: Context) -> Decision:
-    inputs = nodepool.NodePoolInputs(ctx.config.zone, ctx.table, ctx.config.nodepools)
-    return nodepool.decide(obj, inputs)
-
-
-def _decider(request: Mapping[str, Any]) -> _Decider | None:
-    kind = request.get("kind")
-    if not isinstance(kind, dict):
-        return None
-    group, name = kind.get("group"), kind.get("kind")
-    if group == KARMADA and name in POLICY_KINDS:
-        return _policy
-    if group == KARPENTER and name == "NodePool":
-        return _nodepool
-    return None
-
-
-def _annotations(obj: object) -> Mapping[str, str]:
-    meta = obj.get("metadata") if isinstance(obj, dict) else None
-    value = meta.get("annotations") if isinstance(meta, dict) else None
-    return value if isinstance(value, dict) else {}
-
-
-def _labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
-    meta = obj.get("metadata")
-    value = meta.get("labels") if isinstance(meta, dict) else None
-    return value if isinstance(value, dict) else {}
-
-
-def _skip_reason(request: Mapping[str, Any], obj: Mapping[str, Any], ctx: Context) -> str | None:
-    enabled = _labels(obj).get(ENABLED)
-    kind = request["kind"]["kind"]
+def _skip_reason(request: AdmissionRequest, row: Kind, obj: Object, ctx: Context) -> str | None:
+    enabled = _strings(_metadata(obj), "labels").get(ENABLED)
     if enabled == "false":
         return f"opted out ({ENABLED}=false)"
-    if kind in CLUSTER_SCOPED and enabled != "true":
+    if not row.namespaced and enabled != "true":
         return f"not opted in (cluster-scoped objects need label {ENABLED}=true)"
-    operation = request.get("operation")
+    operation = request.operation
     if operation == "CREATE":
         return None
     if operation == "UPDATE":
-        if kind == "NodePool" and ctx.config.nodepools.mutate_on_update:
+        if row.every_update(ctx.config):
             return None
-        old = request.get("oldObject")
-        if _annotations(obj).get(REFRESH) != _annotations(old).get(REFRESH):
+        old = _strings(_metadata(request.oldObject), "annotations").get(REFRESH)
+        if _strings(_metadata(obj), "annotations").get(REFRESH) != old:
             return None
         return f"UPDATE without a new {REFRESH} annotation"
     return f"operation {operation} is not mutated"
 
 
-def _decide(request: Mapping[str, Any], ctx: Context, outcome: Outcome) -> None:
-    decider = _decider(request)
-    obj = request.get("object")
-    if decider is None or not isinstance(obj, dict):
+def _decide(request: AdmissionRequest, ctx: Context, outcome: Outcome) -> None:
+    row = kinds.find(request.kind.group, request.kind.kind)
+    obj = request.object
+    if row is None or obj is None:
         outcome.result, outcome.reason = "ignored", "kind not handled"
         return
-    reason = _skip_reason(request, obj, ctx)
+    reason = _skip_reason(request, row, obj, ctx)
     if reason:
         outcome.result, outcome.reason = "skipped", reason
         return
-    decision = decider(obj, ctx)
+    decision = row.decide(obj, ctx)
     outcome.warnings = decision.warnings
     if decision.skipped:
         outcome.result, outcome.reason = "skipped", decision.skipped

@@ -140,13 +140,14 @@ def _read_documents(path: str) -> list[dict[str, Any]]:
 
 
 async def _preview(config: Config, docs: list[dict[str, Any]]) -> list[Any]:
-    from webhook import admission, preview, server  # noqa: PLC0415
+    from webhook import preview, server  # noqa: PLC0415
     from webhook.intensity import utcnow  # noqa: PLC0415
+    from webhook.kinds import Context  # noqa: PLC0415
 
     feed = server.build_feed(config)
     try:
         await feed.refresh_once()
-        ctx = admission.Context(config=config, table=feed.table(), now=utcnow())
+        ctx = Context(config=config, table=feed.table(), now=utcnow())
         return preview.preview(docs, ctx)
     finally:
         await feed.stop()

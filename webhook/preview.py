@@ -15,7 +15,7 @@ from typing import Any
 
 import jsonpatch
 
-from webhook import admission
+from webhook import admission, kinds
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -32,7 +32,8 @@ def review_for(obj: Mapping[str, Any], operation: str = "CREATE") -> dict[str, A
     group, _, version = api_version.rpartition("/")
     meta = obj.get("metadata") or {}
     kind = str(obj.get("kind", ""))
-    namespaced = kind == "PropagationPolicy"
+    row = kinds.find(group, kind)
+    namespaced = row.namespaced if row is not None else bool(meta.get("namespace"))
     namespace = str(meta.get("namespace") or "default") if namespaced else ""
     return {
         "uid": str(uuid.uuid4()),
@@ -46,11 +47,11 @@ def review_for(obj: Mapping[str, Any], operation: str = "CREATE") -> dict[str, A
     }
 
 
-def preview(documents: Iterable[Mapping[str, Any]], ctx: admission.Context) -> list[Preview]:
+def preview(documents: Iterable[Mapping[str, Any]], ctx: kinds.Context) -> list[Preview]:
     """Admit each document as a CREATE and apply the resulting patch."""
     results = []
     for doc in documents:
-        outcome = admission.admit(review_for(doc), ctx)
+        outcome = admission.admit(admission.request_of(review_for(doc)), ctx)
         stored = copy.deepcopy(dict(doc))
         if outcome.patch:
             stored = jsonpatch.apply_patch(stored, outcome.patch)

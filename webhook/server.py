@@ -23,8 +23,10 @@ from webhook.config import Config, ConfigError
 from webhook.feed import IntensityFeed
 from webhook.intensity import utcnow
 from webhook.journal import admissions
+from webhook.kinds import Context
 from webhook.state import STATE, ServerState
 from webhook.tls import ReloadingTLS
+from webhook.validation import InvalidInput, error_body
 
 log = structlog.get_logger("carbonshift.server")
 
@@ -39,29 +41,33 @@ def _json(status: int, payload: object) -> web.Response:
     return web.Response(status=status, body=orjson.dumps(payload), content_type="application/json")
 
 
+def _error(status: int, error: InvalidInput | str) -> web.Response:
+    return web.Response(status=status, body=error_body(error), content_type="application/json")
+
+
 async def mutate(request: web.Request) -> web.Response:
     """``POST /mutate``: one AdmissionReview in, one out."""
     started = time.perf_counter()
     if request.content_type != "application/json":
         _bad_requests.inc()
-        return _json(415, {"error": "Content-Type must be application/json"})
+        return _error(415, "Content-Type must be application/json")
     if request.content_length is not None and request.content_length > MAX_BODY:
         _bad_requests.inc()
-        return _json(413, {"error": f"body larger than {MAX_BODY} bytes"})
+        return _error(413, f"body larger than {MAX_BODY} bytes")
     try:
         body = await request.read()
     except web.HTTPRequestEntityTooLarge:
         _bad_requests.inc()
-        return _json(413, {"error": f"body larger than {MAX_BODY} bytes"})
+        return _error(413, f"body larger than {MAX_BODY} bytes")
     state = request.app[STATE]
     snapshot = state.feed.snapshot()
-    ctx = admission.Context(state.config, snapshot.table, utcnow(), snapshot.generation)
+    ctx = Context(state.config, snapshot.table, utcnow(), snapshot.generation)
     try:
         outcome = admission.review(body, ctx, state.memo)
-    except admission.BadReview as exc:
+    except InvalidInput as exc:
         _bad_requests.inc()
         log.info("admission_rejected", error=str(exc))
-        return _json(400, {"error": str(exc)})
+        return _error(400, exc)
     response = admission.respond(outcome)
     state.journal.record(outcome, time.perf_counter() - started)
     return web.Response(body=response, content_type="application/json")

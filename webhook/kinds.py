@@ -1,0 +1,117 @@
+"""The kinds carbonshift mutates: one registry row per group/kind.
+
+Each row says how an object of that kind is decided (its decider in
+:mod:`webhook.decision`), whether it is namespaced (cluster-scoped objects opt in with
+their own ``carbonshift.io/enabled=true`` label, since no namespace label applies), when
+an UPDATE is decided again, and the resource name the webhook registration's ``rules:``
+use. :mod:`webhook.admission` dispatches on it, :mod:`webhook.preview` builds reviews
+from it and a test checks ``manifests/base/webhook.yaml`` against it.
+
+Adding a kind: a decider module under ``webhook/decision/``, a row in :data:`KINDS`,
+its ``rules:`` entry in ``manifests/base/webhook.yaml``, and tests.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any
+
+from webhook.config import Config
+from webhook.decision import nodepool, placement
+from webhook.decision.hysteresis import Hysteresis
+from webhook.decision.outcome import Decision
+from webhook.intensity import IntensityTable
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Context:
+    """Inputs of one decision besides the object: config and in-memory intensities."""
+
+    config: Config
+    table: IntensityTable
+    now: datetime
+    generation: int | None = None
+    """Identifies the table's content (:attr:`webhook.feed.Snapshot.generation`): equal
+    generations mean equal tables. Admission memoises decisions only when it is set."""
+
+
+Decider = Callable[[Mapping[str, Any], Context], Decision]
+
+
+def _never(_: Config) -> bool:
+    return False
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Kind:
+    """One handled kind."""
+
+    group: str
+    version: str
+    kind: str
+    resource: str
+    """Plural resource name, as in the webhook registration's ``rules:``."""
+    namespaced: bool
+    decide: Decider
+    every_update: Callable[[Config], bool] = _never
+    """Whether every UPDATE is decided again; otherwise only an UPDATE that changes
+    ``carbonshift.io/refresh`` is (a placement change reschedules the workload)."""
+
+    @property
+    def api_version(self) -> str:
+        """``group/version``."""
+        return f"{self.group}/{self.version}"
+
+
+def _policy(obj: Mapping[str, Any], ctx: Context) -> Decision:
+    h = ctx.config.hysteresis
+    inputs = placement.PolicyInputs(
+        ctx.config.clusters,
+        ctx.table,
+        ctx.config.weighting,
+        hysteresis=Hysteresis(margin=h.margin, dwell_hours=h.dwell_hours),
+        now=ctx.now,
+    )
+    return placement.decide(obj, inputs)
+
+
+def _nodepool(obj: Mapping[str, Any], ctx: Context) -> Decision:
+    inputs = nodepool.NodePoolInputs(ctx.config.zone, ctx.table, ctx.config.nodepools)
+    return nodepool.decide(obj, inputs)
+
+
+def _nodepool_updates(config: Config) -> bool:
+    return config.nodepools.mutate_on_update
+
+
+KARMADA = "policy.karmada.io"
+KARPENTER = "karpenter.sh"
+
+KINDS: tuple[Kind, ...] = (
+    Kind(KARMADA, "v1alpha1", "PropagationPolicy", "propagationpolicies", True, _policy),
+    Kind(
+        KARMADA,
+        "v1alpha1",
+        "ClusterPropagationPolicy",
+        "clusterpropagationpolicies",
+        False,
+        _policy,
+    ),
+    Kind(KARPENTER, "v1", "NodePool", "nodepools", False, _nodepool, _nodepool_updates),
+)
+"""Every kind carbonshift mutates."""
+
+_BY_NAME: Mapping[tuple[str, str], Kind] = {(k.group, k.kind): k for k in KINDS}
+
+
+def find(group: str, kind: str) -> Kind | None:
+    """The row for ``group``/``kind`` (any version: the API server may convert), or None."""
+    return _BY_NAME.get((group, kind))
+
+
+def of_api_version(api_version: str, kind: str) -> Kind | None:
+    """The row for a manifest's ``apiVersion`` and ``kind``."""
+    group = api_version.rpartition("/")[0]
+    return find(group, kind)
