@@ -52,7 +52,6 @@ from webhook.metrics import (
     PROVIDER_ERRORS,
 )
 from webhook.providers.base import Provider, ProviderError, ZoneNotSupported
-from webhook.providers.http import HttpClient
 
 log = structlog.get_logger("carbonshift.feed")
 
@@ -150,7 +149,7 @@ class IntensityFeed:
         clock: Callable[[], datetime] = utcnow,
     ) -> IntensityFeed:
         """The feed for a configuration: its provider chain, its zones in use, and the
-        cache chosen by ``CARBONSHIFT_REDIS_URL``. Raises ConfigError (bad provider
+        cache chosen by ``CARBONSHIFT_REDIS_URL``. Raises InvalidInput (bad provider
         options) or ValueError (bad Redis URL)."""
         from webhook.providers.registry import build_providers  # noqa: PLC0415 (cycle)
 
@@ -510,8 +509,5 @@ class IntensityFeed:
 
 
 def _lease_seconds(provider: Provider) -> float:
-    """How long one fetch may take: the provider's HTTP worst case, else 10 s."""
-    http = getattr(provider, "http", None)
-    if isinstance(http, HttpClient):
-        return http.settings.worst_case_seconds() + 1.0
-    return 10.0
+    """How long one fetch may take, with a second to spare."""
+    return provider.worst_case_seconds + 1.0

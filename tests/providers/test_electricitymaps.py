@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from tests.providers.fakes import FakeUpstream, Reply, em_latest, iso
-from webhook.config import ConfigError
 from webhook.intensity import Signal
 from webhook.providers.base import (
     AuthenticationFailed,
@@ -21,6 +20,7 @@ from webhook.providers.base import (
 from webhook.providers.credentials import Secret
 from webhook.providers.electricitymaps import ElectricityMapsProvider
 from webhook.providers.http import HttpSettings
+from webhook.validation import InvalidInput
 
 TOKEN = "em-test-token-7f3a"
 HOUR = datetime(2026, 3, 1, 10, tzinfo=UTC)
@@ -210,18 +210,18 @@ def test_options(tmp_path: Path, fast: HttpSettings) -> None:
     em = ElectricityMapsProvider.from_options({"emission_factor": "direct"}, fast, env=env)
     assert em.emission_factor == "direct"
     assert em.http.base_url == "http://127.0.0.1:2"
-    with pytest.raises(ConfigError, match=r"electricitymaps\.token_file.*ELECTRICITY_MAPS"):
+    with pytest.raises(InvalidInput, match=r"electricitymaps\.token_file.*ELECTRICITY_MAPS"):
         ElectricityMapsProvider.from_options({}, fast, env={})
-    with pytest.raises(ConfigError, match="do not put credentials"):
+    with pytest.raises(InvalidInput, match="do not put credentials"):
         ElectricityMapsProvider.from_options({"token": TOKEN}, fast, env={})
-    with pytest.raises(ConfigError, match=r"electricitymaps\.url") as info:
+    with pytest.raises(InvalidInput, match=r"electricitymaps\.url") as info:
         ElectricityMapsProvider.from_options(
             {"url": f"https://user:{TOKEN}@example.test"}, fast, env=env
         )
     assert TOKEN not in str(info.value)
-    with pytest.raises(ConfigError, match=r"electricitymaps\.colour"):
+    with pytest.raises(InvalidInput, match=r"electricitymaps\.colour"):
         ElectricityMapsProvider.from_options({"colour": "green"}, fast, env=env)
-    with pytest.raises(ConfigError, match=r"electricitymaps\.emission_factor"):
+    with pytest.raises(InvalidInput, match=r"electricitymaps\.emission_factor"):
         ElectricityMapsProvider.from_options({"emission_factor": "lca"}, fast, env=env)
-    with pytest.raises(ConfigError, match=r"electricitymaps\.timeout_seconds"):
+    with pytest.raises(InvalidInput, match=r"electricitymaps\.timeout_seconds"):
         ElectricityMapsProvider.from_options({"timeout_seconds": -1}, fast, env=env)

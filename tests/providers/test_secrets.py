@@ -10,11 +10,12 @@ from prometheus_client import REGISTRY, generate_latest
 from structlog.testing import capture_logs
 
 from tests.providers.fakes import FakeUpstream, Reply
-from webhook.config import ConfigError, parse
+from webhook.config import parse
 from webhook.feed import IntensityFeed
 from webhook.providers.base import ProviderError
 from webhook.providers.http import HttpSettings
 from webhook.providers.registry import build_providers
+from webhook.validation import InvalidInput
 
 EM_TOKEN = "EMSECRET-1d9e5b"
 WT_USER = "WTUSER-77aa"
@@ -97,6 +98,6 @@ def test_config_errors_do_not_echo_secrets(tmp_path: Path) -> None:
     for section in bad:
         name = next(iter(section))
         config = parse({"providers": [name], **section})
-        with pytest.raises(ConfigError) as info:
+        with pytest.raises(InvalidInput) as info:
             build_providers(config, env=env)
         assert_clean(str(info.value))

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from webhook.config import ConfigError
 from webhook.providers.base import ZoneNotSupported
+from webhook.providers.http import HttpSettings
 from webhook.providers.trace import TraceProvider
+from webhook.validation import InvalidInput
 
 HEADER = (
     "Datetime (UTC),Country,Zone Name,Zone Id,Carbon Intensity gCO\u2082eq/kWh (direct),"
@@ -31,6 +32,9 @@ def write_trace(folder: Path, zone: str, hours: int = 48) -> Path:
     return path
 
 
+HTTP = HttpSettings()
+
+
 class Clock:
     def __init__(self, now: datetime) -> None:
         self.now = now
@@ -42,7 +46,7 @@ class Clock:
 async def test_realtime_uses_same_hour_of_year(tmp_path: Path) -> None:
     write_trace(tmp_path, "DE")
     clock = Clock(datetime(2026, 1, 1, 5, 30, tzinfo=UTC))
-    provider = TraceProvider.from_options({"path": str(tmp_path)}, env={}, clock=clock)
+    provider = TraceProvider.from_options({"path": str(tmp_path)}, HTTP, {}, clock=clock)
     reading = await provider.latest("DE")
     assert reading.value == 105.0  # lifecycle, hour 5
     assert reading.estimated
@@ -57,7 +61,8 @@ async def test_shifted_maps_trace_start_to_now_and_direct_column(tmp_path: Path)
     clock = Clock(datetime(2026, 7, 9, 14, 10, tzinfo=UTC))
     provider = TraceProvider.from_options(
         {"path": str(tmp_path), "mode": "shifted", "column": "direct", "forecast_hours": 3},
-        env={},
+        HTTP,
+        {},
         clock=clock,
     )
     assert (await provider.latest("GB")).value == 0.5
@@ -71,19 +76,19 @@ async def test_shifted_maps_trace_start_to_now_and_direct_column(tmp_path: Path)
 async def test_zones_and_options(tmp_path: Path) -> None:
     write_trace(tmp_path, "DE")
     single = write_trace(tmp_path, "FR")
-    provider = TraceProvider.from_options({}, env={"CARBONSHIFT_TRACE_PATH": str(tmp_path)})
+    provider = TraceProvider.from_options({}, HTTP, {"CARBONSHIFT_TRACE_PATH": str(tmp_path)})
     assert provider.zones() == ["DE", "FR"]
     with pytest.raises(ZoneNotSupported):
         await provider.latest("PL")
-    assert TraceProvider.from_options({"path": str(single)}, env={}).zones() == ["FR"]
-    with pytest.raises(ConfigError, match=r"trace\.path"):
-        TraceProvider.from_options({}, env={})
-    with pytest.raises(ConfigError, match=r"trace\.path"):
-        TraceProvider.from_options({"path": str(tmp_path / "nope")}, env={})
-    with pytest.raises(ConfigError, match=r"trace\.mode"):
-        TraceProvider.from_options({"path": str(tmp_path), "mode": "later"}, env={})
-    with pytest.raises(ConfigError, match=r"trace\.forecast_hours"):
-        TraceProvider.from_options({"path": str(tmp_path), "forecast_hours": 1000}, env={})
+    assert TraceProvider.from_options({"path": str(single)}, HTTP, {}).zones() == ["FR"]
+    with pytest.raises(InvalidInput, match=r"trace\.path"):
+        TraceProvider.from_options({}, HTTP, {})
+    with pytest.raises(InvalidInput, match=r"trace\.path"):
+        TraceProvider.from_options({"path": str(tmp_path / "nope")}, HTTP, {})
+    with pytest.raises(InvalidInput, match=r"trace\.mode"):
+        TraceProvider.from_options({"path": str(tmp_path), "mode": "later"}, HTTP, {})
+    with pytest.raises(InvalidInput, match=r"trace\.forecast_hours"):
+        TraceProvider.from_options({"path": str(tmp_path), "forecast_hours": 1000}, HTTP, {})
 
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "traces" / "electricitymaps-hourly-2023"
@@ -91,7 +96,7 @@ SHARED = Path(__file__).resolve().parents[3] / "shared" / "traces" / "electricit
 
 @pytest.mark.skipif(not SHARED.is_dir(), reason="the shared trace set is not next to the repo")
 async def test_shared_trace_set_loads_every_zone() -> None:
-    provider = TraceProvider.from_options({"path": str(SHARED)}, env={})
+    provider = TraceProvider.from_options({"path": str(SHARED)}, HTTP, {})
     assert {"DE", "GB", "US-CAL-CISO", "JP-TK"} <= set(provider.zones())
     reading = await provider.latest("GB")
     assert 0 < reading.value < 1000

@@ -11,7 +11,6 @@ import pytest
 from structlog.testing import capture_logs
 
 from tests.providers.fakes import FakeUpstream, Reply
-from webhook.config import ConfigError
 from webhook.intensity import Signal
 from webhook.providers.base import AuthenticationFailed, IncomparableSignal
 from webhook.providers.credentials import Secret
@@ -21,6 +20,7 @@ from webhook.providers.watttime import (
     TOKEN_LIFETIME,
     WattTimeProvider,
 )
+from webhook.validation import InvalidInput
 
 USER, PASSWORD = "wt-user", "wt-pass-91c2"
 START = datetime(2026, 3, 1, 10, tzinfo=UTC)
@@ -155,13 +155,13 @@ def test_options(tmp_path: Path, fast: HttpSettings) -> None:
     assert wt.http.base_url == "http://127.0.0.1:9"
     assert PASSWORD not in repr(wt)
     assert repr(Secret(PASSWORD)) == "Secret('***')"
-    with pytest.raises(ConfigError, match=r"watttime\.password_file.*WATTTIME_PASSWORD"):
+    with pytest.raises(InvalidInput, match=r"watttime\.password_file.*WATTTIME_PASSWORD"):
         WattTimeProvider.from_options({}, fast, env={"WATTTIME_USERNAME": USER})
-    with pytest.raises(ConfigError, match="do not put credentials"):
+    with pytest.raises(InvalidInput, match="do not put credentials"):
         WattTimeProvider.from_options({"password": PASSWORD}, fast, env=env)
-    with pytest.raises(ConfigError, match=r"watttime\.regions"):
+    with pytest.raises(InvalidInput, match=r"watttime\.regions"):
         WattTimeProvider.from_options({"regions": ["CAISO_NORTH"]}, fast, env=env)
-    with pytest.raises(ConfigError, match="cannot read the credential file"):
+    with pytest.raises(InvalidInput, match="cannot read the credential file"):
         WattTimeProvider.from_options(
             {"password_file": str(tmp_path / "missing")}, fast, env={"WATTTIME_USERNAME": USER}
         )

@@ -67,6 +67,13 @@ class Provider(Protocol):
         """Short name used in config (``providers: [...]``), decisions, logs and metrics."""
         ...
 
+    @property
+    def worst_case_seconds(self) -> float:
+        """Longest one :meth:`latest` or :meth:`forecast` call may take, retries and
+        backoff included; the feed holds a shared-cache lease this long while it fetches.
+        Providers without network I/O answer a small constant."""
+        ...
+
     async def latest(self, zone: str) -> Reading:
         """The most recent reading for ``zone``; raises :class:`ProviderError`."""
         ...

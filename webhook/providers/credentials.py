@@ -7,12 +7,10 @@ as ``Secret('***')``. Code that must send it calls :meth:`Secret.reveal` at the 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
-from webhook.config import ConfigError
+from webhook.validation import InvalidInput
 
 
 class Secret:
@@ -43,48 +41,42 @@ def _read_file(path: str, key: str) -> str:
     try:
         text = Path(path).read_text("utf-8").strip()
     except OSError as exc:
-        raise ConfigError(key, f"cannot read the credential file {path}: {exc.strerror}") from None
+        raise InvalidInput(key, f"cannot read the credential file {path}: {exc.strerror}") from None
     if not text:
-        raise ConfigError(key, f"the credential file {path} is empty")
+        raise InvalidInput(key, f"the credential file {path} is empty")
     return text
 
 
 def resolve_secret(
-    options: Mapping[str, Any],
     *,
-    provider: str,
-    option: str,
-    env: str,
-    env_map: Mapping[str, str] | None = None,
+    key: str,
+    literal: str | None,
+    file: str | None,
+    env_name: str,
+    env: Mapping[str, str],
     literal_ok: bool = False,
 ) -> Secret | None:
     """Find one credential; the first source that is set wins.
 
-    Order: option ``<option>_file`` (a mounted Secret), env ``<env>_FILE``, env ``<env>``.
-    A literal value in the YAML file is refused unless ``literal_ok`` (for a user name):
-    config files end up in ConfigMaps and version control. Returns None when no source
-    is set.
+    ``key`` is the option's dotted name (``watttime.password``); ``literal`` and
+    ``file`` are the values of options ``<key>`` and ``<key>_file``. Order: the file
+    option (a mounted Secret), env ``<env_name>_FILE``, env ``<env_name>``. A literal
+    value in the YAML file is refused unless ``literal_ok`` (for a user name): config
+    files end up in ConfigMaps and version control. Returns None when no source is set.
     """
-    environ = os.environ if env_map is None else env_map
-    if option in options and literal_ok:
-        value = options[option]
-        if not isinstance(value, str) or not value:
-            raise ConfigError(f"{provider}.{option}", "must be a non-empty string")
-        return Secret(value)
-    if option in options:
-        raise ConfigError(
-            f"{provider}.{option}",
+    option = key.rsplit(".", 1)[-1]
+    if literal is not None and literal_ok:
+        return Secret(literal)
+    if literal is not None:
+        raise InvalidInput(
+            key,
             f"do not put credentials in the config file; use {option}_file "
-            f"(a mounted Secret) or the environment variable {env}",
+            f"(a mounted Secret) or the environment variable {env_name}",
         )
-    file_key = f"{option}_file"
-    if file_key in options:
-        path = options[file_key]
-        if not isinstance(path, str) or not path:
-            raise ConfigError(f"{provider}.{file_key}", "must be a file path")
-        return Secret(_read_file(path, f"{provider}.{file_key}"))
-    if environ.get(f"{env}_FILE"):
-        return Secret(_read_file(environ[f"{env}_FILE"], f"{env}_FILE"))
-    if environ.get(env):
-        return Secret(environ[env].strip())
+    if file is not None:
+        return Secret(_read_file(file, f"{key}_file"))
+    if env.get(f"{env_name}_FILE"):
+        return Secret(_read_file(env[f"{env_name}_FILE"], f"{env_name}_FILE"))
+    if env.get(env_name):
+        return Secret(env[env_name].strip())
     return None

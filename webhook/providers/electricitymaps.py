@@ -19,21 +19,36 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from webhook.config import ConfigError
+import msgspec
+
 from webhook.intensity import Reading, Signal
 from webhook.providers import wire
 from webhook.providers.base import ProviderError, ZoneNotSupported
 from webhook.providers.credentials import Secret, resolve_secret
-from webhook.providers.http import HTTP_OPTION_KEYS, HttpClient, HttpSettings
-from webhook.providers.options import Options
+from webhook.providers.http import HttpClient, HttpSettings
+from webhook.providers.options import NetworkOptions, NonEmpty, base_url, parse
+from webhook.validation import InvalidInput
 
 NAME = "electricitymaps"
 DEFAULT_URL = "https://api.electricitymap.org/v3"
 TOKEN_ENV = "ELECTRICITY_MAPS_API_TOKEN"  # noqa: S105 (a variable name)
 URL_ENV = "ELECTRICITY_MAPS_API_URL"
-OPTION_KEYS = ("url", "token", "token_file", "emission_factor", *HTTP_OPTION_KEYS)
+CALLS_PER_FETCH = 2
+"""HTTP requests one :meth:`ElectricityMapsProvider.latest` may make (latest, then history)."""
+
+
+class Options(NetworkOptions, forbid_unknown_fields=True, kw_only=True):
+    """The ``electricitymaps`` config section (see the module docstring)."""
+
+    token: NonEmpty | None = None
+    """Refused with a message: credentials do not belong in the config file."""
+    token_file: NonEmpty | None = None
+    emission_factor: Annotated[
+        Literal["lifecycle", "direct"], msgspec.Meta(description="lifecycle (default) or direct")
+    ] = "lifecycle"
+
 
 _GRANULARITY = {
     "5_minutes": timedelta(minutes=5),
@@ -67,28 +82,32 @@ class ElectricityMapsProvider:
 
     @classmethod
     def from_options(
-        cls,
-        section: Mapping[str, Any] | None,
-        settings: HttpSettings,
-        env: Mapping[str, str] | None = None,
+        cls, section: Mapping[str, Any] | None, http: HttpSettings, env: Mapping[str, str]
     ) -> ElectricityMapsProvider:
         """Build from the config section and environment (see the module docstring)."""
-        options = Options(NAME, section, OPTION_KEYS, env)
+        options = parse(section, Options, NAME)
         token = resolve_secret(
-            options.section, provider=NAME, option="token", env=TOKEN_ENV, env_map=env
-        )
+            key=f"{NAME}.token", literal=options.token, file=options.token_file,
+            env_name=TOKEN_ENV, env=env,
+        )  # fmt: skip
         if token is None:
-            raise ConfigError(
+            raise InvalidInput(
                 f"{NAME}.token_file",
                 f"no API token: set {TOKEN_ENV} (or {TOKEN_ENV}_FILE) or token_file "
                 "to a file holding it",
             )
         return cls(
             token,
-            url=options.url("url", URL_ENV, DEFAULT_URL),
-            emission_factor=options.choice("emission_factor", ("lifecycle", "direct"), "lifecycle"),
-            settings=settings.with_options(options),
+            url=base_url(
+                options.url, provider=NAME, env=env, env_name=URL_ENV, default=DEFAULT_URL
+            ),
+            emission_factor=options.emission_factor,
+            settings=http.with_options(options),
         )
+
+    @property
+    def worst_case_seconds(self) -> float:
+        return CALLS_PER_FETCH * self.http.settings.worst_case_seconds()
 
     def __repr__(self) -> str:
         return f"ElectricityMapsProvider(url={self.http.where('')!r})"

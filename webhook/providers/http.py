@@ -46,7 +46,7 @@ from webhook.providers.base import (
     ZoneNotSupported,
 )
 from webhook.providers.breaker import CircuitBreaker
-from webhook.providers.options import Options
+from webhook.providers.options import NetworkOptions
 
 log = structlog.get_logger("carbonshift.providers")
 _rng = random.SystemRandom()
@@ -72,22 +72,20 @@ class HttpSettings:
     breaker_reset_seconds: float = 60.0
     """How long an open circuit stays open before one trial call."""
 
-    def with_options(self, options: Options) -> HttpSettings:
+    def with_options(self, options: NetworkOptions) -> HttpSettings:
         """Per-provider overrides (``timeout_seconds``, ``retries``) from its section."""
-        timeout = options.number("timeout_seconds", self.timeout_seconds, minimum=0.05)
-        retries = options.integer("retries", self.retries, minimum=0)
-        assert timeout is not None
-        assert retries is not None
-        return dataclasses.replace(self, timeout_seconds=timeout, retries=retries)
+        return dataclasses.replace(
+            self,
+            timeout_seconds=(
+                self.timeout_seconds if options.timeout_seconds is None else options.timeout_seconds
+            ),
+            retries=self.retries if options.retries is None else options.retries,
+        )
 
     def worst_case_seconds(self) -> float:
         """Upper bound of one :meth:`HttpClient.get_json` call (used for cache leases)."""
         attempts = self.retries + 1
         return attempts * self.timeout_seconds + self.retries * self.backoff_max_seconds
-
-
-HTTP_OPTION_KEYS = ("timeout_seconds", "retries")
-"""Keys every network provider accepts in its section to override the feed defaults."""
 
 
 def parse_retry_after(value: str | None, now: datetime | None = None) -> float | None:

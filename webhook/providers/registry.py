@@ -1,17 +1,94 @@
-"""Build the configured provider chain."""
+"""Every provider carbonshift knows: one row each, and the chain built from them.
+
+:data:`PROVIDERS` maps a provider's config name to its :class:`ProviderRow`: the
+factory that builds it from its YAML section and the struct describing that section.
+The configuration takes the known names from it (``tuple(PROVIDERS)``) and
+:func:`build_providers` walks it. Adding a provider is one module, one row here and its
+tests.
+
+Nothing here imports :mod:`webhook.config` at run time: the configuration imports this
+module.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+import os
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
 
-from webhook.config import Config, ConfigError, FeedConfig
+import msgspec
+
+from webhook.providers import electricitymaps, static, trace, ukgrid, watttime
 from webhook.providers.base import Provider
-from webhook.providers.electricitymaps import ElectricityMapsProvider
 from webhook.providers.http import HttpSettings
-from webhook.providers.static import StaticProvider
-from webhook.providers.trace import TraceProvider
-from webhook.providers.ukgrid import UKGridProvider
-from webhook.providers.watttime import WattTimeProvider
+from webhook.providers.options import NetworkOptions, NoOptions, parse
+from webhook.validation import InvalidInput
+
+if TYPE_CHECKING:
+    from webhook.config import Config, FeedConfig
+
+Factory = Callable[[Mapping[str, Any] | None, HttpSettings, Mapping[str, str]], Provider]
+"""Builds a provider from its config section (None: absent), the HTTP settings from
+the ``feed`` section and the environment (credentials, URL overrides); raises
+:class:`InvalidInput` naming ``<provider>.<key>``."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ProviderRow:
+    """One provider: its config name, factory and options schema."""
+
+    name: str
+    factory: Factory
+    options: type[msgspec.Struct]
+    """The struct its YAML section must fit (unknown keys are refused)."""
+    summary: str
+    """One line for listings: what it is and what it needs."""
+
+    def check(self, section: Mapping[str, Any] | None) -> None:
+        """Validate the section's shape only (no files or environment are read)."""
+        parse(section, self.options, self.name)
+
+
+PROVIDERS: Mapping[str, ProviderRow] = MappingProxyType(
+    {
+        row.name: row
+        for row in (
+            ProviderRow(
+                electricitymaps.NAME,
+                electricitymaps.ElectricityMapsProvider.from_options,
+                electricitymaps.Options,
+                "Electricity Maps API v3, average intensity; needs an API token",
+            ),
+            ProviderRow(
+                watttime.NAME,
+                watttime.WattTimeProvider.from_options,
+                watttime.Options,
+                "WattTime API v3, marginal intensity (MOER); needs an account",
+            ),
+            ProviderRow(
+                ukgrid.NAME,
+                ukgrid.UKGridProvider.from_options,
+                NetworkOptions,
+                "UK Carbon Intensity API, Great Britain national and regional; no key",
+            ),
+            ProviderRow(
+                static.NAME,
+                static.StaticProvider.from_options,
+                NoOptions,
+                "embedded annual averages; no key, no network",
+            ),
+            ProviderRow(
+                trace.NAME,
+                trace.TraceProvider.from_options,
+                trace.Options,
+                "replay of Electricity Maps hourly CSV exports; no network",
+            ),
+        )
+    }
+)
+"""Provider name -> row, in the usual chain order."""
 
 
 def http_settings(feed: FeedConfig) -> HttpSettings:
@@ -30,24 +107,16 @@ def build_providers(config: Config, env: Mapping[str, str] | None = None) -> lis
 
     Each provider validates its own config section (``config.provider_options``) and
     reads credentials from ``env`` (default: the process environment); a problem
-    raises :class:`ConfigError` naming ``<provider>.<key>``.
+    raises :class:`InvalidInput` naming ``<provider>.<key>``, an unknown name
+    ``providers[i]``.
     """
+    environ: Mapping[str, str] = os.environ if env is None else env
     settings = http_settings(config.feed)
     chain: list[Provider] = []
     for i, name in enumerate(config.providers):
-        section = config.provider_options.get(name)
-        if name == "static":
-            if section:
-                raise ConfigError(f"{name}.{next(iter(section))}", "static takes no options")
-            chain.append(StaticProvider())
-        elif name == "electricitymaps":
-            chain.append(ElectricityMapsProvider.from_options(section, settings, env))
-        elif name == "watttime":
-            chain.append(WattTimeProvider.from_options(section, settings, env))
-        elif name == "ukgrid":
-            chain.append(UKGridProvider.from_options(section, settings, env))
-        elif name == "trace":
-            chain.append(TraceProvider.from_options(section, env))
-        else:
-            raise ConfigError(f"providers[{i}]", f"provider {name!r} is not available")
+        row = PROVIDERS.get(name)
+        if row is None:
+            known = ", ".join(PROVIDERS)
+            raise InvalidInput(f"providers[{i}]", f"unknown provider {name!r} (known: {known})")
+        chain.append(row.factory(config.provider_options.get(name), settings, environ))
     return chain

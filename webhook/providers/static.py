@@ -8,9 +8,12 @@ import functools
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from importlib import resources
+from typing import Any
 
 from webhook.intensity import Reading, Signal, utcnow
 from webhook.providers.base import ZoneNotSupported
+from webhook.providers.http import HttpSettings
+from webhook.providers.options import NoOptions, parse
 
 NAME = "static"
 
@@ -53,8 +56,19 @@ class StaticProvider:
 
     name = NAME
 
+    worst_case_seconds = 1.0
+    """A table lookup: no network."""
+
     def __init__(self, clock: Callable[[], datetime] = utcnow) -> None:
         self._clock = clock
+
+    @classmethod
+    def from_options(
+        cls, section: Mapping[str, Any] | None, http: HttpSettings, env: Mapping[str, str]
+    ) -> StaticProvider:
+        """The static provider takes no options; any key in its section is an error."""
+        parse(section, NoOptions, NAME)
+        return cls()
 
     def zones(self) -> Sequence[str]:
         """Every zone key in the table, sorted."""

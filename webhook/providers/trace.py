@@ -24,25 +24,44 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
+
+import msgspec
 
 from webhook import traces
-from webhook.config import ConfigError
 from webhook.intensity import Reading, Signal, utcnow
 from webhook.providers.base import ZoneNotSupported
-from webhook.providers.options import Options
+from webhook.providers.http import HttpSettings
+from webhook.providers.options import NonEmpty, parse
+from webhook.validation import InvalidInput
 
 NAME = "trace"
 PATH_ENV = "CARBONSHIFT_TRACE_PATH"
-OPTION_KEYS = ("path", "column", "mode", "forecast_hours")
 MODES = ("realtime", "shifted")
 HOUR = timedelta(hours=1)
+
+
+class Options(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """The ``trace`` config section (see the module docstring)."""
+
+    path: NonEmpty | None = None
+    column: Annotated[
+        Literal["lifecycle", "direct"], msgspec.Meta(description="lifecycle (default) or direct")
+    ] = "lifecycle"
+    mode: Annotated[
+        Literal["realtime", "shifted"], msgspec.Meta(description="realtime (default) or shifted")
+    ] = "realtime"
+    forecast_hours: Annotated[
+        int, msgspec.Meta(ge=1, le=168, description="hours of forecast, 1 to 168")
+    ] = 24
 
 
 class TraceProvider:
     """Hourly values replayed from CSV traces (see the module docstring)."""
 
     name = NAME
+    worst_case_seconds = 1.0
+    """Traces are read at start-up: no I/O per call."""
 
     def __init__(
         self,
@@ -66,14 +85,17 @@ class TraceProvider:
     def from_options(
         cls,
         section: Mapping[str, Any] | None,
-        env: Mapping[str, str] | None = None,
+        http: HttpSettings,
+        env: Mapping[str, str],
+        *,
         clock: Callable[[], datetime] = utcnow,
     ) -> TraceProvider:
-        """Load the traces named by the config section (see the module docstring)."""
-        options = Options(NAME, section, OPTION_KEYS, env)
-        path = options.string("path") or options.env.get(PATH_ENV)
+        """Load the traces named by the config section (see the module docstring);
+        ``http`` is unused (no network)."""
+        options = parse(section, Options, NAME)
+        path = options.path or env.get(PATH_ENV)
         if not path:
-            raise ConfigError(
+            raise InvalidInput(
                 f"{NAME}.path", f"set trace.path (or {PATH_ENV}) to a trace CSV file or folder"
             )
         try:
@@ -83,16 +105,12 @@ class TraceProvider:
                 one = traces.read(path)
                 loaded = {one.zone: one}
         except traces.TraceError as exc:
-            raise ConfigError(f"{NAME}.path", str(exc)) from None
-        hours = options.integer("forecast_hours", 24, minimum=1)
-        assert hours is not None
-        if hours > 168:
-            raise ConfigError(f"{NAME}.forecast_hours", f"must be at most 168, got {hours}")
+            raise InvalidInput(f"{NAME}.path", str(exc)) from None
         return cls(
             loaded,
-            column=traces.Column(options.choice("column", ("lifecycle", "direct"), "lifecycle")),
-            mode=options.choice("mode", MODES, "realtime"),
-            forecast_hours=hours,
+            column=traces.Column(options.column),
+            mode=options.mode,
+            forecast_hours=options.forecast_hours,
             clock=clock,
         )
 

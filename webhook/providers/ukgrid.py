@@ -26,13 +26,12 @@ from typing import Any
 from webhook.intensity import Reading, Signal, utcnow
 from webhook.providers import wire
 from webhook.providers.base import ProviderError, ZoneNotSupported
-from webhook.providers.http import HTTP_OPTION_KEYS, HttpClient, HttpSettings
-from webhook.providers.options import Options
+from webhook.providers.http import HttpClient, HttpSettings
+from webhook.providers.options import NetworkOptions, base_url, parse
 
 NAME = "ukgrid"
 DEFAULT_URL = "https://api.carbonintensity.org.uk"
 URL_ENV = "UKGRID_API_URL"
-OPTION_KEYS = ("url", *HTTP_OPTION_KEYS)
 NATIONAL = "GB"
 REGION_PREFIX = "GB-REGION-"
 REGIONS = {
@@ -62,16 +61,16 @@ class UKGridProvider:
 
     @classmethod
     def from_options(
-        cls,
-        section: Mapping[str, Any] | None,
-        settings: HttpSettings,
-        env: Mapping[str, str] | None = None,
+        cls, section: Mapping[str, Any] | None, http: HttpSettings, env: Mapping[str, str]
     ) -> UKGridProvider:
-        """Build from the config section and environment."""
-        options = Options(NAME, section, OPTION_KEYS, env)
-        return cls(
-            url=options.url("url", URL_ENV, DEFAULT_URL), settings=settings.with_options(options)
-        )
+        """Build from the config section (``url``, ``timeout_seconds``, ``retries``)."""
+        options = parse(section, NetworkOptions, NAME)
+        url = base_url(options.url, provider=NAME, env=env, env_name=URL_ENV, default=DEFAULT_URL)
+        return cls(url=url, settings=http.with_options(options))
+
+    @property
+    def worst_case_seconds(self) -> float:
+        return self.http.settings.worst_case_seconds()
 
     def __repr__(self) -> str:
         return f"UKGridProvider(url={self.http.where('')!r})"

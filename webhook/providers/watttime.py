@@ -32,11 +32,11 @@ import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Annotated, Any
 
+import msgspec
 import structlog
 
-from webhook.config import ConfigError
 from webhook.intensity import Reading, Signal
 from webhook.providers import wire
 from webhook.providers.base import (
@@ -45,18 +45,15 @@ from webhook.providers.base import (
     ProviderError,
 )
 from webhook.providers.credentials import Secret, resolve_secret
-from webhook.providers.http import HTTP_OPTION_KEYS, HttpClient, HttpSettings
-from webhook.providers.options import Options
+from webhook.providers.http import HttpClient, HttpSettings
+from webhook.providers.options import NetworkOptions, NonEmpty, base_url, parse
+from webhook.validation import InvalidInput
 
 NAME = "watttime"
 DEFAULT_URL = "https://api.watttime.org"
 URL_ENV = "WATTTIME_API_URL"
 USER_ENV = "WATTTIME_USERNAME"
 PASSWORD_ENV = "WATTTIME_PASSWORD"  # noqa: S105 (a variable name)
-OPTION_KEYS = (
-    "url", "username", "username_file", "password", "password_file", "regions",
-    *HTTP_OPTION_KEYS,
-)  # fmt: skip
 SIGNAL_TYPE = "co2_moer"
 LBS_PER_MWH_TO_G_PER_KWH = 0.453592
 TOKEN_LIFETIME = 30 * 60.0
@@ -64,7 +61,27 @@ TOKEN_LIFETIME = 30 * 60.0
 TOKEN_MARGIN = 5 * 60.0
 """Renew this many seconds before the token expires."""
 
+CALLS_PER_FETCH = 4
+"""HTTP requests one :meth:`WattTimeProvider.latest` may make: login, forecast, and on a
+401 a second login and forecast (or the historical / signal-index fallback)."""
+
 log = structlog.get_logger("carbonshift.providers.watttime")
+
+
+class Options(NetworkOptions, forbid_unknown_fields=True, kw_only=True):
+    """The ``watttime`` config section (see the module docstring)."""
+
+    username: NonEmpty | None = None
+    username_file: NonEmpty | None = None
+    password: NonEmpty | None = None
+    """Refused with a message: credentials do not belong in the config file."""
+    password_file: NonEmpty | None = None
+    regions: Annotated[
+        dict[str, NonEmpty],
+        msgspec.Meta(
+            description="map zone keys to WattTime regions, e.g. {US-CAL-CISO: CAISO_NORTH}"
+        ),
+    ] = msgspec.field(default_factory=dict)
 
 
 class WattTimeProvider:
@@ -99,43 +116,39 @@ class WattTimeProvider:
 
     @classmethod
     def from_options(
-        cls,
-        section: Mapping[str, Any] | None,
-        settings: HttpSettings,
-        env: Mapping[str, str] | None = None,
+        cls, section: Mapping[str, Any] | None, http: HttpSettings, env: Mapping[str, str]
     ) -> WattTimeProvider:
         """Build from the config section and environment (see the module docstring)."""
-        options = Options(NAME, section, OPTION_KEYS, env)
+        options = parse(section, Options, NAME)
         user = resolve_secret(
-            options.section, provider=NAME, option="username", env=USER_ENV, env_map=env,
-            literal_ok=True,
+            key=f"{NAME}.username", literal=options.username, file=options.username_file,
+            env_name=USER_ENV, env=env, literal_ok=True,
         )  # fmt: skip
         password = resolve_secret(
-            options.section, provider=NAME, option="password", env=PASSWORD_ENV, env_map=env
-        )
+            key=f"{NAME}.password", literal=options.password, file=options.password_file,
+            env_name=PASSWORD_ENV, env=env,
+        )  # fmt: skip
         if user is None or password is None:
             missing = "username" if user is None else "password"
             env_name = USER_ENV if user is None else PASSWORD_ENV
-            raise ConfigError(
+            raise InvalidInput(
                 f"{NAME}.{missing}_file",
                 f"no WattTime {missing}: set {env_name} (or {env_name}_FILE) or "
                 f"{missing}_file to a file holding it",
             )
-        regions = options.section.get("regions", {})
-        if not isinstance(regions, Mapping) or not all(
-            isinstance(k, str) and isinstance(v, str) and v for k, v in regions.items()
-        ):
-            raise ConfigError(
-                f"{NAME}.regions", "must map zone keys to WattTime regions, e.g. "
-                "{US-CAL-CISO: CAISO_NORTH}",
-            )  # fmt: skip
         return cls(
             user,
             password,
-            url=options.url("url", URL_ENV, DEFAULT_URL),
-            regions=regions,
-            settings=settings.with_options(options),
+            url=base_url(
+                options.url, provider=NAME, env=env, env_name=URL_ENV, default=DEFAULT_URL
+            ),
+            regions=options.regions,
+            settings=http.with_options(options),
         )
+
+    @property
+    def worst_case_seconds(self) -> float:
+        return CALLS_PER_FETCH * self.http.settings.worst_case_seconds()
 
     def __repr__(self) -> str:
         return f"WattTimeProvider(url={self.http.where('')!r})"
