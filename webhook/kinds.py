@@ -110,8 +110,3 @@ def find(group: str, kind: str) -> Kind | None:
     """The row for ``group``/``kind`` (any version: the API server may convert), or None."""
     return _BY_NAME.get((group, kind))
 
-
-def of_api_version(api_version: str, kind: str) -> Kind | None:
-    """The row for a manifest's ``apiVersion`` and ``kind``."""
-    group = api_version.rpartition("/")[0]
-    return find(group, kind)
