@@ -5,6 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+PY_DIRS := webhook devtools tests bench
 
 .PHONY: help venv run test unit lint typecheck bench clean binaries sandbox sandbox-down e2e plugin-test
 
@@ -23,8 +24,8 @@ run: $(STAMP) ## Start the webhook on https://127.0.0.1:8443 with the embedded d
 	$(BIN)/carbonshift serve --config config/example.yaml --host 127.0.0.1 --port 8443 --cert-dir certs
 
 lint: $(STAMP) ## ruff + mypy --strict + hadolint
-	$(BIN)/ruff check webhook tests bench
-	$(BIN)/ruff format --check webhook tests bench
+	$(BIN)/ruff check $(PY_DIRS)
+	$(BIN)/ruff format --check $(PY_DIRS)
 	$(BIN)/mypy
 	$(BIN)/hadolint Dockerfile
 
@@ -53,10 +54,10 @@ e2e: $(STAMP) ## End-to-end tests: kubectl apply against a real kube-apiserver (
 	$(BIN)/pytest -m e2e -q tests/e2e
 
 sandbox: $(STAMP) binaries ## Local control plane with carbonshift; prints how to kubectl apply
-	$(BIN)/python -m webhook.sandbox up
+	$(BIN)/python -m devtools.sandbox up
 
 sandbox-down: ## Stop everything `make sandbox` started
-	$(BIN)/python -m webhook.sandbox down
+	$(BIN)/python -m devtools.sandbox down
 
 bench: $(STAMP) ## Benchmarks; results go to bench/results/ and the README table
 	@command -v wrk >/dev/null || { echo "installing wrk (Debian package)"; apt-get install -y -qq wrk; }

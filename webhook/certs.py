@@ -3,7 +3,8 @@
 EC P-256 keys; the CA has ``BasicConstraints(ca=True, path_length=0)`` and
 ``KeyUsage(key_cert_sign, crl_sign)``; the serving certificate has the Service DNS
 names (and any IPs) as SANs and ``ExtendedKeyUsage(serverAuth)``. kube-apiserver
-ignores the CN and checks only SANs.
+ignores the CN and checks only SANs. :func:`make_client` issues client certificates
+from the same CA (the development control plane uses one for its admin user).
 """
 
 from __future__ import annotations
@@ -127,36 +128,82 @@ def make_ca(common_name: str = "carbonshift-ca") -> tuple[bytes, bytes]:
     return cert.public_bytes(serialization.Encoding.PEM), _pem_key(key)
 
 
-def make_serving(ca_cert: bytes, ca_key: bytes, hosts: Iterable[str]) -> tuple[bytes, bytes]:
-    """A serving certificate and key for ``hosts`` (DNS names or IPs), signed by the CA."""
+def make_serving(
+    ca_cert: bytes, ca_key: bytes, hosts: Iterable[str], common_name: str | None = None
+) -> tuple[bytes, bytes]:
+    """A serving certificate and key for ``hosts`` (DNS names or IPs), signed by the CA.
+
+    The subject CN is ``common_name``, or else the first DNS name among ``hosts``.
+    """
     sans = _sans(hosts)
     if not sans:
         raise ValueError("a serving certificate needs at least one DNS name or IP")
+    first = next((n.value for n in sans if isinstance(n, x509.DNSName)), "carbonshift")
+    subject = _name(common_name or str(first))
+    return _sign(ca_cert, ca_key, subject, ExtendedKeyUsageOID.SERVER_AUTH, sans)
+
+
+def make_client(
+    ca_cert: bytes, ca_key: bytes, common_name: str, organizations: Iterable[str] = ()
+) -> tuple[bytes, bytes]:
+    """A client certificate and key signed by the CA (``ExtendedKeyUsage(clientAuth)``).
+
+    kube-apiserver reads the CN as the user name and each O as a group, so the subject
+    holds exactly ``organizations`` and ``common_name``.
+    """
+    attributes = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in organizations]
+    attributes.append(x509.NameAttribute(NameOID.COMMON_NAME, common_name))
+    return _sign(ca_cert, ca_key, x509.Name(attributes), ExtendedKeyUsageOID.CLIENT_AUTH, [])
+
+
+def make_signing_key() -> tuple[bytes, bytes]:
+    """A bare EC key pair with no certificate: the private key (PKCS#8 PEM) and the public
+    key (SubjectPublicKeyInfo PEM), e.g. for signing service-account tokens."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    public = key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    return _pem_key(key), public
+
+
+def _sign(
+    ca_cert: bytes,
+    ca_key: bytes,
+    subject: x509.Name,
+    usage: x509.ObjectIdentifier,
+    sans: list[x509.GeneralName],
+) -> tuple[bytes, bytes]:
+    """A leaf certificate for a new key, signed by the CA; SANs only when given."""
     issuer = x509.load_pem_x509_certificate(ca_cert)
     signer = serialization.load_pem_private_key(ca_key, password=None)
     if not isinstance(signer, ec.EllipticCurvePrivateKey):
         raise TypeError("the CA key must be an EC key")
     key = ec.generate_private_key(ec.SECP256R1())
     now = datetime.now(UTC)
-    first = next((n.value for n in sans if isinstance(n, x509.DNSName)), "carbonshift")
-    cert = (
+    builder = (
         x509.CertificateBuilder()
-        .subject_name(_name(str(first)))
+        .subject_name(subject)
         .issuer_name(issuer.subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - timedelta(hours=1))
         .not_valid_after(now + timedelta(days=SERVING_DAYS))
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
         .add_extension(
             x509.AuthorityKeyIdentifier.from_issuer_public_key(signer.public_key()),
             critical=False,
         )
-        .sign(signer, hashes.SHA256())
     )
+    if sans:
+        builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+    cert = builder.sign(signer, hashes.SHA256())
     return cert.public_bytes(serialization.Encoding.PEM), _pem_key(key)
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """Write ``data`` atomically, readable by the owner only (keys, kubeconfigs)."""
+    _atomic_write(path, data, 0o600)
 
 
 def issue(hosts: Iterable[str]) -> Bundle:

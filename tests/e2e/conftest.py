@@ -1,5 +1,5 @@
 """One real control plane per test session: etcd, kube-apiserver, the Karmada and Karpenter
-CRDs, karmada-webhook and carbonshift, all on 127.0.0.1 (``webhook.sandbox``).
+CRDs, karmada-webhook and carbonshift, all on 127.0.0.1 (``devtools.sandbox``).
 
 The binaries come from ``hack/build-binaries.sh`` (Go modules, cached). Under ``CI=true`` a
 binary that cannot be built or started fails the tests; elsewhere a missing Go toolchain
@@ -18,7 +18,7 @@ from typing import NoReturn
 import pytest
 from e2e_support import Kube
 
-from webhook.sandbox import Layout, Sandbox, SandboxError
+from devtools.sandbox import Layout, Sandbox, SandboxError
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
 CERT_RELOAD_SECONDS = 1.0

@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from webhook.sandbox import Sandbox
+from devtools.sandbox import Sandbox
 
 DEMO = ("member-se", "member-fr", "member-pl")  # greenest first
 DECISION = "carbonshift.io/decision"

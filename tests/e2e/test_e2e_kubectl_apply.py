@@ -26,7 +26,7 @@ from e2e_support import (
     weights,
 )
 
-from webhook.sandbox import LOOPBACK, Sandbox
+from devtools.sandbox import LOOPBACK, Sandbox
 
 PP_PERMANENT_ID = "propagationpolicy.karmada.io/permanent-id"
 CPP_PERMANENT_ID = "clusterpropagationpolicy.karmada.io/permanent-id"

@@ -8,14 +8,9 @@ from pathlib import Path
 
 from cryptography import x509
 
-from webhook.sandbox import (
-    Layout,
-    carbonshift_webhook_configuration,
-    issue,
-    new_ca,
-    serving_pair,
-    write_atomic_pair,
-)
+from devtools.sandbox.layout import Layout
+from devtools.sandbox.objects import carbonshift_webhook_configuration
+from devtools.sandbox.pki import client_pair, new_ca, serving_pair, write_atomic_pair
 
 
 def test_serving_certificate_verifies_for_the_loopback_address(tmp_path: Path) -> None:
@@ -32,10 +27,12 @@ def test_serving_certificate_verifies_for_the_loopback_address(tmp_path: Path) -
 
 def test_admin_client_certificate_is_in_system_masters() -> None:
     ca = new_ca("test-ca")
-    admin = issue(ca, "admin", organizations=["system:masters"], client=True)
-    subject = x509.load_pem_x509_certificate(admin.cert_pem).subject
-    orgs = [a.value for a in subject.get_attributes_for_oid(x509.NameOID.ORGANIZATION_NAME)]
+    admin = client_pair(ca, "admin", ["system:masters"])
+    cert = x509.load_pem_x509_certificate(admin.cert_pem)
+    orgs = [a.value for a in cert.subject.get_attributes_for_oid(x509.NameOID.ORGANIZATION_NAME)]
     assert orgs == ["system:masters"]
+    usage = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+    assert list(usage) == [x509.ExtendedKeyUsageOID.CLIENT_AUTH]
 
 
 def test_rotation_swaps_both_files_at_once_and_keeps_one_generation(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ import pytest
 import yaml
 from e2e_support import DEMO, Kube, propagation_policy, unique, weights
 
-from webhook.sandbox import Component, KeyPair, Sandbox, SandboxError, free_port, serving_pair
+from devtools.sandbox import Component, KeyPair, Sandbox, SandboxError, free_port, serving_pair
 
 pytestmark = pytest.mark.timeout(900)
 

@@ -1,0 +1,37 @@
+"""A local control plane to try carbonshift with ``kubectl apply`` (a development tool).
+
+``python -m devtools.sandbox up`` starts, on 127.0.0.1 only:
+
+* etcd and kube-apiserver (built from Go modules by ``hack/build-binaries.sh``), with a
+  freshly generated PKI and an admin client certificate (``O=system:masters``);
+* the Karmada and Karpenter CRDs from the shared reference folder, and three demo Karmada
+  member clusters in grids of clearly different carbon intensity;
+* carbonshift itself and karmada-webhook, both registered as admission webhooks.
+
+It writes ``.sandbox/kubeconfig`` and prints the two lines to paste. ``down`` stops every
+process it started (pid files under the state folder); ``status`` tells what runs.
+
+The same :class:`Sandbox` class is the control-plane fixture of the end-to-end tests.
+
+Modules by job: :mod:`~devtools.sandbox.layout` (paths, ports), :mod:`~devtools.sandbox.pki`
+(certificates via :mod:`webhook.certs`, kubeconfig), :mod:`~devtools.sandbox.processes`
+(start, wait, stop), :mod:`~devtools.sandbox.components` (command lines),
+:mod:`~devtools.sandbox.objects` (what gets applied), :mod:`~devtools.sandbox.control_plane`
+(the :class:`Sandbox`), :mod:`~devtools.sandbox.cli`.
+"""
+
+from devtools.sandbox.control_plane import Sandbox
+from devtools.sandbox.layout import LOOPBACK, Layout, SandboxError, free_port
+from devtools.sandbox.pki import KeyPair, serving_pair
+from devtools.sandbox.processes import Component
+
+__all__ = [
+    "LOOPBACK",
+    "Component",
+    "KeyPair",
+    "Layout",
+    "Sandbox",
+    "SandboxError",
+    "free_port",
+    "serving_pair",
+]

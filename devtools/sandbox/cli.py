@@ -1,0 +1,75 @@
+"""``python -m devtools.sandbox up|down|status`` (``make sandbox``, ``make sandbox-down``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from devtools.sandbox.control_plane import Sandbox
+from devtools.sandbox.layout import LOOPBACK, Layout, SandboxError
+
+
+def _print_next_steps(sandbox: Sandbox) -> None:
+    bin_dir = sandbox.kubectl_binary().parent
+    print()
+    print("Sandbox is up. Try it:")
+    print(f"  export KUBECONFIG={sandbox.kubeconfig} PATH={bin_dir}:$PATH")
+    print(f"  kubectl apply -f {sandbox.layout.root / 'examples'}/")
+    print()
+    print(f"carbonshift: {sandbox.carbonshift_url} (logs: {sandbox.layout.state / 'logs'})")
+    print("Stop it with: make sandbox-down (python -m devtools.sandbox down)")
+
+
+def _status(sandbox: Sandbox) -> int:
+    alive = sandbox.running()
+    for name in sandbox.known_components():
+        pid = alive.get(name)
+        print(f"{name:16} {'running, pid ' + str(pid) if pid else 'stopped'}")
+    if alive and sandbox.layout.state_file.is_file():
+        state = json.loads(sandbox.layout.state_file.read_text(encoding="utf-8"))
+        print(f"kubeconfig       {state['kubeconfig']}")
+        print(f"carbonshift      https://{LOOPBACK}:{state['ports']['carbonshift']}")
+    return 0 if alive else 3
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m devtools.sandbox",
+        description="Local control plane (etcd, kube-apiserver, Karmada/Karpenter CRDs, "
+        "carbonshift and karmada-webhook) on 127.0.0.1, for trying carbonshift with "
+        "kubectl apply. A development tool: not installed with carbonshift.",
+        epilog="Exit status: 0 success, 1 a component failed, 2 bad usage; "
+        "status: 3 when nothing runs.",
+    )
+    p.add_argument(
+        "command",
+        choices=("up", "down", "status"),
+        help="up: start everything and print how to use it; down: stop every process it "
+        "started; status: what runs",
+    )
+    p.add_argument("--state-dir", type=Path, default=None, help="state folder (default: .sandbox)")
+    p.add_argument("--no-karmada-webhook", action="store_true", help="do not run karmada-webhook")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    sandbox = Sandbox(
+        Layout.default(args.state_dir), with_karmada_webhook=not args.no_karmada_webhook
+    )
+    try:
+        if args.command == "up":
+            sandbox.up()
+            _print_next_steps(sandbox)
+        elif args.command == "down":
+            sandbox.down()
+            print("Sandbox stopped.")
+        else:
+            return _status(sandbox)
+    except SandboxError as exc:
+        print(f"sandbox: {exc}", file=sys.stderr)
+        return 1
+    return 0
