@@ -1,0 +1,194 @@
+"""The :class:`IntensityFeed`: one object joining memory, refresher, forecasts and metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
+
+import structlog
+
+from webhook.cache import IntensityCache
+from webhook.config import Config, FeedConfig
+from webhook.feed import forecasts
+from webhook.feed.memory import Memory, Snapshot, ZoneStatus
+from webhook.feed.publish import Publisher
+from webhook.feed.refresh import Refresher
+from webhook.intensity import IntensityTable, Reading, utcnow
+from webhook.providers.base import Provider
+from webhook.providers.registry import build_providers
+
+log = structlog.get_logger("carbonshift.feed")
+
+
+class IntensityFeed:
+    """Latest reading and forecast per zone, refreshed in the background (package doc).
+
+    ``providers`` is the chain, in order. ``settings`` holds the ``feed`` config
+    section; ``refresh_seconds``/``max_age_seconds`` override it when given. ``cache``
+    defaults to a private memory cache.
+    """
+
+    def __init__(
+        self,
+        providers: Sequence[Provider],
+        zones: Iterable[str] = (),
+        *,
+        refresh_seconds: float | None = None,
+        max_age_seconds: float | None = None,
+        settings: FeedConfig | None = None,
+        cache: IntensityCache | None = None,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        if not providers:
+            raise ValueError("the feed needs at least one provider")
+        settings = settings or FeedConfig()
+        if refresh_seconds is not None:
+            settings = dataclasses.replace(settings, refresh_seconds=refresh_seconds)
+        if max_age_seconds is not None:
+            settings = dataclasses.replace(settings, max_age_seconds=max_age_seconds)
+        self.settings = settings
+        self.providers = tuple(providers)
+        self.cache = cache or IntensityCache.memory()
+        self._zones: set[str] = set(zones)
+        self._clock = clock
+        max_age = timedelta(seconds=settings.max_age_seconds)
+        self._memory = Memory([p.name for p in self.providers], max_age)
+        self._refresher = Refresher(self.providers, self._memory, self.cache, settings, clock)
+        self._publisher = Publisher()
+        self._task: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()
+
+    @classmethod
+    def from_config(
+        cls,
+        config: Config,
+        zones: Iterable[str] | None = None,
+        *,
+        env: Mapping[str, str] | None = None,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> IntensityFeed:
+        """The feed for a configuration: its provider chain, its zones in use, and the
+        cache chosen by ``CARBONSHIFT_REDIS_URL``. Raises InvalidInput (bad provider
+        options) or ValueError (bad Redis URL)."""
+        providers = build_providers(config, env=env)
+        return cls(
+            providers,
+            config.zones_in_use() if zones is None else zones,
+            settings=config.feed,
+            cache=IntensityCache.from_env(env),
+            clock=clock,
+        )
+
+    # --- answers from memory (never wait for I/O) ---------------------------------------
+
+    def get(self, zone: str) -> Reading | None:
+        """The reading for ``zone`` from the first provider with a non-stale one, else
+        the newest reading flagged stale; None if no provider ever answered."""
+        answer = self._memory.answer(zone, self._clock())
+        return answer[1] if answer is not None else None
+
+    def table(self) -> IntensityTable:
+        """Every zone's reading that :meth:`get` would answer."""
+        return self.snapshot().table
+
+    def snapshot(self) -> Snapshot:
+        """The current :class:`Snapshot`; recomputed only after a change, so request
+        handlers get it for the cost of a clock read."""
+        return self._memory.snapshot(self._clock())
+
+    def mean_over(self, zone: str, horizon: timedelta) -> Reading | None:
+        """Time-weighted mean intensity over ``[now, now + horizon)`` from the forecast
+        of the provider that answers :meth:`get` for the zone (signals are never mixed);
+        see :func:`webhook.feed.forecasts.mean_over`. None when the answer is stale or
+        the forecast covers too little of the horizon."""
+        now = self._clock()
+        answer = self._memory.answer(zone, now)
+        if answer is None or answer[1].stale:
+            return None
+        name, latest = answer
+        periods = self._memory.forecasts[name].get(zone, ())
+        return forecasts.mean_over(periods, latest, now, horizon)
+
+    def forecast(self, zone: str) -> tuple[Reading, ...]:
+        """Forecast periods held for the provider that answers :meth:`get` (may be empty)."""
+        return self._memory.forecast(zone, self._clock())
+
+    def status(self, zone: str) -> ZoneStatus:
+        """The answer for ``zone``, who gave it and why earlier providers did not."""
+        return self._memory.status(zone, self._clock())
+
+    def zones(self) -> frozenset[str]:
+        """Zones the refresher keeps warm."""
+        return frozenset(self._zones)
+
+    def missing(self) -> list[str]:
+        """Zones in use for which no provider has a reading (not even a stale one)."""
+        now = self._clock()
+        return sorted(z for z in self._zones if self._memory.answer(z, now) is None)
+
+    def stale(self) -> list[str]:
+        """Zones in use whose reading is stale (every provider's answer is too old)."""
+        now = self._clock()
+        return sorted(
+            z for z in self._zones if (a := self._memory.answer(z, now)) is not None and a[1].stale
+        )
+
+    @property
+    def ready(self) -> bool:
+        """True once every zone in use has a reading."""
+        return not self.missing()
+
+    def want(self, zone: str) -> None:
+        """Start keeping ``zone`` warm; the refresher fetches it soon, never the caller."""
+        if zone not in self._zones:
+            self._zones.add(zone)
+            self._wake.set()
+
+    # --- background -------------------------------------------------------------------
+
+    async def refresh_once(self, *, force: bool = False) -> None:
+        """Bring every zone in use up to date (concurrently); ``force`` re-reads the
+        cache even for answers that have not expired."""
+        if force:
+            self._refresher.forget_due()
+        zones = sorted(self._zones)
+        await asyncio.gather(*(self._refresher.refresh_zone(z) for z in zones))
+        self._publisher.publish(self._memory, zones, self._clock())
+
+    def next_wake(self) -> float:
+        """Seconds until an answer expires or a reading turns stale (at most
+        ``refresh_seconds``, at least one second)."""
+        return self._refresher.next_wake()
+
+    async def start(self, *, wait: bool = True) -> None:
+        """Start refreshing in the background; ``wait`` loads every zone once first."""
+        if wait:
+            await self.refresh_once()
+        self._task = asyncio.create_task(self._run(first=not wait), name="intensity-refresh")
+
+    async def _run(self, *, first: bool) -> None:
+        while True:
+            if not first:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), self.next_wake())
+            first = False
+            self._wake.clear()
+            try:
+                await self.refresh_once()
+            except Exception:  # the refresher must outlive any provider bug
+                log.exception("refresh_failed")
+
+    async def stop(self) -> None:
+        """Stop refreshing, cancel fetches in flight, close the providers and the cache."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        await self._refresher.cancel()
+        for provider in self.providers:
+            await provider.close()
+        await self.cache.close()
