@@ -12,7 +12,7 @@ Routes (registered by :func:`add_routes`):
 
 Handlers answer from memory only (:meth:`IntensityFeed.snapshot`); a zone without data is
 registered with :meth:`IntensityFeed.want` for the background refresher and scored
-neutral. Malformed requests get 400 with a JSON ``reason``, never 500.
+neutral. Malformed requests get 400 with ``{"error": "<field>: <problem>"}``, never 500.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import msgspec
 import orjson
 from aiohttp import web
 
-from webhook import vocabulary
+from webhook import validation, vocabulary
 from webhook.decision.clusters import (
     Assessment,
     Candidate,
@@ -45,6 +45,7 @@ from webhook.decision.clusters import (
 from webhook.intensity import utcnow
 from webhook.metrics import SCHEDULER_REQUESTS, SCHEDULER_SECONDS
 from webhook.state import STATE, ServerState
+from webhook.validation import InvalidInput
 
 MAX_CANDIDATES = 10_000
 """Most clusters or nodes one request may carry."""
@@ -54,80 +55,27 @@ JSON = "application/json"
 Handler = Callable[[web.Request], Awaitable[web.Response]]
 
 
-class BadRequest(ValueError):
-    """The request body is malformed; the message is the reason sent back with 400."""
-
-
 # --- parsing -----------------------------------------------------------------------------
+#
+# Every body is decoded and validated in one pass by msgspec structs
+# (:mod:`webhook.validation`); a problem raises InvalidInput naming the field, answered
+# with 400 and ``{"error": "<field>: <problem>"}``.
 
-
-def _loads(raw: bytes) -> object:
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise BadRequest(f"body is not valid JSON: {exc}") from None
-
-
-def _object(value: object, where: str) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise BadRequest(f"{where} must be an object")
-    return value
-
-
-def _optional_object(value: object, where: str) -> dict[str, Any]:
-    return {} if value is None else _object(value, where)
-
-
-def _string(value: object, where: str) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise BadRequest(f"{where} must be a string")
-    return value or None
-
-
-def _string_map(value: object, where: str) -> dict[str, str]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
-        raise BadRequest(f"{where} must be an object of strings")
-    return value
-
-
-def _string_list(value: object, where: str) -> list[str]:
-    if value is None:
-        return []
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise BadRequest(f"{where} must be a list of strings")
-    return value
-
-
-def _name(value: object, where: str) -> str:
-    if not isinstance(value, str) or not 0 < len(value) <= _MAX_NAME:
-        raise BadRequest(f"{where} must be a non-empty string of at most {_MAX_NAME} characters")
-    return value
-
-
-def _bounded(items: list[Any], where: str) -> list[Any]:
-    if len(items) > MAX_CANDIDATES:
-        raise BadRequest(f"{where} holds {len(items)} entries; at most {MAX_CANDIDATES}")
-    return items
+Name = Annotated[str, msgspec.Meta(min_length=1, max_length=_MAX_NAME)]
+ZoneKey = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")]
+Annotations = dict[str, str]
 
 
 def _unique(names: list[str], where: str) -> None:
     if len(set(names)) != len(names):
-        raise BadRequest(f"{where}: names must be unique")
+        raise InvalidInput(where, "names must be unique")
 
 
-def _limit(annotations: Mapping[str, str], where: str) -> float | None:
+def _limit(annotations: Annotations | None, where: str) -> float | None:
     try:
         return vocabulary.limit_of(annotations)
-    except ValueError as exc:
-        raise BadRequest(f"{where}: {exc}") from None
-
-
-Name = Annotated[str, msgspec.Meta(min_length=1, max_length=_MAX_NAME)]
-ZoneKey = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")]
+    except InvalidInput as exc:
+        raise exc.within(where) from None
 
 
 class KarmadaCluster(msgspec.Struct, frozen=True, gc=False):
@@ -151,7 +99,7 @@ class Workload(msgspec.Struct, frozen=True, gc=False):
     name: str | None = None
     kind: str | None = None
     replicas: Annotated[int, msgspec.Meta(ge=0)] | None = None
-    annotations: dict[str, str] | None = None
+    annotations: Annotations | None = None
 
 
 class KarmadaBody(msgspec.Struct, frozen=True, gc=False):
@@ -161,7 +109,7 @@ class KarmadaBody(msgspec.Struct, frozen=True, gc=False):
     workload: Workload | None = None
 
 
-_karmada_decoder = msgspec.json.Decoder(KarmadaBody)
+_karmada_decoder = validation.decoder(KarmadaBody)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -175,16 +123,56 @@ class KarmadaRequest:
 
 def parse_karmada(raw: bytes) -> KarmadaRequest:
     """Decode and validate a Karmada filter/score request (types, lengths, zone keys,
-    unique names, max-intensity); :class:`BadRequest` names the offending field."""
-    try:
-        body = _karmada_decoder.decode(raw)
-    except msgspec.ValidationError as exc:
-        raise BadRequest(str(exc)) from None
-    except msgspec.DecodeError as exc:
-        raise BadRequest(f"body is not valid JSON: {exc}") from None
+    unique names, max-intensity); :class:`InvalidInput` names the offending field."""
+    body = validation.decode(raw, _karmada_decoder)
     _unique([c.name for c in body.clusters], "clusters")
     annotations = body.workload.annotations if body.workload is not None else None
-    return KarmadaRequest(body.clusters, _limit(annotations or {}, "workload.annotations"))
+    return KarmadaRequest(body.clusters, _limit(annotations, "workload.annotations"))
+
+
+class _Meta(msgspec.Struct, frozen=True, gc=False):
+    name: Name | None = None
+    labels: Annotations | None = None
+
+
+class _PodMeta(msgspec.Struct, frozen=True, gc=False):
+    annotations: Annotations | None = None
+
+
+class _Pod(msgspec.Struct, frozen=True, gc=False):
+    metadata: _PodMeta = _PodMeta()
+
+
+class _NodeSpec(msgspec.Struct, frozen=True, gc=False):
+    providerID: str | None = None  # noqa: N815 - the API's field name
+
+
+class _Node(msgspec.Struct, frozen=True, gc=False):
+    """What the extender reads of a Node; the node itself is echoed back as sent."""
+
+    metadata: _Meta
+    spec: _NodeSpec | None = None
+
+
+class _NodeList(msgspec.Struct, frozen=True, gc=False):
+    items: Annotated[list[msgspec.Raw], msgspec.Meta(max_length=MAX_CANDIDATES)] | None = None
+
+
+class ExtenderArgs(
+    msgspec.Struct,
+    frozen=True,
+    gc=False,
+    rename={"pod": "Pod", "nodes": "Nodes", "node_names": "NodeNames"},
+):
+    """kube-scheduler's ExtenderArgs (Go field names as JSON keys)."""
+
+    pod: _Pod | None = None
+    nodes: _NodeList | None = None
+    node_names: Annotated[list[Name], msgspec.Meta(max_length=MAX_CANDIDATES)] | None = None
+
+
+_extender_decoder = validation.decoder(ExtenderArgs)
+_node_decoder = validation.decoder(_Node)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -192,44 +180,31 @@ class ExtenderRequest:
     """A parsed kube-scheduler ExtenderArgs."""
 
     candidates: list[Candidate]
-    nodes: list[dict[str, Any]] | None
-    """The ``Nodes.items`` as sent (echoed back by filter); None when NodeNames was sent."""
+    nodes: list[msgspec.Raw] | None
+    """The ``Nodes.items`` exactly as sent (echoed back by filter); None when NodeNames
+    was sent."""
     limit: float | None
 
 
-def parse_extender(body: object) -> ExtenderRequest:
-    """Validate ExtenderArgs: ``{"Pod": ..., "Nodes": {"items": [...]}|null, "NodeNames": ...}``."""
-    top = _object(body, "body")
-    pod = _optional_object(top.get("Pod"), "Pod")
-    meta = _optional_object(pod.get("metadata"), "Pod.metadata")
-    limit = _limit(
-        _string_map(meta.get("annotations"), "Pod.metadata.annotations"),
-        "Pod.metadata.annotations",
-    )
-    nodes = top.get("Nodes")
-    if nodes is not None:
-        items = _optional_object(nodes, "Nodes").get("items")
-        items = [] if items is None else items
-        if not isinstance(items, list):
-            raise BadRequest("Nodes.items must be a list")
+def parse_extender(raw: bytes) -> ExtenderRequest:
+    """Decode and validate ExtenderArgs: ``{"Pod": ..., "Nodes": {"items": [...]}|null,
+    "NodeNames": [...]}``; :class:`InvalidInput` names the offending field."""
+    args = validation.decode(raw, _extender_decoder)
+    pod = args.pod.metadata.annotations if args.pod is not None else None
+    limit = _limit(pod, "Pod.metadata.annotations")
+    if args.nodes is not None:
+        items = args.nodes.items or []
         candidates = []
-        for i, item in enumerate(_bounded(items, "Nodes.items")):
-            where = f"Nodes.items[{i}]"
-            node = _object(item, where)
-            node_meta = _object(node.get("metadata"), f"{where}.metadata")
-            spec = _optional_object(node.get("spec"), f"{where}.spec")
-            candidates.append(
-                node_candidate(
-                    _name(node_meta.get("name"), f"{where}.metadata.name"),
-                    _string_map(node_meta.get("labels"), f"{where}.metadata.labels"),
-                    _string(spec.get("providerID"), f"{where}.spec.providerID"),
-                )
-            )
+        for i, item in enumerate(items):
+            node = validation.decode(item, _node_decoder, f"Nodes.items[{i}]")
+            name = node.metadata.name
+            if name is None:
+                raise InvalidInput(f"Nodes.items[{i}].metadata", "missing required field name")
+            provider_id = node.spec.providerID if node.spec is not None else None
+            candidates.append(node_candidate(name, node.metadata.labels or {}, provider_id))
         _unique([c.name for c in candidates], "Nodes.items")
         return ExtenderRequest(candidates, items, limit)
-    names = _bounded(_string_list(top.get("NodeNames"), "NodeNames"), "NodeNames")
-    for i, name in enumerate(names):
-        _name(name, f"NodeNames[{i}]")
+    names = args.node_names or []
     _unique(names, "NodeNames")
     return ExtenderRequest([Candidate(name=n) for n in names], None, limit)
 
@@ -305,16 +280,14 @@ def _score_facts(v: Verdict, now: datetime) -> tuple[Any, ...]:
 
 def extender_filter(state: ServerState, raw: bytes) -> bytes:
     """ExtenderFilterResult; removed nodes go to FailedAndUnresolvableNodes."""
-    req = parse_extender(_loads(raw))
+    req = parse_extender(raw)
     verdict = filter_by_limit(_assess_nodes(state, req), req.limit)
     kept = set(verdict.kept)
     nodes = None
     if req.nodes is not None:
-        nodes = {
-            "metadata": {},
-            "items": [n for n in req.nodes if n["metadata"]["name"] in kept],
-        }
-    return orjson.dumps(
+        items = [n for c, n in zip(req.candidates, req.nodes, strict=True) if c.name in kept]
+        nodes = {"metadata": {}, "items": items}
+    return _encode(
         {
             "Nodes": nodes,
             "NodeNames": verdict.kept if req.nodes is None else None,
@@ -327,7 +300,7 @@ def extender_filter(state: ServerState, raw: bytes) -> bytes:
 
 def extender_prioritize(state: ServerState, raw: bytes) -> bytes:
     """HostPriorityList: ``[{"Host": node, "Score": 0..10}...]``, greener higher."""
-    req = parse_extender(_loads(raw))
+    req = parse_extender(raw)
     assessed = _assess_nodes(state, req)
     return orjson.dumps([{"Host": name, "Score": v.extender_score} for name, v in assessed])
 
@@ -359,24 +332,28 @@ def paused_gc() -> Iterator[None]:
 
 
 Answer = Callable[[ServerState, bytes], bytes]
-"""Request body in, JSON answer out; raises :class:`BadRequest`."""
+"""Request body in, JSON answer out; raises :class:`~webhook.validation.InvalidInput`."""
 
 
 def _endpoint(name: str, answer: Answer) -> Handler:
-    """Wrap a pure answer function: parse, time, count, map BadRequest to 400."""
+    """Wrap a pure answer function: parse, time, count, map InvalidInput to 400."""
     requests_ok = SCHEDULER_REQUESTS.labels(name, "ok")
     requests_bad = SCHEDULER_REQUESTS.labels(name, "bad_request")
     seconds = SCHEDULER_SECONDS.labels(name)
 
     async def handler(request: web.Request) -> web.Response:
-        raw = await request.read()
+        try:
+            raw = await request.read()
+        except web.HTTPRequestEntityTooLarge as exc:
+            requests_bad.inc()
+            return _json(validation.error_body(exc.text or "body too large"), status=413)
         start = time.perf_counter()  # server time: from the whole body to the answer
         try:
             with paused_gc():
                 response = _json(answer(request.app[STATE], raw))
-        except BadRequest as exc:
+        except InvalidInput as exc:
             requests_bad.inc()
-            return _json(orjson.dumps({"reason": str(exc)}), status=400)
+            return _json(validation.error_body(exc), status=400)
         seconds.observe(time.perf_counter() - start)
         requests_ok.inc()
         return response

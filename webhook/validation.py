@@ -11,15 +11,43 @@ status 400 and the body ``{"error": "<path>: <message>"}`` (:func:`error_body`).
 from __future__ import annotations
 
 import re
-from typing import TypeVar
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
 
 import msgspec
 import orjson
+import yaml
 
 T = TypeVar("T")
 
 _UNKNOWN = re.compile(r"^Object contains unknown field `(?P<field>[^`]*)`$")
-_AT = re.compile(r"^(?P<message>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.DOTALL)
+_MISSING = re.compile(r"^Object missing required field `(?P<field>[^`]*)`$")
+_AT = re.compile(
+    r"^(?P<message>.*?)(?: - at (?P<key>`key` in )?`\$(?P<path>[^`]*)`)?$", re.DOTALL
+)
+_STEP = re.compile(r"\.(?P<field>[^.\[]+)|\[(?P<index>[^\]]*)\]")
+_REGEX = re.compile(r"`str` matching regex '(?P<regex>.*)'", re.DOTALL)
+_PATTERNS: dict[str, str] = {}
+"""Regex -> what it means, for messages (filled by :func:`pattern`)."""
+_PARSED_WORDS = {"`object`": "mapping", "`array`": "list"}
+"""msgspec's JSON words as a person editing YAML calls them (used by :func:`convert`)."""
+
+Step = str | int | None
+"""One step of a msgspec path: a field or mapping key, a list index, or None for a mapping
+key msgspec does not name (``[...]``)."""
+
+
+def pattern(regex: str, means: str) -> msgspec.Meta:
+    """A string constraint whose error reads ``expected <means>`` instead of the regex."""
+    _PATTERNS[regex] = means
+    return msgspec.Meta(pattern=regex, description=means)
+
+
+GridZone = Annotated[
+    str,
+    pattern(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$", "a grid zone key such as DE or US-CAL-CISO"),
+]
+"""An Electricity Maps style grid zone key (config, scenarios, requests)."""
 
 
 class InvalidInput(ValueError):
@@ -48,31 +76,139 @@ def from_msgspec(
     exc: msgspec.ValidationError | msgspec.DecodeError, prefix: str = ""
 ) -> InvalidInput:
     """Translate msgspec's ``"<message> - at `$.a.b[0]`"`` into :class:`InvalidInput`."""
-    text = str(exc)
-    match = _AT.match(text)
-    message, path = (match["message"], match["path"] or "") if match else (text, "")
-    path = path.removeprefix(".")
+    message, steps, key = _parts(exc)
+    path = _render([(s, _label(s)) for s in steps])
     unknown = _UNKNOWN.match(message)
     if unknown:  # name the field itself: ``feed.x: unknown field``
         path, message = join(path, unknown["field"]), "unknown field"
     if isinstance(exc, msgspec.DecodeError) and not isinstance(exc, msgspec.ValidationError):
         message = f"not valid JSON: {message}"
-    return InvalidInput(join(prefix, path), _plain(message))
+    return InvalidInput(join(prefix, path), _plain(message, key))
 
 
-def _plain(message: str) -> str:
+def _parts(exc: Exception) -> tuple[str, list[Step], bool]:
+    """msgspec's message, its path as steps, and whether a mapping key is at fault."""
+    match = _AT.match(str(exc))
+    assert match is not None  # every part of the pattern is optional
+    steps: list[Step] = []
+    for step in _STEP.finditer(match["path"] or ""):
+        index = step["index"]
+        steps.append(step["field"] if index is None else None if index == "..." else int(index))
+    message = _REGEX.sub(lambda m: _PATTERNS.get(m["regex"], m[0]), match["message"])
+    return message, steps, bool(match["key"])
+
+
+def _label(step: Step) -> str:
+    return "[...]" if step is None else f"[{step}]" if isinstance(step, int) else step
+
+
+def _render(found: list[tuple[Any, str]]) -> str:
+    path = ""
+    for _, label in found:
+        path = join(path, label)
+    return path
+
+
+def _plain(message: str, key: bool = False) -> str:
     """msgspec's messages with the backticks dropped (``Expected `int` `` reads odd in YAML
     contexts) and a lower-case start, so ``<path>: <message>`` reads as one sentence."""
     text = message.replace("`", "")
-    return text[:1].lower() + text[1:]
+    text = text[:1].lower() + text[1:]
+    return f"invalid key: {text}" if key else text
 
 
 def convert(data: object, kind: type[T], prefix: str = "") -> T:
-    """Validate already-parsed data (e.g. from YAML) against ``kind``."""
+    """Validate already-parsed data (e.g. from YAML) against ``kind``.
+
+    Errors name mapping keys (``clusters.member-fr.zone``, where msgspec only says
+    ``clusters[...]``), say ``mapping``/``list`` for what JSON calls object/array, and
+    add the offending value to a broken constraint (``expected int >= 0, got -1``).
+    """
     try:
         return msgspec.convert(data, kind, strict=True)
     except msgspec.ValidationError as exc:
-        raise from_msgspec(exc, prefix) from None
+        raise _located(data, kind, exc).within(prefix) from None
+
+
+def _located(data: object, kind: type[Any], exc: msgspec.ValidationError) -> InvalidInput:
+    message, steps, key = _parts(exc)
+    if key:
+        steps.append(None)
+    try:
+        work, found = _find(data, kind, str(exc), steps)
+        value = found[-1][0] if key else _at(work, [a for a, _ in found])
+    except (LookupError, TypeError, ValueError, AttributeError):  # not as the path says
+        return from_msgspec(exc)
+    path = _render(found)
+    for word, plain in _PARSED_WORDS.items():
+        message = message.replace(word, plain)
+    unknown, missing = _UNKNOWN.match(message), _MISSING.match(message)
+    if unknown:
+        path, message = join(path, unknown["field"]), "unknown field"
+    elif missing:
+        path, message = join(path, missing["field"]), "required, but missing"
+    elif message.startswith("Expected") and ", got" not in message:
+        shown = repr(value)
+        message += f", got {shown if len(shown) <= 60 else shown[:57] + '...'}"
+    return InvalidInput(path, _plain(message, key))
+
+
+def _find(
+    data: object, kind: type[Any], text: str, steps: list[Step]
+) -> tuple[Any, list[tuple[Any, str]]]:
+    """Walk ``steps`` through ``data``, naming each key msgspec left out: the first entry
+    that alone (its siblings dropped) fails the same way. Returns the data with those
+    siblings dropped and the steps as (key or index, label)."""
+    work: Any = data
+    found: list[tuple[Any, str]] = []
+    for step in steps:
+        if step is not None:
+            found.append((step, _label(step)))
+            continue
+        where = [a for a, _ in found]
+        for name, value in _at(work, where).items():
+            trial = _with(work, where, {name: value})
+            try:
+                msgspec.convert(trial, kind, strict=True)
+            except msgspec.ValidationError as again:
+                if str(again) == text:
+                    work = trial
+                    found.append((name, str(name)))
+                    break
+        else:
+            raise LookupError(text)
+    return work, found
+
+
+def _at(node: Any, where: list[Any]) -> Any:
+    for step in where:
+        node = node[step]
+    return node
+
+
+def _with(node: Any, where: list[Any], value: object) -> Any:
+    """A copy of ``node`` with the part at ``where`` replaced by ``value``."""
+    if not where:
+        return value
+    copy = list(node) if isinstance(node, list) else dict(node)
+    copy[where[0]] = _with(node[where[0]], where[1:], value)
+    return copy
+
+
+def read_yaml(path: str | Path) -> object:
+    """One YAML document from a file (an empty file is ``{}``); a file that cannot be read
+    or parsed raises :class:`InvalidInput` whose path is the file name."""
+    try:
+        text = Path(path).read_text("utf-8")
+    except OSError as exc:
+        raise InvalidInput(str(path), f"cannot read: {exc.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise InvalidInput(str(path), f"not valid YAML{where}") from None
+    return {} if data is None else data
 
 
 def decoder(kind: type[T]) -> msgspec.json.Decoder[T]:
@@ -80,12 +216,13 @@ def decoder(kind: type[T]) -> msgspec.json.Decoder[T]:
     return msgspec.json.Decoder(kind)
 
 
-def decode(raw: bytes, using: msgspec.json.Decoder[T]) -> T:
-    """Decode and validate a JSON body with a decoder from :func:`decoder`."""
+def decode(raw: bytes | msgspec.Raw, using: msgspec.json.Decoder[T], prefix: str = "") -> T:
+    """Decode and validate a JSON body with a decoder from :func:`decoder`; error paths
+    start with ``prefix`` (for a part of a larger document)."""
     try:
         return using.decode(raw)
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-        raise from_msgspec(exc) from None
+        raise from_msgspec(exc, prefix) from None
 
 
 def error_body(exc: InvalidInput | str) -> bytes:

@@ -139,10 +139,24 @@ func (c *Client) post(ctx context.Context, path string, body, out any) error {
 		return err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("POST %s: HTTP %d: %s", path, resp.StatusCode, bytes.TrimSpace(data))
+		return fmt.Errorf("POST %s: HTTP %d: %s", path, resp.StatusCode, errorText(data))
 	}
 	if err := json.Unmarshal(data, out); err != nil {
 		return fmt.Errorf("POST %s: bad answer: %w", path, err)
 	}
 	return nil
+}
+
+// ErrorAnswer is the body of every carbonshift error answer: {"error": "<field>: <problem>"}.
+type ErrorAnswer struct {
+	Error string `json:"error"`
+}
+
+// errorText is the message of an error answer, or the body as sent when it is not one.
+func errorText(data []byte) string {
+	var answer ErrorAnswer
+	if err := json.Unmarshal(data, &answer); err == nil && answer.Error != "" {
+		return answer.Error
+	}
+	return string(bytes.TrimSpace(data))
 }

@@ -59,7 +59,7 @@ func newFakeAPI(t *testing.T, delay time.Duration) *fakeAPI {
 		time.Sleep(delay)
 		req := &Request{}
 		if err := json.NewDecoder(r.Body).Decode(req); err != nil {
-			http.Error(w, `{"reason":"bad"}`, http.StatusBadRequest)
+			http.Error(w, `{"error":"clusters[0].name: bad"}`, http.StatusBadRequest)
 			return nil
 		}
 		f.last.Store(req)

@@ -205,13 +205,13 @@ BAD_KARMADA = [
 
 @pytest.mark.parametrize("path", ["/v1/karmada/filter", "/v1/karmada/score"])
 @pytest.mark.parametrize("body", BAD_KARMADA, ids=range(len(BAD_KARMADA)))
-async def test_karmada_bad_requests_get_400_with_a_reason(
+async def test_karmada_bad_requests_get_400_naming_the_field(
     client: Client, path: str, body: Any
 ) -> None:
     status, answer = await post(client, path, body)
     assert status == 400
-    assert isinstance(answer["reason"], str)
-    assert answer["reason"]
+    assert isinstance(answer["error"], str)
+    assert answer["error"]
 
 
 BAD_EXTENDER = [
@@ -233,12 +233,12 @@ BAD_EXTENDER = [
 
 @pytest.mark.parametrize("path", ["/v1/extender/filter", "/v1/extender/prioritize"])
 @pytest.mark.parametrize("body", BAD_EXTENDER, ids=range(len(BAD_EXTENDER)))
-async def test_extender_bad_requests_get_400_with_a_reason(
+async def test_extender_bad_requests_get_400_naming_the_field(
     client: Client, path: str, body: Any
 ) -> None:
     status, answer = await post(client, path, body)
     assert status == 400
-    assert answer["reason"]
+    assert answer["error"]
 
 
 async def test_openapi_document_is_served(client: Client) -> None:
