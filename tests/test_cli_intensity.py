@@ -10,7 +10,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.providers.fakes import FakeUpstream, Reply
+from tests.support import FakeUpstream, Reply
 from webhook import cli_intensity
 
 

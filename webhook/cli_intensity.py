@@ -22,6 +22,7 @@ import structlog
 from webhook import config as config_mod
 from webhook.feed import IntensityFeed, ZoneStatus
 from webhook.intensity import utcnow
+from webhook.validation import InvalidInput
 
 
 def add_parser(subparsers: Any) -> None:
@@ -58,7 +59,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
             )
             return 2
         feed = IntensityFeed.from_config(cfg, zones)
-    except (config_mod.ConfigError, ValueError) as exc:
+    except (InvalidInput, ValueError) as exc:  # bad configuration or Redis URL
         err.write(f"carbonshift intensity: {exc}\n")
         return 2
     statuses = asyncio.run(_collect(feed, zones))

@@ -10,10 +10,9 @@ import pytest
 from aiohttp import web
 from structlog.testing import capture_logs
 
-from tests.feed.conftest import Clock
-from tests.providers.fakes import FakeUpstream, Reply, em_latest
+from tests.support import Clock, FakeUpstream, Reply, em_latest
 from webhook.cache import Entry, IntensityCache
-from webhook.config import Config, ConfigError, FeedConfig, parse
+from webhook.config import Config, FeedConfig, parse
 from webhook.feed import IntensityFeed
 from webhook.intensity import Reading, Signal
 
@@ -286,11 +285,11 @@ async def test_memory_cache_holds_bytes_not_live_objects() -> None:
 def test_feed_config_keys() -> None:
     feed = parse({"feed": {"timeout_seconds": 2, "retries": 0, "forecasts": False}}).feed
     assert feed == FeedConfig(timeout_seconds=2.0, retries=0, forecasts=False)
-    with pytest.raises(ConfigError, match=r"feed\.retries"):
+    with pytest.raises(ValueError, match=r"feed\.retries"):
         parse({"feed": {"retries": 99}})
-    with pytest.raises(ConfigError, match=r"feed\.max_ttl_seconds"):
+    with pytest.raises(ValueError, match=r"feed\.max_ttl_seconds"):
         parse({"feed": {"min_ttl_seconds": 100, "max_ttl_seconds": 10}})
-    with pytest.raises(ConfigError, match=r"feed\.colour"):
+    with pytest.raises(ValueError, match=r"feed\.colour"):
         parse({"feed": {"colour": 1}})
 
 

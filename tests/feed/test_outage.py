@@ -21,7 +21,7 @@ from aiohttp import web
 
 from tests.feed import replicas
 from tests.feed.replicas import free_port, review, start_replicas, wait_ready
-from tests.providers.fakes import FakeUpstream, Reply, em_latest
+from tests.support import FakeUpstream, Reply, em_latest
 
 LATEST = "/v3/carbon-intensity/latest"
 ADMISSIONS = 600

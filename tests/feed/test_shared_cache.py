@@ -24,7 +24,7 @@ from aiohttp import web
 
 from tests.feed import replicas
 from tests.feed.replicas import free_port, review, start_replicas, wait_ready
-from tests.providers.fakes import FakeUpstream, Reply, em_latest, iso
+from tests.support import FakeUpstream, Reply, em_latest, iso
 
 WINDOW = 3
 """Seconds of validity of each reading the fake hands out."""

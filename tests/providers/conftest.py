@@ -1,20 +1,11 @@
-"""Fixtures for provider tests: a fake upstream and fast resilience settings."""
+"""Fixtures for provider tests: fast resilience settings (``fake`` and ``clock`` are
+shared, in ``tests/conftest.py``)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 
-from tests.providers.fakes import FakeUpstream, running_fake
 from webhook.providers.http import HttpSettings
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeUpstream]:
-    """A fake provider on 127.0.0.1 (see :mod:`tests.providers.fakes`)."""
-    async for server in running_fake():
-        yield server
 
 
 @pytest.fixture

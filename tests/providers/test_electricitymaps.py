@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.providers.fakes import FakeUpstream, Reply, em_latest, iso
+from tests.support import FakeUpstream, Reply, em_latest, iso
 from webhook.intensity import Signal
 from webhook.providers.base import (
     AuthenticationFailed,

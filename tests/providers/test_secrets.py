@@ -9,7 +9,7 @@ import pytest
 from prometheus_client import REGISTRY, generate_latest
 from structlog.testing import capture_logs
 
-from tests.providers.fakes import FakeUpstream, Reply
+from tests.support import FakeUpstream, Reply
 from webhook.config import parse
 from webhook.feed import IntensityFeed
 from webhook.providers.base import ProviderError

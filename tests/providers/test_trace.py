@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import Clock
 from webhook.providers.base import ZoneNotSupported
 from webhook.providers.http import HttpSettings
 from webhook.providers.trace import TraceProvider
@@ -33,14 +34,6 @@ def write_trace(folder: Path, zone: str, hours: int = 48) -> Path:
 
 
 HTTP = HttpSettings()
-
-
-class Clock:
-    def __init__(self, now: datetime) -> None:
-        self.now = now
-
-    def __call__(self) -> datetime:
-        return self.now
 
 
 async def test_realtime_uses_same_hour_of_year(tmp_path: Path) -> None:

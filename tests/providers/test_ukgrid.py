@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.providers.fakes import FakeUpstream, Reply
+from tests.support import FakeUpstream, Reply
 from webhook.providers.base import ProviderError, ZoneNotSupported
 from webhook.providers.http import HttpSettings
 from webhook.providers.ukgrid import UKGridProvider

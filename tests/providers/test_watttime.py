@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from tests.providers.fakes import FakeUpstream, Reply
+from tests.support import Clock, FakeUpstream, Reply
 from webhook.intensity import Signal
 from webhook.providers.base import AuthenticationFailed, IncomparableSignal
 from webhook.providers.credentials import Secret
@@ -43,19 +43,6 @@ def envelope(values: list[float], units: str = "lbs_co2_per_mwh") -> dict[str, A
     }
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
 @pytest.fixture
 def wt(fake: FakeUpstream, fast: HttpSettings, clock: Clock) -> WattTimeProvider:
     fake.on("/login", Reply({"token": "jwt-1"}), Reply({"token": "jwt-2"}))
@@ -65,7 +52,7 @@ def wt(fake: FakeUpstream, fast: HttpSettings, clock: Clock) -> WattTimeProvider
         url=fake.url,
         regions={"US-CAL-CISO": "CAISO_NORTH"},
         settings=fast,
-        monotonic=clock,
+        monotonic=clock.monotonic,
     )
 
 
@@ -98,7 +85,7 @@ async def test_token_is_renewed_before_it_expires(
 ) -> None:
     fake.on("/v3/forecast", Reply(envelope([1000])))
     await wt.latest("CAISO_NORTH")
-    clock.now += TOKEN_LIFETIME - 60  # one minute before expiry: inside the margin
+    clock.advance(seconds=TOKEN_LIFETIME - 60)  # one minute before expiry: inside the margin
     await wt.latest("CAISO_NORTH")
     assert fake.calls["/login"] == 2
     assert fake.seen[-1].headers["Authorization"] == "Bearer jwt-2"
