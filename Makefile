@@ -6,8 +6,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PY_DIRS := webhook devtools tests bench
+# The image's runtime dependencies: exact versions with hashes for its Python (3.11.14, Linux).
+# The same command is recorded at the top of requirements.lock. Pins already in the file
+# are kept while they satisfy pyproject.toml; add --upgrade to move to the newest releases.
+LOCK := uv pip compile pyproject.toml --generate-hashes --python-version 3.11.14 --python-platform linux --output-file requirements.lock
 
-.PHONY: help venv run test unit lint typecheck bench clean binaries sandbox sandbox-down e2e plugin-test
+.PHONY: help venv run test unit lint typecheck bench clean binaries sandbox sandbox-down e2e plugin-test lock
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -62,6 +66,9 @@ sandbox-down: ## Stop everything `make sandbox` started
 bench: $(STAMP) ## Benchmarks; results go to bench/results/ and the README table
 	@command -v wrk >/dev/null || { echo "installing wrk (Debian package)"; apt-get install -y -qq wrk; }
 	$(BIN)/python -m bench
+
+lock: $(STAMP) ## Re-resolve requirements.lock (the image's pinned, hashed runtime dependencies)
+	$(BIN)/$(LOCK)
 
 clean: ## Remove the virtualenv and caches (not the Go binary cache)
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
