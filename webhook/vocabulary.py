@@ -94,7 +94,7 @@ def max_intensity(raw: str) -> float:
 def max_clusters(raw: str) -> int:
     """A whole number of clusters >= 1 (``"2"``)."""
     text = raw.strip()
-    if not text.isdigit() or int(text) < 1:
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:
         raise InvalidInput(MAX_CLUSTERS, f"must be a whole number >= 1, got {raw!r}")
     return int(text)
 

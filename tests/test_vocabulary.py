@@ -1,0 +1,200 @@
+"""Every carbonshift.io annotation, well-formed or not, through every path that reads it.
+
+One table of values per key; each path is exercised over HTTP where it has one (the
+webhook's ``/mutate``, the Karmada and extender endpoints) and through the CLI preview.
+A malformed value must get the same treatment everywhere: the webhook (and the preview,
+which runs the webhook's code) admits the object without that rule and warns naming the
+key and the value; the scheduler API answers 400 naming the key.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+from collections.abc import AsyncIterator
+from typing import Any
+
+import jsonpatch
+import orjson
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+
+from tests.support import FLEET, NOW
+from webhook import preview, vocabulary
+from webhook.config import parse
+from webhook.feed import IntensityFeed
+from webhook.kinds import Context
+from webhook.server import build_app
+from webhook.state import STATE, ServerState
+from webhook.validation import InvalidInput
+
+MALFORMED = ["nan", "inf", "-inf", "-5", "", " ", "12g", "1e400", "0x10", "½", "²"]
+"""Values no number-valued key accepts."""
+
+WELL_FORMED = {
+    vocabulary.MAX_INTENSITY: ["0", "250", "99.5", " 300 "],
+    vocabulary.MAX_CLUSTERS: ["1", "2", " 3"],
+    vocabulary.OVERRIDE: ["true", "false", "TRUE"],
+}
+
+Client = TestClient[web.Request, web.Application]
+
+
+def policy(**annotations: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "policy.karmada.io/v1alpha1",
+        "kind": "PropagationPolicy",
+        "metadata": {"name": "web", "namespace": "shop", "annotations": annotations},
+        "spec": {
+            "resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment"}],
+            "placement": {
+                "clusterAffinity": {"clusterNames": sorted(FLEET["clusters"])},
+                "replicaScheduling": {"replicaSchedulingType": "Divided"},
+            },
+        },
+    }
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[Client]:
+    config = parse(FLEET)
+    feed = IntensityFeed.from_config(config, env={})
+    await feed.refresh_once()
+    app = build_app(ServerState(config=config, feed=feed))
+    async with TestClient(TestServer(app, host="127.0.0.1")) as c:
+        yield c
+    await feed.stop()
+
+
+async def mutate(client: Client, obj: dict[str, Any]) -> dict[str, Any]:
+    request = preview.review_for(obj)
+    request["dryRun"] = False
+    review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
+    resp = await client.post("/mutate", data=orjson.dumps(review), headers=JSON)
+    assert resp.status == 200
+    body: dict[str, Any] = (await resp.json())["response"]
+    stored = copy.deepcopy(obj)
+    if "patch" in body:
+        stored = jsonpatch.apply_patch(stored, orjson.loads(base64.b64decode(body["patch"])))
+    return {"allowed": body["allowed"], "warnings": body.get("warnings", []), "stored": stored}
+
+
+JSON = {"Content-Type": "application/json"}
+
+
+def placement_of(stored: dict[str, Any]) -> dict[str, Any]:
+    result: dict[str, Any] = stored["spec"]["placement"]
+    return result
+
+
+@pytest.mark.parametrize("key", [vocabulary.MAX_INTENSITY, vocabulary.MAX_CLUSTERS])
+@pytest.mark.parametrize("raw", MALFORMED)
+async def test_webhook_and_preview_leave_the_rule_out_and_warn_naming_key_and_value(
+    client: Client, key: str, raw: str
+) -> None:
+    answer = await mutate(client, policy(**{key: raw}))
+    clean = await mutate(client, policy())
+    assert answer["allowed"] is True
+    ours = [w for w in answer["warnings"] if key in w]
+    assert len(ours) == 1
+    assert repr(raw)[:20] in ours[0] or len(ours[0]) == 119
+    assert len(ours[0]) < 120
+    # Everything else was decided as for a policy without the annotation.
+    assert placement_of(answer["stored"]) == placement_of(clean["stored"])
+    assert "exclude" not in str(placement_of(answer["stored"]))
+    assert "clusterAffinities" not in placement_of(answer["stored"])
+    # The preview runs the same code and says the same.
+    state = client.app[STATE]
+    ctx = Context(state.config, state.feed.table(), NOW)
+    [shown] = preview.preview([policy(**{key: raw})], ctx)
+    assert placement_of(dict(shown.stored)) == placement_of(answer["stored"])
+    assert [w for w in shown.outcome.warnings if key in w] == ours
+
+
+@pytest.mark.parametrize("raw", ["yes", "1", "", "ture"])
+async def test_a_malformed_override_is_not_an_override(client: Client, raw: str) -> None:
+    obj = policy(**{vocabulary.OVERRIDE: raw})
+    obj["spec"]["placement"]["replicaScheduling"]["weightPreference"] = {
+        "staticWeightList": [{"targetCluster": {"clusterNames": ["member-pl"]}, "weight": 1}]
+    }
+    answer = await mutate(client, obj)
+    weights = answer["stored"]["spec"]["placement"]["replicaScheduling"]["weightPreference"]
+    assert weights == obj["spec"]["placement"]["replicaScheduling"]["weightPreference"]
+    assert any(vocabulary.OVERRIDE in w and repr(raw) in w for w in answer["warnings"])
+
+
+async def test_unknown_strategies_are_named_and_known_ones_still_apply(client: Client) -> None:
+    answer = await mutate(client, policy(**{vocabulary.STRATEGY: "weighted,greenest"}))
+    assert any("greenest" in w and vocabulary.STRATEGY in w for w in answer["warnings"])
+    assert "weightPreference" in placement_of(answer["stored"])["replicaScheduling"]
+
+
+KARMADA_PATHS = ["/v1/karmada/filter", "/v1/karmada/score"]
+EXTENDER_PATHS = ["/v1/extender/filter", "/v1/extender/prioritize"]
+
+
+def karmada_body(annotations: dict[str, str]) -> dict[str, Any]:
+    clusters = [{"name": n, "zone": c["zone"]} for n, c in FLEET["clusters"].items()]
+    return {"clusters": clusters, "workload": {"annotations": annotations}}
+
+
+def extender_body(annotations: dict[str, str]) -> dict[str, Any]:
+    return {"Pod": {"metadata": {"annotations": annotations}}, "NodeNames": ["n1", "n2"]}
+
+
+def body_for(path: str, annotations: dict[str, str]) -> dict[str, Any]:
+    return karmada_body(annotations) if "karmada" in path else extender_body(annotations)
+
+
+@pytest.mark.parametrize("path", KARMADA_PATHS + EXTENDER_PATHS)
+@pytest.mark.parametrize("raw", MALFORMED)
+async def test_scheduler_api_answers_400_naming_the_key(
+    client: Client, path: str, raw: str
+) -> None:
+    resp = await client.post(
+        path, data=orjson.dumps(body_for(path, {vocabulary.MAX_INTENSITY: raw}))
+    )
+    assert resp.status == 400
+    error = (await resp.json())["error"]
+    assert vocabulary.MAX_INTENSITY in error
+    assert error.startswith(("workload.annotations.", "Pod.metadata.annotations."))
+
+
+@pytest.mark.parametrize("path", KARMADA_PATHS + EXTENDER_PATHS)
+@pytest.mark.parametrize("raw", WELL_FORMED[vocabulary.MAX_INTENSITY])
+async def test_scheduler_api_accepts_every_well_formed_limit(
+    client: Client, path: str, raw: str
+) -> None:
+    resp = await client.post(
+        path, data=orjson.dumps(body_for(path, {vocabulary.MAX_INTENSITY: raw}))
+    )
+    assert resp.status == 200
+
+
+@pytest.mark.parametrize("path", KARMADA_PATHS + EXTENDER_PATHS)
+async def test_scheduler_api_ignores_keys_it_does_not_read(client: Client, path: str) -> None:
+    annotations = {vocabulary.MAX_CLUSTERS: "nan", vocabulary.OVERRIDE: "maybe"}
+    resp = await client.post(path, data=orjson.dumps(body_for(path, annotations)))
+    assert resp.status == 200
+
+
+@pytest.mark.parametrize(("key", "values"), list(WELL_FORMED.items()))
+def test_parsers_accept_well_formed_values(key: str, values: list[str]) -> None:
+    for value in values:
+        assert vocabulary.knobs({key: value}, "policy").problems == ()
+
+
+@pytest.mark.parametrize("raw", MALFORMED)
+def test_parsers_reject_malformed_numbers_with_the_key_as_path(raw: str) -> None:
+    for parse_value in (vocabulary.max_intensity, vocabulary.max_clusters):
+        with pytest.raises(InvalidInput) as caught:
+            parse_value(raw)
+        assert caught.value.path.startswith("carbonshift.io/")
+        assert repr(raw) in caught.value.message
+
+
+def test_every_key_is_in_the_table_once() -> None:
+    names = [k.name for k in vocabulary.KEYS]
+    assert len(names) == len(set(names))
+    assert all(n.startswith("carbonshift.io/") for n in names)
