@@ -63,9 +63,9 @@ sandbox: $(STAMP) binaries ## Local control plane with carbonshift; prints how t
 sandbox-down: ## Stop everything `make sandbox` started
 	$(BIN)/python -m devtools.sandbox down
 
-bench: $(STAMP) ## Benchmarks; results go to bench/results/ and the README table
+bench: $(STAMP) ## Benchmarks (BENCH="admission score", the default); results to bench/results/ and README
 	@command -v wrk >/dev/null || { echo "installing wrk (Debian package)"; apt-get install -y -qq wrk; }
-	$(BIN)/python -m bench
+	$(BIN)/python -m bench $(BENCH)
 
 lock: $(STAMP) ## Re-resolve requirements.lock (the image's pinned, hashed runtime dependencies)
 	$(BIN)/$(LOCK)
