@@ -27,7 +27,7 @@ from webhook.intensity import Reading, Signal
 from webhook.providers import wire
 from webhook.providers.base import ProviderError, ZoneNotSupported
 from webhook.providers.credentials import Secret, resolve_secret
-from webhook.providers.http import HttpClient, HttpSettings
+from webhook.providers.http import HttpClient, HttpProvider, HttpSettings
 from webhook.providers.options import NetworkOptions, NonEmpty, base_url, parse
 from webhook.validation import InvalidInput
 
@@ -57,10 +57,11 @@ _GRANULARITY = {
 }
 
 
-class ElectricityMapsProvider:
+class ElectricityMapsProvider(HttpProvider):
     """Latest, forecast and last-24-hour history from the Electricity Maps API."""
 
     name = NAME
+    calls_per_fetch = CALLS_PER_FETCH
 
     def __init__(
         self,
@@ -104,13 +105,6 @@ class ElectricityMapsProvider:
             emission_factor=options.emission_factor,
             settings=http.with_options(options),
         )
-
-    @property
-    def worst_case_seconds(self) -> float:
-        return CALLS_PER_FETCH * self.http.settings.worst_case_seconds()
-
-    def __repr__(self) -> str:
-        return f"ElectricityMapsProvider(url={self.http.where('')!r})"
 
     async def _get(self, path: str, zone: str) -> Mapping[str, Any]:
         body = await self.http.get_json(
@@ -178,6 +172,3 @@ class ElectricityMapsProvider:
         rows = wire.items(data.get("forecast"), NAME, what)
         found = (self._reading(zone, r, what, step=timedelta(hours=1), forecast=True) for r in rows)
         return sorted((r for r in found if r is not None), key=lambda r: r.valid_from)
-
-    async def close(self) -> None:
-        await self.http.close()

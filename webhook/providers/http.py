@@ -30,7 +30,7 @@ import random
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -282,3 +282,24 @@ class HttpClient:
             raise _Transient(
                 "invalid_json", f"{what} sent a body that is not JSON{subject}"
             ) from None
+
+
+class HttpProvider:
+    """What every network provider shares: its :class:`HttpClient` (``http``), how long
+    one fetch may take, a repr without secrets, and closing. ``calls_per_fetch`` is how
+    many requests one ``latest`` may make (fallbacks, logins)."""
+
+    http: HttpClient
+    calls_per_fetch: ClassVar[int] = 1
+
+    @property
+    def worst_case_seconds(self) -> float:
+        """Every request of one fetch at its worst (see :meth:`HttpSettings.worst_case_seconds`)."""
+        return self.calls_per_fetch * self.http.settings.worst_case_seconds()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(url={self.http.where('')!r})"
+
+    async def close(self) -> None:
+        """Close the HTTP session."""
+        await self.http.close()

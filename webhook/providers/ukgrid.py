@@ -26,7 +26,7 @@ from typing import Any
 from webhook.intensity import Reading, Signal, utcnow
 from webhook.providers import wire
 from webhook.providers.base import ProviderError, ZoneNotSupported
-from webhook.providers.http import HttpClient, HttpSettings
+from webhook.providers.http import HttpClient, HttpProvider, HttpSettings
 from webhook.providers.options import NetworkOptions, base_url, parse
 
 NAME = "ukgrid"
@@ -44,7 +44,7 @@ REGIONS = {
 """Region ids of the API (zone key ``GB-REGION-<id>``)."""
 
 
-class UKGridProvider:
+class UKGridProvider(HttpProvider):
     """Great Britain's national and regional intensity (see the module docstring)."""
 
     name = NAME
@@ -67,13 +67,6 @@ class UKGridProvider:
         options = parse(section, NetworkOptions, NAME)
         url = base_url(options.url, provider=NAME, env=env, env_name=URL_ENV, default=DEFAULT_URL)
         return cls(url=url, settings=http.with_options(options))
-
-    @property
-    def worst_case_seconds(self) -> float:
-        return self.http.settings.worst_case_seconds()
-
-    def __repr__(self) -> str:
-        return f"UKGridProvider(url={self.http.where('')!r})"
 
     def zones(self) -> Sequence[str]:
         """Every zone key this provider answers for."""
@@ -148,6 +141,3 @@ class UKGridProvider:
     async def history(self, zone: str) -> Sequence[Reading]:
         """The past 24 hours (national: actual where published; regional: forecast)."""
         return await self._series(zone, "pt24h")
-
-    async def close(self) -> None:
-        await self.http.close()

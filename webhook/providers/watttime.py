@@ -45,7 +45,7 @@ from webhook.providers.base import (
     ProviderError,
 )
 from webhook.providers.credentials import Secret, resolve_secret
-from webhook.providers.http import HttpClient, HttpSettings
+from webhook.providers.http import HttpClient, HttpProvider, HttpSettings
 from webhook.providers.options import NetworkOptions, NonEmpty, base_url, parse
 from webhook.validation import InvalidInput
 
@@ -84,10 +84,11 @@ class Options(NetworkOptions, forbid_unknown_fields=True, kw_only=True):
     ] = msgspec.field(default_factory=dict)
 
 
-class WattTimeProvider:
+class WattTimeProvider(HttpProvider):
     """Marginal intensity from WattTime (see the module docstring)."""
 
     name = NAME
+    calls_per_fetch = CALLS_PER_FETCH
 
     def __init__(
         self,
@@ -145,13 +146,6 @@ class WattTimeProvider:
             regions=options.regions,
             settings=http.with_options(options),
         )
-
-    @property
-    def worst_case_seconds(self) -> float:
-        return CALLS_PER_FETCH * self.http.settings.worst_case_seconds()
-
-    def __repr__(self) -> str:
-        return f"WattTimeProvider(url={self.http.where('')!r})"
 
     def region(self, zone: str) -> str:
         """The WattTime region for a zone key."""
@@ -270,6 +264,3 @@ class WattTimeProvider:
             "historical", zone, start=(end - span).isoformat(), end=end.isoformat()
         )
         return self._points(zone, data, self.http.where("v3/historical"))
-
-    async def close(self) -> None:
-        await self.http.close()
