@@ -87,7 +87,14 @@ def test_mutate_json_output_and_stdin(
 
 @pytest.mark.parametrize(
     ("config", "message"),
-    [("zone: [", "not valid YAML"), ("providers: [nope]\n", "config key 'providers[0]'")],
+    [
+        ("zone: [", "c.yaml: not valid YAML at line 1"),
+        ("providers: [nope]\n", "carbonshift: config error: providers[0]: unknown provider 'nope'"),
+        (
+            "feed: {retries: -1}\n",
+            "carbonshift: config error: feed.retries: expected int >= 0, got -1",
+        ),
+    ],
 )
 def test_bad_config_exits_2_with_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], config: str, message: str

@@ -1,4 +1,4 @@
-"""Config validation: every bad key gets a one-line error naming it."""
+"""Config validation: every bad key gets a one-line error naming its path."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from webhook.config import Config, ConfigError, load, parse
+from webhook.config import Config, load, parse
+from webhook.validation import InvalidInput
 
 
 def test_no_file_means_the_builtin_default() -> None:
@@ -18,50 +19,116 @@ def test_a_full_file_parses(tmp_path: Path) -> None:
     path = tmp_path / "c.yaml"
     path.write_text(
         "zone: DE\nclusters:\n  member-fr: {zone: FR}\n"
-        "  member-ie: {provider: aws, region: eu-west-1}\n"
+        "  member-ie: {provider: aws, region: eu-west-1, labels: {tier: prod}}\n"
         "providers: [static]\nweighting: {exponent: 2, scale: 50}\n"
         "nodepools: {low_below: 100, high_from: 300, topology_zones: {eu-central-1a: DE}}\n"
         "service: {name: cs, namespace: ops}\nfeed: {refresh_seconds: 60}\n"
     )
     config = load(path)
     assert config.clusters["member-ie"].grid_zone == "IE"
+    assert config.clusters["member-ie"].name == "member-ie"
+    assert config.clusters["member-ie"].labels == {"tier": "prod"}
     assert config.weighting.exponent == 2.0
+    assert config.feed.refresh_seconds == 60.0
     assert config.zones_in_use() == ("DE", "FR", "IE")
     assert "cs.ops.svc" in config.service.dns_names()
 
 
-@pytest.mark.parametrize(
-    ("doc", "key"),
-    [
-        ({"zon": "DE"}, "zon"),
-        ({"zone": 5}, "zone"),
-        ({"providers": ["electricmaps"]}, "providers[0]"),
-        ({"providers": ["static", "static"]}, "providers[1]"),
-        ({"providers": []}, "providers"),
-        ({"clusters": {"m": {"zone": "FR", "color": "x"}}}, "clusters.m.color"),
-        ({"clusters": {"m": {"region": "mars-1"}}}, "clusters.m"),
-        ({"clusters": {"Bad_Name": {"zone": "FR"}}}, "clusters.Bad_Name"),
-        ({"weighting": {"exponent": -1}}, "weighting.exponent"),
-        ({"weighting": {"scale": 0}}, "weighting.scale"),
-        ({"nodepools": {"low_below": 500, "high_from": 100}}, "nodepools.high_from"),
-        ({"nodepools": {"mutate_on_update": "yes"}}, "nodepools.mutate_on_update"),
-        ({"service": {"name": "Web Hook"}}, "service.name"),
-        ({"feed": {"refresh_seconds": 0}}, "feed.refresh_seconds"),
-        ([1, 2], "<root>"),
-    ],
-)
-def test_bad_config_names_the_key(doc: object, key: str) -> None:
-    with pytest.raises(ConfigError) as info:
+def test_provider_sections_are_kept_as_options() -> None:
+    config = parse({"providers": "static", "ukgrid": {"retries": 1}, "trace": None})
+    assert config.providers == ("static",)
+    assert config.provider_options == {"ukgrid": {"retries": 1}, "trace": {}}
+
+
+def test_an_empty_file_is_the_default(tmp_path: Path) -> None:
+    (tmp_path / "c.yaml").write_text("# nothing set\n")
+    assert load(tmp_path / "c.yaml") == Config()
+
+
+BAD_CONFIGS = [
+    # top level
+    ([1, 2], "", "expected mapping, got list"),
+    ({"zon": "DE"}, "zon", "unknown field"),
+    ({"zone": 5}, "zone", "expected str | null, got int"),
+    ({"zone": "not a zone"}, "zone", "expected a grid zone key such as DE or US-CAL-CISO"),
+    ({"provider_options": {}}, "provider_options", "unknown field"),
+    ({1: "x"}, "1", "invalid key: expected str, got int"),
+    # providers and provider sections
+    ({"providers": ["electricmaps"]}, "providers[0]", "unknown provider 'electricmaps'"),
+    ({"providers": ["static", "static"]}, "providers[1]", "'static' is listed twice"),
+    ({"providers": []}, "providers", "expected list of length >= 1, got []"),
+    ({"providers": 3}, "providers", "expected list, got int"),
+    ({"trace": [1]}, "trace", "expected mapping, got list"),
+    ({"static": {"x": 1}}, "static.x", "static takes no options"),
+    ({"ukgrid": {"retries": -1}}, "ukgrid.retries", "expected int >= 0, got -1"),
+    # clusters
+    ({"clusters": []}, "clusters", "expected mapping, got list"),
+    ({"clusters": {"m": None}}, "clusters.m", "expected mapping, got null"),
+    ({"clusters": {"m": {"zone": "FR", "color": "x"}}}, "clusters.m.color", "unknown field"),
+    ({"clusters": {"m": {"zone": "FR", "name": "n"}}}, "clusters.m.name", "unknown field"),
+    ({"clusters": {"m": {"region": "mars-1"}}}, "clusters.m", "no grid zone"),
+    ({"clusters": {"Bad_Name": {"zone": "FR"}}}, "clusters.Bad_Name", "invalid key: expected a"),
+    ({"clusters": {"m": {"zone": "F R"}}}, "clusters.m.zone", "got 'F R'"),
+    ({"clusters": {"m": {"zone": "FR", "zones": "a"}}}, "clusters.m.zones", "expected list"),
+    ({"clusters": {"m": {"zone": "FR", "provider": ""}}}, "clusters.m.provider", "length >= 1"),
+    (
+        {"clusters": {"ok": {"zone": "FR"}, "m": {"zone": "FR", "labels": {"tier": 1}}}},
+        "clusters.m.labels.tier",
+        "expected str, got int",
+    ),
+    # weighting
+    ({"weighting": {"exponent": -1}}, "weighting.exponent", "expected float >= 0.0, got -1"),
+    ({"weighting": {"exponent": 9}}, "weighting.exponent", "expected float <= 8.0, got 9"),
+    ({"weighting": {"scale": 0}}, "weighting.scale", "expected int >= 1, got 0"),
+    ({"weighting": {"scale": 1.5}}, "weighting.scale", "expected int, got float"),
+    ({"weighting": {"sharpness": 1}}, "weighting.sharpness", "unknown field"),
+    # hysteresis
+    ({"hysteresis": {"margin": 1}}, "hysteresis.margin", "expected float < 1.0, got 1"),
+    ({"hysteresis": {"dwell_hours": "12h"}}, "hysteresis.dwell_hours", "expected float, got str"),
+    ({"hysteresis": {"dwell": 1}}, "hysteresis.dwell", "unknown field"),
+    # nodepools
+    ({"nodepools": {"low_below": 500, "high_from": 100}}, "nodepools.high_from", ">= low_below"),
+    ({"nodepools": {"low_below": -1}}, "nodepools.low_below", "expected float >= 0.0, got -1"),
+    ({"nodepools": {"mutate_on_update": "yes"}}, "nodepools.mutate_on_update", "expected bool"),
+    ({"nodepools": {"topology_zones": {"a": "b c"}}}, "nodepools.topology_zones.a", "grid zone"),
+    ({"nodepools": {"zones": {}}}, "nodepools.zones", "unknown field"),
+    # service
+    ({"service": {"name": "Web Hook"}}, "service.name", "expected a DNS-1123 label"),
+    ({"service": {"namespace": "x" * 64}}, "service.namespace", "at most 63"),
+    ({"service": {"port": 443}}, "service.port", "unknown field"),
+    # feed
+    ({"feed": None}, "feed", "expected mapping, got null"),
+    ({"feed": {"refresh_seconds": 0}}, "feed.refresh_seconds", "expected float >= 1.0, got 0"),
+    ({"feed": {"timeout_seconds": 0.01}}, "feed.timeout_seconds", ">= 0.05, got 0.01"),
+    ({"feed": {"retries": True}}, "feed.retries", "expected int, got bool"),
+    ({"feed": {"retries": 99}}, "feed.retries", "expected int <= 10, got 99"),
+    ({"feed": {"breaker_failures": 0}}, "feed.breaker_failures", "expected int >= 1, got 0"),
+    ({"feed": {"forecasts": "no"}}, "feed.forecasts", "expected bool, got str"),
+    ({"feed": {"colour": 1}}, "feed.colour", "unknown field"),
+    (
+        {"feed": {"min_ttl_seconds": 100, "max_ttl_seconds": 10}},
+        "feed.max_ttl_seconds",
+        "must be >= min_ttl_seconds (100), got 10",
+    ),
+]
+
+
+@pytest.mark.parametrize(("doc", "path", "message"), BAD_CONFIGS)
+def test_bad_config_names_the_path(doc: object, path: str, message: str) -> None:
+    with pytest.raises(InvalidInput) as info:
         parse(doc)
-    assert info.value.key == key
+    assert info.value.path == path
+    assert message in info.value.message
+    assert str(info.value) == (f"{path}: {info.value.message}" if path else info.value.message)
     assert "\n" not in str(info.value)
-    assert f"'{key}'" in str(info.value)
 
 
 def test_unreadable_and_invalid_files(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="cannot read"):
-        load(tmp_path / "missing.yaml")
+    missing = tmp_path / "missing.yaml"
+    with pytest.raises(InvalidInput, match="cannot read") as info:
+        load(missing)
+    assert info.value.path == str(missing)
     bad = tmp_path / "bad.yaml"
     bad.write_text("zone: [unclosed\n")
-    with pytest.raises(ConfigError, match="not valid YAML at line"):
+    with pytest.raises(InvalidInput, match="not valid YAML at line"):
         load(bad)

@@ -16,8 +16,9 @@ import orjson
 import yaml
 
 from webhook import __version__, certs, cli_intensity, logs
-from webhook.config import Config, ConfigError, load
+from webhook.config import Config, load
 from webhook.simulate import cli as simulate_cli
+from webhook.validation import InvalidInput
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -236,8 +237,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     logs.configure("warning", stream=sys.stderr)  # `serve` switches to JSON on stdout
     try:
         return handler(args)
-    except ConfigError as exc:
-        print(f"carbonshift: {exc}", file=sys.stderr)
+    except InvalidInput as exc:  # the config file, a provider section, CARBONSHIFT_REDIS_URL
+        print(f"carbonshift: config error: {exc}", file=sys.stderr)
         return 2
     except UsageError as exc:
         print(f"carbonshift: {exc}", file=sys.stderr)

@@ -19,7 +19,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from webhook import admission, certs, schedapi
-from webhook.config import Config, ConfigError
+from webhook.config import Config
 from webhook.feed import IntensityFeed
 from webhook.intensity import utcnow
 from webhook.journal import admissions
@@ -120,14 +120,14 @@ def ensure_certificates(directory: Path, config: Config, extra_hosts: list[str])
 def build_feed(config: Config) -> IntensityFeed:
     """The intensity feed for a configuration: its provider chain, zones in use and cache.
 
-    Raises :class:`ConfigError` for bad provider options or a bad ``CARBONSHIFT_REDIS_URL``.
+    Raises :class:`InvalidInput` for bad provider options or a bad ``CARBONSHIFT_REDIS_URL``.
     """
     try:
         return IntensityFeed.from_config(config)
     except ValueError as exc:
-        if isinstance(exc, ConfigError):
+        if isinstance(exc, InvalidInput):
             raise
-        raise ConfigError("CARBONSHIFT_REDIS_URL", str(exc)) from None
+        raise InvalidInput("CARBONSHIFT_REDIS_URL", str(exc)) from None
 
 
 async def serve(

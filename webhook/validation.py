@@ -22,15 +22,14 @@ T = TypeVar("T")
 
 _UNKNOWN = re.compile(r"^Object contains unknown field `(?P<field>[^`]*)`$")
 _MISSING = re.compile(r"^Object missing required field `(?P<field>[^`]*)`$")
-_AT = re.compile(
-    r"^(?P<message>.*?)(?: - at (?P<key>`key` in )?`\$(?P<path>[^`]*)`)?$", re.DOTALL
-)
+_AT = re.compile(r"^(?P<message>.*?)(?: - at (?P<key>`key` in )?`\$(?P<path>[^`]*)`)?$", re.DOTALL)
 _STEP = re.compile(r"\.(?P<field>[^.\[]+)|\[(?P<index>[^\]]*)\]")
 _REGEX = re.compile(r"`str` matching regex '(?P<regex>.*)'", re.DOTALL)
 _PATTERNS: dict[str, str] = {}
 """Regex -> what it means, for messages (filled by :func:`pattern`)."""
-_PARSED_WORDS = {"`object`": "mapping", "`array`": "list"}
-"""msgspec's JSON words as a person editing YAML calls them (used by :func:`convert`)."""
+_JSON_WORDS = re.compile(r"\b(object|array)\b(?=[^`]*`)")
+"""msgspec's JSON words for types, which :func:`convert` says as a person editing YAML
+would: mapping and list."""
 
 Step = str | int | None
 """One step of a msgspec path: a field or mapping key, a list index, or None for a mapping
@@ -48,6 +47,11 @@ GridZone = Annotated[
     pattern(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$", "a grid zone key such as DE or US-CAL-CISO"),
 ]
 """An Electricity Maps style grid zone key (config, scenarios, requests)."""
+
+
+class Schema(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Base of a document's structs: immutable, unknown keys refused (``x: unknown field``).
+    Subclasses repeat ``frozen=True`` for type checkers."""
 
 
 class InvalidInput(ValueError):
@@ -140,8 +144,7 @@ def _located(data: object, kind: type[Any], exc: msgspec.ValidationError) -> Inv
     except (LookupError, TypeError, ValueError, AttributeError):  # not as the path says
         return from_msgspec(exc)
     path = _render(found)
-    for word, plain in _PARSED_WORDS.items():
-        message = message.replace(word, plain)
+    message = _JSON_WORDS.sub(lambda m: "mapping" if m[1] == "object" else "list", message)
     unknown, missing = _UNKNOWN.match(message), _MISSING.match(message)
     if unknown:
         path, message = join(path, unknown["field"]), "unknown field"

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 
+import msgspec
 import structlog
 
 from webhook.cache import IntensityCache
@@ -46,9 +46,9 @@ class IntensityFeed:
             raise ValueError("the feed needs at least one provider")
         settings = settings or FeedConfig()
         if refresh_seconds is not None:
-            settings = dataclasses.replace(settings, refresh_seconds=refresh_seconds)
+            settings = msgspec.structs.replace(settings, refresh_seconds=refresh_seconds)
         if max_age_seconds is not None:
-            settings = dataclasses.replace(settings, max_age_seconds=max_age_seconds)
+            settings = msgspec.structs.replace(settings, max_age_seconds=max_age_seconds)
         self.settings = settings
         self.providers = tuple(providers)
         self.cache = cache or IntensityCache.memory()
