@@ -1,9 +1,10 @@
-"""The protocol floor: the same server stack answering ``POST /mutate`` with no logic.
+"""The echo floor: the same server stack answering ``POST /mutate`` with no logic.
 
-aiohttp on uvloop with the same TLS setup as ``carbonshift serve``; it reads the body
-and returns a fixed AdmissionReview of the size carbonshift returns. What the real
-server costs above this is carbonshift's own work (parsing, deciding, logging, metrics).
-Started by :mod:`bench.admission` as ``python -m bench.floor serve --port P --cert-dir D``.
+aiohttp on uvloop with the same TLS setup as ``carbonshift serve``; it reads each
+review, parses it with orjson and answers ``allowed: true`` with the request's uid and
+no patch. What the real server costs above this is carbonshift's own work (deciding,
+patching, logging, metrics). Started by :mod:`bench.admission` as
+``python -m bench.floor serve --port P --cert-dir D``.
 """
 
 from __future__ import annotations
@@ -12,21 +13,22 @@ import argparse
 import asyncio
 from pathlib import Path
 
+import orjson
 import uvloop
 from aiohttp import web
 
 from webhook import certs
 from webhook.tls import ReloadingTLS
 
-ANSWER = (
-    b'{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"bench",'
-    b'"allowed":true,"patchType":"JSONPatch","patch":"' + b"A" * 1400 + b'"}}'
-)
-
 
 async def mutate(request: web.Request) -> web.Response:
-    await request.read()
-    return web.Response(body=ANSWER, content_type="application/json")
+    review = orjson.loads(await request.read())
+    answer = {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "response": {"uid": review["request"]["uid"], "allowed": True},
+    }
+    return web.Response(body=orjson.dumps(answer), content_type="application/json")
 
 
 async def ok(_request: web.Request) -> web.Response:

@@ -51,22 +51,6 @@ def configure(level: str = "info", *, stream: TextIO | None = None) -> None:
     root.setLevel(max(numeric, logging.WARNING))
 
 
-def event_logger(writer: Any) -> Any:
-    """A structlog logger for high-volume event lines written by ``writer`` (an object
-    whose ``info`` method takes the rendered bytes): the configured level, the level
-    and timestamp fields and orjson JSON, without the context-variable and traceback
-    steps those lines never need. Bound once, so each line costs only its processing."""
-    return structlog.wrap_logger(
-        writer,
-        processors=[
-            structlog.processors.add_log_level,
-            add_timestamp,
-            structlog.processors.JSONRenderer(serializer=orjson.dumps),
-        ],
-        wrapper_class=structlog.get_config()["wrapper_class"],
-    ).bind()
-
-
 def add_timestamp(_logger: Any, _method: str, event: MutableMapping[str, Any]) -> Any:
     """Set ``timestamp`` (ISO 8601, UTC, microseconds) to now, or to the epoch seconds
     already given there by a caller that logs an event after it happened."""
