@@ -180,3 +180,30 @@ def test_memo_answers_identical_inputs_once_and_follows_the_data(
     assert third.patch != first.patch
     admit(request(PP_KIND, pp(**{"carbonshift.io/max-clusters": "1"})), ctx, memo)
     assert len(memo) == 2
+
+
+def test_memo_ignores_annotations_and_labels_a_decision_never_reads(
+    ctx: Context, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = []
+    real = placement.decide
+    monkeypatch.setattr("webhook.decision.placement.decide", lambda *a: calls.append(1) or real(*a))
+    memo = admission.DecisionMemo()
+    ctx = dataclasses.replace(ctx, generation=1)
+    applied = "kubectl.kubernetes.io/last-applied-configuration"
+    first = pp({"team": "a"}, **{applied: '{"metadata":{"name":"web"}}'})
+    second = pp({"team": "b"}, **{applied: '{"metadata":{"name":"web-2"}}'})
+    assert (
+        admit(request(PP_KIND, first), ctx, memo).patch
+        == admit(request(PP_KIND, second), ctx, memo).patch
+    )
+    assert len(calls) == 1
+    admit(request(PP_KIND, pp(**{"carbonshift.io/max-clusters": "1"})), ctx, memo)
+    assert len(calls) == 2
+    # Without any annotations the patch must add the map itself: a different answer.
+    bare = pp()
+    del bare["metadata"]["annotations"]
+    req = request(PP_KIND, bare)
+    out = admit(req, ctx, memo)
+    assert len(calls) == 3
+    assert stored(req, out)["metadata"]["annotations"]["carbonshift.io/decision"]

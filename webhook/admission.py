@@ -23,7 +23,7 @@ from webhook import kinds, validation
 from webhook.decision.outcome import Change, short
 from webhook.kinds import Context, Kind
 from webhook.patch import build
-from webhook.vocabulary import DECISION, ENABLED, REFRESH
+from webhook.vocabulary import DECISION, ENABLED, REFRESH, ours
 
 log = structlog.get_logger("carbonshift.admission")
 
@@ -99,10 +99,12 @@ class DecisionMemo:
 
     GitOps controllers re-apply and server-side dry-run the same manifests over and
     over, and fleets stamp out many policies from one template. A decision depends only
-    on the object's kind, labels, annotations and spec and on the intensities in memory,
-    so those form the key; the object's name and uid do not. Only CREATEs are kept:
-    a recomputation on UPDATE also depends on how long the placement has been in force.
-    Bounded LRU.
+    on the object's kind, its ``carbonshift.io/*`` labels and annotations (the
+    vocabulary), whether it has annotations at all (the patch adds the map or a key to
+    it), its spec, and the intensities in memory: those form the key. The object's name,
+    uid and other annotations (``kubectl.kubernetes.io/last-applied-configuration``
+    repeats the name) do not. Only CREATEs are kept: a recomputation on UPDATE also
+    depends on how long the placement has been in force. Bounded LRU.
     """
 
     def __init__(self, size: int = 4096) -> None:
@@ -115,11 +117,13 @@ class DecisionMemo:
         if ctx.generation is None or obj is None or request.operation != "CREATE":
             return None  # UPDATE decisions also depend on time (minimum dwell)
         meta = _metadata(obj)
+        annotations = _strings(meta, "annotations")
         material = (
             request.kind.group,
             request.kind.kind,
-            meta.get("labels"),
-            meta.get("annotations"),
+            ours(_strings(meta, "labels")),
+            "annotations" in meta,
+            ours(annotations),
             obj.get("spec"),
         )
         try:
