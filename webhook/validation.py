@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import msgspec
+import msgspec.inspect
 import orjson
 import yaml
 
@@ -150,10 +151,34 @@ def _located(data: object, kind: type[Any], exc: msgspec.ValidationError) -> Inv
         path, message = join(path, unknown["field"]), "unknown field"
     elif missing:
         path, message = join(path, missing["field"]), "required, but missing"
-    elif message.startswith("Expected") and ", got" not in message:
+    elif message.startswith("Invalid enum value") and not key:
+        choices = _choices(msgspec.inspect.type_info(kind), [a for a, _ in found])
+        message = f"Expected one of {', '.join(choices)}" if choices else message
+    if message.startswith("Expected") and ", got" not in message:
         shown = repr(value)
         message += f", got {shown if len(shown) <= 60 else shown[:57] + '...'}"
     return InvalidInput(path, _plain(message, key))
+
+
+def _choices(node: msgspec.inspect.Type, where: list[Any]) -> list[str]:
+    """The values the enum or literal at ``where`` in ``node`` allows."""
+    inspect = msgspec.inspect
+    if isinstance(node, inspect.Metadata):
+        return _choices(node.type, where)
+    if isinstance(node, inspect.UnionType):
+        return [choice for member in node.types for choice in _choices(member, where)]
+    if not where:
+        if isinstance(node, inspect.EnumType):
+            return [str(member.value) for member in node.cls]
+        return [str(v) for v in node.values] if isinstance(node, inspect.LiteralType) else []
+    if isinstance(node, inspect.StructType):
+        fields = [f.type for f in node.fields if f.encode_name == where[0]]
+        return [choice for kind in fields for choice in _choices(kind, where[1:])]
+    if isinstance(node, inspect.DictType):
+        return _choices(node.value_type, where[1:])
+    if isinstance(node, inspect.ListType | inspect.VarTupleType):
+        return _choices(node.item_type, where[1:])
+    return []
 
 
 def _find(

@@ -13,8 +13,9 @@ from typing import Any
 from webhook.simulate import grid as grid_mod
 from webhook.simulate import report
 from webhook.simulate.outcome import Outcome, simulate
-from webhook.simulate.scenario import PolicySettings, ScenarioError, load
+from webhook.simulate.scenario import PolicySettings, load
 from webhook.traces import TraceError
+from webhook.validation import InvalidInput
 
 TRACES_RELATIVE = Path("..") / "shared" / "traces" / "electricitymaps-hourly-2023"
 """Default trace folder, relative to the repository root."""
@@ -55,7 +56,7 @@ def default_traces() -> Path | None:
 
 def add_parser(subparsers: Any) -> None:
     """Register the ``simulate`` sub-command on an argparse ``subparsers`` object."""
-    keys = ", ".join(PolicySettings.__dataclass_fields__)
+    keys = ", ".join(PolicySettings.__struct_fields__)
     parser = subparsers.add_parser(
         "simulate",
         help="replay carbon-intensity traces and compare placement policies",
@@ -121,7 +122,7 @@ def _pairs(items: Sequence[str], flag: str) -> list[tuple[str, str]]:
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise ScenarioError(flag, f"expected KEY=VALUE, got {item!r}")
+            raise InvalidInput(flag, f"expected KEY=VALUE, got {item!r}")
         out.append((key.strip(), value.strip()))
     return out
 
@@ -130,14 +131,14 @@ def run(args: argparse.Namespace) -> int:
     """Execute ``simulate``; returns the process exit status."""
     try:
         return _run(args)
-    except (ScenarioError, TraceError, ValueError, report.ReportUnavailable) as exc:
+    except (InvalidInput, TraceError, ValueError, report.ReportUnavailable) as exc:
         print(f"carbonshift simulate: {exc}", file=sys.stderr)
         return 2
 
 
 def _run(args: argparse.Namespace) -> int:
     if args.traces is None:
-        raise ScenarioError("--traces", "no default trace folder found; pass --traces DIR")
+        raise InvalidInput("--traces", "no default trace folder found; pass --traces DIR")
     if args.report is not None:
         report.require_matplotlib()
     progress = sys.stderr.isatty() if args.progress is None else args.progress
@@ -200,7 +201,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="carbonshift simulate",
         description=_DESCRIPTION,
-        epilog=_EPILOG.format(keys=", ".join(PolicySettings.__dataclass_fields__)),
+        epilog=_EPILOG.format(keys=", ".join(PolicySettings.__struct_fields__)),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     configure(parser)

@@ -8,8 +8,9 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from webhook.simulate.scenario import Scenario, ScenarioError
+from webhook.simulate.scenario import Scenario
 from webhook.traces import Trace, read_folder
+from webhook.validation import InvalidInput
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -38,12 +39,12 @@ def from_traces(scenario: Scenario, traces: Mapping[str, Trace]) -> Grid:
         trace = traces.get(zone)
         if trace is None:
             known = ", ".join(sorted(traces)) or "none"
-            raise ScenarioError("zone", f"no trace for zone {zone!r} (traces for: {known})")
+            raise InvalidInput("zone", f"no trace for zone {zone!r} (traces for: {known})")
         first = trace.times[0]
         offset = int((scenario.start - first).total_seconds() // 3600)
         if offset < 0 or offset + hours > len(trace):
             last = trace.times[-1] + timedelta(hours=1)
-            raise ScenarioError(
+            raise InvalidInput(
                 "start",
                 f"trace for {zone} covers {first:%Y-%m-%d %H:%M} to {last:%Y-%m-%d %H:%M} UTC, "
                 f"not the scenario's {scenario.start:%Y-%m-%d %H:%M} to "

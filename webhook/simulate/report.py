@@ -135,7 +135,7 @@ def to_json(outcome: Outcome) -> dict[str, Any]:
         "column": s.column.value,
         "policy_settings": {
             k: (v.value if hasattr(v, "value") else v)
-            for k, v in ((f, getattr(s.policy, f)) for f in s.policy.__dataclass_fields__)
+            for k, v in ((f, getattr(s.policy, f)) for f in s.policy.__struct_fields__)
         },
         "spatial": [_row_json(r) for r in outcome.spatial.rows] if outcome.spatial else None,
         "temporal": [_row_json(r) for r in outcome.temporal.rows] if outcome.temporal else None,

@@ -1,0 +1,214 @@
+"""Scenario files: parsed into the simulator's structs; every bad key names its path."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from webhook.decision.forecast import Method
+from webhook.simulate.scenario import hour_index, load, parse
+from webhook.traces import Column
+from webhook.validation import InvalidInput
+
+BASE: dict[str, Any] = {
+    "start": "2023-01-01T00:00:00Z",
+    "end": "2023-01-02T00:00:00Z",
+    "clusters": [{"name": "a", "zone": "DE"}],
+    "workloads": [{"name": "w", "replicas": 2}],
+}
+
+
+def test_a_full_file_parses(tmp_path: Path) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(
+        "name: full\ndescription: '  two zones  '\n"
+        "start: 2023-01-01T00:00:00Z\nend: 2023-01-03T00:00:00+01:00\n"
+        "column: direct\npower_kw: 1\n"
+        "clusters:\n  - {name: gb, zone: GB, capacity: {share: 0.5}}\n"
+        "  - {name: de, zone: DE, capacity: {replicas: 4}}\n  - {name: fr, zone: FR}\n"
+        "workloads:\n  - {name: etl, replicas: 8, movable: false, run_hours: 6, every_hours: 24}\n"
+        "batch:\n  - {name: ci, zone: PL, slack_hours: 6}\n"
+        "policy: {forecast: persistence, margin: 0.2}\n"
+    )
+    scenario = load(path, {"policy.top_n": "2"})
+    assert scenario.name == "full"
+    assert scenario.description == "two zones"
+    assert scenario.start == datetime(2023, 1, 1, tzinfo=UTC)
+    assert scenario.end == datetime(2023, 1, 2, 23, tzinfo=UTC)
+    assert scenario.hours == 47
+    assert scenario.column is Column.DIRECT
+    assert scenario.power_kw == 1.0
+    capacities = [(c.share, c.replicas) for c in scenario.clusters]
+    assert capacities == [(0.5, None), (None, 4), (None, None)]
+    assert scenario.workloads[0].run_hours == 6
+    assert scenario.batch[0].length_hours == 1
+    assert scenario.batch[0].slack_hours == 6
+    assert scenario.policy.forecast is Method.PERSISTENCE
+    assert scenario.policy.margin == 0.2
+    assert scenario.policy.top_n == 2
+    assert scenario.zones() == ("DE", "FR", "GB", "PL")
+    assert hour_index(scenario, datetime(2023, 1, 1, 5, tzinfo=UTC)) == 5
+
+
+def test_batch_only_and_defaults() -> None:
+    scenario = parse(
+        {**BASE, "clusters": [], "workloads": [], "batch": [{"name": "b", "zone": "DE"}]}
+    )
+    assert scenario.name == "scenario"
+    assert scenario.column is Column.LIFECYCLE
+    assert scenario.batch[0].every_hours == 1
+    assert scenario.policy.exponent == 1.0
+
+
+def _with(**changes: Any) -> dict[str, Any]:
+    return {**BASE, **changes}
+
+
+BAD_SCENARIOS = [
+    # top level
+    (["x"], "", "expected mapping, got list"),
+    (_with(nmae="x"), "nmae", "unknown field"),
+    ({"end": BASE["end"], "workloads": BASE["workloads"]}, "start", "required, but missing"),
+    (_with(start="yesterday"), "start", "invalid RFC3339 encoded datetime"),
+    (_with(start="2023-01-01T00:30:00Z"), "start", "must be on the hour"),
+    (_with(end="2023-01-01T00:00:00Z"), "end", "must be after start"),
+    (_with(interval_hours=0), "interval_hours", "expected int >= 1, got 0"),
+    (_with(column="lca"), "column", "expected one of lifecycle, direct, got 'lca'"),
+    (_with(power_kw=-0.1), "power_kw", "expected float >= 0.0, got -0.1"),
+    (_with(name=7), "name", "expected str, got int"),
+    (_with(workloads=[], batch=[]), "workloads", "needs workloads, batch pools or both"),
+    # clusters
+    (_with(clusters={"a": "DE"}), "clusters", "expected list, got mapping"),
+    (_with(clusters=[]), "clusters", "workloads need at least one cluster"),
+    (_with(clusters=[{"name": "a"}]), "clusters[0].zone", "required, but missing"),
+    (_with(clusters=[{"name": "", "zone": "DE"}]), "clusters[0].name", "length >= 1"),
+    (_with(clusters=[{"name": "a", "zone": "D E"}]), "clusters[0].zone", "grid zone key"),
+    (_with(clusters=[{"name": "a", "zone": "DE", "cap": 1}]), "clusters[0].cap", "unknown field"),
+    (
+        _with(clusters=[{"name": "a", "zone": "DE"}, {"name": "a", "zone": "FR"}]),
+        "clusters[1].name",
+        "'a' is used twice",
+    ),
+    (
+        _with(clusters=[{"name": "a", "zone": "DE", "capacity": {"share": 1.5}}]),
+        "clusters[0].capacity.share",
+        "expected float <= 1.0, got 1.5",
+    ),
+    (
+        _with(clusters=[{"name": "a", "zone": "DE", "capacity": {"share": 0}}]),
+        "clusters[0].capacity.share",
+        "expected float > 0.0, got 0",
+    ),
+    (
+        _with(clusters=[{"name": "a", "zone": "DE", "capacity": {"replicas": 0}}]),
+        "clusters[0].capacity.replicas",
+        "expected int >= 1, got 0",
+    ),
+    (
+        _with(clusters=[{"name": "a", "zone": "DE", "capacity": {"nodes": 3}}]),
+        "clusters[0].capacity.nodes",
+        "unknown field",
+    ),
+    # workloads
+    (_with(workloads=[{"name": "w"}]), "workloads[0].replicas", "required, but missing"),
+    (
+        _with(workloads=[{"name": "w", "replicas": 1}, {"name": "v", "replicas": 0}]),
+        "workloads[1].replicas",
+        "expected int >= 1, got 0",
+    ),
+    (_with(workloads=[{"name": "w", "replicas": 1.5}]), "workloads[0].replicas", "got float"),
+    (
+        _with(workloads=[{"name": "w", "replicas": 1, "movable": "no"}]),
+        "workloads[0].movable",
+        "expected bool, got str",
+    ),
+    (
+        _with(workloads=[{"name": "w", "replicas": 1, "offset_hours": -1}]),
+        "workloads[0].offset_hours",
+        "expected int >= 0, got -1",
+    ),
+    (
+        _with(workloads=[{"name": "w", "replicas": 1, "run_hours": 0}]),
+        "workloads[0].run_hours",
+        "expected int >= 1, got 0",
+    ),
+    (
+        _with(workloads=[{"name": "w", "replicas": 1, "every": 24}]),
+        "workloads[0].every",
+        "unknown field",
+    ),
+    (
+        _with(workloads=[{"name": "w", "replicas": 1}, {"name": "w", "replicas": 2}]),
+        "workloads[1].name",
+        "'w' is used twice",
+    ),
+    # batch
+    (_with(batch=[{"name": "b"}]), "batch[0].zone", "required, but missing"),
+    (
+        _with(batch=[{"name": "b", "zone": "DE", "length_hours": 0}]),
+        "batch[0].length_hours",
+        "expected int >= 1, got 0",
+    ),
+    (
+        _with(batch=[{"name": "b", "zone": "DE", "slack_hours": -1}]),
+        "batch[0].slack_hours",
+        "expected int >= 0, got -1",
+    ),
+    (_with(batch=[{"name": "b", "zone": "DE", "slack": 1}]), "batch[0].slack", "unknown field"),
+    (
+        _with(batch=[{"name": "b", "zone": "DE"}, {"name": "b", "zone": "FR"}]),
+        "batch[1].name",
+        "'b' is used twice",
+    ),
+    # policy
+    (_with(policy=[]), "policy", "expected mapping, got list"),
+    (_with(policy={"exponent": 0}), "policy.exponent", "expected float > 0.0, got 0"),
+    (_with(policy={"margin": 1}), "policy.margin", "expected float < 1.0, got 1"),
+    (_with(policy={"top_n": 0}), "policy.top_n", "expected int >= 1, got 0"),
+    (_with(policy={"forecast_days": "7"}), "policy.forecast_days", "expected int, got str"),
+    (_with(policy={"forecast": "magic"}), "policy.forecast", "expected one of persistence"),
+    (_with(policy={"sharpness": 2}), "policy.sharpness", "unknown field"),
+    (
+        _with(policy={"low_below": 300, "high_from": 200}),
+        "policy.high_from",
+        "must be >= low_below (300), got 200",
+    ),
+]
+
+
+@pytest.mark.parametrize(("doc", "path", "message"), BAD_SCENARIOS)
+def test_bad_scenario_names_the_path(doc: object, path: str, message: str) -> None:
+    with pytest.raises(InvalidInput) as info:
+        parse(doc)
+    assert info.value.path == path
+    assert message in info.value.message
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "path", "message"),
+    [
+        ({"exponent": "x"}, "policy.exponent", "expected float, got str"),
+        ({"policy.margin": "2"}, "policy.margin", "expected float < 1.0, got 2"),
+        ({"colour": "1"}, "policy.colour", "unknown field"),
+    ],
+)
+def test_bad_overrides_name_the_policy_key(
+    overrides: dict[str, str], path: str, message: str
+) -> None:
+    with pytest.raises(InvalidInput) as info:
+        parse(BASE, overrides)
+    assert info.value.path == path
+    assert message in info.value.message
+
+
+def test_unreadable_and_invalid_files(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInput, match="cannot read"):
+        load(tmp_path / "missing.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: [unclosed\n")
+    with pytest.raises(InvalidInput, match="not valid YAML at line"):
+        load(bad)
