@@ -17,10 +17,10 @@ from webhook.decision.hysteresis import Hysteresis
 from webhook.decision.outcome import Change
 from webhook.decision.placement import PolicyInputs, decide
 from webhook.decision.record import Record
-from webhook.vocabulary import DECISION
 from webhook.decision.selectors import allowed_clusters
 from webhook.intensity import Reading
 from webhook.patch import build
+from webhook.vocabulary import DECISION
 
 NAMES = ["member-fr", "member-de", "member-pl", "unknown-x"]
 
@@ -48,6 +48,11 @@ def mutate(obj: dict[str, Any], inputs: PolicyInputs) -> tuple[dict[str, Any], l
 
 def divided() -> dict[str, Any]:
     return {"replicaScheduling": {"replicaSchedulingType": "Divided"}}
+
+
+def terms_of(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    terms: list[dict[str, Any]] = obj["spec"]["placement"]["clusterAffinities"]
+    return terms
 
 
 def weights_of(obj: dict[str, Any]) -> dict[str, int]:
@@ -270,9 +275,18 @@ def test_a_refresh_keeps_the_placement_within_the_dwell_time_and_margin(
 ) -> None:
     obj = policy(divided(), **{"carbonshift.io/max-clusters": "1"})
     stored, _ = mutate(obj, PolicyInputs(config.clusters, table, now=NOW))
-    assert Record.decode(stored["metadata"]["annotations"][DECISION]).body["since"]
-    # DE gets a little greener: new weights, but the placement is not 10% greener.
-    slightly = dict(table) | {"DE": dataclasses.replace(table["DE"], value=340.0)}
+    since = Record.decode(stored["metadata"]["annotations"][DECISION]).body["since"]
+    assert since
+    # DE gets a little greener: new weights, but the greenest term (what Karmada places
+    # on) is the same placement, so it stays in force from when it started.
+    cleaner_de = dict(table) | {"DE": dataclasses.replace(table["DE"], value=340.0)}
+    again, warnings = _refreshed(stored, config, cleaner_de, hours=24)
+    assert again["spec"]["placement"]["clusterAffinities"] == terms_of(stored)
+    assert weights_of(again) != weights_of(stored)
+    assert Record.decode(again["metadata"]["annotations"][DECISION]).body["since"] == since
+    assert not any("placement kept" in w for w in warnings)
+    # PL becomes the greenest, but the placement on PL is not 10% greener.
+    slightly = dict(table) | {"PL": dataclasses.replace(table["PL"], value=56.0)}
     again, warnings = _refreshed(stored, config, slightly, hours=24)
     assert again == stored
     assert any("not 10% greener" in w for w in warnings)

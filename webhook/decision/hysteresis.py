@@ -11,13 +11,16 @@ the held one only when both hold:
 - the proposal's expected intensity is lower than the held one's by more than
   ``margin`` (relative), both evaluated on the same intensities.
 
-Pure functions, no I/O: the webhook keeps :class:`Held` (for example in an
-annotation), the simulator keeps it in memory.
+:func:`judge` is the rule, and the only one: the webhook's refresh
+(:mod:`webhook.decision.placement`) and the simulator (:mod:`webhook.simulate.policies`)
+both decide through it. Pure functions, no I/O: the webhook keeps the placement in force
+and its start in the decision annotation, the simulator keeps :class:`Held` in memory.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import enum
 import math
 from collections.abc import Mapping
 
@@ -90,6 +93,53 @@ def should_switch(
     return proposed_cost < held_cost * (1.0 - rule.margin)
 
 
+class Verdict(enum.Enum):
+    """What :func:`judge` says about a proposal."""
+
+    NEW = "new"
+    """Nothing comparable is held (first decision, or a placement without clusters): take it."""
+    SAME = "same"
+    """The proposal is the placement in force: it stays in force, from its original start."""
+    SWITCH = "switch"
+    """Dwell passed and the proposal is greener by more than the margin: switch now."""
+    DWELL = "dwell"
+    """Held: the placement in force has not been in force for ``dwell_hours`` yet."""
+    MARGIN = "margin"
+    """Held: the proposal is not greener by more than the margin."""
+
+    @property
+    def holds(self) -> bool:
+        """True when the placement in force stays and the proposal is dropped."""
+        return self in (Verdict.DWELL, Verdict.MARGIN)
+
+
+def judge(
+    rule: Hysteresis,
+    held: Held | None,
+    proposed: Mapping[str, int],
+    intensities: Mapping[str, float | None],
+    now: float,
+) -> Verdict:
+    """Whether ``proposed`` replaces the placement ``held`` at ``now`` (see the module doc).
+
+    Both placements are weights per cluster and are scored on the same ``intensities``.
+    """
+    if held is None or not held.weights or not proposed:
+        return Verdict.NEW
+    if dict(held.weights) == dict(proposed):
+        return Verdict.SAME
+    held_hours = now - held.since
+    if held_hours < rule.dwell_hours:
+        return Verdict.DWELL
+    switch = should_switch(
+        rule,
+        held_cost=expected_intensity(held.weights, intensities),
+        proposed_cost=expected_intensity(proposed, intensities),
+        held_hours=held_hours,
+    )
+    return Verdict.SWITCH if switch else Verdict.MARGIN
+
+
 def step(
     rule: Hysteresis,
     held: Held | None,
@@ -102,14 +152,7 @@ def step(
     With nothing held yet the proposal is taken at once. A proposal identical to the
     held placement keeps the held one (and its ``since``).
     """
-    if held is None:
-        return Held(dict(proposed), now)
-    if dict(held.weights) == dict(proposed):
+    verdict = judge(rule, held, proposed, intensities, now)
+    if held is not None and (verdict.holds or verdict is Verdict.SAME):
         return held
-    switch = should_switch(
-        rule,
-        held_cost=expected_intensity(held.weights, intensities),
-        proposed_cost=expected_intensity(proposed, intensities),
-        held_hours=now - held.since,
-    )
-    return Held(dict(proposed), now) if switch else held
+    return Held(dict(proposed), now)

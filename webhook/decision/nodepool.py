@@ -73,13 +73,21 @@ def decide(nodepool: Mapping[str, Any], inputs: NodePoolInputs) -> Decision:
         plan.keep_greenest_zones(s.topology_zones, inputs.table)
     if "weight" in strategies:
         plan.set_weight(max(1, greenness(intensity)), override)
-    if "pause" in strategies and level == "high":
+    if "pause" in strategies and pauses(level):
         plan.pause()
 
     body = _body(data, level)
     decision.record = plan.record(body)
     decision.changes = plan.changes(level)
     return decision
+
+
+def pauses(level: str) -> bool:
+    """The pause rule (strategy ``pause``): no new nodes while the grid's class is high.
+
+    The simulator's class-based pause policy decides through this function too.
+    """
+    return level == "high"
 
 
 @dataclasses.dataclass(slots=True)

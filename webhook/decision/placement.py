@@ -20,7 +20,7 @@ from typing import Any
 
 from webhook import vocabulary
 from webhook.config import ClusterConfig, WeightingConfig
-from webhook.decision.hysteresis import Hysteresis, expected_intensity, should_switch
+from webhook.decision.hysteresis import Held, Hysteresis, Verdict, judge
 from webhook.decision.outcome import REMOVE, Change, Decision, lookup, short
 from webhook.decision.ranking import carbon_weights, order_greenest, within_limit
 from webhook.decision.record import Record, fingerprint, user_view
@@ -96,14 +96,16 @@ def decide(policy: Mapping[str, Any], inputs: PolicyInputs) -> Decision:
     weights = _apply_weights(new, intensities, knobs, weighting=inputs.weighting, warn=warn)
 
     changes = _diff(current, new)
-    held = _Proposal(previous, current, new, weights, data.values)
-    if changes and held.keep(inputs, warn):
+    proposal = _Proposal(previous, current, new, weights, data.values)
+    verdict = proposal.judge(inputs, warn) if changes else None
+    if verdict is not None and verdict.holds:
         decision.record = previous
         return decision
     body = data.body(weights)
     # When this placement came into force: the data time of the decision that made it
     # (deterministic for given inputs, so identical reviews get identical answers).
-    body["since"] = (not changes and previous.body.get("since")) or body["at"]
+    same = not changes or verdict is Verdict.SAME
+    body["since"] = (same and previous.body.get("since")) or body["at"]
     decision.record = _record(base, new, body)
     decision.changes = changes
     return decision
@@ -133,16 +135,26 @@ def _apply_weights(
 # --- hysteresis ------------------------------------------------------------------------
 
 
-def _in_force(
+def in_force(
     placement: Mapping[str, Any], weights: Mapping[str, int] | None
 ) -> dict[str, int] | None:
-    """A placement as weights per cluster: its static weights, else its green-first term."""
-    if weights:
-        return dict(weights)
+    """A placement as the hysteresis compares it: weights on the clusters Karmada uses.
+
+    With a green-first term, that term's clusters (Karmada tries it first; with static
+    weights it never fails) at their static weights, else weight 1; without one, the
+    static weights. None: neither. The simulator compares placements through this too.
+    """
     for term in placement.get("clusterAffinities") or []:
         if isinstance(term, dict) and term.get("affinityName") == GREEN_TERM:
-            return dict.fromkeys(term.get("clusterNames") or [], 1)
-    return None
+            names = term.get("clusterNames") or []
+            known = weights or {}
+            weighted = {n: known[n] for n in names if n in known}
+            return weighted or dict.fromkeys(names, 1)
+    return dict(weights) if weights else None
+
+
+def _hours(when: datetime) -> float:
+    return when.timestamp() / 3600
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -155,38 +167,35 @@ class _Proposal:
     weights: Mapping[str, int] | None
     intensities: Mapping[str, float | None]
 
-    def keep(self, inputs: PolicyInputs, warn: Warn) -> bool:
-        """True when the placement in force should stay (hysteresis and minimum dwell).
+    def judge(self, inputs: PolicyInputs, warn: Warn) -> Verdict | None:
+        """The hysteresis verdict on replacing the placement in force; warns when it holds.
 
-        Only a placement carbonshift itself put in force (recorded ``since``, fields
-        still as written) is held; user edits and first decisions always go through.
+        None when there is nothing to judge: only a placement carbonshift itself put in
+        force (recorded ``since``, fields still as written) is held; user edits and first
+        decisions always go through.
         """
         previous, since = self.previous, self.previous.body.get("since")
         if inputs.now is None or not isinstance(since, str) or not previous.own:
-            return False
+            return None
         if not all(previous.owns(k, self.current.get(k[len(_OWN) :])) for k in previous.own):
-            return False
-        clusters = previous.body.get("clusters") or {}
-        recorded = {n: c.get("w") for n, c in clusters.items() if isinstance(c, dict)}
-        held = _in_force(self.current, {n: w for n, w in recorded.items() if isinstance(w, int)})
-        proposed = _in_force(self.new, self.weights)
-        if not held or not proposed or held == proposed:
-            return False
+            return None
         try:
             started = datetime.fromisoformat(since.replace("Z", "+00:00"))
         except ValueError:
-            return False
-        hours = (inputs.now - started).total_seconds() / 3600
-        rule = inputs.hysteresis
-        held_cost = expected_intensity(held, self.intensities)
-        proposed_cost = expected_intensity(proposed, self.intensities)
-        if should_switch(rule, held_cost=held_cost, proposed_cost=proposed_cost, held_hours=hours):
-            return False
-        if hours < rule.dwell_hours:
+            return None
+        clusters = previous.body.get("clusters") or {}
+        recorded = {n: c.get("w") for n, c in clusters.items() if isinstance(c, dict)}
+        held = in_force(self.current, {n: w for n, w in recorded.items() if isinstance(w, int)})
+        proposed = in_force(self.new, self.weights) or {}
+        rule, now = inputs.hysteresis, _hours(inputs.now)
+        record = Held(held, _hours(started)) if held else None
+        verdict = judge(rule, record, proposed, self.intensities, now)
+        hours = now - _hours(started)
+        if verdict is Verdict.DWELL:
             warn(f"carbonshift: placement kept: in force {hours:.1f} h of {rule.dwell_hours:g} h")
-        else:
+        elif verdict is Verdict.MARGIN:
             warn(f"carbonshift: placement kept: new one is not {rule.margin:.0%} greener")
-        return True
+        return verdict
 
 
 # --- steps -----------------------------------------------------------------------------

@@ -6,9 +6,12 @@ Spatial model
     ``interval_hours``. An intent becomes replica counts as Karmada would divide it
     (:mod:`webhook.simulate.karmada`): static weights by Webster, then replicas that
     do not fit a cluster's free capacity spill, carbon-blind, to the clusters with the
-    most free capacity (Karmada's available-replicas division); affinity terms are
-    tried in order and the first whose clusters can hold every replica wins, divided by
-    free capacity. A replica that changes cluster counts as one migration.
+    most free capacity (Karmada's available-replicas division). Affinity terms are
+    tried in order: with static weights (what carbonshift writes for Divided policies)
+    no term ever fails, so the first one wins and is divided by weight, spilling as
+    above; divided by available replicas, the first whose clusters can hold every
+    replica wins (none: the replicas spill). A replica that changes cluster counts as
+    one migration.
 
     The oracle knows every hour's intensity, may move every replica every hour for free
     and respects capacity: each hour it fills the greenest clusters first. Per hour this
@@ -42,7 +45,7 @@ from webhook.simulate.policies import (
     PausePolicy,
     PoolMoment,
     SpatialPolicy,
-    Terms,
+    Weights,
     batch_policies,
     spatial_policies,
 )
@@ -127,15 +130,22 @@ def realise(
     intent: Intent, replicas: int, free: Mapping[str, int], *, descending: bool
 ) -> dict[str, int]:
     """Replica counts for ``intent`` given each cluster's free capacity."""
-    if isinstance(intent, Terms):
+    counts: dict[str, int] = {}
+    overflow = 0
+    if isinstance(intent, Weights):
+        counts = divide_static(replicas, intent.as_weights(), descending=descending)
+    elif intent.weights:
+        # Static weights never fail a term: the first with a cluster wins, divided by weight.
+        weights = dict(intent.weights)
+        term = next((t for t in intent.terms if t), ())
+        votes = {c: weights.get(c, 0) for c in term}
+        counts = divide_static(replicas, votes, descending=descending)
+    else:
         for term in intent.terms:
             fit = divide_available(replicas, {c: free[c] for c in term}, descending=descending)
             if fit is not None:
                 return fit
-        counts: dict[str, int] = {}
-    else:
-        counts = divide_static(replicas, intent.as_weights(), descending=descending)
-    overflow = 0
+        overflow = replicas  # no term can hold it all: modelled as spill
     for name, n in list(counts.items()):
         take = min(n, free[name])
         overflow += n - take
@@ -276,7 +286,9 @@ def simulate_spatial(
     items = instances(scenario)
     need = demand(items, hours)
     caps = capacities(scenario, max(need, default=0))
-    lineup = list(policies) if policies is not None else spatial_policies(scenario.policy, names)
+    if policies is None:
+        policies = spatial_policies(scenario.policy, names, zone_of)
+    lineup = list(policies)
     fleets = [
         _Fleet(p, names, caps, hours, Role.BASELINE if i == 0 else Role.POLICY)
         for i, p in enumerate(lineup)

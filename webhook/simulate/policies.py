@@ -1,51 +1,70 @@
-"""The policies a simulation compares, built from the decision core only.
+"""The policies a simulation compares; carbonshift's own run the webhook's decision code.
 
 Spatial policies say, for one workload (one PropagationPolicy), where its replicas
-should go, as the *intent* carbonshift would write into the policy: a static weight
-list (:class:`Weights`) or an ordered list of green-first affinity terms
-(:class:`Terms`). The engine then divides replicas the way Karmada does. Each policy
-combines a proposal (how intensities become an intent, always via
-:mod:`webhook.decision.ranking`) with a schedule: at creation only, at every
-re-evaluation, or at every re-evaluation filtered by
-:mod:`webhook.decision.hysteresis`.
+should go, as an *intent*: a static weight list (:class:`Weights`) or ordered affinity
+terms (:class:`Terms`). The engine then divides replicas the way Karmada does.
+
+carbonshift's policies (:class:`WebhookProposal`) do not model the webhook, they run it:
+each proposal is the PropagationPolicy the policy stands for, handed with the hour's
+intensities to :func:`webhook.decision.placement.decide`, and the placement it writes
+(``staticWeightList``, ``carbonshift-greenest`` / ``carbonshift-fallback`` terms,
+``exclude``) is read back as Karmada reads it (:func:`intent_of`). Re-evaluations are
+filtered by :func:`webhook.decision.hysteresis.judge`, the rule the webhook's refresh
+applies, on the placement as :func:`webhook.decision.placement.in_force` sees it. The
+greedy top-N operator and the even baseline stand for other products (or none) and
+are modelled directly.
 
 Batch (temporal) policies decide, hour by hour, whether a zone's NodePool is paused
-(limits cpu 0: no new nodes, pending jobs wait).
+(limits cpu 0: no new nodes, pending jobs wait); the class-based one pauses by
+:func:`webhook.decision.nodepool.pauses`, the webhook's rule.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
-from webhook.decision import hysteresis
+import orjson
+
+from webhook.config import ClusterConfig, WeightingConfig
+from webhook.decision import hysteresis, nodepool, placement
 from webhook.decision.forecast import Method, best_start, history_needed, outlook
-from webhook.decision.ranking import carbon_weights, intensity_class, order_greenest, within_limit
+from webhook.decision.outcome import REMOVE, Change
+from webhook.decision.ranking import intensity_class, order_greenest
+from webhook.decision.selectors import allowed_clusters
+from webhook.intensity import Reading, Signal
 from webhook.simulate.scenario import PolicySettings
+from webhook.vocabulary import MAX_CLUSTERS, MAX_INTENSITY, STRATEGY
 
 # --- spatial -------------------------------------------------------------------------------
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Weights:
-    """Intent: a ``staticWeightList`` (clusters absent or at 0 take no replicas)."""
+    """Intent: a ``staticWeightList`` over one set of candidates (absent or 0: no replicas)."""
 
     weights: tuple[tuple[str, int], ...]
 
     def as_weights(self) -> dict[str, int]:
-        """Weight per cluster."""
+        """Weight per cluster (also what the hysteresis compares)."""
         return dict(self.weights)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Terms:
-    """Intent: ``clusterAffinities`` tried in order, each term a set of cluster names."""
+    """Intent: ``clusterAffinities`` tried in order, each term the clusters it allows."""
 
     terms: tuple[tuple[str, ...], ...]
+    weights: tuple[tuple[str, int], ...] = ()
+    """Static weights inside the chosen term; empty: divided by available replicas."""
+    compared: tuple[tuple[str, int], ...] = ()
+    """The placement as the hysteresis compares it (:func:`placement.in_force`)."""
 
     def as_weights(self) -> dict[str, int]:
-        """The first term's clusters, equally weighted (what the hysteresis compares)."""
-        return dict.fromkeys(self.terms[0], 1) if self.terms else {}
+        """What the hysteresis compares."""
+        return dict(self.compared)
 
 
 Intent = Weights | Terms
@@ -71,35 +90,184 @@ def propose_top_n(n: int) -> Propose:
     return propose
 
 
-def propose_carbon(exponent: float, scale: int) -> Propose:
-    """carbonshift's static weights for every cluster."""
+def policy_object(
+    clusters: Sequence[str],
+    *,
+    max_clusters: int | None = None,
+    max_intensity: float | None = None,
+    available: bool = False,
+) -> dict[str, Any]:
+    """The PropagationPolicy a carbonshift policy stands for.
 
-    def propose(intensities: Mapping[str, float]) -> Intent:
-        return _weights(carbon_weights(intensities, exponent=exponent, scale=scale))
+    Divided over ``clusters`` (``clusterAffinity.clusterNames``), so the webhook adds
+    static carbon weights, as in ``examples/``; ``available`` instead has Karmada divide
+    by available replicas (``dynamicWeight: AvailableReplicas``, ``strategy: none``).
+    """
+    annotations: dict[str, str] = {}
+    if max_clusters is not None:
+        annotations[MAX_CLUSTERS] = str(max_clusters)
+    if max_intensity is not None:
+        annotations[MAX_INTENSITY] = repr(float(max_intensity))
+    scheduling: dict[str, Any] = {"replicaSchedulingType": "Divided"}
+    if available:
+        annotations[STRATEGY] = "none"
+        scheduling["replicaDivisionPreference"] = "Weighted"
+        scheduling["weightPreference"] = {"dynamicWeight": "AvailableReplicas"}
+    return {
+        "apiVersion": "policy.karmada.io/v1alpha1",
+        "kind": "PropagationPolicy",
+        "metadata": {"name": "workload", "namespace": "simulation", "annotations": annotations},
+        "spec": {
+            "resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment"}],
+            "placement": {
+                "clusterAffinity": {"clusterNames": list(clusters)},
+                "replicaScheduling": scheduling,
+            },
+        },
+    }
 
-    return propose
+
+_VALID_FROM = datetime(2000, 1, 1, tzinfo=UTC)
+"""Validity of the simulated readings: the placement depends on the values only."""
+_MEMO = 4096
+
+Key = tuple[tuple[str, float], ...]
 
 
-def propose_limited(limit: float, exponent: float, scale: int) -> Propose:
-    """carbonshift's weights over the clusters at or below the max-intensity limit."""
-
-    def propose(intensities: Mapping[str, float]) -> Intent:
-        kept, _ = within_limit(intensities, limit)
-        kept_values = {n: intensities[n] for n in kept}
-        return _weights(carbon_weights(kept_values, exponent=exponent, scale=scale))
-
-    return propose
+def _remember(memo: dict[Any, Any], key: Any, value: Any) -> None:
+    if len(memo) >= _MEMO:
+        memo.clear()
+    memo[key] = value
 
 
-def propose_green_first(max_clusters: int) -> Propose:
-    """Green-first affinities: the ``max_clusters`` greenest, then one more per fallback."""
+class Members:
+    """The scenario's member clusters as the webhook's config knows them.
 
-    def propose(intensities: Mapping[str, float]) -> Intent:
-        order = order_greenest(intensities)
-        first = min(max_clusters, len(order))
-        return Terms(tuple(tuple(order[:k]) for k in range(first, len(order) + 1)))
+    Also reads a written placement back as Karmada does (:meth:`intent`). Memoises what
+    repeats across policies and hours: the intensity table of a view, affinity matches.
+    """
 
-    return propose
+    def __init__(self, clusters: Mapping[str, ClusterConfig]) -> None:
+        self.clusters = clusters
+        self._tables: dict[Key, dict[str, Reading]] = {}
+        self._matches: dict[bytes, list[str]] = {}
+
+    def table(self, key: Key) -> dict[str, Reading]:
+        """Readings of each cluster's grid zone (a forecast below zero reads as 0)."""
+        table = self._tables.get(key)
+        if table is None:
+            table = {}
+            for name, value in key:
+                zone = self.clusters[name].grid_zone or name
+                table[zone] = Reading(
+                    zone,
+                    max(0.0, value),
+                    Signal.AVERAGE,
+                    _VALID_FROM,
+                    _VALID_FROM + timedelta(hours=1),
+                    False,
+                    "simulation",
+                )
+            _remember(self._tables, key, table)
+        return table
+
+    def allowed(self, affinity: Mapping[str, Any] | None) -> list[str]:
+        """The clusters an affinity allows (Karmada's matching), in its ``clusterNames`` order."""
+        key = orjson.dumps(affinity)  # the webhook writes keys in a fixed order
+        names = self._matches.get(key)
+        if names is None:
+            names = allowed_clusters(affinity, self.clusters)
+            named = (affinity or {}).get("clusterNames")
+            if named:
+                keep = set(names)
+                names = [n for n in named if n in keep]
+            _remember(self._matches, key, names)
+        return names
+
+    def static_weights(self, scheduling: Mapping[str, Any]) -> dict[str, int] | None:
+        """Karmada's static weight per cluster (the highest matching rule); None: not static."""
+        if scheduling.get("replicaSchedulingType", "Divided") != "Divided":
+            return None
+        preference = scheduling.get("weightPreference") or {}
+        rules = preference.get("staticWeightList")
+        if not rules or preference.get("dynamicWeight"):
+            return None
+        weights: dict[str, int] = {}
+        for rule in rules:
+            for name in self.allowed(rule.get("targetCluster")):
+                weights[name] = max(weights.get(name, 0), int(rule.get("weight", 0)))
+        return weights
+
+    def intent(self, written: Mapping[str, Any]) -> Intent:
+        """How Karmada reads a placement: candidates per affinity term, static weights or not."""
+        static = self.static_weights(written.get("replicaScheduling") or {})
+        terms = written.get("clusterAffinities")
+        if not terms:
+            group = self.allowed(written.get("clusterAffinity"))
+            if static is not None:
+                # Karmada: clusters without a matching rule take no replicas; none: even.
+                weighted = {n: static[n] for n in group if static.get(n, 0) > 0}
+                return _weights(weighted or dict.fromkeys(group, 1))
+            terms = [written.get("clusterAffinity")]
+        compared = placement.in_force(written, static) or {}
+        return Terms(
+            tuple(tuple(self.allowed(t)) for t in terms),
+            tuple(sorted((static or {}).items())),
+            tuple(sorted(compared.items())),
+        )
+
+
+class WebhookProposal:
+    """Proposes by running the webhook's placement decision on a PropagationPolicy.
+
+    Memoised on the intensities: policies sharing one proposal (and one hour's view)
+    run the decision once.
+    """
+
+    def __init__(
+        self,
+        obj: Mapping[str, Any],
+        members: Members,
+        weighting: WeightingConfig,
+    ) -> None:
+        self.obj = obj
+        self.members = members
+        self.weighting = weighting
+        self._memo: dict[Key, Intent] = {}
+
+    def placement(self, intensities: Mapping[str, float]) -> dict[str, Any]:
+        """``spec.placement`` as the webhook writes it for these intensities per cluster."""
+        return self._placement(tuple(intensities.items()))
+
+    def _placement(self, key: Key) -> dict[str, Any]:
+        table = self.members.table(key)
+        inputs = placement.PolicyInputs(self.members.clusters, table, self.weighting)
+        decision = placement.decide(self.obj, inputs)
+        if decision.skipped:
+            raise ValueError(f"carbonshift skipped the policy: {decision.skipped}")
+        return applied(self.obj["spec"]["placement"], decision.changes)
+
+    def __call__(self, intensities: Mapping[str, float]) -> Intent:
+        key = tuple(intensities.items())
+        intent = self._memo.get(key)
+        if intent is None:
+            intent = self.members.intent(self._placement(key))
+            _remember(self._memo, key, intent)
+        return intent
+
+
+def applied(current: Mapping[str, Any], changes: Sequence[Change]) -> dict[str, Any]:
+    """``spec.placement`` after a placement decision's changes."""
+    out = dict(current)
+    for change in changes:
+        if change.path[:2] != ("spec", "placement") or len(change.path) != 3:
+            raise ValueError(f"unexpected change at {'.'.join(change.path)}")
+        field = change.path[2]
+        if change.value is REMOVE:
+            out.pop(field, None)
+        else:
+            out[field] = change.value
+    return out
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -137,18 +305,56 @@ class SpatialPolicy:
         """
         if held is None or self.rule is None:
             return Held(proposal, hysteresis.Held(proposal.as_weights(), now))
-        record = hysteresis.step(self.rule, held.record, proposal.as_weights(), intensities, now)
-        return held if record is held.record else Held(proposal, record)
+        verdict = hysteresis.judge(self.rule, held.record, proposal.as_weights(), intensities, now)
+        if verdict.holds:
+            return held
+        if verdict is hysteresis.Verdict.SAME:
+            # The same placement stays in force from its start; like the webhook, what is
+            # written follows the proposal (term order, fallback, exclusions).
+            return held if proposal == held.intent else Held(proposal, held.record)
+        return Held(proposal, hysteresis.Held(proposal.as_weights(), now))
 
 
-def spatial_policies(settings: PolicySettings, clusters: Sequence[str]) -> list[SpatialPolicy]:
-    """The spatial line-up: baseline first, then the policies under comparison."""
+def spatial_policies(
+    settings: PolicySettings,
+    clusters: Sequence[str],
+    zones: Mapping[str, str] | None = None,
+) -> list[SpatialPolicy]:
+    """The spatial line-up: baseline first, then the policies under comparison.
+
+    ``zones`` maps each cluster to its grid zone (default: the cluster's name); the
+    webhook-backed proposals see one ClusterConfig per cluster.
+    """
     s = settings
+    members = Members({n: ClusterConfig(n, zone=(zones or {}).get(n, n)) for n in clusters})
+    weighting = WeightingConfig(exponent=s.exponent, scale=s.scale)
+
+    def webhook(**knobs: Any) -> WebhookProposal:
+        return WebhookProposal(policy_object(clusters, **knobs), members, weighting)
+
     rule = hysteresis.Hysteresis(margin=s.margin, dwell_hours=s.dwell_hours)
-    carbon = propose_carbon(s.exponent, s.scale)
-    horizon = s.forecast_hours
-    forecast_info = f"{s.forecast.value} forecast, mean over {horizon} h"
+    forecast = f"{s.forecast.value} forecast, mean over {s.forecast_hours} h"
+
+    def held(key: str, label: str, propose: Propose, *, ahead: bool = False) -> SpatialPolicy:
+        """Re-evaluated every interval through the hysteresis, optionally on the forecast."""
+        if not ahead:
+            return SpatialPolicy(key, label, propose, reevaluate=True, rule=rule)
+        return SpatialPolicy(
+            key,
+            label,
+            propose,
+            reevaluate=True,
+            rule=rule,
+            forecast=s.forecast,
+            horizon_hours=s.forecast_hours,
+            info=forecast,
+        )
+
+    carbon = webhook()
+    weighted_terms = webhook(max_clusters=s.max_clusters)
+    available_terms = webhook(max_clusters=s.max_clusters, available=True)
     top_n = min(s.top_n, len(clusters))
+    first = min(s.max_clusters, len(clusters))
     return [
         SpatialPolicy("baseline", "carbon-agnostic: even split, fixed", propose_even, info="none"),
         SpatialPolicy(
@@ -163,47 +369,41 @@ def spatial_policies(settings: PolicySettings, clusters: Sequence[str]) -> list[
             carbon,
             info="intensity at creation",
         ),
-        SpatialPolicy(
-            "weights-hysteresis",
-            "carbon weights, re-evaluated with hysteresis + dwell",
-            carbon,
-            reevaluate=True,
-            rule=rule,
-        ),
-        SpatialPolicy(
+        held("weights-hysteresis", "carbon weights, re-evaluated with hysteresis + dwell", carbon),
+        held(
             "weights-forecast",
             "carbon weights on a forecast, hysteresis + dwell",
             carbon,
-            reevaluate=True,
-            rule=rule,
-            forecast=s.forecast,
-            horizon_hours=horizon,
-            info=forecast_info,
+            ahead=True,
         ),
-        SpatialPolicy(
+        held(
             "green-first",
-            f"green-first affinities (max {min(s.max_clusters, len(clusters))}) with fallback,"
-            " hysteresis + dwell",
-            propose_green_first(s.max_clusters),
-            reevaluate=True,
-            rule=rule,
+            f"green-first affinities (max {first}) + carbon weights, hysteresis + dwell",
+            weighted_terms,
         ),
-        SpatialPolicy(
+        held(
             "green-first-forecast",
-            "green-first affinities on a forecast, hysteresis + dwell",
-            propose_green_first(s.max_clusters),
-            reevaluate=True,
-            rule=rule,
-            forecast=s.forecast,
-            horizon_hours=horizon,
-            info=forecast_info,
+            "green-first affinities + carbon weights on a forecast, hysteresis + dwell",
+            weighted_terms,
+            ahead=True,
         ),
-        SpatialPolicy(
+        held(
+            "green-first-available",
+            f"green-first affinities (max {first}), divided by available replicas,"
+            " hysteresis + dwell",
+            available_terms,
+        ),
+        held(
+            "green-first-available-forecast",
+            "green-first affinities, divided by available replicas, on a forecast,"
+            " hysteresis + dwell",
+            available_terms,
+            ahead=True,
+        ),
+        held(
             "max-intensity",
-            f"max-intensity filter ({s.max_intensity:g}) + weights, hysteresis + dwell",
-            propose_limited(s.max_intensity, s.exponent, s.scale),
-            reevaluate=True,
-            rule=rule,
+            f"max-intensity filter ({s.max_intensity:g}) + carbon weights, hysteresis + dwell",
+            webhook(max_intensity=s.max_intensity),
         ),
     ]
 
@@ -235,10 +435,10 @@ def pause_never(_: PoolMoment) -> bool:
 
 
 def pause_by_class(low_below: float, high_from: float) -> Pause:
-    """Paused while the zone's intensity class is ``high`` (the NodePool rule)."""
+    """Paused while the webhook's NodePool rule (:func:`nodepool.pauses`) pauses."""
 
     def paused(m: PoolMoment) -> bool:
-        return intensity_class(m.value, low_below=low_below, high_from=high_from) == "high"
+        return nodepool.pauses(intensity_class(m.value, low_below=low_below, high_from=high_from))
 
     return paused
 
