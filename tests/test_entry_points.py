@@ -11,16 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from devtools.sandbox.components import default_carbonshift
+
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def _carbonshift() -> list[str]:
-    """The installed console script, else the module it points at."""
-    beside = Path(sys.executable).parent / "carbonshift"
-    if beside.is_file():
-        return [str(beside)]
-    found = shutil.which("carbonshift")
-    return [found] if found else [sys.executable, "-m", "webhook.cli"]
 
 
 SUBCOMMANDS = ["serve", "certs", "mutate", "intensity", "simulate"]
@@ -34,8 +27,8 @@ MODULES = [
 ]
 
 COMMANDS: dict[str, list[str]] = {
-    "carbonshift": _carbonshift(),
-    **{f"carbonshift {sub}": [*_carbonshift(), sub] for sub in SUBCOMMANDS},
+    "carbonshift": default_carbonshift(),
+    **{f"carbonshift {sub}": [*default_carbonshift(), sub] for sub in SUBCOMMANDS},
     **{f"python -m {module}": [sys.executable, "-m", module] for module in MODULES},
     ".ci/run": [shutil.which("bash") or "/bin/bash", str(ROOT / ".ci" / "run")],
 }
