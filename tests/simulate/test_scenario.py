@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -67,6 +68,18 @@ def _with(**changes: Any) -> dict[str, Any]:
     return {**BASE, **changes}
 
 
+VALID: dict[str, dict[str, Any]] = {
+    "clusters": {"name": "a", "zone": "DE"},
+    "workloads": {"name": "w", "replicas": 1},
+    "batch": {"name": "b", "zone": "DE"},
+}
+
+
+def _one(section: str, **fields: Any) -> dict[str, Any]:
+    """BASE with one valid entry in ``section``, changed by ``fields``."""
+    return _with(**{section: [{**VALID[section], **fields}]})
+
+
 BAD_SCENARIOS = [
     # top level
     (["x"], "", "expected mapping, got list"),
@@ -84,34 +97,30 @@ BAD_SCENARIOS = [
     (_with(clusters={"a": "DE"}), "clusters", "expected list, got mapping"),
     (_with(clusters=[]), "clusters", "workloads need at least one cluster"),
     (_with(clusters=[{"name": "a"}]), "clusters[0].zone", "required, but missing"),
-    (_with(clusters=[{"name": "", "zone": "DE"}]), "clusters[0].name", "length >= 1"),
-    (_with(clusters=[{"name": "a", "zone": "D E"}]), "clusters[0].zone", "grid zone key"),
-    (_with(clusters=[{"name": "a", "zone": "DE", "cap": 1}]), "clusters[0].cap", "unknown field"),
+    (_one("clusters", name=""), "clusters[0].name", "length >= 1"),
+    (_one("clusters", zone="D E"), "clusters[0].zone", "grid zone key"),
+    (_one("clusters", cap=1), "clusters[0].cap", "unknown field"),
     (
         _with(clusters=[{"name": "a", "zone": "DE"}, {"name": "a", "zone": "FR"}]),
         "clusters[1].name",
         "'a' is used twice",
     ),
     (
-        _with(clusters=[{"name": "a", "zone": "DE", "capacity": {"share": 1.5}}]),
+        _one("clusters", capacity={"share": 1.5}),
         "clusters[0].capacity.share",
         "expected float <= 1.0, got 1.5",
     ),
     (
-        _with(clusters=[{"name": "a", "zone": "DE", "capacity": {"share": 0}}]),
+        _one("clusters", capacity={"share": 0}),
         "clusters[0].capacity.share",
         "expected float > 0.0, got 0",
     ),
     (
-        _with(clusters=[{"name": "a", "zone": "DE", "capacity": {"replicas": 0}}]),
+        _one("clusters", capacity={"replicas": 0}),
         "clusters[0].capacity.replicas",
         "expected int >= 1, got 0",
     ),
-    (
-        _with(clusters=[{"name": "a", "zone": "DE", "capacity": {"nodes": 3}}]),
-        "clusters[0].capacity.nodes",
-        "unknown field",
-    ),
+    (_one("clusters", capacity={"nodes": 3}), "clusters[0].capacity.nodes", "unknown field"),
     # workloads
     (_with(workloads=[{"name": "w"}]), "workloads[0].replicas", "required, but missing"),
     (
@@ -119,27 +128,11 @@ BAD_SCENARIOS = [
         "workloads[1].replicas",
         "expected int >= 1, got 0",
     ),
-    (_with(workloads=[{"name": "w", "replicas": 1.5}]), "workloads[0].replicas", "got float"),
-    (
-        _with(workloads=[{"name": "w", "replicas": 1, "movable": "no"}]),
-        "workloads[0].movable",
-        "expected bool, got str",
-    ),
-    (
-        _with(workloads=[{"name": "w", "replicas": 1, "offset_hours": -1}]),
-        "workloads[0].offset_hours",
-        "expected int >= 0, got -1",
-    ),
-    (
-        _with(workloads=[{"name": "w", "replicas": 1, "run_hours": 0}]),
-        "workloads[0].run_hours",
-        "expected int >= 1, got 0",
-    ),
-    (
-        _with(workloads=[{"name": "w", "replicas": 1, "every": 24}]),
-        "workloads[0].every",
-        "unknown field",
-    ),
+    (_one("workloads", replicas=1.5), "workloads[0].replicas", "got float"),
+    (_one("workloads", movable="no"), "workloads[0].movable", "expected bool, got str"),
+    (_one("workloads", offset_hours=-1), "workloads[0].offset_hours", "expected int >= 0, got -1"),
+    (_one("workloads", run_hours=0), "workloads[0].run_hours", "expected int >= 1, got 0"),
+    (_one("workloads", every=24), "workloads[0].every", "unknown field"),
     (
         _with(workloads=[{"name": "w", "replicas": 1}, {"name": "w", "replicas": 2}]),
         "workloads[1].name",
@@ -147,17 +140,9 @@ BAD_SCENARIOS = [
     ),
     # batch
     (_with(batch=[{"name": "b"}]), "batch[0].zone", "required, but missing"),
-    (
-        _with(batch=[{"name": "b", "zone": "DE", "length_hours": 0}]),
-        "batch[0].length_hours",
-        "expected int >= 1, got 0",
-    ),
-    (
-        _with(batch=[{"name": "b", "zone": "DE", "slack_hours": -1}]),
-        "batch[0].slack_hours",
-        "expected int >= 0, got -1",
-    ),
-    (_with(batch=[{"name": "b", "zone": "DE", "slack": 1}]), "batch[0].slack", "unknown field"),
+    (_one("batch", length_hours=0), "batch[0].length_hours", "expected int >= 1, got 0"),
+    (_one("batch", slack_hours=-1), "batch[0].slack_hours", "expected int >= 0, got -1"),
+    (_one("batch", slack=1), "batch[0].slack", "unknown field"),
     (
         _with(batch=[{"name": "b", "zone": "DE"}, {"name": "b", "zone": "FR"}]),
         "batch[1].name",
@@ -181,11 +166,9 @@ BAD_SCENARIOS = [
 
 @pytest.mark.parametrize(("doc", "path", "message"), BAD_SCENARIOS)
 def test_bad_scenario_names_the_path(doc: object, path: str, message: str) -> None:
-    with pytest.raises(InvalidInput) as info:
+    with pytest.raises(InvalidInput, match=re.escape(message)) as info:
         parse(doc)
     assert info.value.path == path
-    assert message in info.value.message
-    assert "\n" not in str(info.value)
 
 
 @pytest.mark.parametrize(
@@ -199,16 +182,12 @@ def test_bad_scenario_names_the_path(doc: object, path: str, message: str) -> No
 def test_bad_overrides_name_the_policy_key(
     overrides: dict[str, str], path: str, message: str
 ) -> None:
-    with pytest.raises(InvalidInput) as info:
+    with pytest.raises(InvalidInput, match=re.escape(message)) as info:
         parse(BASE, overrides)
     assert info.value.path == path
-    assert message in info.value.message
 
 
-def test_unreadable_and_invalid_files(tmp_path: Path) -> None:
-    with pytest.raises(InvalidInput, match="cannot read"):
+def test_an_unreadable_file_is_named(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInput, match="cannot read") as info:
         load(tmp_path / "missing.yaml")
-    bad = tmp_path / "bad.yaml"
-    bad.write_text("name: [unclosed\n")
-    with pytest.raises(InvalidInput, match="not valid YAML at line"):
-        load(bad)
+    assert info.value.path == str(tmp_path / "missing.yaml")
