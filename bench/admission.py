@@ -165,6 +165,3 @@ def _row(name: str, r: object) -> str:
         f"| {d['cpu_us_per_request']:.0f} |"
     )
 
-
-if __name__ == "__main__":
-    main()

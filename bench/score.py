@@ -174,6 +174,3 @@ def _table(rows: list[dict[str, Any]]) -> str:
     ]
     return "\n".join(lines)
 
-
-if __name__ == "__main__":
-    main()

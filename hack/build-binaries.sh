@@ -109,4 +109,11 @@ main() {
     log "done in $((SECONDS - total))s"
 }
 
+case "${1:-}" in
+    -h|--help)
+        printf 'usage: hack/build-binaries.sh [NAME ...]\n\n'
+        sed -n '2,9p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+        printf '\nnames: %s\n' "$(for b in "${TOOL_BINARIES[@]}"; do printf '%s ' "${b%%|*}"; done)karmada-scheduler"
+        exit 0 ;;
+esac
 main "$@"

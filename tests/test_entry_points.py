@@ -31,6 +31,10 @@ COMMANDS: dict[str, list[str]] = {
     **{f"carbonshift {sub}": [*default_carbonshift(), sub] for sub in SUBCOMMANDS},
     **{f"python -m {module}": [sys.executable, "-m", module] for module in MODULES},
     ".ci/run": [shutil.which("bash") or "/bin/bash", str(ROOT / ".ci" / "run")],
+    "hack/build-binaries.sh": [
+        shutil.which("bash") or "/bin/bash",
+        str(ROOT / "hack" / "build-binaries.sh"),
+    ],
 }
 
 
