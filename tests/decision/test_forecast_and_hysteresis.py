@@ -90,3 +90,17 @@ def test_invalid_rules_are_rejected() -> None:
         hysteresis.Hysteresis(margin=1.0)
     with pytest.raises(ValueError, match="dwell"):
         hysteresis.Hysteresis(dwell_hours=-1)
+
+
+def test_judge_says_why_a_proposal_is_taken_or_held() -> None:
+    rule = hysteresis.Hysteresis(margin=0.1, dwell_hours=4)
+    values = {"a": 100.0, "b": 95.0, "c": 50.0}
+    held = hysteresis.Held({"a": 1}, since=0)
+    verdict = hysteresis.Verdict
+    assert hysteresis.judge(rule, None, {"a": 1}, values, 0) is verdict.NEW
+    assert hysteresis.judge(rule, held, {}, values, 1) is verdict.NEW  # nothing to compare
+    assert hysteresis.judge(rule, held, {"a": 1}, values, 1) is verdict.SAME
+    assert hysteresis.judge(rule, held, {"c": 1}, values, 3) is verdict.DWELL
+    assert hysteresis.judge(rule, held, {"b": 1}, values, 5) is verdict.MARGIN
+    assert hysteresis.judge(rule, held, {"c": 1}, values, 5) is verdict.SWITCH
+    assert {v for v in verdict if v.holds} == {verdict.DWELL, verdict.MARGIN}

@@ -7,8 +7,9 @@ import random
 import pytest
 
 from tests.simulate.conftest import MakeGrid, MakeScenario
-from webhook.simulate.engine import simulate_batch, simulate_spatial
+from webhook.simulate.engine import realise, simulate_batch, simulate_spatial
 from webhook.simulate.metrics import Role, compare
+from webhook.simulate.policies import Terms
 
 TWO = [
     {"name": "green", "zone": "G"},
@@ -155,3 +156,23 @@ def test_batch_policies_on_a_hand_computed_day(
     # The class rule pauses at 500 and runs at 100: the same as the oracle here.
     assert runs["pause-class-deadline"].total == pytest.approx(10 * 100)
     assert runs["pause-class-deadline"].misses == 0
+
+
+def test_terms_with_static_weights_take_the_first_term_by_weight_and_spill() -> None:
+    intent = Terms((("a", "b"), ("c",)), weights=(("a", 3), ("b", 1), ("c", 5)))
+    # Static weights never fail a term: the fallback (c) is not used while a and b fit.
+    assert realise(intent, 8, {"a": 10, "b": 10, "c": 10}, descending=False) == {"a": 6, "b": 2}
+    # a holds 2 of its 6: the other 4 spill carbon-blind over the free room.
+    assert realise(intent, 8, {"a": 2, "b": 10, "c": 10}, descending=False) == {
+        "a": 2,
+        "b": 4,
+        "c": 2,
+    }
+
+
+def test_terms_divided_by_available_replicas_fall_back_whole_or_spill() -> None:
+    intent = Terms((("a",), ("b",)))
+    # a cannot hold all 3: the whole workload goes to the fallback term.
+    assert realise(intent, 3, {"a": 2, "b": 3}, descending=False) == {"b": 3}
+    # No term can hold all 5: what Karmada cannot schedule is modelled as spill.
+    assert realise(intent, 5, {"a": 3, "b": 3}, descending=False) == {"a": 3, "b": 2}

@@ -1,7 +1,10 @@
-"""Karmada's replica division as replicated by the simulator."""
+"""Karmada's replica division, and how it reads a written placement, as the simulator does."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from webhook.config import ClusterConfig
 from webhook.simulate.karmada import (
     divide_available,
     divide_static,
@@ -9,6 +12,7 @@ from webhook.simulate.karmada import (
     names_descending,
     webster,
 )
+from webhook.simulate.policies import Members, Terms, Weights
 
 
 def test_webster_matches_karmadas_comment_example() -> None:
@@ -44,3 +48,54 @@ def test_fnv32a_known_values() -> None:
     assert fnv32a("") == 0x811C9DC5
     assert fnv32a("a") == 0xE40C292C
     assert names_descending("a") is False
+
+
+def _members() -> Members:
+    tiers = {"a": "prod", "b": "prod", "c": "dev", "d": "prod"}
+    return Members(
+        {n: ClusterConfig(n, zone=n.upper(), labels={"tier": t}) for n, t in tiers.items()}
+    )
+
+
+def _static(*rules: tuple[dict[str, Any], int]) -> dict[str, Any]:
+    return {
+        "replicaSchedulingType": "Divided",
+        "replicaDivisionPreference": "Weighted",
+        "weightPreference": {
+            "staticWeightList": [{"targetCluster": t, "weight": w} for t, w in rules]
+        },
+    }
+
+
+def test_written_terms_read_as_karmada_schedules_them() -> None:
+    written = {
+        "clusterAffinities": [
+            {"affinityName": "carbonshift-greenest", "clusterNames": ["b", "a"], "exclude": ["d"]},
+            {"affinityName": "carbonshift-fallback", "clusterNames": ["c", "d"], "exclude": ["d"]},
+        ],
+        # Karmada: a cluster's weight is its highest matching rule.
+        "replicaScheduling": _static(
+            ({"clusterNames": ["a"]}, 5), ({"labelSelector": {"matchLabels": {"tier": "prod"}}}, 2)
+        ),
+    }
+    assert _members().intent(written) == Terms(
+        terms=(("b", "a"), ("c",)),
+        weights=(("a", 5), ("b", 2), ("d", 2)),
+        compared=(("a", 5), ("b", 2)),  # the greenest term at its weights
+    )
+
+
+def test_a_written_weight_list_reads_over_the_allowed_clusters_only() -> None:
+    affinity = {"clusterNames": ["a", "b", "c"], "exclude": ["c"]}
+    weighted = {
+        "clusterAffinity": affinity,
+        "replicaScheduling": _static(({"clusterNames": ["a"]}, 3), ({"clusterNames": ["c"]}, 9)),
+    }
+    # b has no rule (no replicas), c is excluded.
+    assert _members().intent(weighted) == Weights((("a", 3),))
+    # No rule matches an allowed cluster: Karmada weighs them all 1.
+    unmatched = {
+        "clusterAffinity": affinity,
+        "replicaScheduling": _static(({"clusterNames": ["d"]}, 4)),
+    }
+    assert _members().intent(unmatched) == Weights((("a", 1), ("b", 1)))
