@@ -143,40 +143,38 @@ def extender_body(annotations: dict[str, str]) -> dict[str, Any]:
     return {"Pod": {"metadata": {"annotations": annotations}}, "NodeNames": ["n1", "n2"]}
 
 
-def body_for(path: str, annotations: dict[str, str]) -> dict[str, Any]:
-    return karmada_body(annotations) if "karmada" in path else extender_body(annotations)
+async def schedule(client: Client, path: str, annotations: dict[str, str]) -> tuple[int, Any]:
+    """POST a scheduler request whose workload (or Pod) carries ``annotations``."""
+    body = karmada_body(annotations) if "karmada" in path else extender_body(annotations)
+    resp = await client.post(path, data=orjson.dumps(body))
+    return resp.status, await resp.json()
 
 
-@pytest.mark.parametrize("path", KARMADA_PATHS + EXTENDER_PATHS)
+SCHEDULER_PATHS = KARMADA_PATHS + EXTENDER_PATHS
+
+
+@pytest.mark.parametrize("path", SCHEDULER_PATHS)
 @pytest.mark.parametrize("raw", MALFORMED)
 async def test_scheduler_api_answers_400_naming_the_key(
     client: Client, path: str, raw: str
 ) -> None:
-    resp = await client.post(
-        path, data=orjson.dumps(body_for(path, {vocabulary.MAX_INTENSITY: raw}))
-    )
-    assert resp.status == 400
-    error = (await resp.json())["error"]
-    assert vocabulary.MAX_INTENSITY in error
-    assert error.startswith(("workload.annotations.", "Pod.metadata.annotations."))
+    status, answer = await schedule(client, path, {vocabulary.MAX_INTENSITY: raw})
+    assert status == 400
+    assert vocabulary.MAX_INTENSITY in answer["error"]
+    assert answer["error"].startswith(("workload.annotations.", "Pod.metadata.annotations."))
 
 
-@pytest.mark.parametrize("path", KARMADA_PATHS + EXTENDER_PATHS)
-@pytest.mark.parametrize("raw", WELL_FORMED[vocabulary.MAX_INTENSITY])
-async def test_scheduler_api_accepts_every_well_formed_limit(
-    client: Client, path: str, raw: str
+@pytest.mark.parametrize("path", SCHEDULER_PATHS)
+@pytest.mark.parametrize(
+    "annotations",
+    [{vocabulary.MAX_INTENSITY: raw} for raw in WELL_FORMED[vocabulary.MAX_INTENSITY]]
+    + [{vocabulary.MAX_CLUSTERS: "nan", vocabulary.OVERRIDE: "maybe"}],  # keys it never reads
+)
+async def test_scheduler_api_accepts_well_formed_limits_and_ignores_other_keys(
+    client: Client, path: str, annotations: dict[str, str]
 ) -> None:
-    resp = await client.post(
-        path, data=orjson.dumps(body_for(path, {vocabulary.MAX_INTENSITY: raw}))
-    )
-    assert resp.status == 200
-
-
-@pytest.mark.parametrize("path", KARMADA_PATHS + EXTENDER_PATHS)
-async def test_scheduler_api_ignores_keys_it_does_not_read(client: Client, path: str) -> None:
-    annotations = {vocabulary.MAX_CLUSTERS: "nan", vocabulary.OVERRIDE: "maybe"}
-    resp = await client.post(path, data=orjson.dumps(body_for(path, annotations)))
-    assert resp.status == 200
+    status, _ = await schedule(client, path, annotations)
+    assert status == 200
 
 
 @pytest.mark.parametrize(("key", "values"), list(WELL_FORMED.items()))
