@@ -103,4 +103,4 @@ def test_judge_says_why_a_proposal_is_taken_or_held() -> None:
     assert hysteresis.judge(rule, held, {"c": 1}, values, 3) is verdict.DWELL
     assert hysteresis.judge(rule, held, {"b": 1}, values, 5) is verdict.MARGIN
     assert hysteresis.judge(rule, held, {"c": 1}, values, 5) is verdict.SWITCH
-    assert {v for v in verdict if v.holds} == {verdict.DWELL, verdict.MARGIN}
+    assert {v for v in verdict if v.keeps} == {verdict.SAME, verdict.DWELL, verdict.MARGIN}

@@ -50,11 +50,6 @@ def divided() -> dict[str, Any]:
     return {"replicaScheduling": {"replicaSchedulingType": "Divided"}}
 
 
-def terms_of(obj: dict[str, Any]) -> list[dict[str, Any]]:
-    terms: list[dict[str, Any]] = obj["spec"]["placement"]["clusterAffinities"]
-    return terms
-
-
 def weights_of(obj: dict[str, Any]) -> dict[str, int]:
     entries = obj["spec"]["placement"]["replicaScheduling"]["weightPreference"]["staticWeightList"]
     return {e["targetCluster"]["clusterNames"][0]: e["weight"] for e in entries}
@@ -275,15 +270,12 @@ def test_a_refresh_keeps_the_placement_within_the_dwell_time_and_margin(
 ) -> None:
     obj = policy(divided(), **{"carbonshift.io/max-clusters": "1"})
     stored, _ = mutate(obj, PolicyInputs(config.clusters, table, now=NOW))
-    since = Record.decode(stored["metadata"]["annotations"][DECISION]).body["since"]
-    assert since
-    # DE gets a little greener: new weights, but the greenest term (what Karmada places
-    # on) is the same placement, so it stays in force from when it started.
+    assert Record.decode(stored["metadata"]["annotations"][DECISION]).body["since"]
+    # DE gets a little greener: new weights, but the greenest term (where Karmada places
+    # the replicas) is the same, so the placement in force stays as written.
     cleaner_de = dict(table) | {"DE": dataclasses.replace(table["DE"], value=340.0)}
     again, warnings = _refreshed(stored, config, cleaner_de, hours=24)
-    assert again["spec"]["placement"]["clusterAffinities"] == terms_of(stored)
-    assert weights_of(again) != weights_of(stored)
-    assert Record.decode(again["metadata"]["annotations"][DECISION]).body["since"] == since
+    assert again == stored
     assert not any("placement kept" in w for w in warnings)
     # PL becomes the greenest, but the placement on PL is not 10% greener.
     slightly = dict(table) | {"PL": dataclasses.replace(table["PL"], value=56.0)}

@@ -99,7 +99,7 @@ class Verdict(enum.Enum):
     NEW = "new"
     """Nothing comparable is held (first decision, or a placement without clusters): take it."""
     SAME = "same"
-    """The proposal is the placement in force: it stays in force, from its original start."""
+    """The proposal is the placement in force: that stays, as written and since when it was."""
     SWITCH = "switch"
     """Dwell passed and the proposal is greener by more than the margin: switch now."""
     DWELL = "dwell"
@@ -108,9 +108,9 @@ class Verdict(enum.Enum):
     """Held: the proposal is not greener by more than the margin."""
 
     @property
-    def holds(self) -> bool:
+    def keeps(self) -> bool:
         """True when the placement in force stays and the proposal is dropped."""
-        return self in (Verdict.DWELL, Verdict.MARGIN)
+        return self in (Verdict.SAME, Verdict.DWELL, Verdict.MARGIN)
 
 
 def judge(
@@ -152,7 +152,6 @@ def step(
     With nothing held yet the proposal is taken at once. A proposal identical to the
     held placement keeps the held one (and its ``since``).
     """
-    verdict = judge(rule, held, proposed, intensities, now)
-    if held is not None and (verdict.holds or verdict is Verdict.SAME):
+    if held is not None and judge(rule, held, proposed, intensities, now).keeps:
         return held
     return Held(dict(proposed), now)

@@ -97,15 +97,13 @@ def decide(policy: Mapping[str, Any], inputs: PolicyInputs) -> Decision:
 
     changes = _diff(current, new)
     proposal = _Proposal(previous, current, new, weights, data.values)
-    verdict = proposal.judge(inputs, warn) if changes else None
-    if verdict is not None and verdict.holds:
+    if changes and proposal.keep(inputs, warn):
         decision.record = previous
         return decision
     body = data.body(weights)
     # When this placement came into force: the data time of the decision that made it
     # (deterministic for given inputs, so identical reviews get identical answers).
-    same = not changes or verdict is Verdict.SAME
-    body["since"] = (same and previous.body.get("since")) or body["at"]
+    body["since"] = (not changes and previous.body.get("since")) or body["at"]
     decision.record = _record(base, new, body)
     decision.changes = changes
     return decision
@@ -167,35 +165,34 @@ class _Proposal:
     weights: Mapping[str, int] | None
     intensities: Mapping[str, float | None]
 
-    def judge(self, inputs: PolicyInputs, warn: Warn) -> Verdict | None:
-        """The hysteresis verdict on replacing the placement in force; warns when it holds.
+    def keep(self, inputs: PolicyInputs, warn: Warn) -> bool:
+        """True when the placement in force stays (:func:`hysteresis.step`'s rule).
 
-        None when there is nothing to judge: only a placement carbonshift itself put in
-        force (recorded ``since``, fields still as written) is held; user edits and first
-        decisions always go through.
+        Only a placement carbonshift itself put in force (recorded ``since``, fields
+        still as written) is held; user edits and first decisions always go through.
         """
         previous, since = self.previous, self.previous.body.get("since")
         if inputs.now is None or not isinstance(since, str) or not previous.own:
-            return None
+            return False
         if not all(previous.owns(k, self.current.get(k[len(_OWN) :])) for k in previous.own):
-            return None
+            return False
         try:
-            started = datetime.fromisoformat(since.replace("Z", "+00:00"))
+            started = _hours(datetime.fromisoformat(since.replace("Z", "+00:00")))
         except ValueError:
-            return None
+            return False
         clusters = previous.body.get("clusters") or {}
         recorded = {n: c.get("w") for n, c in clusters.items() if isinstance(c, dict)}
         held = in_force(self.current, {n: w for n, w in recorded.items() if isinstance(w, int)})
         proposed = in_force(self.new, self.weights) or {}
         rule, now = inputs.hysteresis, _hours(inputs.now)
-        record = Held(held, _hours(started)) if held else None
+        record = Held(held, started) if held else None
         verdict = judge(rule, record, proposed, self.intensities, now)
-        hours = now - _hours(started)
         if verdict is Verdict.DWELL:
+            hours = now - started
             warn(f"carbonshift: placement kept: in force {hours:.1f} h of {rule.dwell_hours:g} h")
         elif verdict is Verdict.MARGIN:
             warn(f"carbonshift: placement kept: new one is not {rule.margin:.0%} greener")
-        return verdict
+        return verdict.keeps
 
 
 # --- steps -----------------------------------------------------------------------------

@@ -222,10 +222,10 @@ class _Fleet:
             self.held[uid] = new
             if new.intent == old.intent:
                 continue
+            self.run.changes += 1  # the policy is rewritten
             before = self.counts[uid]
             after = realise(new.intent, inst.replicas, self._free(uid), descending=inst.descending)
             if after != before:
-                self.run.changes += 1
                 self.run.moves += sum(max(0, n - before.get(c, 0)) for c, n in after.items())
                 self._apply(inst, after)
 

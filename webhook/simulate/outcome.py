@@ -48,7 +48,8 @@ def simulate(
     comparison needs them); an unknown key raises ValueError naming the known ones.
     """
     names = [c.name for c in scenario.clusters]
-    spatial_lineup = _keep(spatial_policies(scenario.policy, names), only)
+    zones = {c.name: c.zone for c in scenario.clusters}
+    spatial_lineup = _keep(spatial_policies(scenario.policy, names, zones), only)
     batch_lineup = _keep(batch_policies(scenario.policy), only)
     known = {p.key for p in spatial_policies(scenario.policy, names)[1:]}
     known |= {p.key for p in batch_policies(scenario.policy)[1:]}

@@ -8,11 +8,11 @@ carbonshift's policies (:class:`WebhookProposal`) do not model the webhook, they
 each proposal is the PropagationPolicy the policy stands for, handed with the hour's
 intensities to :func:`webhook.decision.placement.decide`, and the placement it writes
 (``staticWeightList``, ``carbonshift-greenest`` / ``carbonshift-fallback`` terms,
-``exclude``) is read back as Karmada reads it (:func:`intent_of`). Re-evaluations are
-filtered by :func:`webhook.decision.hysteresis.judge`, the rule the webhook's refresh
-applies, on the placement as :func:`webhook.decision.placement.in_force` sees it. The
-greedy top-N operator and the even baseline stand for other products (or none) and
-are modelled directly.
+``exclude``) is read back as Karmada reads it (:meth:`Members.intent`). Re-evaluations
+go through :func:`webhook.decision.hysteresis.step`, built on ``hysteresis.judge``,
+the rule the webhook's refresh applies, comparing placements as
+:func:`webhook.decision.placement.in_force` sees them. The greedy top-N operator and
+the even baseline stand for other products (or none) and are modelled directly.
 
 Batch (temporal) policies decide, hour by hour, whether a zone's NodePool is paused
 (limits cpu 0: no new nodes, pending jobs wait); the class-based one pauses by
@@ -57,6 +57,7 @@ class Terms:
     """Intent: ``clusterAffinities`` tried in order, each term the clusters it allows."""
 
     terms: tuple[tuple[str, ...], ...]
+    """Each term's clusters, in the order written."""
     weights: tuple[tuple[str, int], ...] = ()
     """Static weights inside the chosen term; empty: divided by available replicas."""
     compared: tuple[tuple[str, int], ...] = ()
@@ -305,14 +306,8 @@ class SpatialPolicy:
         """
         if held is None or self.rule is None:
             return Held(proposal, hysteresis.Held(proposal.as_weights(), now))
-        verdict = hysteresis.judge(self.rule, held.record, proposal.as_weights(), intensities, now)
-        if verdict.holds:
-            return held
-        if verdict is hysteresis.Verdict.SAME:
-            # The same placement stays in force from its start; like the webhook, what is
-            # written follows the proposal (term order, fallback, exclusions).
-            return held if proposal == held.intent else Held(proposal, held.record)
-        return Held(proposal, hysteresis.Held(proposal.as_weights(), now))
+        record = hysteresis.step(self.rule, held.record, proposal.as_weights(), intensities, now)
+        return held if record is held.record else Held(proposal, record)
 
 
 def spatial_policies(
