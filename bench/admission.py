@@ -164,4 +164,3 @@ def _row(name: str, r: object) -> str:
         f"| {name} | {d['rps']:.0f} | {d['p50_ms']:.2f} | {d['p99_ms']:.2f} "
         f"| {d['cpu_us_per_request']:.0f} |"
     )
-

@@ -173,4 +173,3 @@ def _table(rows: list[dict[str, Any]]) -> str:
         f"{big['within_target']:.0%} of requests within {TARGET_MS:g} ms). Machine: {machine()}.",
     ]
     return "\n".join(lines)
-

@@ -109,4 +109,3 @@ _BY_NAME: Mapping[tuple[str, str], Kind] = {(k.group, k.kind): k for k in KINDS}
 def find(group: str, kind: str) -> Kind | None:
     """The row for ``group``/``kind`` (any version: the API server may convert), or None."""
     return _BY_NAME.get((group, kind))
-

@@ -13,9 +13,9 @@ from webhook.config import NodePoolConfig
 from webhook.decision.nodepool import NodePoolInputs, decide
 from webhook.decision.outcome import Change
 from webhook.decision.record import Record
-from webhook.vocabulary import DECISION
 from webhook.intensity import Reading
 from webhook.patch import build
+from webhook.vocabulary import DECISION
 
 
 def nodepool(strategy: str | None = None, **spec: Any) -> dict[str, Any]:

@@ -111,7 +111,7 @@ class PolicySettings(Schema, frozen=True):
     top_n: Whole1 = 3
     """Clusters the greedy top-N policy keeps."""
     max_clusters: Whole1 = 3
-    """Clusters in the first green-first affinity term; each fallback term adds one."""
+    """Clusters in the green-first term; the one fallback term holds the others."""
     max_intensity: AtLeast0 = 400.0
     """Limit of the max-intensity filter (gCO2eq/kWh)."""
     margin: Annotated[float, msgspec.Meta(ge=0, lt=1)] = 0.1
