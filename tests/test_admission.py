@@ -207,3 +207,30 @@ def test_memo_ignores_annotations_and_labels_a_decision_never_reads(
     out = admit(req, ctx, memo)
     assert len(calls) == 3
     assert stored(req, out)["metadata"]["annotations"]["carbonshift.io/decision"]
+
+
+def test_raw_reviews_hit_the_memo_without_building_the_object(ctx: Context) -> None:
+    memo = admission.DecisionMemo()
+    ctx = dataclasses.replace(ctx, generation=1)
+    answers = []
+    for i in range(3):
+        obj = pp(**{"kubectl.kubernetes.io/last-applied-configuration": f"web-{i}"})
+        obj["metadata"]["name"] = f"web-{i}"
+        req = request(PP_KIND, obj) | {"uid": f"u-{i}"}
+        body = orjson.dumps({"apiVersion": "admission.k8s.io/v1", "request": req})
+        outcome = admission.review(body, ctx, memo)
+        assert (outcome.uid, outcome.name, outcome.result) == (f"u-{i}", f"web-{i}", "patched")
+        answer = orjson.loads(admission.respond(outcome))["response"]
+        assert answer["uid"] == f"u-{i}"
+        answers.append({k: v for k, v in answer.items() if k != "uid"})
+        # The answer is the one the object path gives.
+        assert admission.respond(admit(req, ctx)) == admission.respond(outcome)
+    assert len(memo) == 1
+    assert answers[0] == answers[1] == answers[2]
+
+
+def test_a_raw_object_that_is_not_an_object_is_named(ctx: Context) -> None:
+    ctx = dataclasses.replace(ctx, generation=1)
+    body = b'{"request": {"uid": "x", "operation": "CREATE", "object": [1]}}'
+    with pytest.raises(InvalidInput, match=re.escape("request.object: expected object")):
+        admission.review(body, ctx, admission.DecisionMemo())

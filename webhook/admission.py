@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Annotated, Any, Final, Literal
 
@@ -64,6 +63,47 @@ class AdmissionReview(msgspec.Struct, frozen=True, gc=False):
 
 _decoder = validation.decoder(AdmissionReview)
 
+_NULL = msgspec.Raw(b"null")
+
+
+class _WireRequest(msgspec.Struct, frozen=True, gc=False):
+    """``request`` as the server decodes it: the objects stay raw JSON until a decision
+    needs them (a memo hit never does)."""
+
+    uid: Annotated[str, msgspec.Meta(min_length=1)]
+    kind: GroupVersionKind = GroupVersionKind()
+    operation: str = ""
+    namespace: str = ""
+    name: str = ""
+    object: msgspec.Raw = _NULL
+    oldObject: msgspec.Raw = _NULL  # noqa: N815
+    dryRun: bool = False  # noqa: N815
+
+
+class _WireReview(msgspec.Struct, frozen=True, gc=False):
+    request: _WireRequest
+    apiVersion: Literal["admission.k8s.io/v1"] = API_VERSION  # noqa: N815
+    kind: Literal["AdmissionReview"] = "AdmissionReview"
+
+
+class _Metadata(msgspec.Struct, frozen=True, gc=False):
+    name: str = ""
+    generateName: str = ""  # noqa: N815
+    namespace: str = ""
+    labels: dict[str, str] | None = None
+    annotations: dict[str, str] | None = None
+
+
+class _Keyed(msgspec.Struct, frozen=True, gc=False):
+    """The part of an object a memo key is made of (everything else is skipped)."""
+
+    metadata: _Metadata = _Metadata()
+    spec: msgspec.Raw = _NULL
+
+
+_wire_decoder = validation.decoder(_WireReview)
+_keyed_decoder = validation.decoder(_Keyed)
+
 
 @dataclasses.dataclass(slots=True)
 class Outcome:
@@ -82,6 +122,8 @@ class Outcome:
     decision: str | None = None
     encoded_patch: str | None = None
     """``patch`` as the base64 JSON the response carries (None: no patch)."""
+    tail: bytes | None = None
+    """The response after the uid, when a memo entry already holds it."""
 
 
 def parse(body: bytes) -> AdmissionRequest:
@@ -104,54 +146,72 @@ class DecisionMemo:
     it), its spec, and the intensities in memory: those form the key. The object's name,
     uid and other annotations (``kubectl.kubernetes.io/last-applied-configuration``
     repeats the name) do not. Only CREATEs are kept: a recomputation on UPDATE also
-    depends on how long the placement has been in force. Bounded LRU.
+    depends on how long the placement has been in force. Bounded, oldest out first.
     """
 
     def __init__(self, size: int = 4096) -> None:
         self.size = size
-        self._entries: OrderedDict[tuple[bytes, int], _Memo] = OrderedDict()
+        self._entries: dict[MemoKey, _Memo] = {}
 
     @staticmethod
-    def key(request: AdmissionRequest, ctx: Context) -> tuple[bytes, int] | None:
+    def key(request: AdmissionRequest, ctx: Context) -> MemoKey | None:
+        """The key of a request built in Python (the server keys raw reviews itself)."""
         obj = request.object
         if ctx.generation is None or obj is None or request.operation != "CREATE":
             return None  # UPDATE decisions also depend on time (minimum dwell)
         meta = _metadata(obj)
-        annotations = _strings(meta, "annotations")
-        material = (
-            request.kind.group,
-            request.kind.kind,
-            ours(_strings(meta, "labels")),
-            "annotations" in meta,
-            ours(annotations),
-            obj.get("spec"),
-        )
         try:
-            encoded = orjson.dumps(material)
+            spec = orjson.dumps(obj.get("spec"))
         except TypeError:
             return None
-        return encoded, ctx.generation
+        labels, annotations = meta.get("labels"), meta.get("annotations")
+        return _memo_key(request.kind, labels, annotations, spec, ctx.generation)
 
-    def get(self, key: tuple[bytes, int]) -> _Memo | None:
-        entry = self._entries.get(key)
-        if entry is not None:
-            self._entries.move_to_end(key)
-        return entry
+    def get(self, key: MemoKey) -> _Memo | None:
+        return self._entries.get(key)
 
-    def put(self, key: tuple[bytes, int], outcome: Outcome) -> None:
-        self._entries[key] = _Memo(
+    def put(self, key: MemoKey, outcome: Outcome) -> None:
+        """Keep ``outcome`` (oldest entries go first once full)."""
+        entries = self._entries
+        entries[key] = _Memo(
             outcome.result,
             outcome.reason,
             tuple(outcome.warnings),
             outcome.patch,
             outcome.decision,
             outcome.encoded_patch,
+            _tail(outcome),
         )
-        if len(self._entries) > self.size:
-            self._entries.popitem(last=False)
+        if len(entries) > self.size:
+            del entries[next(iter(entries))]
 
     def __len__(self) -> int:
         return len(self._entries)
+
+
+MemoKey = tuple[
+    str, str, tuple[tuple[str, str], ...], bool, tuple[tuple[str, str], ...], bytes, int
+]
+"""group, kind, carbonshift.io labels, has annotations, carbonshift.io annotations, spec
+(JSON), intensity table generation."""
+
+
+def _memo_key(
+    kind: GroupVersionKind,
+    labels: object,
+    annotations: object,
+    spec: bytes,
+    generation: int,
+) -> MemoKey:
+    return (
+        kind.group,
+        kind.kind,
+        ours(labels) if isinstance(labels, dict) else (),
+        annotations is not None,
+        ours(annotations) if isinstance(annotations, dict) else (),
+        spec,
+        generation,
+    )
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -162,6 +222,15 @@ class _Memo:
     patch: list[dict[str, Any]]
     decision: str | None
     encoded_patch: str | None
+    tail: bytes
+    """The response after the uid (:func:`respond`)."""
+
+    def answer(self, outcome: Outcome) -> Outcome:
+        """``outcome`` (described from its own request) completed with this decision."""
+        outcome.result, outcome.reason, outcome.patch = self.result, self.reason, self.patch
+        outcome.warnings, outcome.decision = list(self.warnings), self.decision
+        outcome.encoded_patch, outcome.tail = self.encoded_patch, self.tail
+        return outcome
 
 
 def admit(request: AdmissionRequest, ctx: Context, memo: DecisionMemo | None = None) -> Outcome:
@@ -169,10 +238,17 @@ def admit(request: AdmissionRequest, ctx: Context, memo: DecisionMemo | None = N
     outcome = _describe(request)
     key = memo.key(request, ctx) if memo is not None else None
     if key is not None and memo is not None and (hit := memo.get(key)) is not None:
-        outcome.result, outcome.reason, outcome.patch = hit.result, hit.reason, hit.patch
-        outcome.warnings, outcome.decision = list(hit.warnings), hit.decision
-        outcome.encoded_patch = hit.encoded_patch
-        return outcome
+        return hit.answer(outcome)
+    return _decided(request, ctx, outcome, memo, key)
+
+
+def _decided(
+    request: AdmissionRequest,
+    ctx: Context,
+    outcome: Outcome,
+    memo: DecisionMemo | None,
+    key: MemoKey | None,
+) -> Outcome:
     try:
         _decide(request, ctx, outcome)
     except Exception:
@@ -187,23 +263,62 @@ def admit(request: AdmissionRequest, ctx: Context, memo: DecisionMemo | None = N
     return outcome
 
 
+_HEAD = b'{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":'
+
+
 def respond(outcome: Outcome) -> bytes:
     """The AdmissionReview response body for an outcome."""
-    response: dict[str, Any] = {"uid": outcome.uid, "allowed": True}
+    return _HEAD + orjson.dumps(outcome.uid) + (outcome.tail or _tail(outcome))
+
+
+def _tail(outcome: Outcome) -> bytes:
+    """The response after the uid: the same for every outcome of one decision."""
+    response: dict[str, Any] = {"allowed": True}
     if outcome.encoded_patch is not None:
         response["patchType"] = "JSONPatch"
         response["patch"] = outcome.encoded_patch
     if outcome.warnings:
         response["warnings"] = list(dict.fromkeys(short(w) for w in outcome.warnings))
-    return orjson.dumps(
-        {"apiVersion": API_VERSION, "kind": "AdmissionReview", "response": response}
-    )
+    return b"," + orjson.dumps(response)[1:] + b"}"
 
 
 def review(body: bytes, ctx: Context, memo: DecisionMemo | None = None) -> Outcome:
-    """Parse, decide (raises :class:`~webhook.validation.InvalidInput` only for a bad
-    envelope)."""
-    return admit(parse(body), ctx, memo)
+    """Decode a review and decide (raises :class:`~webhook.validation.InvalidInput` only
+    for a bad envelope).
+
+    The objects stay raw JSON until a decision needs them: a CREATE is keyed from its
+    carbonshift.io metadata and raw spec, and a memo hit never builds the object.
+    """
+    wire = validation.decode(body, _wire_decoder).request
+    key = None
+    if memo is not None and ctx.generation is not None and wire.operation == "CREATE":
+        keyed = validation.decode(wire.object, _keyed_decoder, "request.object")
+        meta = keyed.metadata
+        spec = bytes(keyed.spec)
+        key = _memo_key(wire.kind, meta.labels, meta.annotations, spec, ctx.generation)
+        hit = memo.get(key)
+        if hit is not None:
+            name = wire.name or meta.name or meta.generateName
+            return hit.answer(_outcome(wire, name, wire.namespace or meta.namespace))
+    request = AdmissionRequest(
+        uid=wire.uid,
+        kind=wire.kind,
+        operation=wire.operation,
+        namespace=wire.namespace,
+        name=wire.name,
+        object=_object(wire.object, "request.object"),
+        oldObject=_object(wire.oldObject, "request.oldObject"),
+        dryRun=wire.dryRun,
+    )
+    return _decided(request, ctx, _describe(request), memo, key)
+
+
+_object_decoder = validation.decoder(Object | None)  # type: ignore[arg-type]
+
+
+def _object(raw: msgspec.Raw, where: str) -> Object | None:
+    result: Object | None = validation.decode(raw, _object_decoder, where)
+    return result
 
 
 # --- internals ---------------------------------------------------------------------------
@@ -221,11 +336,17 @@ def _strings(meta: Mapping[str, Any], field: str) -> Mapping[str, str]:
 
 def _describe(request: AdmissionRequest) -> Outcome:
     meta = _metadata(request.object or request.oldObject)
+    namespace = request.namespace or str(meta.get("namespace") or "")
+    name = request.name or str(meta.get("name") or meta.get("generateName") or "")
+    return _outcome(request, name, namespace)
+
+
+def _outcome(request: AdmissionRequest | _WireRequest, name: str, namespace: str) -> Outcome:
     return Outcome(
         uid=request.uid,
         kind=request.kind.kind,
-        namespace=request.namespace or str(meta.get("namespace") or ""),
-        name=request.name or str(meta.get("name") or meta.get("generateName") or ""),
+        namespace=namespace,
+        name=name,
         operation=request.operation,
     )
 

@@ -76,12 +76,16 @@ class AdmissionJournal:
         if not batch:
             return
         lines = []
+        counts: dict[tuple[str, str], int] = {}
         for outcome, seconds, at in batch:
             kind = outcome.kind
-            admissions(kind, outcome.result).inc()
+            key = (kind, outcome.result)
+            counts[key] = counts.get(key, 0) + 1
             admission_seconds(kind).observe(seconds)
             if self._logging:
                 lines.append(_line(outcome, seconds, at))
+        for (kind, result), count in counts.items():
+            admissions(kind, result).inc(count)
         if lines:
             lines.append(b"")
             self._stream.write(b"\n".join(lines))

@@ -21,9 +21,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from webhook import admission, certs, schedapi
 from webhook.config import Config
 from webhook.feed import IntensityFeed
-from webhook.intensity import utcnow
 from webhook.journal import admissions
-from webhook.kinds import Context
 from webhook.state import STATE, ServerState
 from webhook.tls import ReloadingTLS
 from webhook.validation import InvalidInput, error_body
@@ -60,10 +58,8 @@ async def mutate(request: web.Request) -> web.Response:
         _bad_requests.inc()
         return _error(413, f"body larger than {MAX_BODY} bytes")
     state = request.app[STATE]
-    snapshot = state.feed.snapshot()
-    ctx = Context(state.config, snapshot.table, utcnow(), snapshot.generation)
     try:
-        outcome = admission.review(body, ctx, state.memo)
+        outcome = admission.review(body, state.context(), state.memo)
     except InvalidInput as exc:
         _bad_requests.inc()
         log.info("admission_rejected", error=str(exc))

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
+import time
 
 from aiohttp import web
 
 from webhook.admission import DecisionMemo
 from webhook.config import Config
-from webhook.feed import IntensityFeed
+from webhook.feed import IntensityFeed, Snapshot
+from webhook.intensity import utcnow
 from webhook.journal import AdmissionJournal
+from webhook.kinds import Context
 
 
 @dataclasses.dataclass(slots=True)
@@ -22,6 +25,22 @@ class ServerState:
     """Decisions for identical admission inputs (see :class:`DecisionMemo`)."""
     journal: AdmissionJournal = dataclasses.field(default_factory=AdmissionJournal)
     """Per-admission log lines and metrics, written in batches."""
+    _context: tuple[Snapshot, int, Context] | None = dataclasses.field(default=None, init=False)
+
+    def context(self) -> Context:
+        """The decision context now: the feed's snapshot and the time, to the second.
+
+        Rebuilt when the snapshot changes or a second has passed, so a burst of
+        admissions shares one (decisions read time only for the minimum dwell, in hours).
+        """
+        snapshot = self.feed.snapshot()
+        second = int(time.time())
+        held = self._context
+        if held is not None and held[0] is snapshot and held[1] == second:
+            return held[2]
+        ctx = Context(self.config, snapshot.table, utcnow(), snapshot.generation)
+        self._context = (snapshot, second, ctx)
+        return ctx
 
 
 STATE = web.AppKey("carbonshift_state", ServerState)
