@@ -225,21 +225,32 @@ class _Memo:
     tail: bytes
     """The response after the uid (:func:`respond`)."""
 
-    def answer(self, outcome: Outcome) -> Outcome:
-        """``outcome`` (described from its own request) completed with this decision."""
-        outcome.result, outcome.reason, outcome.patch = self.result, self.reason, self.patch
-        outcome.warnings, outcome.decision = list(self.warnings), self.decision
-        outcome.encoded_patch, outcome.tail = self.encoded_patch, self.tail
-        return outcome
+    def answer(
+        self, request: AdmissionRequest | _WireRequest, name: str, namespace: str
+    ) -> Outcome:
+        """The outcome for ``request`` (named ``name`` in ``namespace``): this decision."""
+        return Outcome(
+            request.uid,
+            request.kind.kind,
+            namespace,
+            name,
+            request.operation,
+            self.result,
+            self.reason,
+            list(self.warnings),
+            self.patch,
+            self.decision,
+            self.encoded_patch,
+            self.tail,
+        )
 
 
 def admit(request: AdmissionRequest, ctx: Context, memo: DecisionMemo | None = None) -> Outcome:
     """Decide on one parsed request. Never raises: internal errors fail open."""
-    outcome = _describe(request)
     key = memo.key(request, ctx) if memo is not None else None
     if key is not None and memo is not None and (hit := memo.get(key)) is not None:
-        return hit.answer(outcome)
-    return _decided(request, ctx, outcome, memo, key)
+        return hit.answer(request, *_named(request))
+    return _decided(request, ctx, _outcome(request, *_named(request)), memo, key)
 
 
 def _decided(
@@ -299,7 +310,7 @@ def review(body: bytes, ctx: Context, memo: DecisionMemo | None = None) -> Outco
         hit = memo.get(key)
         if hit is not None:
             name = wire.name or meta.name or meta.generateName
-            return hit.answer(_outcome(wire, name, wire.namespace or meta.namespace))
+            return hit.answer(wire, name, wire.namespace or meta.namespace)
     request = AdmissionRequest(
         uid=wire.uid,
         kind=wire.kind,
@@ -310,7 +321,7 @@ def review(body: bytes, ctx: Context, memo: DecisionMemo | None = None) -> Outco
         oldObject=_object(wire.oldObject, "request.oldObject"),
         dryRun=wire.dryRun,
     )
-    return _decided(request, ctx, _describe(request), memo, key)
+    return _decided(request, ctx, _outcome(request, *_named(request)), memo, key)
 
 
 _object_decoder = validation.decoder(Object | None)  # type: ignore[arg-type]
@@ -334,11 +345,11 @@ def _strings(meta: Mapping[str, Any], field: str) -> Mapping[str, str]:
     return value if isinstance(value, dict) else {}
 
 
-def _describe(request: AdmissionRequest) -> Outcome:
+def _named(request: AdmissionRequest) -> tuple[str, str]:
+    """The object's name (or generateName) and namespace, for the log line."""
     meta = _metadata(request.object or request.oldObject)
-    namespace = request.namespace or str(meta.get("namespace") or "")
     name = request.name or str(meta.get("name") or meta.get("generateName") or "")
-    return _outcome(request, name, namespace)
+    return name, request.namespace or str(meta.get("namespace") or "")
 
 
 def _outcome(request: AdmissionRequest | _WireRequest, name: str, namespace: str) -> Outcome:

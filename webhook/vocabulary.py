@@ -119,7 +119,9 @@ def split_strategies(raw: str, known: Sequence[str]) -> tuple[frozenset[str], fr
 def ours(values: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     """The ``carbonshift.io/*`` entries of a label or annotation map, sorted: everything
     of the map a decision can depend on."""
-    return tuple(sorted(kv for kv in values.items() if kv[0].startswith(PREFIX)))
+    if not values:
+        return ()
+    return tuple(sorted([kv for kv in values.items() if kv[0].startswith(PREFIX)]))
 
 
 Warn = Callable[[str], None]
