@@ -63,28 +63,6 @@ class AdmissionReview(msgspec.Struct, frozen=True, gc=False):
 
 _decoder = validation.decoder(AdmissionReview)
 
-_NULL = msgspec.Raw(b"null")
-
-
-class _WireRequest(msgspec.Struct, frozen=True, gc=False):
-    """``request`` as the server decodes it: the objects stay raw JSON until a decision
-    needs them (a memo hit never does)."""
-
-    uid: Annotated[str, msgspec.Meta(min_length=1)]
-    kind: GroupVersionKind = GroupVersionKind()
-    operation: str = ""
-    namespace: str = ""
-    name: str = ""
-    object: msgspec.Raw = _NULL
-    oldObject: msgspec.Raw = _NULL  # noqa: N815
-    dryRun: bool = False  # noqa: N815
-
-
-class _WireReview(msgspec.Struct, frozen=True, gc=False):
-    request: _WireRequest
-    apiVersion: Literal["admission.k8s.io/v1"] = API_VERSION  # noqa: N815
-    kind: Literal["AdmissionReview"] = "AdmissionReview"
-
 
 class _Metadata(msgspec.Struct, frozen=True, gc=False):
     name: str = ""
@@ -95,14 +73,32 @@ class _Metadata(msgspec.Struct, frozen=True, gc=False):
 
 
 class _Keyed(msgspec.Struct, frozen=True, gc=False):
-    """The part of an object a memo key is made of (everything else is skipped)."""
+    """What a memo key is made of: metadata and the spec as raw JSON (the rest of the
+    object, managedFields and all, is skipped, not built)."""
 
     metadata: _Metadata = _Metadata()
-    spec: msgspec.Raw = _NULL
+    spec: msgspec.Raw = msgspec.Raw(b"null")
+
+
+class _WireRequest(msgspec.Struct, frozen=True, gc=False):
+    """``request`` as the server first decodes it: enough to key and answer from the
+    memo; the objects themselves are only built on a miss."""
+
+    uid: Annotated[str, msgspec.Meta(min_length=1)]
+    kind: GroupVersionKind = GroupVersionKind()
+    operation: str = ""
+    namespace: str = ""
+    name: str = ""
+    object: _Keyed | None = None
+
+
+class _WireReview(msgspec.Struct, frozen=True, gc=False):
+    request: _WireRequest
+    apiVersion: Literal["admission.k8s.io/v1"] = API_VERSION  # noqa: N815
+    kind: Literal["AdmissionReview"] = "AdmissionReview"
 
 
 _wire_decoder = validation.decoder(_WireReview)
-_keyed_decoder = validation.decoder(_Keyed)
 
 
 @dataclasses.dataclass(slots=True)
@@ -297,39 +293,27 @@ def review(body: bytes, ctx: Context, memo: DecisionMemo | None = None) -> Outco
     """Decode a review and decide (raises :class:`~webhook.validation.InvalidInput` only
     for a bad envelope).
 
-    The objects stay raw JSON until a decision needs them: a CREATE is keyed from its
-    carbonshift.io metadata and raw spec, and a memo hit never builds the object.
+    A first pass reads only what the memo key needs (the object's metadata and its spec
+    as raw JSON); a memo hit is answered from that. Only a miss decodes the whole review.
     """
     wire = validation.decode(body, _wire_decoder).request
     key = None
-    if memo is not None and ctx.generation is not None and wire.operation == "CREATE":
-        keyed = validation.decode(wire.object, _keyed_decoder, "request.object")
+    keyed, generation = wire.object, ctx.generation
+    if (
+        memo is not None
+        and keyed is not None
+        and generation is not None
+        and wire.operation == "CREATE"
+    ):
         meta = keyed.metadata
         spec = bytes(keyed.spec)
-        key = _memo_key(wire.kind, meta.labels, meta.annotations, spec, ctx.generation)
+        key = _memo_key(wire.kind, meta.labels, meta.annotations, spec, generation)
         hit = memo.get(key)
         if hit is not None:
             name = wire.name or meta.name or meta.generateName
             return hit.answer(wire, name, wire.namespace or meta.namespace)
-    request = AdmissionRequest(
-        uid=wire.uid,
-        kind=wire.kind,
-        operation=wire.operation,
-        namespace=wire.namespace,
-        name=wire.name,
-        object=_object(wire.object, "request.object"),
-        oldObject=_object(wire.oldObject, "request.oldObject"),
-        dryRun=wire.dryRun,
-    )
+    request = parse(body)
     return _decided(request, ctx, _outcome(request, *_named(request)), memo, key)
-
-
-_object_decoder = validation.decoder(Object | None)  # type: ignore[arg-type]
-
-
-def _object(raw: msgspec.Raw, where: str) -> Object | None:
-    result: Object | None = validation.decode(raw, _object_decoder, where)
-    return result
 
 
 # --- internals ---------------------------------------------------------------------------
