@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Final, Literal
 
 import msgspec
@@ -113,7 +113,7 @@ class Outcome:
     result: str = "ignored"
     """patched | unchanged | skipped | ignored | failed_open"""
     reason: str = ""
-    warnings: list[str] = dataclasses.field(default_factory=list)
+    warnings: Sequence[str] = ()
     patch: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     decision: str | None = None
     encoded_patch: str | None = None
@@ -233,7 +233,7 @@ class _Memo:
             request.operation,
             self.result,
             self.reason,
-            list(self.warnings),
+            self.warnings,
             self.patch,
             self.decision,
             self.encoded_patch,
@@ -261,7 +261,7 @@ def _decided(
     except Exception:
         log.exception("decision_failed", uid=outcome.uid, kind=outcome.kind)
         outcome.result, outcome.reason, outcome.patch = "failed_open", "internal error", []
-        outcome.warnings = ["carbonshift: internal error; admitted unchanged"]
+        outcome.warnings = ("carbonshift: internal error; admitted unchanged",)
         return outcome
     if outcome.patch:
         outcome.encoded_patch = base64.b64encode(orjson.dumps(outcome.patch)).decode()
@@ -376,7 +376,7 @@ def _decide(request: AdmissionRequest, ctx: Context, outcome: Outcome) -> None:
         outcome.result, outcome.reason = "skipped", reason
         return
     decision = row.decide(obj, ctx)
-    outcome.warnings = decision.warnings
+    outcome.warnings = tuple(decision.warnings)
     if decision.skipped:
         outcome.result, outcome.reason = "skipped", decision.skipped
         return
