@@ -12,7 +12,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Any, Final, Generic, Literal, TypeVar
 
 import msgspec
 import orjson
@@ -40,28 +40,36 @@ class GroupVersionKind(msgspec.Struct, frozen=True, gc=False):
 Object = dict[str, Any]
 
 
-class AdmissionRequest(msgspec.Struct, frozen=True, gc=False):
-    """``request``: the fields carbonshift reads (others are accepted and ignored)."""
+class _Head(msgspec.Struct, frozen=True, gc=False):
+    """The fields of ``request`` that say which object and what is done to it."""
 
     uid: Annotated[str, msgspec.Meta(min_length=1)]
     kind: GroupVersionKind = GroupVersionKind()
     operation: str = ""
     namespace: str = ""
     name: str = ""
+
+
+class AdmissionRequest(_Head, frozen=True, gc=False):
+    """``request``: the fields carbonshift reads (others are accepted and ignored)."""
+
     object: Object | None = None
     oldObject: Object | None = None  # noqa: N815 - the API's field name
     dryRun: bool = False  # noqa: N815
 
 
-class AdmissionReview(msgspec.Struct, frozen=True, gc=False):
+R = TypeVar("R", bound=_Head)
+
+
+class AdmissionReview(msgspec.Struct, Generic[R], frozen=True, gc=False):
     """An ``admission.k8s.io/v1`` AdmissionReview as kube-apiserver sends it."""
 
-    request: AdmissionRequest
+    request: R
     apiVersion: Literal["admission.k8s.io/v1"] = API_VERSION  # noqa: N815
     kind: Literal["AdmissionReview"] = "AdmissionReview"
 
 
-_decoder = validation.decoder(AdmissionReview)
+_decoder = validation.decoder(AdmissionReview[AdmissionRequest])
 
 
 class _Metadata(msgspec.Struct, frozen=True, gc=False):
@@ -80,25 +88,14 @@ class _Keyed(msgspec.Struct, frozen=True, gc=False):
     spec: msgspec.Raw = msgspec.Raw(b"null")
 
 
-class _WireRequest(msgspec.Struct, frozen=True, gc=False):
+class _WireRequest(_Head, frozen=True, gc=False):
     """``request`` as the server first decodes it: enough to key and answer from the
     memo; the objects themselves are only built on a miss."""
 
-    uid: Annotated[str, msgspec.Meta(min_length=1)]
-    kind: GroupVersionKind = GroupVersionKind()
-    operation: str = ""
-    namespace: str = ""
-    name: str = ""
     object: _Keyed | None = None
 
 
-class _WireReview(msgspec.Struct, frozen=True, gc=False):
-    request: _WireRequest
-    apiVersion: Literal["admission.k8s.io/v1"] = API_VERSION  # noqa: N815
-    kind: Literal["AdmissionReview"] = "AdmissionReview"
-
-
-_wire_decoder = validation.decoder(_WireReview)
+_wire_decoder = validation.decoder(AdmissionReview[_WireRequest])
 
 
 @dataclasses.dataclass(slots=True)
@@ -221,9 +218,7 @@ class _Memo:
     tail: bytes
     """The response after the uid (:func:`respond`)."""
 
-    def answer(
-        self, request: AdmissionRequest | _WireRequest, name: str, namespace: str
-    ) -> Outcome:
+    def answer(self, request: _Head, name: str, namespace: str) -> Outcome:
         """The outcome for ``request`` (named ``name`` in ``namespace``): this decision."""
         return Outcome(
             request.uid,
@@ -336,7 +331,7 @@ def _named(request: AdmissionRequest) -> tuple[str, str]:
     return name, request.namespace or str(meta.get("namespace") or "")
 
 
-def _outcome(request: AdmissionRequest | _WireRequest, name: str, namespace: str) -> Outcome:
+def _outcome(request: _Head, name: str, namespace: str) -> Outcome:
     return Outcome(
         uid=request.uid,
         kind=request.kind.kind,
