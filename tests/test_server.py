@@ -128,6 +128,7 @@ async def test_mutate_answers_a_real_admission_review(running: Running) -> None:
         (b"{oops", "application/json", 400),
         (b'{"request": {"kind": {}}}', "application/json", 400),
         (orjson.dumps(REVIEW), "text/plain", 415),
+        (orjson.dumps(REVIEW), "application/jsonl", 415),
         (b"x" * (8 * 1024 * 1024 + 1), "application/json", 413),
     ],
 )
@@ -138,6 +139,15 @@ async def test_bad_requests_get_a_json_error(
     assert got == status
     assert isinstance(payload["error"], str)
     assert payload["error"]
+
+
+@pytest.mark.parametrize("content_type", ["application/json; charset=utf-8", "Application/JSON"])
+async def test_json_content_types_with_parameters_or_any_case_are_accepted(
+    running: Running, content_type: str
+) -> None:
+    got, payload = await post(running, orjson.dumps(REVIEW), content_type)
+    assert got == 200
+    assert payload["response"]["allowed"] is True
 
 
 async def test_probes_and_metrics(running: Running) -> None:

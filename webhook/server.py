@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
 import signal
 import time
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import orjson
 import structlog
-from aiohttp import web
+from aiohttp import hdrs, web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from webhook import admission, certs, schedapi
@@ -43,10 +44,18 @@ def _error(status: int, error: InvalidInput | str) -> web.Response:
     return web.Response(status=status, body=error_body(error), content_type="application/json")
 
 
+@functools.lru_cache(maxsize=64)
+def _is_json(content_type: str) -> bool:
+    """``Content-Type: application/json`` (any parameters, any case), by header value:
+    API servers send one value, so this costs a cache lookup (aiohttp's
+    ``request.content_type`` parses the header anew for every request)."""
+    return content_type.partition(";")[0].strip().lower() == "application/json"
+
+
 async def mutate(request: web.Request) -> web.Response:
     """``POST /mutate``: one AdmissionReview in, one out."""
     started = time.perf_counter()
-    if request.content_type != "application/json":
+    if not _is_json(request.headers.get(hdrs.CONTENT_TYPE, "")):
         _bad_requests.inc()
         return _error(415, "Content-Type must be application/json")
     try:
