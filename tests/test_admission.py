@@ -234,3 +234,8 @@ def test_a_raw_object_that_is_not_an_object_is_named(ctx: Context) -> None:
     body = b'{"request": {"uid": "x", "operation": "CREATE", "object": [1]}}'
     with pytest.raises(InvalidInput, match=re.escape("request.object: expected object")):
         admission.review(body, ctx, admission.DecisionMemo())
+
+
+def test_delete_reviews_of_handled_kinds_are_skipped_not_unknown(ctx: Context) -> None:
+    out = admit(request(PP_KIND, pp()) | {"operation": "DELETE", "object": None}, ctx)
+    assert (out.result, out.reason) == ("skipped", "operation DELETE is not mutated")

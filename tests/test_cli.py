@@ -109,13 +109,44 @@ def test_bad_config_exits_2_with_one_line(
     assert err.count("\n") == 1
 
 
-def test_mutate_rejects_documents_without_kind(
+def test_mutate_names_documents_it_cannot_read_and_shows_the_rest(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    (tmp_path / "m.yaml").write_text("metadata: {name: x}\n")
-    code, _, err = run(capsys, "mutate", "-f", str(tmp_path / "m.yaml"))
-    assert code == 2
-    assert "apiVersion and kind" in err
+    broken = "metadata: {name: x}\n---\nkind: [unclosed\n---\n"
+    (tmp_path / "m.yaml").write_text(broken + PP)
+    code, out, err = run(capsys, "mutate", "-f", str(tmp_path / "m.yaml"))
+    assert code == 1
+    problems = err.splitlines()
+    assert problems[0].endswith("m.yaml: document 1: needs apiVersion and kind; skipped")
+    assert "m.yaml: document 2: not valid YAML or JSON" in problems[1]
+    assert len(problems) == 2
+    assert "# carbonshift: PropagationPolicy" in out  # document 3 was still decided
+
+
+def test_mutate_warns_for_api_versions_the_webhook_does_not_register(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    old = "apiVersion: karpenter.sh/v1beta1\nkind: NodePool\nmetadata: {name: old}\nspec: {}\n"
+    (tmp_path / "m.yaml").write_text(old)
+    code, out, _ = run(capsys, "mutate", "-f", str(tmp_path / "m.yaml"))
+    assert code == 0
+    assert "# carbonshift: NodePool old: ignored" in out
+    assert (
+        "NodePool karpenter.sh/v1beta1 is not mutated; the webhook handles karpenter.sh/v1" in out
+    )
+
+
+def test_mutate_reports_a_malformed_object_and_goes_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    odd = "apiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata: {name: 7}\n"
+    (tmp_path / "m.yaml").write_text(odd + "---\n" + PP)
+    code, out, _ = run(capsys, "mutate", "-f", str(tmp_path / "m.yaml"), "-o", "json")
+    assert code == 0
+    first, *others = orjson.loads(out)
+    assert first["outcome"] == "invalid"
+    assert "request.name" in first["reason"]
+    assert others[0]["outcome"] == "patched"
 
 
 def test_certs_writes_a_bundle_and_prints_the_ca(

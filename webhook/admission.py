@@ -363,8 +363,11 @@ def _skip_reason(request: AdmissionRequest, row: Kind, obj: Object, ctx: Context
 def _decide(request: AdmissionRequest, ctx: Context, outcome: Outcome) -> None:
     row = kinds.find(request.kind.group, request.kind.kind)
     obj = request.object
-    if row is None or obj is None:
+    if row is None:
         outcome.result, outcome.reason = "ignored", "kind not handled"
+        return
+    if obj is None:  # DELETE and CONNECT carry no object to mutate
+        outcome.result, outcome.reason = "skipped", f"operation {request.operation} is not mutated"
         return
     reason = _skip_reason(request, row, obj, ctx)
     if reason:

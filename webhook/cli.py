@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -121,23 +122,39 @@ def _add_certs(sub: Any) -> None:
 # --- mutate -----------------------------------------------------------------------------
 
 
-def _read_documents(path: str) -> list[dict[str, Any]]:
+_DOCUMENT_START = re.compile(r"^---[ \t]*(?:#.*)?$", re.MULTILINE)
+
+
+def _read_documents(path: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """The objects in a manifest file (multi-document YAML, JSON, or a List), and one
+    problem per document that could not be read, naming it; the others are still read."""
     try:
         text = sys.stdin.read() if path == "-" else Path(path).read_text("utf-8")
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror}") from None
-    try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
-    except yaml.YAMLError as exc:
-        raise UsageError(f"{path} is not valid YAML or JSON: {exc}") from None
-    flat: list[dict[str, Any]] = []
-    for doc in docs:
-        items = doc.get("items") if isinstance(doc, dict) and doc.get("kind") == "List" else [doc]
-        for item in items or []:
+    objects: list[dict[str, Any]] = []
+    problems: list[str] = []
+    chunks = [c for c in _DOCUMENT_START.split(text) if c.strip()]
+    for index, chunk in enumerate(chunks, start=1):
+        where = f"{path}: document {index}"
+        try:
+            doc = yaml.safe_load(chunk)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            at = f" (line {mark.line + 1} of the document)" if mark is not None else ""
+            problems.append(f"{where}: not valid YAML or JSON{at}; skipped")
+            continue
+        if doc is None:
+            continue
+        is_list = isinstance(doc, dict) and doc.get("kind") == "List"
+        items = doc.get("items") or [] if is_list else [doc]
+        for item_index, item in enumerate(items):
+            name = f"{where}, item {item_index}" if is_list else where
             if not isinstance(item, dict) or "kind" not in item or "apiVersion" not in item:
-                raise UsageError(f"{path}: every document needs apiVersion and kind")
-            flat.append(item)
-    return flat
+                problems.append(f"{name}: needs apiVersion and kind; skipped")
+                continue
+            objects.append(item)
+    return objects, problems
 
 
 async def _preview(config: Config, docs: list[dict[str, Any]]) -> list[Any]:
@@ -156,8 +173,11 @@ async def _preview(config: Config, docs: list[dict[str, Any]]) -> list[Any]:
 
 def _mutate(args: argparse.Namespace) -> int:
     config = _config(args)
-    docs = _read_documents(args.filename)
+    docs, problems = _read_documents(args.filename)
+    for problem in problems:
+        sys.stderr.write(f"carbonshift: {problem}\n")
     results = asyncio.run(_preview(config, docs))
+    code = 1 if problems else 0
     if args.output == "json":
         payload = [
             {
@@ -171,7 +191,7 @@ def _mutate(args: argparse.Namespace) -> int:
             for r in results
         ]
         sys.stdout.write(orjson.dumps(payload, option=orjson.OPT_INDENT_2).decode() + "\n")
-        return 0
+        return code
     chunks = []
     for r in results:
         o = r.outcome
@@ -184,7 +204,7 @@ def _mutate(args: argparse.Namespace) -> int:
         body = yaml.safe_dump(r.stored, sort_keys=False, default_flow_style=False)
         chunks.append("\n".join(lines) + "\n" + body)
     sys.stdout.write("---\n".join(chunks))
-    return 0
+    return code
 
 
 def _add_mutate(sub: Any) -> None:
@@ -194,7 +214,9 @@ def _add_mutate(sub: Any) -> None:
         description="Read YAML or JSON manifests (multi-document, or a List), run each through "
         "the webhook's admission code as a CREATE, and print the objects as they would be "
         "stored, each preceded by comment lines with the outcome and the decision. Pipe it "
-        "into `kubectl apply -f -` if you like what you see.",
+        "into `kubectl apply -f -` if you like what you see. A document that cannot be read "
+        "is named on stderr and skipped; the others are still shown, and the exit status is "
+        "then 1.",
     )
     p.add_argument(
         "-f", "--filename", required=True, metavar="FILE", help="manifest file, - = stdin"

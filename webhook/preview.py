@@ -16,6 +16,7 @@ from typing import Any
 import jsonpatch
 
 from webhook import admission, kinds
+from webhook.validation import InvalidInput
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -30,7 +31,8 @@ def review_for(obj: Mapping[str, Any], operation: str = "CREATE") -> dict[str, A
     """The ``request`` part of the AdmissionReview kube-apiserver would send."""
     api_version = str(obj.get("apiVersion", ""))
     group, _, version = api_version.rpartition("/")
-    meta = obj.get("metadata") or {}
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
     kind = str(obj.get("kind", ""))
     row = kinds.find(group, kind)
     namespaced = row.namespaced if row is not None else bool(meta.get("namespace"))
@@ -48,12 +50,33 @@ def review_for(obj: Mapping[str, Any], operation: str = "CREATE") -> dict[str, A
 
 
 def preview(documents: Iterable[Mapping[str, Any]], ctx: kinds.Context) -> list[Preview]:
-    """Admit each document as a CREATE and apply the resulting patch."""
-    results = []
-    for doc in documents:
-        outcome = admission.admit(admission.request_of(review_for(doc)), ctx)
-        stored = copy.deepcopy(dict(doc))
-        if outcome.patch:
-            stored = jsonpatch.apply_patch(stored, outcome.patch)
-        results.append(Preview(stored=stored, outcome=outcome))
-    return results
+    """Admit each document as a CREATE and apply the resulting patch.
+
+    A document the API server would not send (an API version the webhook does not
+    register) or could not have sent (a malformed object) comes back unchanged with
+    outcome ``ignored`` or ``invalid`` and the reason; the others are decided as usual.
+    """
+    return [_one(doc, ctx) for doc in documents]
+
+
+def _one(doc: Mapping[str, Any], ctx: kinds.Context) -> Preview:
+    request = review_for(doc)
+    kind = request["kind"]
+    unchanged = admission.Outcome(uid=request["uid"], kind=kind["kind"], name=request["name"])
+    row = kinds.find(kind["group"], kind["kind"])
+    if row is not None and row.version != kind["version"]:
+        unchanged.reason = f"{doc.get('apiVersion')} is not registered"
+        unchanged.warnings = (
+            f"carbonshift: {kind['kind']} {doc.get('apiVersion')} is not mutated; "
+            f"the webhook handles {row.api_version}",
+        )
+        return Preview(stored=doc, outcome=unchanged)
+    try:
+        outcome = admission.admit(admission.request_of(request), ctx)
+    except InvalidInput as exc:
+        unchanged.result, unchanged.reason = "invalid", str(exc)
+        return Preview(stored=doc, outcome=unchanged)
+    stored = copy.deepcopy(dict(doc))
+    if outcome.patch:
+        stored = jsonpatch.apply_patch(stored, outcome.patch)
+    return Preview(stored=stored, outcome=outcome)
