@@ -141,7 +141,11 @@ def test_mutate_reports_a_malformed_object_and_goes_on(
 ) -> None:
     odd = "apiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata: {name: 7}\n"
     (tmp_path / "m.yaml").write_text(odd + "---\n" + PP)
-    code, out, _ = run(capsys, "mutate", "-f", str(tmp_path / "m.yaml"), "-o", "json")
+    (tmp_path / "c.yaml").write_text(CONFIG)
+    code, out, _ = run(
+        capsys, "mutate", "-f", str(tmp_path / "m.yaml"), "-o", "json",
+        "--config", str(tmp_path / "c.yaml"),
+    )  # fmt: skip
     assert code == 0
     first, *others = orjson.loads(out)
     assert first["outcome"] == "invalid"
