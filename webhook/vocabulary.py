@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Literal
 
@@ -46,6 +47,9 @@ INTENSITY_CLASS = PREFIX + "intensity"
 """Label written on NodePool templates (so on their nodes): low | medium | high."""
 GRID_ZONE = PREFIX + "grid-zone"
 """Node label naming the node's grid zone directly (scheduler extender)."""
+ZONE = PREFIX + "zone"
+"""Label or annotation on a Karmada Cluster naming its grid zone (wins over config and the
+cloud region table)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -70,6 +74,7 @@ KEYS = (
     Key(DECISION, "annotation", "policy, NodePool", "JSON decision record", written=True),
     Key(INTENSITY_CLASS, "label", "NodePool template", "low | medium | high", written=True),
     Key(GRID_ZONE, "label", "Node", "grid zone key, e.g. DE"),
+    Key(ZONE, "label", "Karmada Cluster (label or annotation)", "grid zone key, e.g. SE-SE3"),
 )
 """Every key carbonshift reads or writes."""
 
@@ -97,6 +102,17 @@ def max_clusters(raw: str) -> int:
     if not (text.isascii() and text.isdigit()) or int(text) < 1:
         raise InvalidInput(MAX_CLUSTERS, f"must be a whole number >= 1, got {raw!r}")
     return int(text)
+
+
+_GRID_ZONE_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+
+
+def zone(raw: str) -> str:
+    """A grid zone key (``"SE-SE3"``, ``"DE"``): letters, digits, ``-`` and ``_``."""
+    text = raw.strip()
+    if not _GRID_ZONE_KEY.fullmatch(text):
+        raise InvalidInput(ZONE, f"must be a grid zone key such as DE or US-CAL-CISO, got {raw!r}")
+    return text
 
 
 def flag(key: str, raw: str) -> bool:

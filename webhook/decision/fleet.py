@@ -1,0 +1,175 @@
+"""A Karmada ``Cluster`` object as carbonshift's fleet inventory sees it (pure).
+
+:func:`entry` reads one ``cluster.karmada.io/v1alpha1`` Cluster (the dict the API server
+sends) into a :class:`ClusterEntry`: name, labels, provider, region, availability zones,
+the ``Ready`` condition, and the grid zone with where it came from. The first that
+applies wins:
+
+1. label, then annotation, ``carbonshift.io/zone`` on the Cluster (``"label"`` /
+   ``"annotation"``);
+2. the config entry ``clusters.<name>`` (``"config"``);
+3. the cloud region table for ``spec.provider`` + ``spec.region`` (``"region-table"``);
+4. nothing (``"unknown"``): a known provider and region that the table does not list.
+
+An object carbonshift cannot use raises :class:`~webhook.validation.InvalidInput` naming
+the field: no name, a label set that is not a string map or is huge, or (when neither the
+object nor the config names the zone) no ``spec.region`` or a provider the region table
+does not know. The caller skips it with a warning. A malformed ``carbonshift.io/zone``
+value is not fatal: it is reported in :attr:`ClusterEntry.problems` and the next source
+is used.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from webhook import vocabulary
+from webhook.config import Config
+from webhook.regions import BY_PROVIDER, zone_for_region
+from webhook.validation import InvalidInput
+
+ZoneSource = Literal["label", "annotation", "config", "region-table", "unknown"]
+
+MAX_LABELS = 256
+"""More labels than this on one Cluster: the object is skipped (a runaway label set)."""
+MAX_LABEL_BYTES = 64 * 1024
+"""More label (or annotation) text than this on one Cluster: skipped as well."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ClusterEntry:
+    """One member cluster of the fleet, as read from its Cluster object."""
+
+    name: str
+    labels: Mapping[str, str]
+    provider: str | None
+    region: str | None
+    zones: tuple[str, ...]
+    """Cloud availability zones: ``spec.zones``, or the legacy ``spec.zone``."""
+    ready: bool
+    """The ``Ready`` condition is ``True`` (missing, False or Unknown: not ready)."""
+    grid_zone: str | None
+    zone_source: ZoneSource
+    problems: tuple[InvalidInput, ...] = ()
+    """Values that were ignored (a malformed ``carbonshift.io/zone``)."""
+
+
+def _text(value: object, path: str) -> str | None:
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise InvalidInput(path, f"must be a string, got {type(value).__name__}")
+    return value.strip() or None
+
+
+def _string_map(value: object, path: str) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InvalidInput(path, f"must be a map of strings, got {type(value).__name__}")
+    if len(value) > MAX_LABELS:
+        raise InvalidInput(path, f"{len(value)} entries (at most {MAX_LABELS} are read)")
+    size = 0
+    for key, item in value.items():
+        if not isinstance(key, str) or not isinstance(item, str):
+            raise InvalidInput(path, f"must be a map of strings, {key!r} is not")
+        size += len(key) + len(item)
+    if size > MAX_LABEL_BYTES:
+        raise InvalidInput(path, f"{size} characters (at most {MAX_LABEL_BYTES} are read)")
+    return dict(value)
+
+
+def _zones(spec: Mapping[str, Any]) -> tuple[str, ...]:
+    zones = spec.get("zones")
+    if zones is None:
+        legacy = _text(spec.get("zone"), "spec.zone")
+        return (legacy,) if legacy else ()
+    if not isinstance(zones, list) or not all(isinstance(z, str) for z in zones):
+        raise InvalidInput("spec.zones", "must be a list of strings")
+    return tuple(z for z in zones if z)
+
+
+def _ready(status: object) -> bool:
+    if not isinstance(status, Mapping):
+        return False
+    conditions = status.get("conditions")
+    if not isinstance(conditions, list):
+        return False
+    for condition in conditions:
+        if isinstance(condition, Mapping) and condition.get("type") == "Ready":
+            return condition.get("status") == "True"
+    return False
+
+
+def entry(obj: object, config: Config) -> ClusterEntry:
+    """The inventory entry of one Cluster object; raises :class:`InvalidInput` when the
+    object cannot be used (see the module docstring)."""
+    if not isinstance(obj, Mapping):
+        raise InvalidInput("", f"a Cluster must be an object, got {type(obj).__name__}")
+    metadata = obj.get("metadata")
+    if not isinstance(metadata, Mapping):
+        raise InvalidInput("metadata", "missing")
+    name = _text(metadata.get("name"), "metadata.name")
+    if not name:
+        raise InvalidInput("metadata.name", "missing")
+    labels = _string_map(metadata.get("labels"), "metadata.labels")
+    annotations = _string_map(metadata.get("annotations"), "metadata.annotations")
+    spec = obj.get("spec", {})
+    if not isinstance(spec, Mapping):
+        raise InvalidInput("spec", f"must be an object, got {type(spec).__name__}")
+    provider = _text(spec.get("provider"), "spec.provider")
+    region = _text(spec.get("region"), "spec.region")
+    zones = _zones(spec)
+
+    problems: list[InvalidInput] = []
+    grid_zone: str | None = None
+    source: ZoneSource = "unknown"
+    explicit: tuple[tuple[ZoneSource, dict[str, str]], ...] = (
+        ("label", labels),
+        ("annotation", annotations),
+    )
+    for where, values in explicit:
+        raw = values.get(vocabulary.ZONE)
+        if raw is None or grid_zone is not None:
+            continue
+        try:
+            grid_zone, source = vocabulary.zone(raw), where
+        except InvalidInput as exc:
+            problems.append(InvalidInput(f"metadata.{where}s.{exc.path}", exc.message))
+    known = config.clusters.get(name)
+    if grid_zone is None and known is not None and known.grid_zone:
+        grid_zone, source = known.grid_zone, "config"
+    if grid_zone is None:
+        if provider is not None and provider.lower() not in BY_PROVIDER:
+            raise InvalidInput(
+                "spec.provider",
+                f"unknown provider {provider!r} (known: {', '.join(BY_PROVIDER)}) and no "
+                f"{vocabulary.ZONE} label or config entry",
+            )
+        if region is None:
+            raise InvalidInput(
+                "spec.region", f"missing, and no {vocabulary.ZONE} label or config entry"
+            )
+        grid_zone = zone_for_region(provider, region)
+        source = "region-table" if grid_zone else "unknown"
+    return ClusterEntry(
+        name=name,
+        labels=labels,
+        provider=provider,
+        region=region,
+        zones=zones,
+        ready=_ready(obj.get("status")),
+        grid_zone=grid_zone,
+        zone_source=source,
+        problems=tuple(problems),
+    )
+
+
+def name_of(obj: object) -> str:
+    """The Cluster's name for a log line, or ``"?"``: also for objects :func:`entry`
+    refuses."""
+    metadata = obj.get("metadata") if isinstance(obj, Mapping) else None
+    name = metadata.get("name") if isinstance(metadata, Mapping) else None
+    return name if isinstance(name, str) and name else "?"
