@@ -51,8 +51,13 @@ def divided() -> dict[str, Any]:
 
 
 def weights_of(obj: dict[str, Any]) -> dict[str, int]:
+    """Per-cluster static weights (catch-all entries for unknown clusters left out)."""
     entries = obj["spec"]["placement"]["replicaScheduling"]["weightPreference"]["staticWeightList"]
-    return {e["targetCluster"]["clusterNames"][0]: e["weight"] for e in entries}
+    return {
+        e["targetCluster"]["clusterNames"][0]: e["weight"]
+        for e in entries
+        if e["targetCluster"].get("clusterNames")
+    }
 
 
 def test_divided_policy_gets_weighted_division_greener_higher(
@@ -108,8 +113,16 @@ def test_max_clusters_builds_ordered_terms_keeping_selectors(
     p = stored["spec"]["placement"]
     assert "clusterAffinity" not in p
     terms = p["clusterAffinities"]
-    assert [t["clusterNames"] for t in terms] == [["member-fr"], ["member-de", "member-pl"]]
+    # The fallback is the user's selection itself: clusters carbonshift does not know match.
+    assert [t.get("clusterNames") for t in terms] == [["member-fr"], None]
     assert all(t["fieldSelector"] == placement["clusterAffinity"]["fieldSelector"] for t in terms)
+    named = {"clusterNames": ["member-fr", "member-de", "member-pl"]}
+    stored, _ = mutate(
+        policy({"clusterAffinity": named}, **{"carbonshift.io/max-clusters": "1"}),
+        PolicyInputs(config.clusters, table),
+    )
+    terms = stored["spec"]["placement"]["clusterAffinities"]
+    assert [t["clusterNames"] for t in terms] == [["member-fr"], ["member-de", "member-pl"]]
     assert all(len(t["affinityName"]) <= 32 for t in terms)
 
 
@@ -135,12 +148,13 @@ def test_user_fields_are_never_overwritten_without_override(
     }
     decision = decide(policy(placement), PolicyInputs(config.clusters, table))
     assert decision.changes == []
-    assert any("weightPreference set by user" in w for w in decision.warnings)
+    assert any("the policy sets weightPreference" in w for w in decision.warnings)
     stored, _ = mutate(
         policy(placement, **{"carbonshift.io/override": "true"}),
         PolicyInputs(config.clusters, table),
     )
-    assert weights_of(stored)["member-fr"] == 100
+    # The user's weights give only member-pl replicas: override never reaches further.
+    assert weights_of(stored) == {"member-pl": 100}
 
     terms = [{"affinityName": "mine", "clusterNames": ["member-pl"]}]
     decision = decide(
@@ -148,7 +162,7 @@ def test_user_fields_are_never_overwritten_without_override(
         PolicyInputs(config.clusters, table),
     )
     assert decision.changes == []
-    assert any("clusterAffinities set by user" in w for w in decision.warnings)
+    assert any("the policy has its own clusterAffinities" in w for w in decision.warnings)
 
 
 def test_unknown_zones_and_stale_data_warn_briefly(
@@ -224,7 +238,7 @@ def _named(stored: dict[str, Any]) -> set[str]:
         names |= set(term.get("clusterNames") or [])
     weights = (placement.get("replicaScheduling") or {}).get("weightPreference") or {}
     for entry in weights.get("staticWeightList") or []:
-        names |= set(entry["targetCluster"]["clusterNames"])
+        names |= set(entry["targetCluster"].get("clusterNames") or [])
     return names
 
 

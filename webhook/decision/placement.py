@@ -9,12 +9,19 @@ decide (see README "Annotations"):
 - Divided policies (or ``carbonshift.io/strategy: weighted``): a static weight list.
 
 Fields the user set are never overwritten unless ``carbonshift.io/override: "true"``.
+The user's intent is never changed, with or without override (README "PropagationPolicy
+interactions"): reach never widens (a user ``staticWeightList`` is reach too: Karmada gives
+unlisted clusters no replicas), ``spreadConstraints`` ``minGroups`` stay reachable, open
+selections (selectors, or no affinity) keep matching clusters carbonshift does not know,
+and static weights are never written where Karmada would then ignore the spread constraints
+or reject ``overflowAffinities``. What carbonshift leaves alone for that is warned about and
+listed in the decision record (``left``: rule and reason).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -24,7 +31,7 @@ from webhook.decision.hysteresis import Held, Hysteresis, Verdict, judge
 from webhook.decision.outcome import REMOVE, Change, Decision, lookup, short
 from webhook.decision.ranking import carbon_weights, order_greenest, within_limit
 from webhook.decision.record import Record, fingerprint, user_view
-from webhook.decision.selectors import SelectorError, allowed_clusters
+from webhook.decision.selectors import SelectorError, allowed_clusters, is_open
 from webhook.intensity import IntensityTable
 from webhook.vocabulary import DECISION, MAX_CLUSTERS, MAX_INTENSITY, Knobs
 
@@ -33,7 +40,78 @@ FALLBACK_TERM = "carbonshift-fallback"
 _OWN = "placement."
 _SELECTOR_KEYS = ("labelSelector", "fieldSelector", "exclude")
 
+_OTHERS = "\x00others"
+"""Stand-in for clusters an open selection matches that carbonshift does not know."""
+
 Warn = Callable[[str], None]
+
+
+@dataclasses.dataclass(slots=True)
+class _Notes:
+    """Warnings, and the rules carbonshift left unapplied (record ``left``)."""
+
+    warnings: list[str]
+    left: list[dict[str, str]] = dataclasses.field(default_factory=list)
+
+    def warn(self, text: str) -> None:
+        self.warnings.append(short(text))
+
+    def body(self, others: int | None) -> dict[str, Any]:
+        """Record entries: catch-all weight (``others``) and what was left (``left``)."""
+        out: dict[str, Any] = {"others": {"w": others}} if others is not None else {}
+        if self.left:
+            out["left"] = self.left
+        return out
+
+    def leave(self, rule: str, reason: str) -> None:
+        """``rule`` is not applied because of ``reason``: warn and record it."""
+        self.left.append({"rule": rule, "reason": reason})
+        self.warn(f"carbonshift: {rule} not applied: {reason}")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Spread:
+    """The ``minGroups`` floors of the user's ``spreadConstraints`` Karmada enforces.
+
+    The scheduler groups by ``cluster`` and ``region`` only (zone and provider
+    constraints select nothing; ``select_clusters.go``). A cluster counts towards a
+    region only when its region is known from the config.
+    """
+
+    present: bool = False
+    clusters: int = 0
+    regions: int = 0
+
+    @classmethod
+    def of(cls, constraints: object) -> _Spread:
+        if not isinstance(constraints, list) or not constraints:
+            return cls()
+        clusters = regions = 0
+        for c in constraints:
+            if not isinstance(c, dict):
+                continue
+            floor = c.get("minGroups") or 1  # karmada-webhook defaults 0 to 1
+            floor = floor if isinstance(floor, int) else 1
+            field = c.get("spreadByField") or ("" if c.get("spreadByLabel") else "cluster")
+            if field == "cluster":
+                clusters = max(clusters, floor)
+            elif field == "region":
+                regions = max(regions, floor)
+        return cls(True, clusters, regions)
+
+    def met(self, names: Iterable[str], known: Mapping[str, ClusterConfig]) -> bool:
+        chosen = set(names)
+        if len(chosen) < self.clusters:
+            return False
+        regions = {c.region for n in chosen if (c := known.get(n)) is not None and c.region}
+        return len(regions) >= self.regions
+
+    def size(self, order: list[str], n: int, known: Mapping[str, ClusterConfig]) -> int | None:
+        """Smallest k >= n whose greenest k meet the floors (None: no k does)."""
+        for k in range(min(n, len(order)), len(order) + 1):
+            if self.met(order[:k], known):
+                return max(k, n)
+        return None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -60,47 +138,60 @@ def decide(policy: Mapping[str, Any], inputs: PolicyInputs) -> Decision:
     knobs = vocabulary.knobs(annotations, "policy")
     override = knobs.override
     decision = Decision()
-    warn = decision.warnings.append
+    notes = _Notes(decision.warnings)
+    warn = notes.warn
     decision.warnings.extend(vocabulary.warning(p) for p in knobs.problems)
+    known = inputs.clusters
 
+    reach = _weight_reach(base.get("replicaScheduling"))
     try:
-        candidates = _candidates(base, inputs.clusters)
+        groups = _groups(base, known, reach)
     except SelectorError as exc:
         decision.skipped = f"placement not understood: {exc}"
-        warn(short(f"carbonshift: {decision.skipped}"))
+        warn(f"carbonshift: {decision.skipped}")
         return decision
+    candidates = sorted({n for g in groups for n in g})
     if not candidates:
-        decision.skipped = "no candidate clusters known; list them under clusters: in the config"
-        warn(short(f"carbonshift: {decision.skipped}"))
+        decision.skipped = (
+            "no known cluster has a static weight in the policy"
+            if reach is not None
+            else "no candidate clusters known; list them under clusters: in the config"
+        )
+        warn(f"carbonshift: {decision.skipped}")
         return decision
 
-    zones = {n: (c.grid_zone if (c := inputs.clusters.get(n)) else None) for n in candidates}
+    zones = {n: (c.grid_zone if (c := known.get(n)) else None) for n in candidates}
     data = lookup(zones, inputs.table)
     decision.warnings.extend(data.warnings())
-    intensities = dict(data.values)
     new = dict(base)
     user_terms = bool(base.get("clusterAffinities"))
-
-    intensities = _apply_limit(
-        new, intensities, knobs.max_intensity, user_terms and not override, warn
+    shape = _Shape(
+        spread=_Spread.of(base.get("spreadConstraints")),
+        overflow=_has_overflow(base.get("clusterAffinities")),
+        reach=reach,
+        # Open: the selection matches clusters by selectors (or every cluster), so clusters
+        # carbonshift does not know, or that join later, must stay reachable.
+        opened=_open_selection(base) and (reach is None or any(map(is_open, reach))),
+        known=known,
     )
-
-    max_clusters = knobs.max_clusters
-    if max_clusters is not None:
+    limits = _Limits(user_terms and not override, groups, shape.spread, known)
+    intensities = _apply_limit(new, dict(data.values), knobs.max_intensity, limits, notes)
+    green = False
+    if knobs.max_clusters is not None:
         if user_terms and not override:
-            warn(f"carbonshift: clusterAffinities set by user; {MAX_CLUSTERS} not applied")
+            notes.leave(MAX_CLUSTERS, "the policy has its own clusterAffinities")
         else:
-            new["clusterAffinities"] = _green_first(new, order_greenest(intensities), max_clusters)
-            new.pop("clusterAffinity", None)
-
-    weights = _apply_weights(new, intensities, knobs, weighting=inputs.weighting, warn=warn)
+            green = _apply_green(new, intensities, knobs.max_clusters, shape, notes)
+    weights, others = _apply_weights(
+        new, intensities, knobs, shape, green, weighting=inputs.weighting, notes=notes
+    )
 
     changes = _diff(current, new)
     proposal = _Proposal(previous, current, new, weights, data.values)
     if changes and proposal.keep(inputs, warn):
         decision.record = previous
         return decision
-    body = data.body(weights)
+    body = data.body(weights) | notes.body(others)
     # When this placement came into force: the data time of the decision that made it
     # (deterministic for given inputs, so identical reviews get identical answers).
     body["since"] = (not changes and previous.body.get("since")) or body["at"]
@@ -109,25 +200,102 @@ def decide(policy: Mapping[str, Any], inputs: PolicyInputs) -> Decision:
     return decision
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Shape:
+    """What in the user's policy bounds what carbonshift may write."""
+
+    spread: _Spread
+    overflow: bool
+    reach: list[Mapping[str, Any]] | None
+    """The user's static weight targets (Karmada's reach), None: no user static weights."""
+    opened: bool
+    known: Mapping[str, ClusterConfig]
+
+
+def _apply_green(
+    placement: dict[str, Any],
+    intensities: Mapping[str, float | None],
+    n: int,
+    shape: _Shape,
+    notes: _Notes,
+) -> bool:
+    """Green-first ``clusterAffinities`` (``max-clusters``); True when written."""
+    if shape.overflow:
+        notes.leave(MAX_CLUSTERS, "it would drop the policy's overflowAffinities")
+        return False
+    spread, known = shape.spread, shape.known
+    order = order_greenest(intensities)
+    size = spread.size(order, n, known)
+    if size is None:
+        notes.leave(MAX_CLUSTERS, "candidates cannot meet spreadConstraints minGroups")
+        return False
+    if size > n:
+        notes.warn(
+            f"carbonshift: greenest term has {size} clusters, not {n},"
+            " to meet spreadConstraints minGroups"
+        )
+    rest = order[size:]
+    if spread.present and rest and not spread.met(rest, known):
+        rest = order  # a fallback below minGroups would always be skipped
+    placement["clusterAffinities"] = _green_first(
+        placement, order[:size], rest, opened=shape.opened
+    )
+    placement.pop("clusterAffinity", None)
+    return True
+
+
 def _apply_weights(
     placement: dict[str, Any],
     intensities: Mapping[str, float | None],
     knobs: Knobs,
+    shape: _Shape,
+    green: bool,
     *,
     weighting: WeightingConfig,
-    warn: Warn,
-) -> dict[str, int] | None:
-    """Static carbon weights for Divided policies; returns them (None: not applied)."""
+    notes: _Notes,
+) -> tuple[dict[str, int] | None, int | None]:
+    """Static carbon weights for Divided policies.
+
+    Returns the weights per candidate (None: not applied) and the weight of the catch-all
+    entries that keep an open selection's other clusters reachable (None: none written).
+    """
     scheduling = placement.get("replicaScheduling")
-    if not _wants_weights(scheduling, knobs.strategies, warn):
-        return None
+    if not _wants_weights(scheduling, knobs.strategies, notes):
+        return None, None
+    rule = "carbon weights"
+    if shape.spread.present:
+        notes.leave(rule, "Karmada ignores spreadConstraints under static weights")
+        return None, None
+    if shape.overflow:
+        notes.leave(rule, "overflowAffinities need dynamicWeight or Aggregated")
+        return None, None
     blocker = _weight_blocker(scheduling)
     if blocker and not knobs.override:
-        warn(f"carbonshift: {blocker} set by user; carbon weights not applied")
-        return None
-    weights = carbon_weights(intensities, exponent=weighting.exponent, scale=weighting.scale)
-    placement["replicaScheduling"] = _weighted(scheduling, weights)
-    return weights
+        if blocker == "weightPreference" and green:
+            notes.leave(rule, "the policy's own static weights are kept, within the greenest term")
+        else:
+            notes.leave(rule, f"the policy sets {blocker}")
+        return None, None
+    targets: list[dict[str, Any]] = []
+    if shape.opened:
+        reach = shape.reach or [{}]
+        targets = [dict(t) for t in reach if is_open(t)]
+    if not targets:
+        weights = carbon_weights(intensities, exponent=weighting.exponent, scale=weighting.scale)
+        placement["replicaScheduling"] = _weighted(scheduling, weights, [], 0)
+        return weights, None
+    # Clusters the selection matches that carbonshift does not know weigh as unknown
+    # intensity does (neutral); without an entry Karmada would give them no replicas.
+    every = carbon_weights(
+        {**intensities, _OTHERS: None}, exponent=weighting.exponent, scale=weighting.scale
+    )
+    others = every.pop(_OTHERS)
+    named = sorted(every)
+    catch_all = [
+        {**t, "exclude": sorted(set(t.get("exclude") or []) | set(named))} for t in targets
+    ]
+    placement["replicaScheduling"] = _weighted(scheduling, every, catch_all, others)
+    return every, others
 
 
 # --- hysteresis ------------------------------------------------------------------------
@@ -198,61 +366,177 @@ class _Proposal:
 # --- steps -----------------------------------------------------------------------------
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Limits:
+    """What bounds ``max-intensity``: user terms (blocked) and the spread floors."""
+
+    blocked: bool
+    groups: list[list[str]]
+    """The candidates of each affinity term (with its overflow), or of the one affinity."""
+    spread: _Spread
+    known: Mapping[str, ClusterConfig]
+
+
 def _apply_limit(
     placement: dict[str, Any],
     intensities: dict[str, float | None],
     limit: float | None,
-    blocked: bool,
-    warn: Warn,
+    limits: _Limits,
+    notes: _Notes,
 ) -> dict[str, float | None]:
-    """Exclude candidates above ``max-intensity``; returns the remaining candidates."""
+    """Exclude candidates above ``max-intensity``; returns the remaining candidates.
+
+    Never below the spread ``minGroups`` of a term (or the affinity) that met them: the
+    greenest excluded clusters stay until it does again.
+    """
     if limit is None:
         return intensities
     kept, dropped = within_limit(intensities, limit)
     above = [n for n in kept if (v := intensities[n]) is not None and v > limit]
     if above:
-        warn(short(f"carbonshift: every candidate is above {limit:g} g; keeping {above[0]}"))
+        notes.warn(
+            f"carbonshift: every candidate is above {limit:g} gCO2eq/kWh; keeping {above[0]}"
+        )
     if not dropped:
         return intensities
-    if blocked:
-        warn(f"carbonshift: clusterAffinities set by user; {MAX_INTENSITY} not applied")
+    if limits.blocked:
+        notes.leave(MAX_INTENSITY, "the policy has its own clusterAffinities")
+        return intensities
+    spread, known = limits.spread, limits.known
+    restored: list[str] = []
+    for group in limits.groups:
+        if not spread.met(group, known):
+            continue
+        for name in [n for n in dropped if n in group]:  # greenest first
+            if spread.met([n for n in group if n not in dropped], known):
+                break
+            dropped.remove(name)
+            restored.append(name)
+    if restored:
+        notes.leave(
+            MAX_INTENSITY, f"{', '.join(restored)} kept to meet spreadConstraints minGroups"
+        )
+    if not dropped:
         return intensities
     _exclude(placement, dropped)
-    return {n: intensities[n] for n in kept}
+    return {n: v for n, v in intensities.items() if n not in dropped}
 
 
-def _candidates(placement: Mapping[str, Any], known: Mapping[str, ClusterConfig]) -> list[str]:
+def _groups(
+    placement: Mapping[str, Any],
+    known: Mapping[str, ClusterConfig],
+    reach: list[Mapping[str, Any]] | None,
+) -> list[list[str]]:
+    """The candidates of each affinity term (with its overflow), or of the one affinity.
+
+    Only clusters within the user's static weights' reach, when there are any.
+    """
     terms = placement.get("clusterAffinities")
     if terms:
-        if not isinstance(terms, list):
-            raise SelectorError("clusterAffinities must be a list")
-        return sorted({n for term in terms for n in allowed_clusters(term, known)})
-    return allowed_clusters(placement.get("clusterAffinity"), known)
+        if not isinstance(terms, list) or not all(isinstance(t, dict) for t in terms):
+            raise SelectorError("clusterAffinities must be a list of objects")
+        groups = [
+            sorted({n for a in (t, *_overflow(t)) for n in allowed_clusters(a, known)})
+            for t in terms
+        ]
+    else:
+        groups = [allowed_clusters(placement.get("clusterAffinity"), known)]
+    if reach is None:
+        return groups
+    within = {n for target in reach for n in allowed_clusters(target, known)}
+    return [[n for n in g if n in within] for g in groups]
+
+
+def _overflow(term: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    extra = term.get("overflowAffinities")
+    if extra is None:
+        return []
+    if not isinstance(extra, list) or not all(isinstance(o, dict) for o in extra):
+        raise SelectorError("overflowAffinities must be a list of objects")
+    return extra
+
+
+def _has_overflow(terms: object) -> bool:
+    return isinstance(terms, list) and any(
+        isinstance(t, dict) and t.get("overflowAffinities") is not None for t in terms
+    )
+
+
+def _open_selection(placement: Mapping[str, Any]) -> bool:
+    """True when the policy selects clusters by selectors or selects every cluster."""
+    terms = placement.get("clusterAffinities")
+    if terms:
+        return any(is_open(a) for t in terms for a in (t, *_overflow(t)))
+    return is_open(placement.get("clusterAffinity"))
+
+
+def _weight_reach(scheduling: object) -> list[Mapping[str, Any]] | None:
+    """The user's static weight targets when Karmada divides by them, else None.
+
+    Karmada gives a cluster that matches no ``staticWeightList`` entry no replicas, so
+    the list bounds where replicas can go (``getStaticWeightInfoList``).
+    """
+    if not isinstance(scheduling, dict):
+        return None
+    if scheduling.get("replicaSchedulingType", "Divided") != "Divided":
+        return None
+    if scheduling.get("replicaDivisionPreference") == "Aggregated":
+        return None
+    preference = scheduling.get("weightPreference")
+    if not isinstance(preference, dict) or preference.get("dynamicWeight"):
+        return None
+    entries = preference.get("staticWeightList")
+    if not isinstance(entries, list) or not entries:
+        return None
+    return [
+        e["targetCluster"]
+        for e in entries
+        if isinstance(e, dict) and isinstance(e.get("targetCluster"), dict)
+    ]
 
 
 def _exclude(placement: dict[str, Any], names: list[str]) -> None:
+    def without(affinity: Mapping[str, Any]) -> dict[str, Any]:
+        return {**affinity, "exclude": sorted(set(affinity.get("exclude") or []) | set(names))}
+
     terms = placement.get("clusterAffinities")
     if terms:
-        placement["clusterAffinities"] = [
-            {**t, "exclude": sorted(set(t.get("exclude") or []) | set(names))} for t in terms
-        ]
+        out = []
+        for term in terms:
+            changed = without(term)
+            if changed.get("overflowAffinities"):
+                changed["overflowAffinities"] = [without(o) for o in changed["overflowAffinities"]]
+            out.append(changed)
+        placement["clusterAffinities"] = out
         return
-    affinity = dict(placement.get("clusterAffinity") or {})
-    affinity["exclude"] = sorted(set(affinity.get("exclude") or []) | set(names))
-    placement["clusterAffinity"] = affinity
+    placement["clusterAffinity"] = without(placement.get("clusterAffinity") or {})
 
 
-def _green_first(placement: Mapping[str, Any], order: list[str], n: int) -> list[dict[str, Any]]:
-    """Ordered terms: the N greenest, then the rest, each keeping the user's selectors."""
+def _green_first(
+    placement: Mapping[str, Any], green: list[str], rest: list[str], *, opened: bool
+) -> list[dict[str, Any]]:
+    """Ordered terms: the greenest, then the fallback, each keeping the user's selectors.
+
+    The fallback is ``rest`` by name when the user named the clusters; for an open
+    selection it is the user's selection itself (no names), so clusters carbonshift does
+    not know still match. The user's own terms (override) follow the greenest one as they
+    are.
+    """
+    terms = placement.get("clusterAffinities")
+    if terms:
+        first = {"affinityName": GREEN_TERM, "clusterNames": green}
+        return [first, *(t for t in terms if t.get("affinityName") != GREEN_TERM)]
     affinity = placement.get("clusterAffinity") or {}
     selectors = {k: affinity[k] for k in _SELECTOR_KEYS if affinity.get(k)}
-    terms = [{"affinityName": GREEN_TERM, **selectors, "clusterNames": order[:n]}]
-    if order[n:]:
-        terms.append({"affinityName": FALLBACK_TERM, **selectors, "clusterNames": order[n:]})
-    return terms
+    out = [{"affinityName": GREEN_TERM, **selectors, "clusterNames": green}]
+    if opened:
+        out.append({"affinityName": FALLBACK_TERM, **selectors})
+    elif rest:
+        out.append({"affinityName": FALLBACK_TERM, **selectors, "clusterNames": rest})
+    return out
 
 
-def _wants_weights(scheduling: object, names: frozenset[str], warn: Warn) -> bool:
+def _wants_weights(scheduling: object, names: frozenset[str], notes: _Notes) -> bool:
     if "none" in names:
         return False
     kind = None
@@ -262,8 +546,8 @@ def _wants_weights(scheduling: object, names: frozenset[str], warn: Warn) -> boo
         return True
     if "weighted" in names:
         if kind == "Duplicated":
-            warn(
-                "carbonshift: Duplicated policy: weights ignored; set replicaSchedulingType Divided"
+            notes.leave(
+                "carbon weights", "Duplicated gives every cluster all replicas; set Divided"
             )
             return False
         return True
@@ -283,16 +567,21 @@ def _weight_blocker(scheduling: object) -> str | None:
     return None
 
 
-def _weighted(scheduling: object, weights: Mapping[str, int]) -> dict[str, Any]:
+def _weighted(
+    scheduling: object,
+    weights: Mapping[str, int],
+    others: list[dict[str, Any]],
+    other_weight: int,
+) -> dict[str, Any]:
     out = dict(scheduling) if isinstance(scheduling, dict) else {}
     out["replicaSchedulingType"] = "Divided"
     out["replicaDivisionPreference"] = "Weighted"
     ranked = sorted(weights, key=lambda n: (-weights[n], n))
-    out["weightPreference"] = {
-        "staticWeightList": [
-            {"targetCluster": {"clusterNames": [n]}, "weight": weights[n]} for n in ranked
-        ]
-    }
+    entries: list[dict[str, Any]] = [
+        {"targetCluster": {"clusterNames": [n]}, "weight": weights[n]} for n in ranked
+    ]
+    entries += [{"targetCluster": t, "weight": other_weight} for t in others]
+    out["weightPreference"] = {"staticWeightList": entries}
     return out
 
 

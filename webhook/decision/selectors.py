@@ -121,3 +121,16 @@ def allowed_clusters(
             continue
         allowed.append(name)
     return sorted(set(allowed))
+
+
+def is_open(affinity: object) -> bool:
+    """True when an affinity can match clusters not named in it: no ``clusterNames``.
+
+    Such an affinity (selectors only, only ``exclude``, or none at all: every cluster)
+    also matches clusters carbonshift does not know and clusters that join later.
+    """
+    if affinity is None:
+        return True
+    if not isinstance(affinity, Mapping):
+        return False
+    return not affinity.get("clusterNames")
