@@ -89,6 +89,8 @@ class NodePoolConfig(Schema, frozen=True):
     """Intensity from which the local grid is classed ``high``."""
     topology_zones: Mapping[str, GridZone] = {}
     """Cloud topology zone (``topology.kubernetes.io/zone``) -> grid zone, for ``zones``."""
+    min_zones: Annotated[int, msgspec.Meta(ge=1)] = 2
+    """Strategy ``zones`` keeps at least this many zones (when the pool allows that many)."""
     mutate_on_update: bool = False
     """Recompute on every UPDATE (changing requirements later makes Karpenter replace nodes)."""
 

@@ -5,6 +5,11 @@ template label ``carbonshift.io/intensity``. Per ``carbonshift.io/strategy`` (co
 list): ``efficiency`` (arm64 when high), ``zones`` (greenest topology zones),
 ``weight`` (``spec.weight`` from greenness), ``pause`` (``limits.cpu: "0"`` when high).
 Everything written stays valid under the Karpenter v1 CRD's schema and CEL rules.
+
+Where a rule cannot act without changing what the user asked for (no arm64 instance fits
+the pool, ``spec.weight`` set by the user, a static pool, too few zones...) it leaves that
+part alone, says so in a warning and lists it under ``left`` ({rule, reason}) in the
+decision annotation.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from typing import Any
 
 from webhook import vocabulary
 from webhook.config import NodePoolConfig
+from webhook.decision import arm64
 from webhook.decision.outcome import REMOVE, Change, Decision, Lookup, lookup, short
 from webhook.decision.ranking import DISTINCT, greenness, intensity_class
 from webhook.decision.record import Record, fingerprint, user_view
@@ -70,13 +76,15 @@ def decide(nodepool: Mapping[str, Any], inputs: NodePoolInputs) -> Decision:
     if "efficiency" in strategies and level == "high":
         plan.prefer_arm64()
     if "zones" in strategies:
-        plan.keep_greenest_zones(s.topology_zones, inputs.table)
+        plan.keep_greenest_zones(s.topology_zones, inputs.table, s.min_zones)
     if "weight" in strategies:
         plan.set_weight(max(1, greenness(intensity)), override)
     if "pause" in strategies and pauses(level):
-        plan.pause()
+        plan.pause(f"{inputs.zone} is at {intensity:.0f} g/kWh, high from {s.high_from:g}")
 
     body = _body(data, level)
+    if plan.left:
+        body["left"] = plan.left
     decision.record = plan.record(body)
     decision.changes = plan.changes(level)
     return decision
@@ -102,6 +110,8 @@ class _Plan:
     new_spec: dict[str, Any]
     requirements: list[Any]
     warn: Warn
+    left: list[dict[str, str]] = dataclasses.field(default_factory=list)
+    """What a rule left alone and why (the record's ``left``)."""
 
     @classmethod
     def start(cls, nodepool: Mapping[str, Any], previous: Record, warn: Warn) -> _Plan:
@@ -125,42 +135,67 @@ class _Plan:
     def static(self) -> bool:
         return self.base_spec.get("replicas") is not None
 
-    def _add_requirement(self, requirement: dict[str, Any], why: str) -> None:
+    def leave(self, rule: str, reason: str) -> None:
+        """Leave ``rule``'s part of the pool as the user wrote it, and say why."""
+        self.left.append({"rule": rule, "reason": reason})
+        self.warn(short(f"carbonshift: {rule} left alone: {reason}"))
+
+    def _add_requirement(self, requirement: dict[str, Any], rule: str) -> bool:
         if requirement in self.requirements:
-            return
+            return False
         used = len(self.requirements) + len(set(self.labels) | {CLASS_LABEL})
         if used >= MAX_REQUIREMENTS:
-            self.warn(f"carbonshift: {why} skipped, NodePool has 100 requirements and labels")
-            return
+            self.leave(rule, f"the NodePool already has {MAX_REQUIREMENTS} requirements and labels")
+            return False
         self.requirements.append(requirement)
+        return True
 
     def prefer_arm64(self) -> None:
-        if any(isinstance(r, dict) and r.get("key") in _ARCH_KEYS for r in self.requirements):
-            self.warn("carbonshift: efficiency: the NodePool already constrains arch; left as is")
+        reason = arm64.why_not({**self.base_template, "requirements": self.requirements})
+        if reason is not None:
+            self.leave("efficiency", f"no arm64 requirement added: {reason}")
             return
+        if any(_arm64_only(r) for r in self.requirements):
+            return  # the user already asks for arm64 only
         self._add_requirement({"key": ARCH, "operator": "In", "values": ["arm64"]}, "efficiency")
 
-    def keep_greenest_zones(self, topology: Mapping[str, str], table: IntensityTable) -> None:
+    def keep_greenest_zones(
+        self, topology: Mapping[str, str], table: IntensityTable, min_zones: int
+    ) -> None:
         if not topology:
-            self.warn("carbonshift: zones: config nodepools.topology_zones is empty")
+            self.leave("zones", "config nodepools.topology_zones is empty")
             return
-        greenest = _greenest_zones(self.requirements, topology, table)
-        if greenest:
-            self._add_requirement({"key": ZONE, "operator": "In", "values": greenest}, "zones")
+        known = _allowed_zones(self.requirements, topology, table)
+        greenest = _greenest(known, min_zones)
+        if len(greenest) >= len(known):
+            if len(_greenest(known, 1)) < len(known):
+                self.leave(
+                    "zones", f"kept all {len(known)} zones (nodepools.min_zones is {min_zones})"
+                )
+            return
+        requirement = {"key": ZONE, "operator": "In", "values": greenest}
+        if self._add_requirement(requirement, "zones"):
+            self.warn(
+                short(
+                    f"carbonshift: zones: pool narrowed to the {len(greenest)} greenest of "
+                    f"{len(known)} zones ({', '.join(greenest)})"
+                )
+            )
 
     def set_weight(self, weight: int, override: bool) -> None:
         if self.static:
-            self.warn("carbonshift: weight: not allowed on a static NodePool (spec.replicas)")
+            self.leave("weight", "a static NodePool (spec.replicas) takes no weight")
         elif self.base_spec.get("weight") is not None and not override:
-            self.warn("carbonshift: spec.weight set by user; carbon weight not applied")
+            self.leave("weight", "spec.weight is the user's (carbonshift.io/override replaces it)")
         else:
             self.new_spec["weight"] = weight
 
-    def pause(self) -> None:
+    def pause(self, why: str) -> None:
         if self.static:
-            self.warn("carbonshift: pause: static NodePools may only limit nodes; not paused")
+            self.leave("pause", "a static NodePool (spec.replicas) cannot be paused by limits")
         else:
             self.new_spec["limits"] = {"cpu": "0"}
+            self.warn(short(f'carbonshift: pause: limits.cpu set to "0", no new nodes: {why}'))
 
     def _new_template(self) -> dict[str, Any]:
         new = dict(self.base_template)
@@ -191,10 +226,19 @@ class _Plan:
         return changes
 
 
-def _greenest_zones(
+def _arm64_only(requirement: object) -> bool:
+    return (
+        isinstance(requirement, dict)
+        and requirement.get("key") in _ARCH_KEYS
+        and requirement.get("operator") == "In"
+        and requirement.get("values") == ["arm64"]
+    )
+
+
+def _allowed_zones(
     requirements: list[Any], topology: Mapping[str, str], table: IntensityTable
-) -> list[str]:
-    """The user's allowed topology zones whose grid is within 10% of the greenest."""
+) -> dict[str, float]:
+    """The user's allowed topology zones with intensity data -> intensity."""
     allowed = set(topology)
     for r in requirements:
         if not isinstance(r, dict) or r.get("key") not in _ZONE_KEYS:
@@ -209,10 +253,17 @@ def _greenest_zones(
         reading = table.get(topology[z])
         if reading is not None:
             known[z] = reading.value
-    if len(set(known.values())) < 2:
+    return known
+
+
+def _greenest(known: Mapping[str, float], min_zones: int) -> list[str]:
+    """The greenest N zones, N = max(min_zones, zones within 10% of the greenest), sorted."""
+    if not known:
         return []
     lowest = min(known.values())
-    return sorted(z for z, v in known.items() if v < lowest * DISTINCT)
+    close = sum(1 for v in known.values() if v < lowest * DISTINCT)
+    ranked = sorted(known, key=lambda z: (known[z], z))
+    return sorted(ranked[: max(min_zones, close)])
 
 
 def _body(data: Lookup, level: str) -> dict[str, Any]:
