@@ -1,0 +1,1 @@
+"""Semantic invariants of what carbonshift writes, checked on real upstream objects."""
