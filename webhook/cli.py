@@ -37,8 +37,15 @@ def _config(args: argparse.Namespace) -> Config:
 
 def _serve(args: argparse.Namespace) -> int:
     from webhook import server  # noqa: PLC0415 - keeps `carbonshift --help` fast
+    from webhook.kube.client import settings  # noqa: PLC0415
 
     config = _config(args)
+    kube = settings(
+        args.kubeconfig,
+        namespace=args.lease_namespace,
+        default_namespace=config.service.namespace,
+        lease=args.lease_name,
+    )
     logs.configure(args.log_level)
     try:
         import uvloop  # noqa: PLC0415 - optional speed-up
@@ -53,6 +60,7 @@ def _serve(args: argparse.Namespace) -> int:
             port=args.port,
             cert_dir=Path(args.cert_dir),
             cert_reload_seconds=args.cert_reload_seconds,
+            kube=kube,
         )
     )
     return 0
@@ -87,6 +95,24 @@ def _add_serve(sub: Any) -> None:
         default="info",
         choices=("debug", "info", "warning", "error"),
         help="log level (default: %(default)s)",
+    )
+    p.add_argument(
+        "--kubeconfig",
+        metavar="FILE",
+        help="read the fleet (Karmada Clusters) from this API server (default: KUBECONFIG, "
+        "else the in-cluster service account, else no cluster: serve without one)",
+    )
+    p.add_argument(
+        "--lease-namespace",
+        metavar="NS",
+        help="namespace of the leader Lease (default: POD_NAMESPACE, the service account's "
+        "namespace, else service.namespace of the config)",
+    )
+    p.add_argument(
+        "--lease-name",
+        default="carbonshift-leader",
+        metavar="NAME",
+        help="name of the leader Lease (default: %(default)s)",
     )
     p.set_defaults(handler=_serve)
 

@@ -65,3 +65,41 @@ PROVIDER_ERRORS = Counter(
     "(AuthenticationFailed, RateLimited, IncomparableSignal, CircuitOpen, ...).",
     ["provider", "error"],
 )
+LEADER = Gauge(
+    "carbonshift_leader",
+    "1 while this replica holds the leader Lease (only the leader writes), else 0.",
+)
+KUBE_ERRORS = Counter(
+    "carbonshift_kube_errors_total",
+    "Failed calls to the Kubernetes API server, by resource and error (HTTP status or class).",
+    ["resource", "error"],
+)
+KUBE_FORBIDDEN = Counter(
+    "carbonshift_kube_forbidden_total",
+    "Kubernetes API calls refused by RBAC (HTTP 403), by verb and resource.",
+    ["verb", "resource"],
+)
+KUBE_RELISTS = Counter(
+    "carbonshift_kube_relists_total",
+    "Full lists of a watched resource (start-up, 410 Gone, after an error), by resource.",
+    ["resource"],
+)
+KUBE_CONFLICTS = Counter(
+    "carbonshift_kube_conflicts_total",
+    "Writes refused with 409 Conflict and retried after re-reading, by resource.",
+    ["resource"],
+)
+FLEET_CLUSTERS = Gauge(
+    "carbonshift_fleet_clusters",
+    "Karmada Clusters in the fleet inventory, by where their grid zone came from "
+    "(label, annotation, config, region-table, unknown).",
+    ["source"],
+)
+FLEET_SKIPPED = Gauge(
+    "carbonshift_fleet_skipped_clusters",
+    "Karmada Cluster objects left out of the inventory because they are malformed.",
+)
+FLEET_SYNCED = Gauge(
+    "carbonshift_fleet_synced",
+    "1 while the fleet inventory follows the API server (listed and watching), else 0.",
+)

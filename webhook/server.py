@@ -13,6 +13,7 @@ import gc
 import signal
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import orjson
 import structlog
@@ -26,6 +27,15 @@ from webhook.journal import admissions
 from webhook.state import STATE, ServerState
 from webhook.tls import ReloadingTLS
 from webhook.validation import InvalidInput, error_body
+
+if TYPE_CHECKING:
+    from kubernetes_asyncio.client import ApiClient
+
+    from webhook.kube.client import Settings
+    from webhook.kube.inventory import FleetInventory
+    from webhook.kube.leader import LeaderElector
+
+    Fleet = tuple[FleetInventory, LeaderElector, ApiClient]
 
 log = structlog.get_logger("carbonshift.server")
 
@@ -81,12 +91,19 @@ async def healthz(_request: web.Request) -> web.Response:
 
 
 async def readyz(request: web.Request) -> web.Response:
-    """``GET /readyz``: 200 once every zone in use has intensity data, else 503."""
-    feed = request.app[STATE].feed
+    """``GET /readyz``: 200 once every zone in use has intensity data, else 503.
+
+    With a fleet inventory the body also says whether it follows the API server
+    (``inventorySynced``); readiness never depends on it (nor on leadership)."""
+    state = request.app[STATE]
+    feed = state.feed
+    extra = {} if state.inventory is None else {"inventorySynced": state.inventory.synced}
     missing = feed.missing()
     if missing:
-        return _json(503, {"ready": False, "missingZones": missing, "staleZones": feed.stale()})
-    return _json(200, {"ready": True, "zones": len(feed.zones()), "staleZones": feed.stale()})
+        body = {"ready": False, "missingZones": missing, "staleZones": feed.stale(), **extra}
+        return _json(503, body)
+    body = {"ready": True, "zones": len(feed.zones()), "staleZones": feed.stale(), **extra}
+    return _json(200, body)
 
 
 async def prometheus(request: web.Request) -> web.Response:
@@ -141,8 +158,12 @@ async def serve(
     cert_reload_seconds: float = 10.0,
     shutdown_seconds: float = 10.0,
     stop: asyncio.Event | None = None,
+    kube: Settings | None = None,
 ) -> None:
-    """Run the HTTPS server until SIGTERM/SIGINT (or until ``stop`` is set)."""
+    """Run the HTTPS server until SIGTERM/SIGINT (or until ``stop`` is set).
+
+    With ``kube`` (a kubeconfig or the in-cluster service account) the fleet inventory
+    and the leader elector run in the background too."""
     feed = build_feed(config)
     if ensure_certificates(cert_dir, config, [host]):
         log.info(
@@ -152,7 +173,8 @@ async def serve(
             hint="trust ca.crt (caBundle) in the webhook configuration",
         )
     tls = ReloadingTLS(cert_dir)
-    app = build_app(ServerState(config=config, feed=feed))
+    fleet = await _start_fleet(config, kube) if kube is not None else None
+    app = build_app(ServerState(config=config, feed=feed, inventory=fleet[0] if fleet else None))
     runner = web.AppRunner(
         app, access_log=None, handle_signals=False, shutdown_timeout=shutdown_seconds
     )
@@ -180,3 +202,32 @@ async def serve(
         await runner.cleanup()
         app[STATE].journal.flush()
         await feed.stop()
+        if fleet is not None:
+            await _stop_fleet(*fleet)
+
+
+async def _start_fleet(config: Config, kube: Settings) -> Fleet:
+    """Connect to the API server; start the fleet inventory watch and the leader elector."""
+    from webhook.kube import client, inventory, leader  # noqa: PLC0415 - only with a cluster
+
+    try:
+        api = await client.connect(kube)
+    except Exception as exc:  # a missing or unreadable kubeconfig: a usage error
+        raise InvalidInput("--kubeconfig", f"cannot load {kube.kubeconfig}: {exc}") from None
+    fleet = inventory.FleetInventory(config)
+    fleet.start(api)
+    elector = leader.LeaderElector(api, kube.identity, namespace=kube.namespace, name=kube.lease)
+    elector.start()
+    log.info(
+        "fleet_watch_started",
+        kubeconfig=str(kube.kubeconfig or "in-cluster"),
+        lease=f"{kube.namespace}/{kube.lease}",
+        identity=kube.identity,
+    )
+    return fleet, elector, api
+
+
+async def _stop_fleet(fleet: FleetInventory, elector: LeaderElector, api: ApiClient) -> None:
+    await elector.stop()  # releases the Lease: another replica takes over at once
+    await fleet.stop()
+    await api.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
@@ -13,6 +14,9 @@ from webhook.feed import IntensityFeed, Snapshot
 from webhook.intensity import utcnow
 from webhook.journal import AdmissionJournal
 from webhook.kinds import Context
+
+if TYPE_CHECKING:
+    from webhook.kube.inventory import FleetInventory
 
 
 @dataclasses.dataclass(slots=True)
@@ -25,6 +29,8 @@ class ServerState:
     """Decisions for identical admission inputs (see :class:`DecisionMemo`)."""
     journal: AdmissionJournal = dataclasses.field(default_factory=AdmissionJournal)
     """Per-admission log lines and metrics, written in batches."""
+    inventory: FleetInventory | None = None
+    """Karmada Clusters read from the API server (None: no cluster to talk to)."""
     _context: tuple[Snapshot, int, Context] | None = dataclasses.field(default=None, init=False)
 
     def context(self) -> Context:

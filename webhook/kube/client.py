@@ -1,0 +1,171 @@
+"""Connecting to the API server, and how every adapter in this package meets its errors.
+
+:func:`settings` finds the connection (``--kubeconfig FILE``, then ``KUBECONFIG``, then the
+in-cluster service account); ``None`` means carbonshift runs without a cluster, exactly as
+before. :func:`connect` opens one ``ApiClient`` for the process.
+
+:class:`Backoff` is a jittered exponential delay; :class:`Outage` logs one warning when
+calls start failing and one line when they work again (not one per retry), and counts
+every failure in ``carbonshift_kube_errors_total``. :func:`refused` turns an RBAC 403 into
+one clear error log naming the verb and resource (once per verb and resource) and
+``carbonshift_kube_forbidden_total``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import random
+import socket
+import uuid
+from pathlib import Path
+
+import structlog
+from kubernetes_asyncio import client, config
+from kubernetes_asyncio.client.rest import ApiException
+
+from webhook import metrics
+
+log = structlog.get_logger("carbonshift.kube")
+
+SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+FIELD_MANAGER = "carbonshift"
+"""Field manager of every server-side apply carbonshift sends."""
+REQUEST_TIMEOUT = (5.0, 30.0)
+"""(connect, read) seconds for one non-watch call."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Settings:
+    """How to reach the API server, and who this replica is."""
+
+    kubeconfig: Path | None
+    """None: the in-cluster service account."""
+    namespace: str
+    """carbonshift's own namespace (its Lease lives there)."""
+    identity: str
+    """This replica's name in the leader Lease (the pod name when known)."""
+    lease: str = "carbonshift-leader"
+    """Name of the leader Lease."""
+
+
+def settings(
+    kubeconfig: str | None,
+    *,
+    namespace: str | None = None,
+    default_namespace: str,
+    lease: str = "carbonshift-leader",
+) -> Settings | None:
+    """The connection to use, or None when there is no kubeconfig and no cluster.
+
+    ``kubeconfig`` (the ``--kubeconfig`` flag) wins over ``KUBECONFIG``; without either,
+    a pod's service account is used when ``KUBERNETES_SERVICE_HOST`` is set. The namespace
+    is ``namespace``, else ``POD_NAMESPACE``, else the service account's, else
+    ``default_namespace`` (the config's ``service.namespace``).
+    """
+    path = kubeconfig or os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or None
+    in_cluster = (
+        bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and (SERVICE_ACCOUNT / "token").is_file()
+    )
+    if path is None and not in_cluster:
+        return None
+    ns_file = SERVICE_ACCOUNT / "namespace"
+    found = (
+        namespace
+        or os.environ.get("POD_NAMESPACE")
+        or (ns_file.read_text().strip() if path is None and ns_file.is_file() else "")
+        or default_namespace
+    )
+    identity = os.environ.get("POD_NAME") or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+    return Settings(Path(path) if path else None, found, identity, lease)
+
+
+async def connect(where: Settings) -> client.ApiClient:
+    """One ``ApiClient`` for the process (close it with ``await api.close()``)."""
+    configuration = client.Configuration()
+    if where.kubeconfig is None:
+        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    else:
+        await config.load_kube_config(
+            config_file=str(where.kubeconfig), client_configuration=configuration
+        )
+    return client.ApiClient(configuration=configuration)
+
+
+class Backoff:
+    """Jittered exponential delays: ``base * 2**n``, capped, times a random 0.5..1.5."""
+
+    def __init__(self, base: float = 0.5, cap: float = 30.0) -> None:
+        self.base = base
+        self.cap = cap
+        self.attempt = 0
+
+    def next(self) -> float:
+        delay: float = min(self.cap, self.base * 2.0**self.attempt)
+        self.attempt = min(self.attempt + 1, 30)
+        jitter: float = random.uniform(0.5, 1.5)  # noqa: S311 - jitter, not a secret
+        return delay * jitter
+
+    def reset(self) -> None:
+        self.attempt = 0
+
+    async def sleep(self) -> None:
+        await asyncio.sleep(self.next())
+
+
+def error_name(exc: BaseException) -> str:
+    """Short label for a failed call: the HTTP status, or the exception class."""
+    if isinstance(exc, ApiException) and exc.status:
+        return str(exc.status)
+    return type(exc).__name__
+
+
+_refused: set[tuple[str, str]] = set()
+
+
+def refused(exc: BaseException, verb: str, resource: str) -> bool:
+    """True (after one error log per verb and resource, and the metric) when ``exc`` is
+    RBAC's 403: retrying will not help until someone grants the permission."""
+    if not (isinstance(exc, ApiException) and exc.status == 403):
+        return False
+    metrics.KUBE_FORBIDDEN.labels(verb, resource).inc()
+    if (verb, resource) not in _refused:
+        _refused.add((verb, resource))
+        log.error(
+            "kube_forbidden",
+            verb=verb,
+            resource=resource,
+            hint=f"grant carbonshift's service account '{verb}' on '{resource}' (RBAC)",
+            reason=str(exc.reason),
+        )
+    return True
+
+
+class Outage:
+    """Failures of one ongoing activity (a watch, the elector): one warning when it starts
+    failing, one info line when it recovers, a metric for every failure."""
+
+    def __init__(self, resource: str, what: str) -> None:
+        self.resource = resource
+        self.what = what
+        self.failures = 0
+
+    def failed(self, exc: BaseException, verb: str) -> None:
+        metrics.KUBE_ERRORS.labels(self.resource, error_name(exc)).inc()
+        self.failures += 1
+        if refused(exc, verb, self.resource) or self.failures > 1:
+            return
+        log.warning(
+            "kube_unreachable",
+            activity=self.what,
+            resource=self.resource,
+            error=error_name(exc),
+            detail=str(exc)[:300],
+            hint="retrying with backoff; this is logged once per outage",
+        )
+
+    def recovered(self) -> None:
+        if self.failures:
+            log.info("kube_recovered", activity=self.what, failures=self.failures)
+        self.failures = 0

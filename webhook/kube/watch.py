@@ -1,0 +1,121 @@
+"""List, then watch, one cluster-scoped custom resource, for as long as the process runs.
+
+The loop lists (keeping the list's ``resourceVersion``), watches from there with
+``allowWatchBookmarks`` (bookmarks only move the version on), re-watches when the server
+ends the stream, re-lists at once on ``410 Gone``, and after any other error waits a
+jittered exponential backoff and re-lists (one warning per outage; every failure counted).
+A watch that goes quiet for longer than the server-side timeout is abandoned and re-watched
+(kubernetes-asyncio #360: streams can hang without an error).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import structlog
+from kubernetes_asyncio import client, watch
+from kubernetes_asyncio.client.rest import ApiException
+
+from webhook import metrics
+from webhook.kube.client import REQUEST_TIMEOUT, Backoff, Outage
+
+log = structlog.get_logger("carbonshift.kube.watch")
+
+OnList = Callable[[Sequence[Mapping[str, Any]]], None]
+"""Called with every object after a (re-)list: the whole truth, replacing what was held."""
+OnEvent = Callable[[str, Mapping[str, Any]], None]
+"""Called with ``ADDED``, ``MODIFIED`` or ``DELETED`` and the object."""
+
+
+class ListWatch:
+    """List+watch of ``<plural>.<group>/<version>`` (cluster-scoped custom objects)."""
+
+    def __init__(
+        self,
+        api: client.ApiClient,
+        group: str,
+        version: str,
+        plural: str,
+        *,
+        on_list: OnList,
+        on_event: OnEvent,
+        timeout_seconds: int = 300,
+        backoff: Backoff | None = None,
+    ) -> None:
+        self.objects = client.CustomObjectsApi(api)
+        self.group, self.version, self.plural = group, version, plural
+        self.resource = f"{plural}.{group}"
+        self.on_list = on_list
+        self.on_event = on_event
+        self.timeout_seconds = timeout_seconds
+        self.backoff = backoff or Backoff()
+        self.outage = Outage(self.resource, "watch")
+        self.synced = False
+        """True once listed, until a call fails (then again after the next list)."""
+        self.resource_version: str | None = None
+
+    async def _list(self) -> None:
+        metrics.KUBE_RELISTS.labels(self.resource).inc()
+        listed = await self.objects.list_cluster_custom_object(
+            self.group, self.version, self.plural, _request_timeout=REQUEST_TIMEOUT
+        )
+        self.on_list(listed.get("items") or [])
+        self.resource_version = listed["metadata"]["resourceVersion"]
+        self.synced = True
+        self.outage.recovered()
+        self.backoff.reset()
+
+    async def _watch(self) -> None:
+        deadline = asyncio.timeout(self.timeout_seconds + 30)
+        try:
+            async with deadline, watch.Watch() as stream:
+                async for event in stream.stream(
+                    self.objects.list_cluster_custom_object,
+                    self.group,
+                    self.version,
+                    self.plural,
+                    resource_version=self.resource_version,
+                    allow_watch_bookmarks=True,
+                    timeout_seconds=self.timeout_seconds,
+                    _request_timeout=(REQUEST_TIMEOUT[0], self.timeout_seconds + 20),
+                ):
+                    kind = event["type"]
+                    raw = event["raw_object"]
+                    version = (raw.get("metadata") or {}).get("resourceVersion")
+                    if version:
+                        self.resource_version = version
+                    if kind in ("ADDED", "MODIFIED", "DELETED"):
+                        self.on_event(kind, raw)
+        except TimeoutError:
+            if not deadline.expired():
+                raise
+            log.info("watch_quiet_restarted", resource=self.resource)
+
+    async def run(self) -> None:
+        """Follow the resource until cancelled; never raises otherwise."""
+        while True:
+            verb = "list"
+            try:
+                if self.resource_version is None:
+                    await self._list()
+                verb = "watch"
+                await self._watch()
+            except asyncio.CancelledError:
+                raise
+            except ApiException as exc:
+                if exc.status == 410:
+                    log.info("watch_expired_relisting", resource=self.resource)
+                    self.resource_version = None
+                    continue
+                self._failed(exc, verb)
+                await self.backoff.sleep()
+            except Exception as exc:
+                self._failed(exc, verb)
+                await self.backoff.sleep()
+
+    def _failed(self, exc: BaseException, verb: str) -> None:
+        self.synced = False
+        self.resource_version = None
+        self.outage.failed(exc, verb)
