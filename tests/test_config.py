@@ -92,6 +92,10 @@ BAD_CONFIGS = [
     ({"nodepools": {"mutate_on_update": "yes"}}, "nodepools.mutate_on_update", "expected bool"),
     ({"nodepools": {"topology_zones": {"a": "b c"}}}, "nodepools.topology_zones.a", "grid zone"),
     ({"nodepools": {"zones": {}}}, "nodepools.zones", "unknown field"),
+    ({"nodepools": {"min_zones": 0}}, "nodepools.min_zones", "expected int >= 1, got 0"),
+    ({"nodepools": {"min_zones": 1.5}}, "nodepools.min_zones", "expected int, got float"),
+    ({"nodepools": {"min_zones": "2"}}, "nodepools.min_zones", "expected int, got str"),
+    ({"nodepools": {"min_zones": True}}, "nodepools.min_zones", "expected int, got bool"),
     # service
     ({"service": {"name": "Web Hook"}}, "service.name", "expected a DNS-1123 label"),
     ({"service": {"namespace": "x" * 64}}, "service.namespace", "at most 63"),
@@ -132,3 +136,9 @@ def test_unreadable_and_invalid_files(tmp_path: Path) -> None:
     bad.write_text("zone: [unclosed\n")
     with pytest.raises(InvalidInput, match="not valid YAML at line"):
         load(bad)
+
+
+def test_nodepools_min_zones_defaults_to_two_and_accepts_any_whole_number_from_one() -> None:
+    assert parse({}).nodepools.min_zones == 2
+    assert parse({"nodepools": {"min_zones": 1}}).nodepools.min_zones == 1
+    assert parse({"nodepools": {"min_zones": 5}}).nodepools.min_zones == 5

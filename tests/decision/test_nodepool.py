@@ -37,7 +37,8 @@ def store(obj: dict[str, Any], inputs: NodePoolInputs) -> dict[str, Any]:
     changes = list(decision.changes)
     if changes and decision.record is not None:
         changes.append(Change(("metadata", "annotations", DECISION), decision.record.encode()))
-    return jsonpatch.apply_patch(copy.deepcopy(obj), build(obj, changes))
+    stored: dict[str, Any] = jsonpatch.apply_patch(copy.deepcopy(obj), build(obj, changes))
+    return stored
 
 
 def inputs(value: float, **settings: Any) -> NodePoolInputs:

@@ -274,7 +274,13 @@ def why_not(template_spec: Mapping[str, Any]) -> str | None:
     if not families:
         ref = template_spec.get("nodeClassRef") or {}
         return f"{ref.get('kind')} offers no arm64 instance types"
-    matching = [f for f in families if all(r.allows(f) for r in reqs)]
+    types = _named_types(reqs)
+    matching = [
+        f
+        for f in families
+        if all(r.allows(f) for r in reqs)
+        and (types is None or any(f.types.match(t) for t in types))
+    ]
     if not matching:
         alone = next((r for r in reqs if not any(r.allows(f) for f in families)), None)
         if alone is not None:
@@ -287,3 +293,15 @@ def why_not(template_spec: Mapping[str, Any]) -> str | None:
         if left is not None and len(left) < r.min_values:
             return f"{r.key} minValues {r.min_values}: only {len(left)} arm64 value(s) fit"
     return None
+
+
+def _named_types(reqs: Sequence[Requirement]) -> set[str] | None:
+    """The instance types the ``In`` lists leave, minus ``NotIn`` (None: no ``In`` list)."""
+    named: set[str] | None = None
+    excluded: set[str] = set()
+    for r in reqs:
+        if r.key == INSTANCE_TYPE and r.operator == "In":
+            named = set(r.values) if named is None else named & set(r.values)
+        elif r.key == INSTANCE_TYPE and r.operator == "NotIn":
+            excluded.update(r.values)
+    return None if named is None else named - excluded
