@@ -100,7 +100,8 @@ class _Spread:
         return cls(True, clusters, regions)
 
     def met(self, names: Iterable[str], known: Mapping[str, ClusterConfig]) -> bool:
-        chosen = set(names)
+        """True when ``names`` meet the floors; only clusters in the config count."""
+        chosen = {n for n in names if n in known}
         if len(chosen) < self.clusters:
             return False
         regions = {c.region for n in chosen if (c := known.get(n)) is not None and c.region}
@@ -153,7 +154,7 @@ def decide(policy: Mapping[str, Any], inputs: PolicyInputs) -> Decision:
     candidates = sorted({n for g in groups for n in g})
     if not candidates:
         decision.skipped = (
-            "no known cluster has a static weight in the policy"
+            "placement left as is: no known cluster has a static weight in the policy"
             if reach is not None
             else "no candidate clusters known; list them under clusters: in the config"
         )
@@ -392,10 +393,12 @@ def _apply_limit(
     if limit is None:
         return intensities
     kept, dropped = within_limit(intensities, limit)
+    if dropped and not any(n in limits.known for n in kept):
+        kept.append(dropped.pop(0))  # never leave only clusters the config does not know
     above = [n for n in kept if (v := intensities[n]) is not None and v > limit]
     if above:
         notes.warn(
-            f"carbonshift: every candidate is above {limit:g} gCO2eq/kWh; keeping {above[0]}"
+            f"carbonshift: every known candidate is above {limit:g} gCO2eq/kWh; keeping {above[0]}"
         )
     if not dropped:
         return intensities
@@ -430,6 +433,7 @@ def _groups(
     """The candidates of each affinity term (with its overflow), or of the one affinity.
 
     Only clusters within the user's static weights' reach, when there are any.
+    Empty when no candidate has a user weight.
     """
     terms = placement.get("clusterAffinities")
     if terms:
@@ -444,7 +448,10 @@ def _groups(
     if reach is None:
         return groups
     within = {n for target in reach for n in allowed_clusters(target, known)}
-    return [[n for n in g if n in within] for g in groups]
+    if within.isdisjoint(n for g in groups for n in g):
+        return []  # the weights may name clusters carbonshift does not know: leave it
+    # A term none of whose clusters has a weight gives each of them weight 1 (Karmada).
+    return [[n for n in g if n in within] or g for g in groups]
 
 
 def _overflow(term: Mapping[str, Any]) -> list[Mapping[str, Any]]:
