@@ -148,7 +148,7 @@ def test_user_fields_are_never_overwritten_without_override(
     }
     decision = decide(policy(placement), PolicyInputs(config.clusters, table))
     assert decision.changes == []
-    assert any("the policy sets weightPreference" in w for w in decision.warnings)
+    assert any("own static weights are kept" in w for w in decision.warnings)
     stored, _ = mutate(
         policy(placement, **{"carbonshift.io/override": "true"}),
         PolicyInputs(config.clusters, table),

@@ -227,11 +227,11 @@ def test_static_weights_never_void_spread_constraints(
 ) -> None:
     stored, warnings, record = check(policy(placement, **annotations))
     assert "weightPreference" not in (stored["spec"]["placement"].get("replicaScheduling") or {})
-    assert any("Karmada ignores spreadConstraints under static weights" in w for w in warnings)
+    assert any("Karmada would ignore spreadConstraints under static weights" in w for w in warnings)
     assert record is not None
     assert {
         "rule": "carbon weights",
-        "reason": "Karmada ignores spreadConstraints under static weights",
+        "reason": "Karmada would ignore spreadConstraints under static weights",
     } in record.body["left"]
 
 
@@ -240,7 +240,7 @@ def test_green_term_holds_at_least_min_groups() -> None:
     stored, warnings, _ = check(obj)
     terms = stored["spec"]["placement"]["clusterAffinities"]
     assert terms[0]["clusterNames"] == ["member-fr", "member-de"]
-    assert any("greenest term has 2 clusters, not 1" in w for w in warnings)
+    assert any("greenest term has 2 clusters instead of 1" in w for w in warnings)
 
 
 def test_region_groups_size_the_green_term_by_distinct_regions() -> None:
@@ -273,7 +273,9 @@ def test_max_clusters_is_left_when_min_groups_cannot_be_met() -> None:
     )
     decision = decide(obj, _inputs())
     assert decision.changes == []
-    assert any("max-clusters not applied: candidates cannot meet" in w for w in decision.warnings)
+    assert any(
+        "max-clusters not applied: the candidates cannot meet" in w for w in decision.warnings
+    )
 
 
 # --- class 2: reach implied by the user's static weights ------------------------------------

@@ -156,7 +156,7 @@ def decide(policy: Mapping[str, Any], inputs: PolicyInputs) -> Decision:
         decision.skipped = (
             "placement left as is: no known cluster has a static weight in the policy"
             if reach is not None
-            else "no candidate clusters known; list them under clusters: in the config"
+            else "no candidate cluster is known; list the clusters under clusters: in the config"
         )
         warn(f"carbonshift: {decision.skipped}")
         return decision
@@ -228,11 +228,11 @@ def _apply_green(
     order = order_greenest(intensities)
     size = spread.size(order, n, known)
     if size is None:
-        notes.leave(MAX_CLUSTERS, "candidates cannot meet spreadConstraints minGroups")
+        notes.leave(MAX_CLUSTERS, "the candidates cannot meet spreadConstraints minGroups")
         return False
     if size > n:
         notes.warn(
-            f"carbonshift: greenest term has {size} clusters, not {n},"
+            f"carbonshift: the greenest term has {size} clusters instead of {n},"
             " to meet spreadConstraints minGroups"
         )
     rest = order[size:]
@@ -265,17 +265,15 @@ def _apply_weights(
         return None, None
     rule = "carbon weights"
     if shape.spread.present:
-        notes.leave(rule, "Karmada ignores spreadConstraints under static weights")
+        notes.leave(rule, "Karmada would ignore spreadConstraints under static weights")
         return None, None
     if shape.overflow:
-        notes.leave(rule, "overflowAffinities need dynamicWeight or Aggregated")
+        notes.leave(rule, "overflowAffinities need dynamicWeight or Aggregated division")
         return None, None
     blocker = _weight_blocker(scheduling)
     if blocker and not knobs.override:
-        if blocker == "weightPreference" and green:
-            notes.leave(rule, "the policy's own static weights are kept, within the greenest term")
-        else:
-            notes.leave(rule, f"the policy sets {blocker}")
+        within = green and shape.reach is not None  # they split the greenest term's replicas
+        notes.leave(rule, blocker + (", within the greenest term" if within else ""))
         return None, None
     targets: list[dict[str, Any]] = []
     if shape.opened:
@@ -566,11 +564,11 @@ def _weight_blocker(scheduling: object) -> str | None:
         return None
     preference = scheduling.get("weightPreference") or {}
     if preference.get("dynamicWeight"):
-        return "dynamicWeight"
+        return "the policy uses dynamicWeight"
     if preference.get("staticWeightList"):
-        return "weightPreference"
+        return "the policy's own static weights are kept"
     if scheduling.get("replicaDivisionPreference") == "Aggregated":
-        return "replicaDivisionPreference Aggregated"
+        return "the policy uses Aggregated division"
     return None
 
 
