@@ -273,7 +273,7 @@ def why_not(template_spec: Mapping[str, Any]) -> str | None:
     families = candidates(provider, reqs)
     if not families:
         ref = template_spec.get("nodeClassRef") or {}
-        return f"{ref.get('kind')} offers no arm64 instance types"
+        return f"{ref.get('kind')} offers no arm64 types"
     types = _named_types(reqs)
     matching = [
         f
@@ -284,14 +284,14 @@ def why_not(template_spec: Mapping[str, Any]) -> str | None:
     if not matching:
         alone = next((r for r in reqs if not any(r.allows(f) for f in families)), None)
         if alone is not None:
-            return f"{alone} excludes every arm64 instance type"
-        return "the requirements together exclude every arm64 instance type"
+            return f"{alone} allows no arm64 type"
+        return "the requirements together allow no arm64 type"
     for r in reqs:
         if r.min_values is None:
             continue
         left = r.allowed_values(matching)
         if left is not None and len(left) < r.min_values:
-            return f"{r.key} minValues {r.min_values}: only {len(left)} arm64 value(s) fit"
+            return f"{r.key} minValues {r.min_values} leaves {len(left)} arm64 value(s)"
     return None
 
 

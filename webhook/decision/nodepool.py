@@ -153,7 +153,7 @@ class _Plan:
     def prefer_arm64(self) -> None:
         reason = arm64.why_not({**self.base_template, "requirements": self.requirements})
         if reason is not None:
-            self.leave("efficiency", f"no arm64 requirement added: {reason}")
+            self.leave("efficiency", reason)
             return
         if any(_arm64_only(r) for r in self.requirements):
             return  # the user already asks for arm64 only
