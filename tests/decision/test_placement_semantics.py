@@ -492,3 +492,14 @@ def test_clusters_above_the_ceiling_stay_only_when_a_warning_says_so(
     for name in set().union(*reach(stored["spec"].get("placement") or {})):
         if VALUES.get(name, 0.0) > float(limit):
             assert any(name in w for w in warnings), (name, warnings)
+
+
+def test_override_puts_the_greenest_first_and_keeps_the_users_terms() -> None:
+    terms = [
+        {"affinityName": "mine", **PROD},
+        {"affinityName": "dev", "clusterNames": ["member-pl"]},
+    ]
+    annotations = {"carbonshift.io/override": "true", "carbonshift.io/max-clusters": "1"}
+    stored, _, _ = check(policy({"clusterAffinities": terms}, **annotations))
+    written = stored["spec"]["placement"]["clusterAffinities"]
+    assert written == [{"affinityName": GREEN_TERM, "clusterNames": ["member-fr"]}, *terms]
