@@ -16,18 +16,14 @@ from webhook.decision import arm64
 from webhook.decision.nodepool import NodePoolInputs, decide
 
 AWS = "karpenter.k8s.aws/"
-FAMILY, CATEGORY, GENERATION = (
-    AWS + "instance-family",
-    AWS + "instance-category",
-    AWS + ("instance-generation"),
-)
+FAMILY = AWS + "instance-family"
+CATEGORY = AWS + "instance-category"
+GENERATION = AWS + "instance-generation"
 CPU = AWS + "instance-cpu-manufacturer"
 TYPE, ARCH, OS = "node.kubernetes.io/instance-type", "kubernetes.io/arch", "kubernetes.io/os"
-GPU_MAKER, GPU_NAME, GPU_COUNT = (
-    AWS + "instance-gpu-manufacturer",
-    AWS + "instance-gpu-name",
-    AWS + ("instance-gpu-count"),
-)
+GPU_MAKER = AWS + "instance-gpu-manufacturer"
+GPU_NAME = AWS + "instance-gpu-name"
+GPU_COUNT = AWS + "instance-gpu-count"
 ACCEL = AWS + "instance-accelerator-manufacturer"
 
 
@@ -140,55 +136,30 @@ def test_table_rows_name_their_source_and_match_their_own_types() -> None:
 
 # --- property: efficiency never makes a pool unsatisfiable ------------------------------
 
-CATALOGUE: list[dict[str, str]] = [
-    # Concrete EC2 types and the labels Karpenter puts on their nodes (docs "Well-Known Labels").
-    {TYPE: "m6g.large", FAMILY: "m6g", CATEGORY: "m", GENERATION: "6", CPU: "aws"},
-    {TYPE: "c7g.xlarge", FAMILY: "c7g", CATEGORY: "c", GENERATION: "7", CPU: "aws"},
-    {TYPE: "r8g.large", FAMILY: "r8g", CATEGORY: "r", GENERATION: "8", CPU: "aws"},
-    {TYPE: "t4g.micro", FAMILY: "t4g", CATEGORY: "t", GENERATION: "4", CPU: "aws"},
-    {TYPE: "a1.medium", FAMILY: "a1", CATEGORY: "a", GENERATION: "1", CPU: "aws"},
-    {TYPE: "im4gn.large", FAMILY: "im4gn", CATEGORY: "im", GENERATION: "4", CPU: "aws"},
-    {
-        TYPE: "g5g.xlarge",
-        FAMILY: "g5g",
-        CATEGORY: "g",
-        GENERATION: "5",
-        CPU: "aws",
-        GPU_MAKER: "nvidia",
-        GPU_NAME: "t4g",
-        GPU_COUNT: "1",
-    },
-    {
-        TYPE: "g5g.16xlarge",
-        FAMILY: "g5g",
-        CATEGORY: "g",
-        GENERATION: "5",
-        CPU: "aws",
-        GPU_MAKER: "nvidia",
-        GPU_NAME: "t4g",
-        GPU_COUNT: "2",
-    },
-    {TYPE: "m5.large", FAMILY: "m5", CATEGORY: "m", GENERATION: "5", CPU: "intel"},
-    {TYPE: "c5a.large", FAMILY: "c5a", CATEGORY: "c", GENERATION: "5", CPU: "amd"},
-    {TYPE: "m7i.large", FAMILY: "m7i", CATEGORY: "m", GENERATION: "7", CPU: "intel"},
-    {
-        TYPE: "p3.2xlarge",
-        FAMILY: "p3",
-        CATEGORY: "p",
-        GENERATION: "3",
-        CPU: "intel",
-        GPU_MAKER: "nvidia",
-        GPU_NAME: "v100",
-        GPU_COUNT: "1",
-    },
-    {
-        TYPE: "inf2.xlarge",
-        FAMILY: "inf2",
-        CATEGORY: "inf",
-        GENERATION: "2",
-        CPU: "amd",
-        ACCEL: "aws",
-    },
+
+def ec2(name: str, category: str, generation: str, cpu: str, **more: str) -> dict[str, str]:
+    """A concrete EC2 type and the labels Karpenter puts on its nodes ("Well-Known Labels")."""
+    family = name.split(".", maxsplit=1)[0]
+    labels = {TYPE: name, FAMILY: family, CATEGORY: category, GENERATION: generation, CPU: cpu}
+    keys = {"gpu": GPU_MAKER, "gpu_name": GPU_NAME, "gpus": GPU_COUNT, "accelerator": ACCEL}
+    return {**labels, **{keys[k]: v for k, v in more.items()}}
+
+
+T4G = {"gpu": "nvidia", "gpu_name": "t4g"}
+CATALOGUE = [
+    ec2("m6g.large", "m", "6", "aws"),
+    ec2("c7g.xlarge", "c", "7", "aws"),
+    ec2("r8g.large", "r", "8", "aws"),
+    ec2("t4g.micro", "t", "4", "aws"),
+    ec2("a1.medium", "a", "1", "aws"),
+    ec2("im4gn.large", "im", "4", "aws"),
+    ec2("g5g.xlarge", "g", "5", "aws", **T4G, gpus="1"),
+    ec2("g5g.16xlarge", "g", "5", "aws", **T4G, gpus="2"),
+    ec2("m5.large", "m", "5", "intel"),
+    ec2("c5a.large", "c", "5", "amd"),
+    ec2("m7i.large", "m", "7", "intel"),
+    ec2("p3.2xlarge", "p", "3", "intel", gpu="nvidia", gpu_name="v100", gpus="1"),
+    ec2("inf2.xlarge", "inf", "2", "amd", accelerator="aws"),
 ]
 ARM = {"m6g", "c7g", "r8g", "t4g", "a1", "im4gn", "g5g"}
 NODES = [
