@@ -182,7 +182,7 @@ def decide(policy: Mapping[str, Any], inputs: PolicyInputs) -> Decision:
         if user_terms and not override:
             notes.leave(MAX_CLUSTERS, "the policy has its own clusterAffinities")
         else:
-            green = _apply_green(new, intensities, knobs.max_clusters, shape, notes)
+            green = shape.green_first(new, order_greenest(intensities), knobs.max_clusters, notes)
     weights, others = _apply_weights(
         new, intensities, knobs, shape, green, weighting=inputs.weighting, notes=notes
     )
@@ -212,37 +212,30 @@ class _Shape:
     opened: bool
     known: Mapping[str, ClusterConfig]
 
-
-def _apply_green(
-    placement: dict[str, Any],
-    intensities: Mapping[str, float | None],
-    n: int,
-    shape: _Shape,
-    notes: _Notes,
-) -> bool:
-    """Green-first ``clusterAffinities`` (``max-clusters``); True when written."""
-    if shape.overflow:
-        notes.leave(MAX_CLUSTERS, "it would drop the policy's overflowAffinities")
-        return False
-    spread, known = shape.spread, shape.known
-    order = order_greenest(intensities)
-    size = spread.size(order, n, known)
-    if size is None:
-        notes.leave(MAX_CLUSTERS, "the candidates cannot meet spreadConstraints minGroups")
-        return False
-    if size > n:
-        notes.warn(
-            f"carbonshift: the greenest term has {size} clusters instead of {n},"
-            " to meet spreadConstraints minGroups"
-        )
-    rest = order[size:]
-    if spread.present and rest and not spread.met(rest, known):
-        rest = order  # a fallback below minGroups would always be skipped
-    placement["clusterAffinities"] = _green_first(
-        placement, order[:size], rest, opened=shape.opened
-    )
-    placement.pop("clusterAffinity", None)
-    return True
+    def green_first(
+        self, placement: dict[str, Any], order: list[str], n: int, notes: _Notes
+    ) -> bool:
+        """Green-first ``clusterAffinities`` (``max-clusters``); True when written."""
+        if self.overflow:
+            notes.leave(MAX_CLUSTERS, "it would drop the policy's overflowAffinities")
+            return False
+        spread, known = self.spread, self.known
+        size = spread.size(order, n, known)
+        if size is None:
+            notes.leave(MAX_CLUSTERS, "the candidates cannot meet spreadConstraints minGroups")
+            return False
+        if size > n:
+            notes.warn(
+                f"carbonshift: the greenest term has {size} clusters instead of {n},"
+                " to meet spreadConstraints minGroups"
+            )
+        rest = order[size:]
+        if spread.present and rest and not spread.met(rest, known):
+            rest = order  # a fallback below minGroups would always be skipped
+        terms = _green_first(placement, order[:size], rest, opened=self.opened)
+        placement["clusterAffinities"] = terms
+        placement.pop("clusterAffinity", None)
+        return True
 
 
 def _apply_weights(
