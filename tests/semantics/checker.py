@@ -365,18 +365,10 @@ def reach(placement: Mapping[str, Any], clusters: Mapping[str, ClusterConfig]) -
     return set().union(*(group_reach(g, clusters) for g in terms(placement))) & share
 
 
-def _groups(
-    names: Iterable[str], by: Mapping[str, Any], clusters: Mapping[str, ClusterConfig]
-) -> int:
+def _groups(names: Iterable[str], field: str, clusters: Mapping[str, ClusterConfig]) -> int:
     out: set[str] = set()
     for n in names:
         c = clusters[n]
-        if by.get("spreadByLabel"):
-            value = c.labels.get(by["spreadByLabel"])
-            if value is not None:
-                out.add(value)
-            continue
-        field = by.get("spreadByField") or "cluster"
         if field == "cluster":
             out.add(n)
         elif field == "zone":
@@ -389,13 +381,18 @@ def _groups(
 
 
 def schedulable(placement: Mapping[str, Any], clusters: Mapping[str, ClusterConfig]) -> bool:
-    """Some affinity group has clusters enough for every spreadConstraint's minGroups."""
-    share = weighted(placement, clusters)
-    constraints = placement.get("spreadConstraints") or []
+    """Some affinity group has clusters enough for every spreadConstraint's minGroups.
+
+    Only ``spreadByField`` counts: Karmada's scheduler does not act on ``spreadByLabel``.
+    Static weights are not applied here: Karmada selects clusters by affinity and spread
+    first and divides replicas by weight afterwards.
+    """
+    constraints = [c for c in placement.get("spreadConstraints") or [] if c.get("spreadByField")]
     for group in terms(placement):
-        names = group_reach(group, clusters) & share
+        names = group_reach(group, clusters)
         if names and all(
-            _groups(names, c, clusters) >= (c.get("minGroups") or 0) for c in constraints
+            _groups(names, c["spreadByField"], clusters) >= (c.get("minGroups") or 0)
+            for c in constraints
         ):
             return True
     return False
@@ -684,16 +681,19 @@ def _declined_nodepool(
 ) -> str | None:
     annotations = _annotations(before)
     wanted = _strategies(annotations)
-    spec_a = after.get("spec") or {}
+    spec_b, spec_a = before.get("spec") or {}, after.get("spec") or {}
     req_a = ((spec_a.get("template") or {}).get("spec") or {}).get("requirements") or []
     arch = {"key": "kubernetes.io/arch", "operator": "In", "values": ["arm64"]}
     if "efficiency" in wanted and world.level == "high" and arch not in req_a:
         return "efficiency: no arm64 requirement"
     if "zones" in wanted:
-        allowed = _zone_values(req_a, set(world.topology))
-        values = [world.topology[z] for z in allowed]
-        if not allowed or (values and max(values) >= min(values) * 1.1):
-            return "zones: NodePool zones not narrowed to the greenest"
+        req_b = ((spec_b.get("template") or {}).get("spec") or {}).get("requirements") or []
+        zone_b = [r for r in req_b if r.get("key") in ZONE_KEYS]
+        zone_a = [r for r in req_a if r.get("key") in ZONE_KEYS]
+        allowed = _zone_values(req_b, set(world.topology))
+        values = {world.topology[z] for z in allowed}
+        if zone_a == zone_b and (not allowed or len(values) > 1):
+            return "zones: no zone requirement written"
     if "weight" in wanted and spec_a.get("weight") is None:
         return "weight: spec.weight not set"
     if (
