@@ -118,15 +118,29 @@ def nodepool(name: str, strategy: str) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def weights(policy: Mapping[str, Any]) -> dict[str, int]:
-    """Cluster name -> static weight in a (Cluster)PropagationPolicy."""
+def static_weights(policy: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The ``staticWeightList`` of a (Cluster)PropagationPolicy (empty when none)."""
     scheduling = policy["spec"]["placement"].get("replicaScheduling", {})
-    entries = scheduling.get("weightPreference", {}).get("staticWeightList", [])
+    entries: list[dict[str, Any]] = scheduling.get("weightPreference", {}).get(
+        "staticWeightList", []
+    )
+    return entries
+
+
+def weights(policy: Mapping[str, Any]) -> dict[str, int]:
+    """Cluster name -> static weight, for the entries that name clusters."""
     out: dict[str, int] = {}
-    for entry in entries:
-        for cluster in entry["targetCluster"]["clusterNames"]:
+    for entry in static_weights(policy):
+        for cluster in entry["targetCluster"].get("clusterNames", []):
             out[cluster] = entry["weight"]
     return out
+
+
+def others(policy: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The entry that weighs every other matching cluster (an open selection keeps
+    clusters that join later reachable), if the policy has one."""
+    rest = [e for e in static_weights(policy) if "clusterNames" not in e["targetCluster"]]
+    return rest[0] if rest else None
 
 
 def annotations(obj: Mapping[str, Any]) -> dict[str, str]:

@@ -21,6 +21,7 @@ from e2e_support import (
     carbonshift_marks,
     cluster_propagation_policy,
     nodepool,
+    others,
     propagation_policy,
     unique,
     weights,
@@ -42,6 +43,10 @@ def assert_carbon_weighted(policy: dict[str, Any]) -> None:
     assert all(isinstance(w, int) and w >= 1 for w in got.values()), got
     se, fr, pl = (got[name] for name in DEMO)
     assert se >= fr > pl, got
+    # The policy selects any cluster: clusters that join later keep a weight too.
+    rest = others(policy)
+    assert rest is not None
+    assert sorted(rest["targetCluster"]["exclude"]) == sorted(DEMO)
     decision = json.loads(carbonshift_marks(policy)[DECISION])
     assert decision, "the decision annotation is empty"
 
