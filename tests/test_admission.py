@@ -239,3 +239,19 @@ def test_a_raw_object_that_is_not_an_object_is_named(ctx: Context) -> None:
 def test_delete_reviews_of_handled_kinds_are_skipped_not_unknown(ctx: Context) -> None:
     out = admit(request(PP_KIND, pp()) | {"operation": "DELETE", "object": None}, ctx)
     assert (out.result, out.reason) == ("skipped", "operation DELETE is not mutated")
+
+
+def test_a_rule_left_unapplied_is_recorded_on_the_object_even_without_other_changes(
+    ctx: Context,
+) -> None:
+    obj = pp()
+    obj["spec"]["placement"]["spreadConstraints"] = [{"spreadByField": "cluster", "maxGroups": 1}]
+    req = request(PP_KIND, obj)
+    out = admit(req, ctx)
+    assert out.result == "patched"
+    assert [op["path"] for op in out.patch] == ["/metadata/annotations/carbonshift.io~1decision"]
+    record = orjson.loads(stored(req, out)["metadata"]["annotations"]["carbonshift.io/decision"])
+    assert record["left"], record
+    assert any("spreadConstraints" in w for w in out.warnings)
+    # Submitting what was stored changes nothing more.
+    assert admit(request(PP_KIND, stored(req, out)), ctx).result == "unchanged"

@@ -379,8 +379,11 @@ def _decide(request: AdmissionRequest, ctx: Context, outcome: Outcome) -> None:
         outcome.result, outcome.reason = "skipped", decision.skipped
         return
     changes = list(decision.changes)
-    if changes and decision.record is not None:
-        outcome.decision = decision.record.encode()
+    record = decision.record
+    # The record goes with every change, and alone when carbonshift left a rule unapplied
+    # (``left``): the object itself then says why it was not changed.
+    if record is not None and (changes or record.body.get("left")):
+        outcome.decision = record.encode()
         changes.append(Change(("metadata", "annotations", DECISION), outcome.decision))
     outcome.patch = build(obj, changes)
     outcome.result = "patched" if outcome.patch else "unchanged"
