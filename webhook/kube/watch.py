@@ -3,7 +3,8 @@
 The loop lists (keeping the list's ``resourceVersion``), watches from there with
 ``allowWatchBookmarks`` (bookmarks only move the version on), re-watches when the server
 ends the stream, re-lists at once on ``410 Gone``, and after any other error waits a
-jittered exponential backoff and re-lists (one warning per outage; every failure counted).
+jittered exponential backoff and re-lists: one warning per outage (which ends when a watch
+delivers events or ends normally), every failure counted.
 A watch that goes quiet for longer than the server-side timeout is abandoned and re-watched
 (kubernetes-asyncio #360: streams can hang without an error).
 """
@@ -64,8 +65,6 @@ class ListWatch:
         self.on_list(listed.get("items") or [])
         self.resource_version = listed["metadata"]["resourceVersion"]
         self.synced = True
-        self.outage.recovered()
-        self.backoff.reset()
 
     async def _watch(self) -> None:
         deadline = asyncio.timeout(self.timeout_seconds + 30)
@@ -81,6 +80,7 @@ class ListWatch:
                     timeout_seconds=self.timeout_seconds,
                     _request_timeout=(REQUEST_TIMEOUT[0], self.timeout_seconds + 20),
                 ):
+                    self._working()
                     kind = event["type"]
                     raw = event["raw_object"]
                     version = (raw.get("metadata") or {}).get("resourceVersion")
@@ -92,6 +92,13 @@ class ListWatch:
             if not deadline.expired():
                 raise
             log.info("watch_quiet_restarted", resource=self.resource)
+        self._working()  # the server ended the stream: a normal end
+
+    def _working(self) -> None:
+        """The watch works: the outage (if any) is over."""
+        if self.outage.failures:
+            self.outage.recovered()
+            self.backoff.reset()
 
     async def run(self) -> None:
         """Follow the resource until cancelled; never raises otherwise."""
