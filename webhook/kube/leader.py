@@ -70,6 +70,8 @@ class LeaderElector:
         self._renewed = 0.0
         self._observed: str | None = None
         self._observed_at = 0.0
+        self._verb = "get"
+        """The Lease call in flight (named in an RBAC refusal)."""
         self._task: asyncio.Task[None] | None = None
 
     @property
@@ -95,14 +97,14 @@ class LeaderElector:
         """Campaign and renew until cancelled; never raises otherwise."""
         log.info("leader_election_started", lease=f"{self.namespace}/{self.name}")
         while True:
-            verb = "get"
+            self._verb = "get"
             try:
                 held = await self._try_acquire_or_renew()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 held = False
-                self.outage.failed(exc, verb)
+                self.outage.failed(exc, self._verb)
             else:
                 self.outage.recovered()
             now = time.monotonic()
@@ -136,6 +138,7 @@ class LeaderElector:
         except ApiException as exc:
             if exc.status != 404:
                 raise
+            self._verb = "create"
             return await self._create(now)
         spec = lease.spec or client.V1LeaseSpec()
         version = lease.metadata.resource_version
@@ -164,6 +167,7 @@ class LeaderElector:
                 "leaseTransitions": (spec.lease_transitions or 0) + (0 if ours else 1),
             },
         }
+        self._verb = "update"
         try:
             await self.leases.replace_namespaced_lease(
                 self.name, self.namespace, cast(Any, body), _request_timeout=REQUEST_TIMEOUT
