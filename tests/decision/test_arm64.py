@@ -70,9 +70,14 @@ ELIGIBLE = {
     "aks altra size": spec(req(TYPE, "In", "Standard_E8pds_v5"), kind="AKSNodeClass"),
     "gce axion": spec(req(TYPE, "In", "c4a-standard-4", "n2-standard-4"), kind="GCENodeClass"),
     "unknown node class, windows": spec(req(OS, "In", "windows"), kind="OtherNodeClass"),
-    "unknown node class, x86 types": spec(req(TYPE, "In", "m5.large"), kind="OtherNodeClass"),
+    "unknown node class, Graviton type": spec(req(TYPE, "In", "m7g.large"), kind="OtherNodeClass"),
 }
 INELIGIBLE = {
+    # A type no provider's table knows as arm64 is not taken for one, whatever the class.
+    "unknown node class, x86 types": (
+        spec(req(TYPE, "In", "m5.large"), kind="OtherNodeClass"),
+        TYPE,
+    ),
     "gpu families": (spec(req(FAMILY, "In", "p3", "p4d", "g4dn")), FAMILY),
     "gpu category p": (spec(req(CATEGORY, "In", "p")), CATEGORY),
     "gpu name a100": (spec(req(GPU_NAME, "In", "a100")), GPU_NAME),
@@ -245,3 +250,27 @@ def test_efficiency_adds_arm64_exactly_when_an_arm64_node_fits(reqs: list[dict[s
         )
         assert not fits or pinned
         assert not fits or not any("efficiency left alone" in w for w in decision.warnings)
+
+
+def test_provider_follows_the_label_domain_when_the_node_class_does_not_say() -> None:
+    gpu_fragment = {
+        "requirements": [
+            {"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["p3"]}
+        ]
+    }
+    assert arm64.provider_of(gpu_fragment) == "aws"
+    assert arm64.why_not(gpu_fragment) is not None
+    assert arm64.provider_of({"requirements": []}) is None
+
+
+@pytest.mark.parametrize(
+    ("types", "eligible"),
+    [(["m5.large", "m5.xlarge"], False), (["c4.large"], False), (["p3.8xlarge"], False),
+     (["m7g.large"], True), (["Standard_D4ps_v6"], True), (["c4a-standard-4"], True)],
+)  # fmt: skip
+def test_named_types_without_a_node_class_are_judged_against_every_provider(
+    types: list[str], eligible: bool
+) -> None:
+    spec = {"requirements": [{"key": "node.kubernetes.io/instance-type", "operator": "In",
+                              "values": types}]}  # fmt: skip
+    assert (arm64.why_not(spec) is None) is eligible

@@ -94,7 +94,7 @@ def test_weight_comes_from_greenness_and_respects_the_user() -> None:
 
 def test_pause_zeroes_cpu_when_high_and_remembers_the_limits() -> None:
     stored = store(nodepool("pause", limits={"cpu": "100", "memory": "1Ti"}), inputs(450))
-    assert stored["spec"]["limits"] == {"cpu": "0"}
+    assert stored["spec"]["limits"] == {"cpu": "0", "memory": "1Ti"}  # other limits stay
     record = Record.decode(stored["metadata"]["annotations"][DECISION])
     assert record.orig["spec.limits"] == {"cpu": "100", "memory": "1Ti"}
     assert record.body["paused"] is True
@@ -259,3 +259,15 @@ def test_pause_says_why_in_a_warning() -> None:
     assert static.record is not None
     assert static.record.body["left"][0]["rule"] == "pause"
     assert not any("pause" in w for w in decide(nodepool("pause"), inputs(200)).warnings)
+
+
+def test_zones_says_so_when_the_pool_allows_no_zone_carbonshift_knows() -> None:
+    topo = {"eu-central-1a": "DE", "eu-west-3a": "FR"}
+    pool = nodepool("zones")
+    pool["spec"]["template"]["spec"]["requirements"] = [
+        {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["ap-south-1a"]}
+    ]
+    decision = decide(pool, inputs(450, topology_zones=topo))
+    assert any("zones left alone: the pool allows no zone" in w for w in decision.warnings)
+    assert decision.record is not None
+    assert decision.record.body["left"][0]["rule"] == "zones"

@@ -242,11 +242,14 @@ _COMPARE = {
 
 def candidates(provider: str | None, requirements: Sequence[Requirement]) -> list[Family]:
     """The arm64 families of ``provider``, plus AWS families the user names that follow
-    the Graviton naming but are newer than the table."""
-    if provider is None:
+    the Graviton naming but are newer than the table. With the provider unknown: any
+    arm64 type, unless the pool names instance types: then those of every provider's
+    table (a named type none of them knows is not taken for arm64)."""
+    names_types = any(r.operator == "In" and r.key == INSTANCE_TYPE for r in requirements)
+    if provider is None and not names_types:
         return [_ANY_PROVIDER]
-    families = [f for f in FAMILIES if f.provider == provider]
-    if provider == "aws":
+    families = [f for f in FAMILIES if provider is None or f.provider == provider]
+    if provider in ("aws", None):
         known = {f.name for f in families}
         named: set[str] = set()
         for r in requirements:
@@ -258,11 +261,24 @@ def candidates(provider: str | None, requirements: Sequence[Requirement]) -> lis
     return families
 
 
+_DOMAINS = {AWS: "aws", AZURE: "azure", KWOK: "kwok"}
+"""Provider-specific label domains: a requirement on one names the provider."""
+
+
 def provider_of(template_spec: Mapping[str, Any]) -> str | None:
-    """The :data:`FAMILIES` provider of the pool's ``nodeClassRef`` (None: unknown kind)."""
+    """The :data:`FAMILIES` provider of the pool: its ``nodeClassRef`` kind, else the
+    provider whose labels its requirements use; None when neither tells."""
     ref = template_spec.get("nodeClassRef")
     kind = ref.get("kind") if isinstance(ref, Mapping) else None
-    return NODE_CLASSES.get(kind) if isinstance(kind, str) else None
+    if isinstance(kind, str) and kind in NODE_CLASSES:
+        return NODE_CLASSES[kind]
+    raw = template_spec.get("requirements")
+    for requirement in raw if isinstance(raw, list) else []:
+        key = requirement.get("key") if isinstance(requirement, Mapping) else None
+        for domain, provider in _DOMAINS.items():
+            if isinstance(key, str) and key.startswith(domain):
+                return provider
+    return None
 
 
 def why_not(template_spec: Mapping[str, Any]) -> str | None:

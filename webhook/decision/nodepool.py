@@ -166,6 +166,10 @@ class _Plan:
             self.leave("zones", "config nodepools.topology_zones is empty")
             return
         known = _allowed_zones(self.requirements, topology, table)
+        if len(known) < 2:
+            reason = "the pool allows no zone of" if not known else "the pool allows one zone of"
+            self.leave("zones", f"{reason} nodepools.topology_zones with intensity data")
+            return
         greenest = _greenest(known, min_zones)
         if len(greenest) >= len(known):
             if len(_greenest(known, 1)) < len(known):
@@ -194,7 +198,9 @@ class _Plan:
         if self.static:
             self.leave("pause", "a static NodePool (spec.replicas) cannot be paused by limits")
         else:
-            self.new_spec["limits"] = {"cpu": "0"}
+            limits = self.base_spec.get("limits")
+            # Only cpu goes to "0" (enough to stop new nodes); the user's other limits stay.
+            self.new_spec["limits"] = {**(limits if isinstance(limits, dict) else {}), "cpu": "0"}
             self.warn(short(f'carbonshift: pause: limits.cpu set to "0", no new nodes: {why}'))
 
     def _new_template(self) -> dict[str, Any]:
