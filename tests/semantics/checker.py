@@ -360,9 +360,18 @@ def group_reach(
 
 
 def reach(placement: Mapping[str, Any], clusters: Mapping[str, ClusterConfig]) -> set[str]:
-    """Every cluster the placement can put replicas on."""
+    """Every cluster the placement can put replicas on.
+
+    Per affinity group, as Karmada divides static weights (``getStaticWeightInfoList``):
+    the group's clusters with a weight; when none of them has one, all of them (each at
+    weight 1).
+    """
     share = weighted(placement, clusters)
-    return set().union(*(group_reach(g, clusters) for g in terms(placement))) & share
+    out: set[str] = set()
+    for group in terms(placement):
+        candidates = group_reach(group, clusters)
+        out |= (candidates & share) or candidates
+    return out
 
 
 def _groups(names: Iterable[str], field: str, clusters: Mapping[str, ClusterConfig]) -> int:
