@@ -49,8 +49,10 @@ class Server:
 
 
 @contextlib.contextmanager
-def server(config_yaml: str, module: str = "webhook.cli") -> Iterator[Server]:
-    """Start ``python -m MODULE serve ...`` on 127.0.0.1, pinned to :data:`SERVER_CPU`.
+def server(
+    config_yaml: str, module: str = "webhook.cli", extra: Sequence[str] = ()
+) -> Iterator[Server]:
+    """Start ``python -m MODULE serve ... EXTRA`` on 127.0.0.1, pinned to :data:`SERVER_CPU`.
 
     Logs are discarded (written, as in production, then dropped by /dev/null).
     """
@@ -60,7 +62,7 @@ def server(config_yaml: str, module: str = "webhook.cli") -> Iterator[Server]:
         port = free_port()
         cmd = ["taskset", "-c", SERVER_CPU, sys.executable, "-m", module, "serve"]
         cmd += ["--config", str(config), "--host", "127.0.0.1", "--port", str(port)]
-        cmd += ["--cert-dir", tmp]
+        cmd += ["--cert-dir", tmp, *extra]
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         running = Server(f"https://127.0.0.1:{port}", proc.pid, Path(tmp))
         try:
