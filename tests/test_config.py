@@ -96,6 +96,16 @@ BAD_CONFIGS = [
     ({"nodepools": {"min_zones": 1.5}}, "nodepools.min_zones", "expected int, got float"),
     ({"nodepools": {"min_zones": "2"}}, "nodepools.min_zones", "expected int, got str"),
     ({"nodepools": {"min_zones": True}}, "nodepools.min_zones", "expected int, got bool"),
+    # labels
+    ({"labels": {"enabled": "yes"}}, "labels.enabled", "expected bool, got str"),
+    ({"labels": {"band": 1}}, "labels.band", "expected float < 1.0, got 1"),
+    ({"labels": {"band": -0.1}}, "labels.band", "expected float >= 0.0, got -0.1"),
+    ({"labels": {"min_interval_seconds": -1}}, "labels.min_interval_seconds", ">= 0.0, got -1"),
+    ({"labels": {"interval_seconds": 0}}, "labels.interval_seconds", ">= 1.0, got 0"),
+    ({"labels": {"low_below": -5}}, "labels.low_below", "expected float >= 0.0, got -5"),
+    ({"labels": {"colour": 1}}, "labels.colour", "unknown field"),
+    ({"labels": {"high_from": 100}}, "labels.high_from", "low_below 150 and high_from 100"),
+    ({"labels": {"low_below": 500}}, "labels.low_below", "low_below 500 and high_from 400"),
     # service
     ({"service": {"name": "Web Hook"}}, "service.name", "expected a DNS-1123 label"),
     ({"service": {"namespace": "x" * 64}}, "service.namespace", "at most 63"),
@@ -142,3 +152,18 @@ def test_nodepools_min_zones_defaults_to_two_and_accepts_any_whole_number_from_o
     assert parse({}).nodepools.min_zones == 2
     assert parse({"nodepools": {"min_zones": 1}}).nodepools.min_zones == 1
     assert parse({"nodepools": {"min_zones": 5}}).nodepools.min_zones == 5
+
+
+def test_labels_section_defaults_and_overrides() -> None:
+    default = parse({}).labels
+    assert (default.enabled, default.band, default.min_interval_seconds) == (True, 0.1, 1800.0)
+    assert default.interval_seconds == 60.0
+    assert default.thresholds(parse({}).nodepools) == (150.0, 400.0)
+    config = parse(
+        {
+            "nodepools": {"low_below": 50, "high_from": 250},
+            "labels": {"enabled": False, "band": 0, "min_interval_seconds": 0, "low_below": 80},
+        }
+    )
+    assert not config.labels.enabled
+    assert config.labels.thresholds(config.nodepools) == (80.0, 250.0)

@@ -95,6 +95,31 @@ class NodePoolConfig(Schema, frozen=True):
     """Recompute on every UPDATE (changing requirements later makes Karpenter replace nodes)."""
 
 
+class LabelsConfig(Schema, frozen=True):
+    """The ``carbonshift.io/intensity`` label the leader keeps on every Karmada Cluster."""
+
+    enabled: bool = True
+    """Write the label and annotations (only the leader replica ever writes)."""
+    low_below: AtLeast0 | None = None
+    """Class ``low`` below this gCO2eq/kWh (default: ``nodepools.low_below``)."""
+    high_from: AtLeast0 | None = None
+    """Class ``high`` from this gCO2eq/kWh (default: ``nodepools.high_from``)."""
+    band: Annotated[float, msgspec.Meta(ge=0, lt=1)] = 0.1
+    """Hysteresis: a class changes only once the intensity is this far (relative) past the
+    threshold, so a cluster hovering at a threshold keeps its label."""
+    min_interval_seconds: AtLeast0 = 1800.0
+    """At most one class change per cluster in this many seconds."""
+    interval_seconds: AtLeast1 = 60.0
+    """Longest pause between passes (a pass also runs after every feed refresh and every
+    change of the fleet)."""
+
+    def thresholds(self, nodepools: NodePoolConfig) -> tuple[float, float]:
+        """``(low_below, high_from)`` in force: these, else the NodePool ones."""
+        low = nodepools.low_below if self.low_below is None else self.low_below
+        high = nodepools.high_from if self.high_from is None else self.high_from
+        return low, high
+
+
 class ServiceConfig(Schema, frozen=True):
     """The Kubernetes Service in front of the webhook (names go into certificate SANs)."""
 
@@ -146,6 +171,7 @@ class Config(Schema, frozen=True):
     weighting: WeightingConfig = WeightingConfig()
     hysteresis: HysteresisConfig = HysteresisConfig()
     nodepools: NodePoolConfig = NodePoolConfig()
+    labels: LabelsConfig = LabelsConfig()
     service: ServiceConfig = ServiceConfig()
     feed: FeedConfig = FeedConfig()
 
@@ -191,6 +217,12 @@ def parse(data: object) -> Config:
         clusters[name] = msgspec.structs.replace(cluster, name=name)
     low, high = config.nodepools.low_below, config.nodepools.high_from
     check(high >= low, "nodepools.high_from", f"must be >= low_below ({low:g}), got {high:g}")
+    low, high = config.labels.thresholds(config.nodepools)
+    check(
+        high >= low,
+        "labels.high_from" if config.labels.high_from is not None else "labels.low_below",
+        f"must give high_from >= low_below, got low_below {low:g} and high_from {high:g}",
+    )
     shortest, longest = config.feed.min_ttl_seconds, config.feed.max_ttl_seconds
     check(
         longest >= shortest,

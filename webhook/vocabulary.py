@@ -17,6 +17,7 @@ every path. A malformed value raises :class:`~webhook.validation.InvalidInput` w
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -44,7 +45,19 @@ DECISION = PREFIX + "decision"
 """Annotation written by carbonshift: why the object looks as it does, and what it owns
 (parsed by :class:`webhook.decision.record.Record`)."""
 INTENSITY_CLASS = PREFIX + "intensity"
-"""Label written on NodePool templates (so on their nodes): low | medium | high."""
+"""Label written on NodePool templates (so on their nodes) and, by the leader, on every
+Karmada Cluster: low | medium | high."""
+INTENSITY_VALUE = PREFIX + "intensity-value"
+"""Annotation written on Karmada Clusters: the intensity behind the label (gCO2eq/kWh)."""
+INTENSITY_ZONE = PREFIX + "intensity-zone"
+"""Annotation written on Karmada Clusters: the grid zone the intensity is for."""
+INTENSITY_SOURCE = PREFIX + "intensity-source"
+"""Annotation written on Karmada Clusters: the provider that gave the intensity."""
+INTENSITY_TIME = PREFIX + "intensity-time"
+"""Annotation written on Karmada Clusters: start of the period the intensity describes
+(RFC 3339, UTC)."""
+INTENSITY_SINCE = PREFIX + "intensity-since"
+"""Annotation written on Karmada Clusters: when the class label last changed (RFC 3339)."""
 GRID_ZONE = PREFIX + "grid-zone"
 """Node label naming the node's grid zone directly (scheduler extender)."""
 ZONE = PREFIX + "zone"
@@ -72,11 +85,25 @@ KEYS = (
     Key(MAX_INTENSITY, "annotation", "policy, workload, Pod", "number >= 0 (gCO2eq/kWh)"),
     Key(OVERRIDE, "annotation", "policy, NodePool", '"true" | "false"'),
     Key(DECISION, "annotation", "policy, NodePool", "JSON decision record", written=True),
-    Key(INTENSITY_CLASS, "label", "NodePool template", "low | medium | high", written=True),
+    Key(
+        INTENSITY_CLASS,
+        "label",
+        "NodePool template, Karmada Cluster",
+        "low | medium | high",
+        written=True,
+    ),
+    Key(INTENSITY_VALUE, "annotation", "Karmada Cluster", "number (gCO2eq/kWh)", written=True),
+    Key(INTENSITY_ZONE, "annotation", "Karmada Cluster", "grid zone key", written=True),
+    Key(INTENSITY_SOURCE, "annotation", "Karmada Cluster", "provider name", written=True),
+    Key(INTENSITY_TIME, "annotation", "Karmada Cluster", "RFC 3339 time (UTC)", written=True),
+    Key(INTENSITY_SINCE, "annotation", "Karmada Cluster", "RFC 3339 time (UTC)", written=True),
     Key(GRID_ZONE, "label", "Node", "grid zone key, e.g. DE"),
     Key(ZONE, "label", "Karmada Cluster (label or annotation)", "grid zone key, e.g. SE-SE3"),
 )
 """Every key carbonshift reads or writes."""
+
+INTENSITY_CLASSES = ("low", "medium", "high")
+"""Values of :data:`INTENSITY_CLASS`, greenest first."""
 
 POLICY_STRATEGIES = ("weighted", "none")
 NODEPOOL_STRATEGIES = ("efficiency", "zones", "weight", "pause")
@@ -113,6 +140,32 @@ def zone(raw: str) -> str:
     if not _GRID_ZONE_KEY.fullmatch(text):
         raise InvalidInput(ZONE, f"must be a grid zone key such as DE or US-CAL-CISO, got {raw!r}")
     return text
+
+
+def intensity_class(raw: str) -> str:
+    """``low``, ``medium`` or ``high``."""
+    text = raw.strip()
+    if text not in INTENSITY_CLASSES:
+        raise InvalidInput(INTENSITY_CLASS, f"must be low, medium or high, got {raw!r}")
+    return text
+
+
+def timestamp(key: str, raw: str) -> datetime.datetime:
+    """An RFC 3339 time with a zone (``2026-11-23T11:00:00Z``), as UTC."""
+    try:
+        value = datetime.datetime.fromisoformat(raw.strip().replace("Z", "+00:00"))
+    except ValueError:
+        value = None
+    if value is None or value.tzinfo is None:
+        raise InvalidInput(
+            key, f"must be an RFC 3339 time such as 2026-01-01T00:00:00Z, got {raw!r}"
+        )
+    return value.astimezone(datetime.UTC)
+
+
+def format_time(at: datetime.datetime) -> str:
+    """What :func:`timestamp` reads: RFC 3339 in UTC, whole seconds, ``Z``."""
+    return at.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def flag(key: str, raw: str) -> bool:
