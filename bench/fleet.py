@@ -117,8 +117,8 @@ def rss_mb(pid: int) -> float:
 
 def served(kubeconfig: Path, bodies: Path, seconds: int) -> dict[str, Any]:
     """``carbonshift serve --kubeconfig``: time to a synced inventory, RSS, throughput."""
+    started = time.monotonic()  # process start, Python start-up included
     with server(CONFIG, extra=["--kubeconfig", str(kubeconfig)]) as srv:
-        started = time.monotonic()
         while not readyz(srv).get("inventorySynced"):
             if time.monotonic() - started > 120:
                 raise RuntimeError("carbonshift did not sync its inventory within 120 s")
@@ -169,7 +169,7 @@ def main(seconds: int = 10, count: int = CLUSTERS) -> dict[str, object]:
             "|---|---:|---:|",
             f"| inventory: start to every Cluster held with its zone | {inventory_sync:.2f} s "
             f"| < {TARGET_SYNC_SECONDS:g} s |",
-            f"| `carbonshift serve --kubeconfig`: start to `inventorySynced` | "
+            f"| `carbonshift serve --kubeconfig`: process start to `inventorySynced` | "
             f"{with_fleet['synced_seconds']:.2f} s | |",
             f"| resident memory with the inventory | {with_fleet['rss_mb']:.0f} MB "
             f"| < {TARGET_RSS_MB:g} MB |",
