@@ -136,7 +136,9 @@ class DecisionMemo:
     over, and fleets stamp out many policies from one template. A decision depends only
     on the object's kind, its ``carbonshift.io/*`` labels and annotations (the
     vocabulary), whether it has annotations at all (the patch adds the map or a key to
-    it), its spec, and the intensities in memory: those form the key. The object's name,
+    it), its spec, the intensities in memory and the member clusters (the fleet
+    inventory's generation: a relabelled Cluster is seen by the next admission): those
+    form the key. The object's name,
     uid and other annotations (``kubectl.kubernetes.io/last-applied-configuration``
     repeats the name) do not. Only CREATEs are kept: a recomputation on UPDATE also
     depends on how long the placement has been in force. Bounded, oldest out first.
@@ -158,7 +160,9 @@ class DecisionMemo:
         except TypeError:
             return None
         labels, annotations = meta.get("labels"), meta.get("annotations")
-        return _memo_key(request.kind, labels, annotations, spec, ctx.generation)
+        return _memo_key(
+            request.kind, labels, annotations, spec, ctx.generation, fleet=ctx.fleet_generation
+        )
 
     def get(self, key: MemoKey) -> _Memo | None:
         return self._entries.get(key)
@@ -183,10 +187,10 @@ class DecisionMemo:
 
 
 MemoKey = tuple[
-    str, str, tuple[tuple[str, str], ...], bool, tuple[tuple[str, str], ...], bytes, int
+    str, str, tuple[tuple[str, str], ...], bool, tuple[tuple[str, str], ...], bytes, int, int
 ]
 """group, kind, carbonshift.io labels, has annotations, carbonshift.io annotations, spec
-(JSON), intensity table generation."""
+(JSON), intensity table generation, fleet generation."""
 
 
 def _memo_key(
@@ -195,6 +199,8 @@ def _memo_key(
     annotations: object,
     spec: bytes,
     generation: int,
+    *,
+    fleet: int,
 ) -> MemoKey:
     return (
         kind.group,
@@ -204,6 +210,7 @@ def _memo_key(
         ours(annotations) if isinstance(annotations, dict) else (),
         spec,
         generation,
+        fleet,
     )
 
 
@@ -302,7 +309,9 @@ def review(body: bytes, ctx: Context, memo: DecisionMemo | None = None) -> Outco
     ):
         meta = keyed.metadata
         spec = bytes(keyed.spec)
-        key = _memo_key(wire.kind, meta.labels, meta.annotations, spec, generation)
+        key = _memo_key(
+            wire.kind, meta.labels, meta.annotations, spec, generation, fleet=ctx.fleet_generation
+        )
         hit = memo.get(key)
         if hit is not None:
             name = wire.name or meta.name or meta.generateName

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
-from webhook.config import Config
+from webhook.config import ClusterConfig, Config
 from webhook.decision import nodepool, placement
 from webhook.decision.hysteresis import Hysteresis
 from webhook.decision.outcome import Decision
@@ -35,6 +35,17 @@ class Context:
     generation: int | None = None
     """Identifies the table's content (:attr:`webhook.feed.Snapshot.generation`): equal
     generations mean equal tables. Admission memoises decisions only when it is set."""
+    fleet: Mapping[str, ClusterConfig] | None = None
+    """The member clusters placement chooses among (the fleet inventory merged with the
+    config's ``clusters:``); None: the config's ``clusters:`` alone."""
+    fleet_generation: int = 0
+    """Identifies :attr:`fleet`'s content: it changes whenever a member cluster changes
+    (admission keys its memo on it next to :attr:`generation`)."""
+
+    @property
+    def clusters(self) -> Mapping[str, ClusterConfig]:
+        """The member clusters placement chooses among."""
+        return self.config.clusters if self.fleet is None else self.fleet
 
 
 Decider = Callable[[Mapping[str, Any], Context], Decision]
@@ -68,7 +79,7 @@ class Kind:
 def _policy(obj: Mapping[str, Any], ctx: Context) -> Decision:
     h = ctx.config.hysteresis
     inputs = placement.PolicyInputs(
-        ctx.config.clusters,
+        ctx.clusters,
         ctx.table,
         ctx.config.weighting,
         hysteresis=Hysteresis(margin=h.margin, dwell_hours=h.dwell_hours),

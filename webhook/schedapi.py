@@ -213,10 +213,16 @@ def parse_extender(raw: bytes) -> ExtenderRequest:
 
 
 def _assess_clusters(state: ServerState, req: KarmadaRequest) -> list[Assessment]:
+    """Zone order per candidate: the request's ``zone``, the member cluster carbonshift
+    knows by that name (fleet inventory, else config ``clusters:``), then the request's
+    provider + region through the region table."""
+    known = state.clusters()
     config = state.config
+    if known is not config.clusters:  # the inventory's view of the fleet
+        config = msgspec.structs.replace(config, clusters=known)
     resolve = functools.partial(cluster_zone, config=config)
     lookup = state.feed.snapshot().table.get
-    return assess(req.clusters, resolve, lookup, state.feed.want, named=config.clusters)
+    return assess(req.clusters, resolve, lookup, state.feed.want, named=known)
 
 
 def _assess_nodes(state: ServerState, req: ExtenderRequest) -> list[Assessment]:

@@ -1,15 +1,18 @@
-"""What request handlers share: the configuration and the in-memory intensity feed."""
+"""What request handlers share: the configuration, the in-memory intensity feed and the
+fleet inventory (when carbonshift runs with a kubeconfig or in a cluster)."""
 
 from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from aiohttp import web
 
 from webhook.admission import DecisionMemo
-from webhook.config import Config
+from webhook.config import ClusterConfig, Config
+from webhook.decision.fleet import ClusterEntry, placement_clusters
 from webhook.feed import IntensityFeed, Snapshot
 from webhook.intensity import utcnow
 from webhook.journal import AdmissionJournal
@@ -32,19 +35,58 @@ class ServerState:
     inventory: FleetInventory | None = None
     """Karmada Clusters read from the API server (None: no cluster to talk to)."""
     _context: tuple[Snapshot, int, Context] | None = dataclasses.field(default=None, init=False)
+    _fleet: tuple[Mapping[str, ClusterEntry], int, Mapping[str, ClusterConfig]] | None = (
+        dataclasses.field(default=None, init=False)
+    )
+
+    def clusters(self) -> Mapping[str, ClusterConfig]:
+        """The member clusters now: the inventory's Clusters (read from memory, never
+        waiting on the API server) merged with the config's ``clusters:``; without an
+        inventory, the config's ``clusters:``."""
+        return self._fleet_now()[1]
+
+    def fleet_generation(self) -> int:
+        """Changes whenever :meth:`clusters` answers differently (0 without an inventory)."""
+        return self._fleet_now()[0]
+
+    def _fleet_now(self) -> tuple[int, Mapping[str, ClusterConfig]]:
+        if self.inventory is None:
+            return 0, self.config.clusters
+        view = self.inventory.clusters()  # a new mapping on every change of the inventory
+        held = self._fleet
+        if held is not None and held[0] is view:
+            return held[1], held[2]
+        merged = placement_clusters(view, self.config.clusters)
+        if held is not None and held[2] == merged:  # e.g. only a status heartbeat changed
+            self._fleet = (view, held[1], held[2])
+            return held[1], held[2]
+        generation = held[1] + 1 if held is not None else 1
+        self._fleet = (view, generation, merged)
+        for cluster in merged.values():  # a new member's zone: fetch its intensity too
+            if (zone := cluster.grid_zone) is not None:
+                self.feed.want(zone)
+        return generation, merged
 
     def context(self) -> Context:
-        """The decision context now: the feed's snapshot and the time, to the second.
+        """The decision context now: the feed's snapshot, the member clusters and the
+        time, to the second.
 
-        Rebuilt when the snapshot changes or a second has passed, so a burst of
-        admissions shares one (decisions read time only for the minimum dwell, in hours).
+        Rebuilt when the snapshot or the fleet changes or a second has passed, so a burst
+        of admissions shares one (decisions read time only for the minimum dwell, in hours).
         """
         snapshot = self.feed.snapshot()
         second = int(time.time())
+        generation, clusters = self._fleet_now()
         held = self._context
-        if held is not None and held[0] is snapshot and held[1] == second:
+        if (
+            held is not None
+            and held[0] is snapshot
+            and held[1] == second
+            and held[2].fleet_generation == generation
+        ):
             return held[2]
-        ctx = Context(self.config, snapshot.table, utcnow(), snapshot.generation)
+        fleet = None if self.inventory is None else clusters
+        ctx = Context(self.config, snapshot.table, utcnow(), snapshot.generation, fleet, generation)
         self._context = (snapshot, second, ctx)
         return ctx
 

@@ -8,7 +8,7 @@ import pytest
 
 from webhook import vocabulary
 from webhook.config import Config, parse
-from webhook.decision.fleet import MAX_LABELS, entry, name_of
+from webhook.decision.fleet import MAX_LABELS, entry, name_of, placement_clusters
 from webhook.validation import InvalidInput
 
 NO_CONFIG = Config()
@@ -18,8 +18,8 @@ CONFIG = parse({"clusters": {"member-cfg": {"zone": "FR"}, "member-both": {"zone
 def cluster(
     name: str = "member-a",
     *,
-    labels: dict[str, Any] | None = None,
-    annotations: dict[str, Any] | None = None,
+    labels: Any = None,
+    annotations: Any = None,
     status: Any = None,
     **spec: Any,
 ) -> dict[str, Any]:
@@ -162,3 +162,42 @@ def test_zone_parser_names_the_key() -> None:
     with pytest.raises(InvalidInput) as caught:
         vocabulary.zone("DE/x")
     assert caught.value.path == vocabulary.ZONE
+
+
+# --- inventory + config -> the clusters placement chooses among ---------------------------
+
+
+def test_placement_clusters_take_the_cluster_objects_and_keep_config_only_members() -> None:
+    found = {
+        "member-both": entry(
+            cluster("member-both", labels={"tier": "gold"}, provider="aws", region="eu-north-1"),
+            CONFIG,
+        ),
+        "member-aws": entry(
+            cluster("member-aws", provider="aws", region="eu-north-1", zones=["eu-north-1a"]),
+            CONFIG,
+        ),
+    }
+    merged = placement_clusters(found, CONFIG.clusters)
+    assert list(merged) == ["member-aws", "member-both", "member-cfg"]
+    assert merged["member-aws"].grid_zone == "SE-SE3"
+    assert merged["member-aws"].zones == ("eu-north-1a",)
+    assert merged["member-aws"].provider == "aws"
+    assert merged["member-aws"].region == "eu-north-1"
+    assert merged["member-both"].grid_zone == "PL"  # the config zone wins over the region table
+    assert dict(merged["member-both"].labels) == {"tier": "gold"}  # what Karmada matches on
+    assert merged["member-cfg"] is CONFIG.clusters["member-cfg"]  # config-only still counts
+
+
+def test_placement_clusters_label_zone_wins_over_config() -> None:
+    found = {"member-both": entry(cluster("member-both", labels={vocabulary.ZONE: "DE"}), CONFIG)}
+    assert placement_clusters(found, CONFIG.clusters)["member-both"].grid_zone == "DE"
+
+
+def test_placement_clusters_without_an_inventory_is_the_config() -> None:
+    assert placement_clusters({}, CONFIG.clusters) == dict(CONFIG.clusters)
+
+
+def test_unknown_zone_stays_unknown_in_placement() -> None:
+    found = {"m": entry(cluster("m", provider="aws", region="mars-1"), NO_CONFIG)}
+    assert placement_clusters(found, {})["m"].grid_zone is None

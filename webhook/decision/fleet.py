@@ -17,6 +17,10 @@ object nor the config names the zone) no ``spec.region`` or a provider the regio
 does not know. The caller skips it with a warning. A malformed ``carbonshift.io/zone``
 value is not fatal: it is reported in :attr:`ClusterEntry.problems` and the next source
 is used.
+
+:func:`placement_clusters` turns the inventory (plus the config's ``clusters:``, which are
+optional overrides then) into the ``Mapping[str, ClusterConfig]`` placement decisions and
+the scheduler API read.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from webhook import vocabulary
-from webhook.config import Config
+from webhook.config import ClusterConfig, Config
 from webhook.regions import BY_PROVIDER, zone_for_region
 from webhook.validation import InvalidInput
 
@@ -173,3 +177,32 @@ def name_of(obj: object) -> str:
     metadata = obj.get("metadata") if isinstance(obj, Mapping) else None
     name = metadata.get("name") if isinstance(metadata, Mapping) else None
     return name if isinstance(name, str) and name else "?"
+
+
+def as_cluster(found: ClusterEntry) -> ClusterConfig:
+    """What placement reads of one inventory entry: the Cluster object's labels, provider,
+    region and availability zones (what Karmada's selectors match on) and the grid zone
+    :func:`entry` resolved (a config zone already took its place in that order)."""
+    return ClusterConfig(
+        name=found.name,
+        zone=found.grid_zone,
+        provider=found.provider,
+        region=found.region,
+        zones=found.zones,
+        labels=found.labels,
+    )
+
+
+def placement_clusters(
+    entries: Mapping[str, ClusterEntry], configured: Mapping[str, ClusterConfig]
+) -> Mapping[str, ClusterConfig]:
+    """The member clusters placement works with, by name (sorted).
+
+    Every Cluster of the inventory, as :func:`as_cluster` reads it; plus every cluster of
+    the config's ``clusters:`` the inventory does not hold (a config-only cluster still
+    counts). Without an inventory this is the config's map unchanged.
+    """
+    merged = {name: as_cluster(found) for name, found in entries.items()}
+    for name, cluster in configured.items():
+        merged.setdefault(name, cluster)
+    return {name: merged[name] for name in sorted(merged)}

@@ -1,0 +1,195 @@
+"""Admission and the scheduler API read the fleet inventory from memory: the real Cluster
+objects are the placement candidates, config ``clusters:`` are overrides, and a change of
+the fleet reaches the next admission."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import orjson
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from tests.schedapi.conftest import make_app, make_state
+from webhook import admission, vocabulary
+from webhook.config import Config, parse
+from webhook.kube.inventory import FleetInventory
+from webhook.state import ServerState
+
+CONFIG = parse({"zone": "DE", "clusters": {"member-cfg": {"zone": "FR"}}})
+
+
+def karmada_cluster(name: str, labels: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "cluster.karmada.io/v1alpha1",
+        "kind": "Cluster",
+        "metadata": {"name": name, "labels": labels or {}},
+        "spec": {"syncMode": "Push", **spec},
+    }
+
+
+FLEET = [
+    karmada_cluster("member-se", {"tier": "gold"}, provider="aws", region="eu-north-1"),
+    karmada_cluster("member-pl", {"tier": "gold"}, provider="gcp", region="europe-central2"),
+    karmada_cluster("member-fr", {"tier": "bronze"}, provider="aws", region="eu-west-3"),
+]
+
+
+async def fleet_state(config: Config = CONFIG) -> tuple[ServerState, FleetInventory]:
+    state = await make_state(config)
+    inventory = FleetInventory(config)
+    inventory.replace(FLEET)
+    state.inventory = inventory
+    return state, inventory
+
+
+def review(placement: dict[str, Any] | None = None, uid: str = "u-1") -> bytes:
+    obj = {
+        "apiVersion": "policy.karmada.io/v1alpha1",
+        "kind": "PropagationPolicy",
+        "metadata": {"name": "web", "namespace": "shop"},
+        "spec": {
+            "resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment"}],
+            "placement": {
+                "replicaScheduling": {"replicaSchedulingType": "Divided"},
+                **(placement or {}),
+            },
+        },
+    }
+    kind = {"group": "policy.karmada.io", "version": "v1alpha1", "kind": "PropagationPolicy"}
+    request = {"uid": uid, "kind": kind, "operation": "CREATE", "object": obj}
+    return orjson.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                         "request": request})  # fmt: skip
+
+
+def weighted(state: ServerState, body: bytes) -> dict[str, int]:
+    """Cluster name -> static weight of the admitted policy."""
+    outcome = admission.review(body, state.context(), state.memo)
+    assert outcome.encoded_patch is not None, outcome
+    weights: dict[str, int] = {}
+    for op in orjson.loads(base64.b64decode(outcome.encoded_patch)):
+        found = _static_weights(op["path"], op.get("value"))
+        for item in found:
+            for name in item["targetCluster"].get("clusterNames", []):
+                weights[name] = item["weight"]
+    return weights
+
+
+def _static_weights(path: str, value: Any) -> list[dict[str, Any]]:
+    if path.endswith("/staticWeightList"):
+        return list(value)
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            if found := _static_weights(f"{path}/{key}", inner):
+                return found
+    return []
+
+
+async def test_without_an_inventory_the_config_clusters_are_the_fleet() -> None:
+    state = await make_state(CONFIG)
+    ctx = state.context()
+    assert ctx.fleet is None
+    assert ctx.fleet_generation == 0
+    assert ctx.clusters is CONFIG.clusters
+    assert state.clusters() is CONFIG.clusters
+
+
+async def test_inventory_clusters_and_config_only_members_are_candidates() -> None:
+    state, _ = await fleet_state()
+    assert sorted(state.context().clusters) == ["member-cfg", "member-fr", "member-pl", "member-se"]
+    assert state.clusters()["member-se"].grid_zone == "SE-SE3"
+    assert set(weighted(state, review())) == {"member-cfg", "member-fr", "member-pl", "member-se"}
+
+
+@pytest.mark.parametrize(
+    ("affinity", "expected"),
+    [
+        ({"labelSelector": {"matchLabels": {"tier": "gold"}}}, {"member-se", "member-pl"}),
+        (
+            {"labelSelector": {"matchExpressions": [
+                {"key": "tier", "operator": "NotIn", "values": ["gold"]}]}},
+            {"member-fr", "member-cfg"},
+        ),
+        ({"fieldSelector": {"matchExpressions": [
+            {"key": "provider", "operator": "In", "values": ["aws"]}]}},
+         {"member-se", "member-fr"}),
+        ({"fieldSelector": {"matchExpressions": [
+            {"key": "region", "operator": "NotIn", "values": ["eu-north-1"]}]}},
+         {"member-pl", "member-fr", "member-cfg"}),  # no region: NotIn matches, as in Karmada
+        ({"clusterNames": ["member-se", "member-fr"], "exclude": ["member-fr"]}, {"member-se"}),
+    ],
+)  # fmt: skip
+async def test_selectors_are_evaluated_over_the_real_cluster_objects(
+    affinity: dict[str, Any], expected: set[str]
+) -> None:
+    state, _ = await fleet_state()
+    assert set(weighted(state, review({"clusterAffinity": affinity}))) == expected
+
+
+async def test_a_relabelled_cluster_is_seen_by_the_next_admission() -> None:
+    state, inventory = await fleet_state()
+    gold = review({"clusterAffinity": {"labelSelector": {"matchLabels": {"tier": "gold"}}}})
+    first = state.context().fleet_generation
+    assert set(weighted(state, gold)) == {"member-se", "member-pl"}
+    inventory.event("MODIFIED", karmada_cluster("member-fr", {"tier": "gold"},
+                                                provider="aws", region="eu-west-3"))  # fmt: skip
+    assert state.context().fleet_generation > first
+    assert set(weighted(state, gold)) == {"member-se", "member-pl", "member-fr"}
+
+
+async def test_a_change_placement_does_not_read_keeps_the_memo() -> None:
+    state, inventory = await fleet_state()
+    first = state.context().fleet_generation
+    ready = {**FLEET[0], "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+    inventory.event("MODIFIED", ready)  # a status heartbeat
+    assert state.context().fleet_generation == first
+
+
+async def test_a_relabelled_zone_moves_the_weights() -> None:
+    state, inventory = await fleet_state()
+    before = weighted(state, review())
+    assert before["member-se"] > before["member-pl"]
+    relabelled = karmada_cluster("member-se", {vocabulary.ZONE: "PL"},
+                                 provider="aws", region="eu-north-1")  # fmt: skip
+    inventory.event("MODIFIED", relabelled)
+    after = weighted(state, review())
+    assert after["member-se"] == after["member-pl"]
+
+
+async def test_memo_key_includes_the_fleet_generation() -> None:
+    state, inventory = await fleet_state()
+    weighted(state, review())
+    assert len(state.memo) == 1
+    weighted(state, review(uid="u-2"))
+    assert len(state.memo) == 1  # a hit
+    inventory.event("DELETED", FLEET[2])
+    assert "member-fr" not in weighted(state, review(uid="u-3"))
+    assert len(state.memo) == 2
+
+
+async def test_a_new_members_zone_is_fetched_in_the_background() -> None:
+    state, inventory = await fleet_state()
+    state.clusters()
+    inventory.event("ADDED", karmada_cluster("member-in", provider="aws", region="ap-south-1"))
+    zone = state.clusters()["member-in"].grid_zone
+    assert zone is not None
+    assert zone in state.feed.zones()
+
+
+async def test_scheduler_api_resolves_a_named_candidate_through_the_inventory() -> None:
+    state, _ = await fleet_state()
+    state.inventory.event(  # type: ignore[union-attr]
+        "ADDED", karmada_cluster("member-x", {vocabulary.ZONE: "PL"})
+    )
+    body = {"clusters": [
+        {"name": "member-se"},  # no location in the request: the inventory's
+        {"name": "member-x", "provider": "aws", "region": "eu-north-1"},  # label wins
+        {"name": "member-cfg"},  # config-only
+        {"name": "member-y", "zone": "DE", "provider": "aws", "region": "eu-north-1"},
+        {"name": "member-z", "provider": "aws", "region": "eu-west-3"},  # region table
+    ]}  # fmt: skip
+    async with TestClient(TestServer(make_app(state), host="127.0.0.1")) as client:
+        resp = await client.post("/v1/karmada/score", json=body)
+        answer = await resp.json()
+    assert [s["zone"] for s in answer["scores"]] == ["SE-SE3", "PL", "FR", "DE", "FR"]
