@@ -12,6 +12,7 @@ import pytest
 
 from tests.support import FakeUpstream, Reply
 from webhook import cli_intensity
+from webhook.config import load
 
 
 def run(*argv: str) -> tuple[int, str, str]:
@@ -72,3 +73,96 @@ def test_configuration_problems_exit_2(tmp_path: Path, monkeypatch: pytest.Monke
     status, _out, err = run()
     assert status == 2
     assert "no zones" in err
+
+
+# --- --clusters ----------------------------------------------------------------------------
+
+CLUSTERS_CONFIG = """
+clusters:
+  member-fr: {zone: FR}
+  member-se: {provider: aws, region: eu-north-1}
+"""
+
+
+@pytest.fixture
+def no_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No KUBECONFIG and no in-cluster service account: the config is the fleet."""
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+
+
+@pytest.mark.usefixtures("no_cluster")
+def test_clusters_without_a_kubeconfig_lists_the_config(tmp_path: Path) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text(CLUSTERS_CONFIG)
+    status, out, err = run("--clusters", "--config", str(config))
+    assert status == 0, err
+    header, fr, se = out.splitlines()
+    assert header.split()[:3] == ["CLUSTER", "ZONE", "ZONE"]
+    assert fr.split()[:3] == ["member-fr", "FR", "config"]
+    assert se.split()[:5] == ["member-se", "SE-SE3", "config", "aws", "eu-north-1"]
+    assert "static:" in se
+
+    status, out, err = run("--clusters", "--config", str(config), "-o", "json")
+    assert status == 0, err
+    rows = orjson.loads(out)
+    assert [(r["cluster"], r["zone"], r["zone_source"]) for r in rows] == [
+        ("member-fr", "FR", "config"),
+        ("member-se", "SE-SE3", "config"),
+    ]
+    assert rows[0]["intensity"]["value"] > 0
+    assert rows[0]["ready"] is None
+
+
+@pytest.mark.usefixtures("no_cluster")
+def test_clusters_with_no_fleet_says_what_to_do() -> None:
+    status, out, err = run("--clusters")
+    assert status == 1
+    assert out.splitlines() == [
+        "CLUSTER  ZONE  ZONE FROM  PROVIDER  REGION  GCO2EQ/KWH  SOURCE  AGE"
+    ]
+    assert "--kubeconfig" in err
+
+
+def test_clusters_with_an_unreadable_kubeconfig_exit_2(tmp_path: Path) -> None:
+    status, _out, err = run("--clusters", "--kubeconfig", str(tmp_path / "missing"))
+    assert status == 2
+    assert "--kubeconfig: cannot load" in err
+
+
+def cluster_object(
+    name: str, labels: dict[str, str] | None = None, **spec: str
+) -> dict[str, object]:
+    return {"metadata": {"name": name, "labels": labels or {}}, "spec": spec}
+
+
+def test_members_read_cluster_objects_like_the_inventory(tmp_path: Path) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text(CLUSTERS_CONFIG + "  member-cfg: {zone: PL}\n")
+    cfg = load(config)
+    objects = [
+        cluster_object("member-aws", provider="aws", region="eu-north-1"),
+        cluster_object("member-fr", provider="aws", region="eu-north-1"),  # config zone wins
+        cluster_object("member-de", {"carbonshift.io/zone": "DE"}),
+        cluster_object("member-mars", provider="aws", region="mars-1"),
+        cluster_object("member-bad", provider="nimbus", region="x"),
+    ]
+    found, skipped = cli_intensity.members(cfg, objects)
+    assert [(m.name, m.zone, m.zone_source) for m in found] == [
+        ("member-aws", "SE-SE3", "region-table"),
+        ("member-cfg", "PL", "config"),
+        ("member-de", "DE", "label"),
+        ("member-fr", "FR", "config"),
+        ("member-mars", None, "unknown"),
+        ("member-se", "SE-SE3", "config"),  # config-only: still a member
+    ]
+    assert list(skipped) == ["member-bad"]
+    assert found[0].ready is False
+
+
+def test_clusters_table_names_unknown_zones() -> None:
+    found = [cli_intensity.Member("member-mars", None, "unknown", "aws", "mars-1", True)]
+    table = cli_intensity.render_members(found, {})
+    assert table.splitlines()[1].split() == [
+        "member-mars", "-", "unknown", "aws", "mars-1", "-", "(no", "data)", "-",
+    ]  # fmt: skip

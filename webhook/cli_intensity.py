@@ -5,21 +5,31 @@ Runs one refresh through the configured provider chain (and the shared cache whe
 provider that answered, the age of the data and the estimated/stale flags, plus why
 earlier providers in the chain did not answer. Exit status: 0 when every zone has data,
 1 when some have none, 2 for a configuration problem.
+
+With ``--clusters`` it lists the fleet's member clusters instead: each with its grid zone,
+where that zone came from (``label``, ``annotation``, ``config``, ``region-table`` or
+``unknown``) and the zone's current intensity. With a kubeconfig (``--kubeconfig``,
+``KUBECONFIG`` or in-cluster) the members are the Karmada Clusters of the API server, read
+exactly as ``carbonshift serve`` reads them (config ``clusters:`` are overrides and
+config-only members still count); without one, the config's ``clusters:``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
 import orjson
 import structlog
 
 from webhook import config as config_mod
+from webhook.config import Config
+from webhook.decision.fleet import ZoneSource, entry, name_of
 from webhook.feed import IntensityFeed, ZoneStatus
 from webhook.intensity import utcnow
 from webhook.validation import InvalidInput
@@ -42,6 +52,19 @@ def add_parser(subparsers: Any) -> None:
     )  # fmt: skip
     parser.add_argument("--config", metavar="FILE", help="configuration file (YAML)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument(
+        "-o", "--output", choices=("table", "json"), default="table",
+        help="output format (-o json is --json)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--clusters", action="store_true",
+        help="list the member clusters with their zone, where it came from, and its intensity",
+    )  # fmt: skip
+    parser.add_argument(
+        "--kubeconfig", metavar="FILE",
+        help="with --clusters: read the Karmada Clusters from this API server "
+        "(default: KUBECONFIG, else in-cluster, else the config's clusters)",
+    )  # fmt: skip
     parser.set_defaults(handler=run)
 
 
@@ -49,6 +72,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     """Entry point for the parsed ``intensity`` command; returns the exit status."""
     out = out or sys.stdout
     err = err or sys.stderr
+    if getattr(args, "clusters", False):
+        return run_clusters(args, out, err)
     try:
         cfg = config_mod.load(args.config)
         zones = list(dict.fromkeys(args.zones)) or list(cfg.zones_in_use())
@@ -63,7 +88,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         err.write(f"carbonshift intensity: {exc}\n")
         return 2
     statuses = asyncio.run(_collect(feed, zones))
-    if args.json:
+    if _wants_json(args):
         out.write(
             orjson.dumps([_as_json(s) for s in statuses], option=orjson.OPT_INDENT_2).decode()
         )
@@ -87,6 +112,162 @@ async def _collect(feed: IntensityFeed, zones: Sequence[str]) -> list[ZoneStatus
         return [feed.status(z) for z in zones]
     finally:
         await feed.stop()
+
+
+def _wants_json(args: argparse.Namespace) -> bool:
+    return bool(args.json) or getattr(args, "output", "table") == "json"
+
+
+# --- --clusters ----------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Member:
+    """One member cluster as ``--clusters`` lists it."""
+
+    name: str
+    zone: str | None
+    zone_source: ZoneSource
+    provider: str | None = None
+    region: str | None = None
+    ready: bool | None = None
+    """The Cluster's ``Ready`` condition; None for a config-only member."""
+
+
+def members(cfg: Config, objects: Sequence[Mapping[str, Any]] | None) -> tuple[
+    list[Member], dict[str, str]
+]:  # fmt: skip
+    """The members, sorted by name, and the Cluster objects left out (name -> why).
+
+    ``objects``: the Karmada Clusters listed from the API server (None: no API server, the
+    config's ``clusters:`` are the fleet). Read as the fleet inventory reads them.
+    """
+    found: dict[str, Member] = {}
+    skipped: dict[str, str] = {}
+    for obj in objects or ():
+        try:
+            e = entry(obj, cfg)
+        except InvalidInput as exc:
+            skipped[name_of(obj)] = str(exc)
+            continue
+        found[e.name] = Member(e.name, e.grid_zone, e.zone_source, e.provider, e.region, e.ready)
+    for name, c in cfg.clusters.items():
+        if name not in found and name not in skipped:
+            found[name] = Member(name, c.grid_zone, "config", c.provider, c.region)
+    return [found[n] for n in sorted(found)], skipped
+
+
+async def _list_clusters(args: argparse.Namespace, cfg: Config) -> list[dict[str, Any]] | None:
+    """The Cluster objects of the API server; None without a kubeconfig or cluster."""
+    from kubernetes_asyncio import client as k8s  # noqa: PLC0415 - only with a cluster
+
+    from webhook.kube import client, inventory  # noqa: PLC0415
+
+    kube = client.settings(args.kubeconfig, default_namespace=cfg.service.namespace)
+    if kube is None:
+        return None
+    try:
+        api = await client.connect(kube)
+    except Exception as exc:  # a missing or unreadable kubeconfig
+        raise InvalidInput("--kubeconfig", f"cannot load {kube.kubeconfig}: {exc}") from None
+    try:
+        listed = await k8s.CustomObjectsApi(api).list_cluster_custom_object(
+            inventory.GROUP, inventory.VERSION, inventory.PLURAL,
+            _request_timeout=client.REQUEST_TIMEOUT,
+        )  # fmt: skip
+    except Exception as exc:  # unreachable, refused, no Cluster CRD
+        where = kube.kubeconfig or "in-cluster"
+        raise InvalidInput(
+            "--kubeconfig", f"cannot list Karmada Clusters via {where}: {exc}"[:400]
+        ) from None
+    finally:
+        await api.close()
+    return list(listed.get("items") or [])
+
+
+async def _collect_clusters(
+    args: argparse.Namespace, cfg: Config
+) -> tuple[list[Member], dict[str, str], dict[str, ZoneStatus]]:
+    found, skipped = members(cfg, await _list_clusters(args, cfg))
+    zones = sorted({m.zone for m in found if m.zone})
+    statuses: dict[str, ZoneStatus] = {}
+    if zones:
+        feed = IntensityFeed.from_config(cfg, zones)
+        statuses = {s.zone: s for s in await _collect(feed, zones)}
+    return found, skipped, statuses
+
+
+def run_clusters(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """``carbonshift intensity --clusters``; returns the exit status."""
+    try:
+        cfg = config_mod.load(args.config)
+        found, skipped, statuses = asyncio.run(_collect_clusters(args, cfg))
+    except (InvalidInput, ValueError) as exc:
+        err.write(f"carbonshift intensity: {exc}\n")
+        return 2
+    if _wants_json(args):
+        rows = [_member_json(m, statuses.get(m.zone) if m.zone else None) for m in found]
+        out.write(orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        out.write(render_members(found, statuses))
+    for name, why in skipped.items():
+        err.write(f"carbonshift intensity: Cluster {name} left out: {why}\n")
+    if not found:
+        err.write(
+            "carbonshift intensity: no member clusters: pass --kubeconfig (Karmada's API "
+            "server) or list clusters under `clusters:` in --config.\n"
+        )
+        return 1
+    unknown = [m.name for m in found if m.zone is None]
+    missing = [m.name for m in found if m.zone and statuses[m.zone].reading is None]
+    if unknown:
+        err.write(
+            f"carbonshift intensity: no grid zone for {', '.join(unknown)}: label the "
+            "Cluster carbonshift.io/zone=<zone> or add it under `clusters:`.\n"
+        )
+    if missing:
+        err.write(f"carbonshift intensity: no intensity data for {', '.join(missing)}.\n")
+    return 1 if unknown or missing else 0
+
+
+def _member_json(m: Member, status: ZoneStatus | None) -> dict[str, Any]:
+    return {
+        "cluster": m.name,
+        "zone": m.zone,
+        "zone_source": m.zone_source,
+        "provider": m.provider,
+        "region": m.region,
+        "ready": m.ready,
+        "intensity": _as_json(status) if status is not None else None,
+    }
+
+
+def render_members(found: Sequence[Member], statuses: Mapping[str, ZoneStatus]) -> str:
+    """Aligned text table, one member cluster per line."""
+    now = utcnow()
+    header = ("CLUSTER", "ZONE", "ZONE FROM", "PROVIDER", "REGION", "GCO2EQ/KWH", "SOURCE", "AGE")
+    rows = [header]
+    for m in found:
+        status = statuses.get(m.zone) if m.zone else None
+        r = status.reading if status is not None else None
+        rows.append(
+            (
+                m.name,
+                m.zone or "-",
+                m.zone_source,
+                m.provider or "-",
+                m.region or "-",
+                f"{r.value:.1f}" if r else "-",
+                (r.source + (" (STALE)" if r.stale else "")) if r else "(no data)",
+                _age(r.age_seconds(now)) if r else "-",
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = [
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def _age(seconds: float) -> str:
