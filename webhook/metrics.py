@@ -103,3 +103,14 @@ FLEET_SYNCED = Gauge(
     "carbonshift_fleet_synced",
     "1 while the fleet inventory follows the API server (listed and watching), else 0.",
 )
+CLUSTER_LABEL_WRITES = Counter(
+    "carbonshift_cluster_label_writes_total",
+    "Writes of the carbonshift.io/intensity label and annotations on Karmada Clusters, "
+    "by result (written, failed, not_leader).",
+    ["result"],
+)
+CLUSTER_CLASS_CHANGES = Counter(
+    "carbonshift_cluster_class_changes_total",
+    "Changes of a Karmada Cluster's carbonshift.io/intensity class, by the new class.",
+    ["to"],
+)

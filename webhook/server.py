@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
     from webhook.kube.client import Settings
     from webhook.kube.inventory import FleetInventory
+    from webhook.kube.labeler import ClusterLabeler
     from webhook.kube.leader import LeaderElector
 
     Fleet = tuple[FleetInventory, LeaderElector, ApiClient]
@@ -174,6 +175,7 @@ async def serve(
         )
     tls = ReloadingTLS(cert_dir)
     fleet = await _start_fleet(config, kube) if kube is not None else None
+    labeler = _start_labeler(config, feed, fleet, kube) if fleet and kube else None
     app = build_app(ServerState(config=config, feed=feed, inventory=fleet[0] if fleet else None))
     runner = web.AppRunner(
         app, access_log=None, handle_signals=False, shutdown_timeout=shutdown_seconds
@@ -201,6 +203,8 @@ async def serve(
                 await task
         await runner.cleanup()
         app[STATE].journal.flush()
+        if labeler is not None:
+            await labeler.stop()  # before the elector releases the Lease
         await feed.stop()
         if fleet is not None:
             await _stop_fleet(*fleet)
@@ -225,6 +229,23 @@ async def _start_fleet(config: Config, kube: Settings) -> Fleet:
         identity=kube.identity,
     )
     return fleet, elector, api
+
+
+def _start_labeler(
+    config: Config, feed: IntensityFeed, fleet: Fleet, kube: Settings
+) -> ClusterLabeler | None:
+    """The Cluster intensity labels (``labels.enabled``), written only while leading."""
+    if not config.labels.enabled:
+        log.info("cluster_labels_disabled", hint="labels.enabled is false")
+        return None
+    from webhook.kube.events import EventRecorder  # noqa: PLC0415 - only with a cluster
+    from webhook.kube.labeler import ClusterLabeler  # noqa: PLC0415
+
+    inventory, elector, api = fleet
+    events = EventRecorder(api, kube.identity, elector)
+    labeler = ClusterLabeler(api, config, inventory, feed, elector, events=events)
+    labeler.start()
+    return labeler
 
 
 async def _stop_fleet(fleet: FleetInventory, elector: LeaderElector, api: ApiClient) -> None:

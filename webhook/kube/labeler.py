@@ -1,0 +1,223 @@
+"""The leader keeps ``carbonshift.io/intensity`` and its annotations on every Karmada Cluster.
+
+A pass runs after every feed refresh (the snapshot's generation moved), every change of
+the fleet inventory, on becoming leader, and at least every ``labels.interval_seconds``.
+For each Cluster with a grid zone it asks the feed to keep that zone warm, decides with
+the pure :func:`webhook.decision.labels.decide` and, when the wanted label or annotations
+differ from what the Cluster carries, writes them by server-side apply with field manager
+``carbonshift``: only ``carbonshift.io/*`` keys are ever sent, so other managers' labels
+and annotations are untouched. A class change also records an Event saying why.
+
+Only the Lease holder writes: every write checks the elector right before it is sent
+(:class:`~webhook.kube.writes.NotLeader` ends the pass at once), and what this replica
+remembers of the Clusters is forgotten when it stops leading. A Cluster seen for the first
+time in a leadership term is read once (its annotations hold the time of the last class
+change, so the minimum interval survives a change of leader).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import structlog
+from kubernetes_asyncio import client
+
+from webhook import metrics, vocabulary
+from webhook.config import Config
+from webhook.decision.labels import Current, Rule, decide
+from webhook.intensity import Reading, utcnow
+from webhook.kube.client import REQUEST_TIMEOUT, error_name, refused
+from webhook.kube.events import EventRecorder
+from webhook.kube.inventory import GROUP, PLURAL, VERSION, FleetInventory
+from webhook.kube.writes import Gate, NotLeader, apply_metadata
+
+if TYPE_CHECKING:
+    import datetime
+
+    from webhook.feed import IntensityFeed
+
+log = structlog.get_logger("carbonshift.labels")
+
+KIND = "Cluster"
+TICK_SECONDS = 1.0
+"""How often the loop looks for a new feed generation, fleet change or leadership."""
+OWNED = (
+    vocabulary.INTENSITY_VALUE,
+    vocabulary.INTENSITY_ZONE,
+    vocabulary.INTENSITY_SOURCE,
+    vocabulary.INTENSITY_TIME,
+    vocabulary.INTENSITY_SINCE,
+)
+"""The annotations carbonshift writes on a Cluster."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Held:
+    """What a Cluster carries of ours (as last read or written)."""
+
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    uid: str | None = None
+
+    @property
+    def current(self) -> Current:
+        return Current.read(self.labels, self.annotations)
+
+
+def _ours(obj: Mapping[str, Any]) -> Held:
+    meta = obj.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    annotations = meta.get("annotations") or {}
+    return Held(
+        {k: v for k, v in labels.items() if k == vocabulary.INTENSITY_CLASS},
+        {k: v for k, v in annotations.items() if k in OWNED},
+        meta.get("uid"),
+    )
+
+
+class ClusterLabeler:
+    """Writes each Cluster's intensity class label and annotations while leading."""
+
+    def __init__(
+        self,
+        api: client.ApiClient,
+        config: Config,
+        inventory: FleetInventory,
+        feed: IntensityFeed,
+        gate: Gate,
+        *,
+        events: EventRecorder | None = None,
+        clock: Callable[[], datetime.datetime] = utcnow,
+    ) -> None:
+        self.api = api
+        self.objects = client.CustomObjectsApi(api)
+        self.inventory = inventory
+        self.feed = feed
+        self.gate = gate
+        self.events = events
+        self.rule = Rule.of(config)
+        self.interval = config.labels.interval_seconds
+        self.clock = clock
+        self._held: dict[str, Held] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    # --- one pass -------------------------------------------------------------------------
+
+    async def pass_once(self) -> int:
+        """Bring every Cluster's label and annotations up to date; the number written."""
+        clusters = self.inventory.clusters()
+        for gone in set(self._held) - set(clusters):
+            del self._held[gone]
+        for cluster in clusters.values():
+            if cluster.grid_zone is not None:
+                self.feed.want(cluster.grid_zone)
+        table = self.feed.snapshot().table
+        written = 0
+        for name, cluster in sorted(clusters.items()):
+            if not self.gate.leading:
+                break
+            if cluster.grid_zone is None:
+                continue
+            reading = table.get(cluster.grid_zone)
+            if reading is None or reading.stale:
+                continue  # nothing to say, and stale data never changes a label
+            try:
+                held = self._held.get(name)
+                label = cluster.labels.get(vocabulary.INTENSITY_CLASS)
+                if held is not None and held.labels.get(vocabulary.INTENSITY_CLASS) != label:
+                    del self._held[name]  # changed by someone else: read it again
+                written += await self._label(name, reading)
+            except NotLeader:
+                break
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                metrics.CLUSTER_LABEL_WRITES.labels("failed").inc()
+                self._held.pop(name, None)  # read it again next pass
+                if not refused(exc, "patch", f"{PLURAL}.{GROUP}"):
+                    log.warning("cluster_label_failed", cluster=name, error=error_name(exc))
+        return written
+
+    async def _label(self, name: str, reading: Reading) -> int:
+        held = self._held.get(name)
+        if held is None:
+            obj = await self.objects.get_cluster_custom_object(
+                GROUP, VERSION, PLURAL, name, _request_timeout=REQUEST_TIMEOUT
+            )
+            held = self._held[name] = _ours(obj)
+        marks = decide(held.current, reading, self.rule, self.clock())
+        if marks.klass is None or marks.annotations is None:
+            return 0
+        labels, annotations = marks.labels(), dict(marks.annotations)
+        if labels == held.labels and annotations == held.annotations:
+            return 0
+        if not self.gate.leading:
+            raise NotLeader("not leading")
+        stored = await apply_metadata(
+            self.api,
+            self.gate,
+            group=GROUP,
+            version=VERSION,
+            plural=PLURAL,
+            kind=KIND,
+            name=name,
+            labels=labels,
+            annotations=annotations,
+        )
+        self._held[name] = _ours(stored)
+        metrics.CLUSTER_LABEL_WRITES.labels("written").inc()
+        if marks.changed:
+            metrics.CLUSTER_CLASS_CHANGES.labels(marks.klass).inc()
+            log.info("cluster_class_changed", cluster=name, to=marks.klass, reason=marks.reason)
+            if self.events is not None:
+                await self.events.emit(
+                    {
+                        "apiVersion": f"{GROUP}/{VERSION}",
+                        "kind": KIND,
+                        "metadata": {"name": name, "uid": self._held[name].uid},
+                    },
+                    reason="IntensityClassChanged",
+                    note=f"{vocabulary.INTENSITY_CLASS}={marks.klass}: {marks.reason}",
+                    action="Label",
+                )
+        return 1
+
+    # --- running --------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Run in the background until :meth:`stop`."""
+        self._task = asyncio.create_task(self._run(), name="cluster-labeler")
+        log.info("cluster_labeler_started", interval_seconds=self.interval)
+
+    async def _run(self) -> None:
+        seen: tuple[int, int] | None = None
+        last = 0.0
+        while True:
+            await asyncio.sleep(TICK_SECONDS)
+            if not self.gate.leading:
+                self._held.clear()  # a new term reads the Clusters again
+                seen = None
+                continue
+            now = time.monotonic()
+            state = (self.feed.snapshot().generation, id(self.inventory.clusters()))
+            if state == seen and now - last < self.interval:
+                continue
+            seen, last = state, now
+            try:
+                await self.pass_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # the loop must outlive any bug in one pass
+                log.exception("cluster_label_pass_failed")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
