@@ -296,7 +296,8 @@ def test_manifests_render_and_pass_server_dry_run(
     documents = _render(sandbox, manifests / "overlays" / overlay)
     kinds = {doc["kind"] for doc in documents}
     assert {"Deployment", "Service", "PodDisruptionBudget", "MutatingWebhookConfiguration",
-            "ServiceAccount", "Role", "RoleBinding", "ConfigMap", "Namespace"} <= kinds  # fmt: skip
+            "ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding",
+            "ConfigMap", "Namespace"} <= kinds  # fmt: skip
     webhook = next(d for d in documents if d["kind"] == "MutatingWebhookConfiguration")
     if overlay == "self-managed":
         assert all(h["clientConfig"].get("caBundle") for h in webhook["webhooks"])
