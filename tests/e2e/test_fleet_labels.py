@@ -7,6 +7,7 @@ and after SIGKILL the other takes over and keeps the labels following the data; 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import socket
 import ssl
@@ -160,7 +161,8 @@ def test_a_cluster_gets_its_intensity_label_and_annotations_within_seconds(
         assert float(annotations[vocabulary.INTENSITY_VALUE]) < 150
         vocabulary.timestamp(vocabulary.INTENSITY_TIME, annotations[vocabulary.INTENSITY_TIME])
         vocabulary.timestamp(vocabulary.INTENSITY_SINCE, annotations[vocabulary.INTENSITY_SINCE])
-        managed = kube.get(CLUSTERS, cluster)["metadata"]["managedFields"]
+        shown = kube.ok("get", CLUSTERS, cluster, "-o", "json", "--show-managed-fields")
+        managed = json.loads(shown)["metadata"]["managedFields"]
         ours = [f for f in managed if f["manager"] == "carbonshift"]
         assert len(ours) == 1
         assert ours[0]["operation"] == "Apply"
@@ -221,3 +223,52 @@ def test_labels_switched_off_write_nothing(
         assert vocabulary.INTENSITY_CLASS not in labels
         assert not [k for k in annotations if k.startswith("carbonshift.io/")]
         assert replica.metric("carbonshift_cluster_label_writes_total") == 0
+
+
+SERVICE_ACCOUNT = "system:serviceaccount:carbonshift-system:carbonshift"
+ALLOWED = [
+    ("watch", "clusters.cluster.karmada.io"),
+    ("get", "clusters.cluster.karmada.io"),
+    ("patch", "clusters.cluster.karmada.io"),
+    ("list", "propagationpolicies.policy.karmada.io", "-A"),
+    ("watch", "clusterpropagationpolicies.policy.karmada.io"),
+    ("list", "nodepools.karpenter.sh"),
+    ("create", "events.events.k8s.io", "-n", "default"),
+    ("patch", "events.events.k8s.io", "-n", "shop"),
+    ("create", "leases.coordination.k8s.io", "-n", "carbonshift-system"),
+    ("update", "leases.coordination.k8s.io/carbonshift-leader", "-n", "carbonshift-system"),
+    ("get", "configmaps/carbonshift-config", "-n", "carbonshift-system"),
+]
+REFUSED = [
+    ("delete", "clusters.cluster.karmada.io"),
+    ("update", "clusters.cluster.karmada.io"),
+    ("create", "clusters.cluster.karmada.io"),
+    ("patch", "propagationpolicies.policy.karmada.io", "-A"),
+    ("update", "nodepools.karpenter.sh"),
+    ("delete", "events.events.k8s.io", "-n", "default"),
+    ("create", "leases.coordination.k8s.io", "-n", "default"),
+    ("update", "leases.coordination.k8s.io/other", "-n", "carbonshift-system"),
+    ("delete", "leases.coordination.k8s.io/carbonshift-leader", "-n", "carbonshift-system"),
+    ("get", "secrets", "-n", "carbonshift-system"),
+    ("get", "configmaps/other", "-n", "carbonshift-system"),
+]
+
+
+def test_rbac_grants_exactly_what_carbonshift_needs(sandbox: Sandbox, kube: Kube) -> None:
+    rendered = sandbox.kubectl("kustomize", str(sandbox.layout.root / "manifests" / "base"))
+    kinds = {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role"}
+    rbac = [d for d in yaml.safe_load_all(rendered.stdout) if d and d["kind"] in kinds]
+    rbac += [
+        d
+        for d in yaml.safe_load_all(rendered.stdout)
+        if d and d["kind"] == "RoleBinding"  # after its Role
+    ]
+    assert len(rbac) == 6
+    kube.ok("apply", "-f", "-", stdin=yaml.safe_dump_all(rbac))
+    try:
+        for check in ALLOWED + REFUSED:
+            verb, resource, *scope = check
+            result = kube.run("auth", "can-i", verb, resource, *scope, f"--as={SERVICE_ACCOUNT}")
+            assert result.stdout.strip() == ("yes" if check in ALLOWED else "no"), check
+    finally:
+        kube.run("delete", "clusterrolebinding/carbonshift", "clusterrole/carbonshift")
