@@ -79,5 +79,8 @@ def define_components(
             f"--host={LOOPBACK}", f"--port={ports['carbonshift']}",
             f"--cert-dir={lay.carbonshift_certs}",
             f"--cert-reload-seconds={cert_reload_seconds:g}",
-        ], f"https://{LOOPBACK}:{ports['carbonshift']}/readyz"),
+            # The fleet comes from the Cluster objects (its Lease in ``default``).
+            f"--kubeconfig={lay.kubeconfig}", "--lease-namespace=default",
+        ], f"https://{LOOPBACK}:{ports['carbonshift']}/readyz",
+            ready_field="inventorySynced"),
     }  # fmt: skip

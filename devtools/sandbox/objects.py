@@ -15,7 +15,8 @@ CARBONSHIFT_WEBHOOK_CONFIG = "carbonshift"
 KARMADA_WEBHOOK_CONFIG = "karmada-webhook"
 
 DEMO_CLUSTERS: Mapping[str, Mapping[str, Any]] = {
-    # name -> grid zone and cloud location; intensities ~23, ~99 and ~819 gCO2eq/kWh.
+    # name -> cloud location, and the grid zone the region table gives it;
+    # intensities ~23, ~99 and ~819 gCO2eq/kWh.
     "member-se": {"zone": "SE-SE3", "provider": "aws", "region": "eu-north-1",
                   "zones": ["eu-north-1a"]},
     "member-fr": {"zone": "FR", "provider": "aws", "region": "eu-west-3",
@@ -26,17 +27,19 @@ DEMO_CLUSTERS: Mapping[str, Mapping[str, Any]] = {
 
 
 def carbonshift_config() -> dict[str, Any]:
-    """carbonshift's config: the demo clusters, their availability zones, local zone DE."""
-    clusters = {
-        name: {key: spec[key] for key in ("zone", "provider", "region", "zones")}
-        for name, spec in DEMO_CLUSTERS.items()
-    }
+    """carbonshift's config: local zone DE and the demo availability zones for NodePools.
+
+    No ``clusters:``: carbonshift runs with the sandbox's kubeconfig and discovers the
+    members from their Cluster objects (zones from ``spec.provider`` + ``spec.region``
+    through the region table). Cluster labels stay off: tests that exercise them run their
+    own replicas, and one writer at a time keeps those tests meaningful.
+    """
     topology = {az: spec["zone"] for spec in DEMO_CLUSTERS.values() for az in spec["zones"]}
     return {
         "zone": "DE",
         "providers": ["static"],
-        "clusters": clusters,
         "nodepools": {"topology_zones": topology},
+        "labels": {"enabled": False},
     }
 
 

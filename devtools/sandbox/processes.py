@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import os
 import signal
 import ssl
@@ -26,6 +27,9 @@ class Component:
     ready_url: str
     ready_statuses: frozenset[int] = frozenset({200})
     """HTTP answers that mean "serving" (any answer over verified TLS will do for some)."""
+    ready_field: str | None = None
+    """When set, the ready URL's JSON body must also hold ``true`` under this key
+    (carbonshift: ``inventorySynced``, so the fleet is known before the first admission)."""
     process: subprocess.Popen[bytes] | None = None
 
 
@@ -97,7 +101,7 @@ def wait_ready(component: Component, *, cafile: Path, log_path: Path, timeout: f
             raise SandboxError(
                 f"{component.name} exited with status {process.returncode}:\n" + tail(log_path)
             )
-        status = http_status(component.ready_url, context)
+        status = http_status(component.ready_url, context, component.ready_field)
         if status in component.ready_statuses:
             return
         last = f"HTTP {status}" if isinstance(status, int) else status
@@ -107,16 +111,21 @@ def wait_ready(component: Component, *, cafile: Path, log_path: Path, timeout: f
     )
 
 
-def http_status(url: str, context: ssl.SSLContext) -> int | str:
-    """The HTTP status of a GET, or why there was none."""
+def http_status(url: str, context: ssl.SSLContext, field: str | None = None) -> int | str:
+    """The HTTP status of a GET, or why there was none (also when the JSON body does not
+    hold ``true`` under ``field``)."""
     try:
         # url is always an http(s) URL on 127.0.0.1 built by the sandbox.
         with urllib.request.urlopen(url, context=context, timeout=2) as response:  # noqa: S310
             status: int = response.status
+            if field is not None:
+                body = json.loads(response.read() or b"{}")
+                if not (isinstance(body, dict) and body.get(field) is True):
+                    return f"{field} is not true yet"
             return status
     except urllib.error.HTTPError as exc:
         return exc.code
-    except (urllib.error.URLError, OSError) as exc:
+    except (urllib.error.URLError, OSError, ValueError) as exc:
         return str(exc)
 
 
