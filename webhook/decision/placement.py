@@ -156,7 +156,7 @@ def decide(policy: Mapping[str, Any], inputs: PolicyInputs) -> Decision:
         decision.skipped = (
             "placement left as is: no known cluster has a static weight in the policy"
             if reach is not None
-            else "no candidate cluster is known; list the clusters under clusters: in the config"
+            else "no candidate cluster is known (no Karmada Cluster matches and none in clusters:)"
         )
         warn(f"carbonshift: {decision.skipped}")
         return decision
