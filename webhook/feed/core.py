@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 import msgspec
 import structlog
 
+from webhook import tasks
 from webhook.cache import IntensityCache
 from webhook.config import Config, FeedConfig
 from webhook.feed import forecasts
@@ -183,11 +184,8 @@ class IntensityFeed:
 
     async def stop(self) -> None:
         """Stop refreshing, cancel fetches in flight, close the providers and the cache."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await tasks.cancel(self._task)
+        self._task = None
         await self._refresher.cancel()
         for provider in self.providers:
             await provider.close()

@@ -11,7 +11,6 @@ keeps its last state and :attr:`~FleetInventory.synced` turns False.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
@@ -20,7 +19,7 @@ from typing import Any
 import structlog
 from kubernetes_asyncio import client
 
-from webhook import metrics, vocabulary
+from webhook import metrics, tasks, vocabulary
 from webhook.config import Config
 from webhook.decision.fleet import ClusterEntry, ZoneSource, entry, name_of
 from webhook.kube.watch import ListWatch
@@ -140,8 +139,5 @@ class FleetInventory:
             await asyncio.sleep(1.0)
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await tasks.cancel(self._task)
+        self._task = None

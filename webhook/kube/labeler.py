@@ -18,7 +18,6 @@ change, so the minimum interval survives a change of leader).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import time
 from collections.abc import Callable, Mapping
@@ -27,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from kubernetes_asyncio import client
 
-from webhook import metrics, vocabulary
+from webhook import metrics, tasks, vocabulary
 from webhook.config import Config
 from webhook.decision.labels import Current, Rule, decide
 from webhook.intensity import Reading, utcnow
@@ -216,8 +215,5 @@ class ClusterLabeler:
                 log.exception("cluster_label_pass_failed")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await tasks.cancel(self._task)
+        self._task = None

@@ -20,7 +20,6 @@ naive local times.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime
 import random
 import time
@@ -30,7 +29,7 @@ import structlog
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
-from webhook import metrics
+from webhook import metrics, tasks
 from webhook.kube.client import REQUEST_TIMEOUT, Outage
 
 log = structlog.get_logger("carbonshift.leader")
@@ -86,11 +85,8 @@ class LeaderElector:
 
     async def stop(self) -> None:
         """Stop campaigning and release the Lease if held."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await tasks.cancel(self._task)
+        self._task = None
         await self.release()
 
     async def run(self) -> None:
