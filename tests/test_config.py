@@ -106,6 +106,16 @@ BAD_CONFIGS = [
     ({"labels": {"colour": 1}}, "labels.colour", "unknown field"),
     ({"labels": {"high_from": 100}}, "labels.high_from", "low_below 150 and high_from 100"),
     ({"labels": {"low_below": 500}}, "labels.low_below", "low_below 500 and high_from 400"),
+    # reevaluate
+    ({"reevaluate": {"enabled": "yes"}}, "reevaluate.enabled", "expected bool, got str"),
+    ({"reevaluate": {"interval_seconds": 0}}, "reevaluate.interval_seconds", ">= 1.0, got 0"),
+    ({"reevaluate": {"min_interval_seconds": -1}}, "reevaluate.min_interval_seconds", ">= 0.0"),
+    (
+        {"reevaluate": {"forecast": "tomorrow"}},
+        "reevaluate.forecast",
+        "expected one of day-ahead-profile, none, provider, got 'tomorrow'",
+    ),
+    ({"reevaluate": {"dwell": 1}}, "reevaluate.dwell", "unknown field"),
     # service
     ({"service": {"name": "Web Hook"}}, "service.name", "expected a DNS-1123 label"),
     ({"service": {"namespace": "x" * 64}}, "service.namespace", "at most 63"),
@@ -167,3 +177,16 @@ def test_labels_section_defaults_and_overrides() -> None:
     )
     assert not config.labels.enabled
     assert config.labels.thresholds(config.nodepools) == (80.0, 250.0)
+
+
+def test_reevaluate_section_defaults_and_overrides() -> None:
+    default = parse({}).reevaluate
+    assert default.enabled is True
+    assert default.interval_seconds == 300
+    assert default.min_interval_seconds == 1800
+    assert default.forecast == "none"
+    for forecast in ("day-ahead-profile", "none", "provider"):
+        doc = {"reevaluate": {"enabled": False, "interval_seconds": 1, "forecast": forecast}}
+        got = parse(doc).reevaluate
+        assert (got.enabled, got.interval_seconds, got.forecast) == (False, 1, forecast)
+    assert parse({"reevaluate": {"min_interval_seconds": 0}}).reevaluate.min_interval_seconds == 0

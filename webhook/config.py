@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -120,6 +120,24 @@ class LabelsConfig(Schema, frozen=True):
         return low, high
 
 
+Forecast = Literal["day-ahead-profile", "none", "provider"]
+
+
+class ReevaluateConfig(Schema, frozen=True):
+    """The leader's periodic re-evaluation of managed objects after creation."""
+
+    enabled: bool = True
+    """Re-evaluate managed objects (needs a cluster connection; ignored without one)."""
+    interval_seconds: AtLeast1 = 300.0
+    """Pause between passes over the managed objects."""
+    min_interval_seconds: AtLeast0 = 1800.0
+    """At most one write by the re-evaluation per object in this many seconds."""
+    forecast: Forecast = "none"
+    """What the re-evaluation ranks on besides the current intensity: ``none`` (current
+    intensity, as admission), ``day-ahead-profile`` or ``provider`` (accepted; policies
+    rank on current intensity for now)."""
+
+
 class ServiceConfig(Schema, frozen=True):
     """The Kubernetes Service in front of the webhook (names go into certificate SANs)."""
 
@@ -172,6 +190,7 @@ class Config(Schema, frozen=True):
     hysteresis: HysteresisConfig = HysteresisConfig()
     nodepools: NodePoolConfig = NodePoolConfig()
     labels: LabelsConfig = LabelsConfig()
+    reevaluate: ReevaluateConfig = ReevaluateConfig()
     service: ServiceConfig = ServiceConfig()
     feed: FeedConfig = FeedConfig()
 
