@@ -192,7 +192,7 @@ def _sweep(
             print(f"{part} sweep (baseline and oracle do not depend on policy settings)")
             print("\n\n".join(blocks))
             print()
-    print(report.ATTRIBUTION)
+    print(report.attribution(grid))
     return 0
 
 

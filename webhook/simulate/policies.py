@@ -310,6 +310,18 @@ class SpatialPolicy:
         return held if record is held.record else Held(proposal, record)
 
 
+DEFAULT_SPATIAL = "static-weights"
+"""The spatial row carbonshift's default behaviour stands for: what the webhook does with
+its default config to a plain Divided PropagationPolicy (no annotations). It writes static
+carbon weights on the current intensity at admission and decides again only when
+``carbonshift.io/refresh`` changes, so the placement stays as created."""
+
+DEFAULT_TEMPORAL = "pause-class"
+"""The temporal row carbonshift's default behaviour stands for: the NodePool pause rule the
+webhook runs (:func:`nodepool.pauses`, strategy ``pause``). It pauses while the class is
+high and knows nothing of pending jobs' deadlines."""
+
+
 def spatial_policies(
     settings: PolicySettings,
     clusters: Sequence[str],

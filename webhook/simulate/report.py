@@ -12,15 +12,37 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from webhook.simulate.grid import Grid
 from webhook.simulate.metrics import Row, Run
 from webhook.simulate.outcome import Outcome, Part
+from webhook.simulate.policies import DEFAULT_SPATIAL, DEFAULT_TEMPORAL
 
-ATTRIBUTION = "Intensity data: Electricity Maps (hourly 2023 exports, ODbL 1.0)."
 INSTALL_HINT = "pip install 'carbonshift[sim]'"
 
 
 class ReportUnavailable(RuntimeError):
     """The HTML report cannot be written because matplotlib is not installed."""
+
+
+def years(grid: Grid) -> str:
+    """The calendar years (UTC) of the replayed hours: ``2023``, ``2022-2023``."""
+    first = grid.start.year
+    last = grid.time(max(grid.hours - 1, 0)).year
+    return str(first) if first == last else f"{first}-{last}"
+
+
+def attribution(grid: Grid) -> str:
+    """The data attribution line, naming the years the replayed traces are from."""
+    return f"Intensity data: Electricity Maps (hourly {years(grid)} exports, ODbL 1.0)."
+
+
+def is_default(row: Row, *, temporal: bool) -> bool:
+    """Whether ``row`` is carbonshift's default behaviour (one row per table)."""
+    return row.key == (DEFAULT_TEMPORAL if temporal else DEFAULT_SPATIAL)
+
+
+def _name(row: Row, temporal: bool) -> str:
+    return f"{row.key} (default)" if is_default(row, temporal=temporal) else row.key
 
 
 # --- text ------------------------------------------------------------------------------------
@@ -36,7 +58,12 @@ def _pct(value: float | None) -> str:
 
 
 def _cells(row: Row, temporal: bool) -> tuple[str, ...]:
-    common = (row.key, f"{row.total_kg / 1000:.2f}", f"{row.saved_pct:.1f}", _pct(row.captured_pct))
+    common = (
+        _name(row, temporal),
+        f"{row.total_kg / 1000:.2f}",
+        f"{row.saved_pct:.1f}",
+        _pct(row.captured_pct),
+    )
     if temporal:
         return (
             *common,
@@ -99,18 +126,19 @@ def text(outcome: Outcome) -> str:
             "temporal (batch jobs, NodePool pause)",
             table(outcome.temporal.rows, temporal=True),
         ]
-    out += ["", ATTRIBUTION, f"simulated in {outcome.seconds:.1f} s"]
+    out += ["", attribution(outcome.grid), f"simulated in {outcome.seconds:.1f} s"]
     return "\n".join(out)
 
 
 # --- JSON ------------------------------------------------------------------------------------
 
 
-def _row_json(row: Row) -> dict[str, Any]:
+def _row_json(row: Row, temporal: bool) -> dict[str, Any]:
     return {
         "policy": row.key,
         "label": row.label,
         "role": row.role,
+        "default": is_default(row, temporal=temporal),
         "uses": row.info,
         "kg_co2eq": round(row.total_kg, 3),
         "saved_pct": round(row.saved_pct, 3),
@@ -121,6 +149,10 @@ def _row_json(row: Row) -> dict[str, Any]:
         "jobs": row.jobs,
         "mean_wait_hours": round(row.mean_wait_hours, 3),
     }
+
+
+def _rows_json(part: Part | None, *, temporal: bool) -> list[dict[str, Any]] | None:
+    return None if part is None else [_row_json(r, temporal) for r in part.rows]
 
 
 def to_json(outcome: Outcome) -> dict[str, Any]:
@@ -137,10 +169,11 @@ def to_json(outcome: Outcome) -> dict[str, Any]:
             k: (v.value if hasattr(v, "value") else v)
             for k, v in ((f, getattr(s.policy, f)) for f in s.policy.__struct_fields__)
         },
-        "spatial": [_row_json(r) for r in outcome.spatial.rows] if outcome.spatial else None,
-        "temporal": [_row_json(r) for r in outcome.temporal.rows] if outcome.temporal else None,
+        "spatial": _rows_json(outcome.spatial, temporal=False),
+        "temporal": _rows_json(outcome.temporal, temporal=True),
         "seconds": round(outcome.seconds, 3),
-        "attribution": ATTRIBUTION,
+        "years": years(outcome.grid),
+        "attribution": attribution(outcome.grid),
     }
 
 
@@ -237,5 +270,5 @@ def _page(outcome: Outcome, figures: Sequence[tuple[str, str]]) -> str:
             f"<h2>{html.escape(title)}</h2>",
             f'<img src="{html.escape(name)}" alt="{html.escape(title)}">',
         ]
-    parts += [f"<p><small>{html.escape(ATTRIBUTION)}</small></p>", "</body></html>"]
+    parts += [f"<p><small>{html.escape(attribution(outcome.grid))}</small></p>", "</body></html>"]
     return "\n".join(p for p in parts if p)
