@@ -63,6 +63,8 @@ GRID_ZONE = PREFIX + "grid-zone"
 ZONE = PREFIX + "zone"
 """Label or annotation on a Karmada Cluster naming its grid zone (wins over config and the
 cloud region table)."""
+MAX_PAUSE = PREFIX + "max-pause"
+"""Annotation (NodePools, strategy pause): the longest a pause may last (``"24h"``, ``"90m"``)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -99,6 +101,7 @@ KEYS = (
     Key(INTENSITY_SINCE, "annotation", "Karmada Cluster", "RFC 3339 time (UTC)", written=True),
     Key(GRID_ZONE, "label", "Node", "grid zone key, e.g. DE"),
     Key(ZONE, "label", "Karmada Cluster (label or annotation)", "grid zone key, e.g. SE-SE3"),
+    Key(MAX_PAUSE, "annotation", "NodePool", 'duration > 0 up to 7 days: "24h", "90m", "1h30m"'),
 )
 """Every key carbonshift reads or writes."""
 
@@ -129,6 +132,27 @@ def max_clusters(raw: str) -> int:
     if not (text.isascii() and text.isdigit()) or int(text) < 1:
         raise InvalidInput(MAX_CLUSTERS, f"must be a whole number >= 1, got {raw!r}")
     return int(text)
+
+
+DEFAULT_MAX_PAUSE = datetime.timedelta(hours=24)
+"""How long a NodePool pause may last without :data:`MAX_PAUSE`."""
+LONGEST_MAX_PAUSE = datetime.timedelta(days=7)
+_DURATION = re.compile(r"^(?:(\d{1,4})h)?(?:(\d{1,5})m)?$")
+
+
+def max_pause(raw: str) -> datetime.timedelta:
+    """A duration in hours and/or minutes, > 0 and at most 7 days (``"24h"``, ``"90m"``,
+    ``"1h30m"``)."""
+    text = raw.strip()
+    match = _DURATION.fullmatch(text) if text.isascii() else None
+    value = datetime.timedelta(0)
+    if match is not None and text:
+        value = datetime.timedelta(hours=int(match[1] or 0), minutes=int(match[2] or 0))
+    if not datetime.timedelta(0) < value <= LONGEST_MAX_PAUSE:
+        raise InvalidInput(
+            MAX_PAUSE, f'must be a duration > 0 up to 168h such as "24h" or "90m", got {raw!r}'
+        )
+    return value
 
 
 _GRID_ZONE_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
@@ -210,6 +234,8 @@ class Knobs:
     max_clusters: int | None = None
     strategies: frozenset[str] = frozenset()
     override: bool = False
+    max_pause: datetime.timedelta = DEFAULT_MAX_PAUSE
+    """NodePools: :data:`MAX_PAUSE` (the default when absent or malformed)."""
     problems: tuple[InvalidInput, ...] = ()
     """Malformed values (each rule left unapplied); :func:`warning` words them."""
 
@@ -235,6 +261,7 @@ def knobs(annotations: Mapping[str, str], scope: Scope) -> Knobs:
     limit = read(MAX_INTENSITY, max_intensity) if scope == "policy" else None
     count = read(MAX_CLUSTERS, max_clusters) if scope == "policy" else None
     override = read(OVERRIDE, lambda raw: flag(OVERRIDE, raw))
+    pause = read(MAX_PAUSE, max_pause) if scope == "nodepool" else None
     names, unknown = split_strategies(annotations.get(STRATEGY, ""), known)
     if unknown:
         problems.append(
@@ -247,6 +274,7 @@ def knobs(annotations: Mapping[str, str], scope: Scope) -> Knobs:
         max_clusters=count if isinstance(count, int) else None,
         strategies=names,
         override=override is True,
+        max_pause=pause if isinstance(pause, datetime.timedelta) else DEFAULT_MAX_PAUSE,
         problems=tuple(problems),
     )
 

@@ -3,24 +3,32 @@
 The local grid's intensity (config ``zone``) is classed low / medium / high. Always:
 template label ``carbonshift.io/intensity``. Per ``carbonshift.io/strategy`` (comma
 list): ``efficiency`` (arm64 when high), ``zones`` (greenest topology zones),
-``weight`` (``spec.weight`` from greenness), ``pause`` (``limits.cpu: "0"`` when high).
-Everything written stays valid under the Karpenter v1 CRD's schema and CEL rules.
+``weight`` (``spec.weight`` from greenness), ``pause`` (``limits.cpu: "0"`` when high;
+over time by :mod:`webhook.decision.pause`). Everything written stays valid under the
+Karpenter v1 CRD's schema and CEL rules.
 
 Where a rule cannot act without changing what the user asked for (no arm64 instance fits
 the pool, ``spec.weight`` set by the user, a static pool, too few zones...) it leaves that
 part alone, says so in a warning and lists it under ``left`` ({rule, reason}) in the
 decision annotation.
+
+Two entry points: :func:`decide` at admission (CREATE, or UPDATE with a new
+``carbonshift.io/refresh``) writes everything; :func:`reevaluate`, for the leader's loop
+over stored NodePools, only ever changes ``spec.limits`` and ``spec.weight`` (and the
+decision annotation): Karpenter hashes ``spec.template`` for drift, so a template change
+would replace every node of the pool.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from webhook import vocabulary
 from webhook.config import NodePoolConfig
-from webhook.decision import arm64
+from webhook.decision import arm64, pause
 from webhook.decision.outcome import REMOVE, Change, Decision, Lookup, lookup, short
 from webhook.decision.ranking import DISTINCT, greenness, intensity_class
 from webhook.decision.record import Record, fingerprint, user_view
@@ -47,6 +55,12 @@ class NodePoolInputs:
     zone: str | None
     table: IntensityTable
     settings: NodePoolConfig = NodePoolConfig()
+    outlook: Sequence[float] | None = None
+    """The local zone's ``[now, now+1 h, ...]`` (``IntensityFeed.outlook``); None: no
+    forecast. Read only by the pause over time (``now`` set)."""
+    now: datetime | None = None
+    """When the decision is made. None: the pause follows the class alone and records no
+    start (admission today)."""
 
 
 def decide(nodepool: Mapping[str, Any], inputs: NodePoolInputs) -> Decision:
@@ -79,15 +93,103 @@ def decide(nodepool: Mapping[str, Any], inputs: NodePoolInputs) -> Decision:
         plan.keep_greenest_zones(s.topology_zones, inputs.table, s.min_zones)
     if "weight" in strategies:
         plan.set_weight(max(1, greenness(intensity)), override)
-    if "pause" in strategies and pauses(level):
+    body = _body(data, level)
+    if "pause" in strategies and inputs.now is not None:
+        body.update(
+            _pause_over_time(
+                plan, inputs, now=inputs.now, level=level, intensity=intensity, knobs=knobs
+            )
+        )
+    elif "pause" in strategies and pauses(level):
         plan.pause(f"{inputs.zone} is at {intensity:.0f} g/kWh, high from {s.high_from:g}")
 
-    body = _body(data, level)
     if plan.left:
         body["left"] = plan.left
     decision.record = plan.record(body)
     decision.changes = plan.changes(level)
     return decision
+
+
+def reevaluate(nodepool: Mapping[str, Any], inputs: NodePoolInputs, now: datetime) -> Decision:
+    """Re-decide a stored NodePool over time: pause or resume it and update its weight.
+
+    Only ``spec.limits`` and ``spec.weight`` change (Karpenter does not hash them for
+    drift), plus the decision annotation (``decision.record``); the template, its
+    requirements and its intensity label stay as written at creation or the last
+    refresh, and their ownership entries are carried over. Without intensity data the
+    weight stays and a pause still ends at ``max-pause``. No changes: nothing to write.
+    """
+    meta = nodepool.get("metadata") or {}
+    annotations: Mapping[str, str] = meta.get("annotations") or {}
+    decision = Decision()
+    warn = decision.warnings.append
+    knobs = vocabulary.knobs(annotations, "nodepool")
+    decision.warnings.extend(vocabulary.warning(p) for p in knobs.problems)
+    if not inputs.zone:
+        decision.skipped = "config zone is not set; NodePools need the local grid zone"
+        return decision
+    previous = Record.decode(annotations.get(DECISION))
+    plan = _Plan.start(nodepool, previous, warn)
+    data = lookup({"local": inputs.zone}, inputs.table)
+    intensity = data.values["local"]
+    s = inputs.settings
+    level: str | None = None
+    if intensity is None:
+        body: dict[str, Any] = {"zone": inputs.zone, "g": None}
+        if "weight" in knobs.strategies and previous.owns(
+            _SPEC + "weight", plan.spec.get("weight")
+        ):
+            plan.new_spec["weight"] = plan.spec["weight"]  # no data: the weight stays
+    else:
+        level = intensity_class(intensity, low_below=s.low_below, high_from=s.high_from)
+        body = _body(data, level)
+        decision.warnings.extend(data.warnings())
+        if "weight" in knobs.strategies:
+            plan.set_weight(max(1, greenness(intensity)), knobs.override)
+    if "pause" in knobs.strategies:
+        body.update(
+            _pause_over_time(plan, inputs, now=now, level=level, intensity=intensity, knobs=knobs)
+        )
+    kept = [x for x in previous.body.get("left") or [] if isinstance(x, dict)]
+    left = [x for x in kept if x.get("rule") not in ("weight", "pause")] + plan.left
+    if left:
+        body["left"] = left
+    record = plan.record(body, template=False)
+    for key in previous.own:
+        if key.startswith(_TEMPLATE):  # the template is left as it is: so is its ownership
+            record.own[key] = previous.own[key]
+            record.orig[key] = previous.orig.get(key)
+    decision.record = record
+    decision.changes = plan.spec_changes()
+    return decision
+
+
+def _pause_over_time(
+    plan: _Plan,
+    inputs: NodePoolInputs,
+    *,
+    now: datetime,
+    level: str | None,
+    intensity: float | None,
+    knobs: vocabulary.Knobs,
+) -> dict[str, str]:
+    """Apply :func:`webhook.decision.pause.step` to ``plan``; the record body's entries."""
+    if plan.static:
+        plan.pause("")  # leaves it alone, and says why
+        return {}
+    previous = pause.State.of(plan.previous.body)
+    if not plan.previous.owns(_SPEC + "limits", plan.spec.get("limits")):
+        # Not paused by carbonshift (any more): someone else's limits are the user's.
+        previous = dataclasses.replace(previous, paused_at=None)
+    elif previous.paused_at is None and plan.previous.body.get("paused"):
+        previous = dataclasses.replace(previous, paused_at=now)  # paused before times were kept
+    step = pause.step(level, inputs.outlook, previous, now, knobs.max_pause)
+    if step.paused:
+        g = f"{intensity:.0f}" if intensity is not None else "?"
+        plan.pause(f"{inputs.zone} is at {g} g/kWh: {step.why}")
+    elif step.changed:
+        plan.warn(short(f"carbonshift: pause: limits restored: {step.why}"))
+    return step.state.body()
 
 
 def pauses(level: str) -> bool:
@@ -110,6 +212,7 @@ class _Plan:
     new_spec: dict[str, Any]
     requirements: list[Any]
     warn: Warn
+    previous: Record
     left: list[dict[str, str]] = dataclasses.field(default_factory=list)
     """What a rule left alone and why (the record's ``left``)."""
 
@@ -129,6 +232,7 @@ class _Plan:
             new_spec=dict(base_spec),
             requirements=list(base_template.get("requirements") or []),
             warn=warn,
+            previous=previous,
         )
 
     @property
@@ -209,10 +313,11 @@ class _Plan:
             new["requirements"] = self.requirements
         return new
 
-    def record(self, body: dict[str, Any]) -> Record:
+    def record(self, body: dict[str, Any], *, template: bool = True) -> Record:
         record = Record(body=body)
         _own(record, _SPEC, self.base_spec, self.new_spec, ("weight", "limits"))
-        _own(record, _TEMPLATE, self.base_template, self._new_template(), ("requirements",))
+        if template:
+            _own(record, _TEMPLATE, self.base_template, self._new_template(), ("requirements",))
         if self.new_spec.get("limits") != self.base_spec.get("limits"):
             body["paused"] = True
         return record
@@ -221,15 +326,19 @@ class _Plan:
         changes = []
         if self.labels.get(CLASS_LABEL) != level:
             changes.append(Change(("spec", "template", "metadata", "labels", CLASS_LABEL), level))
-        changes.extend(
-            Change(("spec", field), self.new_spec.get(field, REMOVE))
-            for field in ("weight", "limits")
-            if self.spec.get(field) != self.new_spec.get(field)
-        )
+        changes.extend(self.spec_changes())
         new_requirements = self._new_template().get("requirements", [])
         if self.template_spec.get("requirements") != new_requirements:
             changes.append(Change(("spec", "template", "spec", "requirements"), new_requirements))
         return changes
+
+    def spec_changes(self) -> list[Change]:
+        """``spec.weight`` and ``spec.limits``: the fields Karpenter does not hash for drift."""
+        return [
+            Change(("spec", field), self.new_spec.get(field, REMOVE))
+            for field in ("weight", "limits")
+            if self.spec.get(field) != self.new_spec.get(field)
+        ]
 
 
 def _arm64_only(requirement: object) -> bool:

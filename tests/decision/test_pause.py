@@ -1,0 +1,251 @@
+"""The NodePool pause over time: the pure rule and the re-evaluation entry point."""
+
+from __future__ import annotations
+
+import copy
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import jsonpatch
+import orjson
+import pytest
+
+from tests.support import reading
+from webhook.config import NodePoolConfig
+from webhook.decision import pause
+from webhook.decision.nodepool import NodePoolInputs, decide, reevaluate
+from webhook.decision.outcome import Change, Decision
+from webhook.decision.pause import State, step, waits
+from webhook.intensity import Reading
+from webhook.patch import build
+from webhook.vocabulary import DECISION
+
+T0 = datetime(2026, 3, 1, 10, tzinfo=UTC)
+H = timedelta(hours=1)
+DAY = timedelta(hours=24)
+DIRTY_THEN_CLEAN = [500.0, 520.0, 510.0, 200.0, 450.0] + [500.0] * 20
+"""Now 500 (high); the cleanest forecast hour is 3 h ahead."""
+FLAT = [500.0] * 25
+
+
+# --- the rule -------------------------------------------------------------------------------
+
+
+def test_pauses_when_dirty_and_a_cleaner_hour_is_forecast_within_slack() -> None:
+    s = step("high", DIRTY_THEN_CLEAN, State(), T0, DAY)
+    assert s.paused
+    assert s.changed
+    assert s.state.paused_at == T0
+    assert "in 3 h" in s.why
+
+
+def test_no_pause_when_nothing_cleaner_is_forecast() -> None:
+    s = step("high", FLAT, State(), T0, DAY)
+    assert not s.paused
+    assert not s.changed
+
+
+def test_no_pause_when_the_cleaner_hour_is_beyond_the_slack() -> None:
+    assert not step("high", DIRTY_THEN_CLEAN, State(), T0, timedelta(minutes=90)).paused
+    assert step("high", DIRTY_THEN_CLEAN, State(), T0, timedelta(hours=3)).paused
+
+
+def test_no_pause_unless_the_grid_is_high() -> None:
+    assert not step("medium", DIRTY_THEN_CLEAN, State(), T0, DAY).paused
+    assert not step(None, DIRTY_THEN_CLEAN, State(), T0, DAY).paused
+
+
+def test_resumes_when_the_cleaner_hour_comes() -> None:
+    state = step("high", DIRTY_THEN_CLEAN, State(), T0, DAY).state
+    for hour in (1, 2):  # the forecast moves on with the clock
+        s = step("high", DIRTY_THEN_CLEAN[hour:], state, T0 + hour * H, DAY)
+        assert s.paused
+        assert not s.changed
+    s = step("medium", DIRTY_THEN_CLEAN[3:], state, T0 + 3 * H, DAY)
+    assert not s.paused
+    assert s.changed
+    assert s.state == State(paused_at=None, resumed_at=T0 + 3 * H)
+
+
+def test_resumes_at_max_pause_even_when_still_dirty() -> None:
+    paused = State(paused_at=T0)
+    falling = [500.0 - i for i in range(30)]  # always cleaner later
+    assert step("high", falling, paused, T0 + 5 * H, timedelta(hours=6)).paused
+    s = step("high", falling, paused, T0 + 6 * H, timedelta(hours=6))
+    assert not s.paused
+    assert s.changed
+    assert "max-pause 6h used up" in s.why
+    # ... without a forecast and without data too
+    assert not step("high", None, paused, T0 + DAY, DAY).paused
+    assert not step(None, None, paused, T0 + DAY, DAY).paused
+    assert step(None, None, paused, T0 + DAY - H, DAY).paused
+
+
+def test_without_a_forecast_pauses_while_high() -> None:
+    s = step("high", None, State(), T0, DAY)
+    assert s.paused
+    assert s.state.paused_at == T0
+    assert step("high", None, s.state, T0 + H, DAY).paused
+    assert not step("medium", None, s.state, T0 + 2 * H, DAY).paused
+
+
+def test_runs_at_least_an_hour_after_a_resume() -> None:
+    resumed = State(resumed_at=T0)
+    assert not step("high", DIRTY_THEN_CLEAN, resumed, T0 + H / 2, DAY).paused
+    assert step("high", DIRTY_THEN_CLEAN, resumed, T0 + H, DAY).paused
+
+
+def test_the_simulator_and_the_nodepool_share_the_forecast_rule() -> None:
+    assert waits(DIRTY_THEN_CLEAN, 1, 24)
+    assert not waits(DIRTY_THEN_CLEAN, 1, 1)
+    assert not waits(FLAT, 1, 24)  # ties go to now
+
+
+def test_state_round_trips_through_the_record_body() -> None:
+    state = State(paused_at=T0, resumed_at=T0 - DAY)
+    assert State.of(orjson.loads(orjson.dumps(state.body()))) == state
+    assert State.of({"paused_at": "yesterday", "resumed_at": 5}) == State()
+
+
+@pytest.mark.parametrize(
+    ("minutes", "text"), [(1440, "24h"), (90, "1h30m"), (45, "45m"), (60, "1h")]
+)
+def test_durations_read_as_max_pause_writes_them(minutes: int, text: str) -> None:
+    assert pause.duration(timedelta(minutes=minutes)) == text
+
+
+# --- re-evaluating stored NodePools ---------------------------------------------------------
+
+TEMPLATE: dict[str, Any] = {
+    "metadata": {"labels": {"team": "batch"}},
+    "spec": {
+        "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+        "requirements": [
+            {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}
+        ],
+    },
+}
+
+
+def pool(
+    strategy: str = "pause", annotations: dict[str, str] | None = None, **spec: Any
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {
+            "name": "batch",
+            "annotations": {"carbonshift.io/strategy": strategy, **(annotations or {})},
+        },
+        "spec": {"template": copy.deepcopy(TEMPLATE), **spec},
+    }
+
+
+def inputs(value: float | None, outlook: list[float] | None = None) -> NodePoolInputs:
+    table: dict[str, Reading] = {} if value is None else {"DE": reading("DE", value)}
+    return NodePoolInputs("DE", table, NodePoolConfig(), outlook=outlook)
+
+
+def apply(obj: dict[str, Any], decision: Decision) -> dict[str, Any]:
+    changes = list(decision.changes)
+    if changes and decision.record is not None:
+        changes.append(Change(("metadata", "annotations", DECISION), decision.record.encode()))
+    stored: dict[str, Any] = jsonpatch.apply_patch(copy.deepcopy(obj), build(obj, changes))
+    return stored
+
+
+def record(obj: dict[str, Any]) -> dict[str, Any]:
+    doc: dict[str, Any] = orjson.loads(obj["metadata"]["annotations"][DECISION])
+    return doc
+
+
+LIMITS = {"memory": "1000Gi", "cpu": "200", "nvidia.com/gpu": "8"}
+
+
+@pytest.mark.parametrize("limits", [LIMITS, None])
+def test_a_pause_and_its_resume_restore_the_limits_exactly(limits: dict[str, str] | None) -> None:
+    original = pool() if limits is None else pool(limits=copy.deepcopy(limits))
+    paused = apply(original, reevaluate(original, inputs(500, DIRTY_THEN_CLEAN), T0))
+    assert paused["spec"]["limits"] == {**(limits or {}), "cpu": "0"}
+    assert record(paused)["paused_at"] == "2026-03-01T10:00:00Z"
+    held = reevaluate(paused, inputs(520, DIRTY_THEN_CLEAN[1:]), T0 + H)
+    assert held.changes == []
+    resumed = apply(paused, reevaluate(paused, inputs(200, DIRTY_THEN_CLEAN[3:]), T0 + 3 * H))
+    assert orjson.dumps(resumed["spec"]) == orjson.dumps(original["spec"])
+    assert ("limits" in resumed["spec"]) is (limits is not None)
+    assert "paused_at" not in record(resumed)
+    assert record(resumed)["resumed_at"] == "2026-03-01T13:00:00Z"
+
+
+def test_max_pause_annotation_bounds_the_pause() -> None:
+    original = pool(annotations={"carbonshift.io/max-pause": "2h"}, limits={"cpu": "64"})
+    falling = [500.0 - i for i in range(30)]
+    paused = apply(original, reevaluate(original, inputs(500, falling), T0))
+    assert paused["spec"]["limits"] == {"cpu": "0"}
+    assert reevaluate(paused, inputs(500, falling), T0 + H).changes == []
+    decision = reevaluate(paused, inputs(500, falling), T0 + 2 * H)
+    assert apply(paused, decision)["spec"]["limits"] == {"cpu": "64"}
+    assert any("max-pause 2h used up" in w for w in decision.warnings)
+
+
+def test_a_malformed_max_pause_warns_and_uses_the_default() -> None:
+    original = pool(annotations={"carbonshift.io/max-pause": "soon"})
+    decision = reevaluate(original, inputs(500, None), T0)
+    assert any("carbonshift.io/max-pause ignored" in w for w in decision.warnings)
+    paused = apply(original, decision)
+    assert reevaluate(paused, inputs(500, None), T0 + DAY - H).changes == []
+    assert "limits" not in apply(paused, reevaluate(paused, inputs(500, None), T0 + DAY))["spec"]
+
+
+def test_reevaluation_never_touches_the_template() -> None:
+    created = apply(
+        pool("efficiency,zones,weight,pause"),
+        decide(pool("efficiency,zones,weight,pause"), inputs(50)),
+    )
+    template = copy.deepcopy(created["spec"]["template"])
+    assert template["metadata"]["labels"]["carbonshift.io/intensity"] == "low"
+    obj = created
+    for i, (value, outlook) in enumerate(
+        [(500, DIRTY_THEN_CLEAN), (520, DIRTY_THEN_CLEAN[1:]), (90, None), (None, None)]
+    ):
+        decision = reevaluate(obj, inputs(value, outlook), T0 + i * H)
+        assert all(c.path[:2] in (("spec", "limits"), ("spec", "weight")) for c in decision.changes)
+        obj = apply(obj, decision)
+        assert obj["spec"]["template"] == template
+    assert obj["spec"]["weight"] == 91  # the last weight with data stays without data
+
+
+def test_reevaluation_keeps_the_templates_ownership_for_a_later_refresh() -> None:
+    obj = pool("efficiency,pause")
+    created = apply(obj, decide(obj, inputs(500)))
+    arm64 = {"key": "kubernetes.io/arch", "operator": "In", "values": ["arm64"]}
+    assert arm64 in created["spec"]["template"]["spec"]["requirements"]
+    later = apply(created, reevaluate(created, inputs(100, None), T0))
+    assert record(later)["own"].keys() >= {"template.requirements"}
+    refreshed = apply(later, decide(later, inputs(100)))  # a refresh when the grid is clean
+    assert arm64 not in refreshed["spec"]["template"]["spec"]["requirements"]
+
+
+def test_limits_edited_while_paused_belong_to_the_user() -> None:
+    original = pool(limits={"cpu": "64"})
+    paused = apply(original, reevaluate(original, inputs(500, None), T0))
+    paused["spec"]["limits"] = {"cpu": "8"}  # the user edits the paused pool
+    decision = reevaluate(paused, inputs(200, None), T0 + H)
+    assert decision.changes == []
+
+
+def test_static_pools_are_left_alone() -> None:
+    original = pool(replicas=3)
+    decision = reevaluate(original, inputs(500, DIRTY_THEN_CLEAN), T0)
+    assert decision.changes == []
+    assert decision.record is not None
+    assert decision.record.body["left"][0]["rule"] == "pause"
+
+
+def test_admission_with_a_clock_records_when_the_pause_began() -> None:
+    obj = pool()
+    timed = NodePoolInputs("DE", {"DE": reading("DE", 500)}, NodePoolConfig(), now=T0)
+    stored = apply(obj, decide(obj, timed))
+    assert stored["spec"]["limits"] == {"cpu": "0"}
+    assert record(stored)["paused_at"] == "2026-03-01T10:00:00Z"
+    assert "limits" not in apply(stored, reevaluate(stored, inputs(500, None), T0 + DAY))["spec"]
