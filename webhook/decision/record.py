@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import orjson
@@ -86,3 +86,47 @@ def user_view(current: Mapping[str, Any], previous: Record, prefix: str) -> dict
             else:
                 base[name] = original
     return base
+
+
+# --- re-evaluation: switch history and fields the user took back --------------------------
+
+SWITCHES = "switches"
+"""Body key: the last placement switches the re-evaluation made, oldest first; each
+``{"t": time, "from": weights, "to": weights, "before": g, "after": g}`` (expected
+intensities in gCO2eq/kWh at the time of the switch)."""
+MAX_SWITCHES = 5
+USER = "user"
+"""Body key: the fields carbonshift wrote that a user edited since (sorted record keys);
+carbonshift no longer manages them."""
+
+
+def switches(record: Record) -> list[dict[str, Any]]:
+    """The recorded switches, oldest first (malformed entries dropped)."""
+    found = record.body.get(SWITCHES)
+    return [s for s in found if isinstance(s, dict)] if isinstance(found, list) else []
+
+
+def with_switch(record: Record, entry: Mapping[str, Any]) -> Record:
+    """``record`` with ``entry`` appended to its switches (the last :data:`MAX_SWITCHES`)."""
+    kept = [*switches(record), dict(entry)][-MAX_SWITCHES:]
+    return Record(body={**record.body, SWITCHES: kept}, orig=record.orig, own=record.own)
+
+
+def user_fields(record: Record) -> list[str]:
+    """The record keys recorded as taken back by a user."""
+    found = record.body.get(USER)
+    return sorted(k for k in found if isinstance(k, str)) if isinstance(found, list) else []
+
+
+def released(record: Record, keys: Iterable[str]) -> Record:
+    """``record`` no longer owning ``keys``: they are recorded under :data:`USER`."""
+    gone = set(keys)
+    body = dict(record.body)
+    users = sorted(set(user_fields(record)) | gone)
+    if users:
+        body[USER] = users
+    return Record(
+        body=body,
+        orig={k: v for k, v in record.orig.items() if k not in gone},
+        own={k: v for k, v in record.own.items() if k not in gone},
+    )

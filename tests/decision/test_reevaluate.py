@@ -1,0 +1,204 @@
+"""The re-evaluation step: keep, switch, stale, too soon, and fields the user took back."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from webhook import kinds
+from webhook.config import ClusterConfig, Config, HysteresisConfig
+from webhook.decision.hysteresis import Hysteresis
+from webhook.decision.outcome import Change
+from webhook.decision.record import MAX_SWITCHES, Record, switches, user_fields
+from webhook.decision.reevaluate import Action, Inputs, apply, not_managed, step
+from webhook.intensity import Reading, Signal
+from webhook.vocabulary import DECISION, ENABLED
+
+T0 = datetime(2026, 3, 1, 12, tzinfo=UTC)
+CLUSTERS = {n: ClusterConfig(name=n, zone=z) for n, z in (("a", "FR"), ("b", "DE"), ("c", "PL"))}
+CONFIG = Config(clusters=CLUSTERS, hysteresis=HysteresisConfig(margin=0.1, dwell_hours=12))
+ROW = kinds.find("policy.karmada.io", "PropagationPolicy")
+assert ROW is not None
+NS = {ENABLED: "true"}
+
+
+def table(at: datetime, stale: bool = False, **values: float) -> dict[str, Reading]:
+    return {
+        z: Reading(z, v, Signal.AVERAGE, at, at + timedelta(hours=1), False, "test", stale)
+        for z, v in values.items()
+    }
+
+
+def ctx(at: datetime, values: Mapping[str, Reading]) -> kinds.Context:
+    return kinds.Context(CONFIG, values, at)
+
+
+def admitted(at: datetime, **values: float) -> dict[str, Any]:
+    """A Divided policy as admission stored it at ``at``."""
+    policy: dict[str, Any] = {
+        "apiVersion": "policy.karmada.io/v1alpha1",
+        "kind": "PropagationPolicy",
+        "metadata": {
+            "name": "web",
+            "namespace": "shop",
+            "creationTimestamp": at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        },
+        "spec": {"placement": {"replicaScheduling": {"replicaSchedulingType": "Divided"}}},
+    }
+    assert ROW is not None
+    decision = ROW.decide(policy, ctx(at, table(at, False, **values)))
+    assert decision.record is not None
+    record = Change(("metadata", "annotations", DECISION), decision.record.encode())
+    return apply(policy, [*decision.changes, record])
+
+
+def reevaluate(
+    obj: Mapping[str, Any],
+    at: datetime,
+    *,
+    stale: bool = False,
+    min_interval: float = 1800,
+    namespace: Mapping[str, str] | None = NS,
+    **values: float,
+) -> Action:
+    readings = table(at, stale, **values)
+    assert ROW is not None
+    row = ROW
+    inputs = Inputs(
+        decide=lambda o: row.decide(o, ctx(at, readings)),
+        table=readings,
+        clusters=CLUSTERS,
+        now=at,
+        hysteresis=Hysteresis(0.1, 12),
+        min_interval_seconds=min_interval,
+        namespace_labels=namespace,
+    )
+    return step(obj, inputs)
+
+
+def weights(obj: Mapping[str, Any]) -> dict[str, int]:
+    entries = obj["spec"]["placement"]["replicaScheduling"]["weightPreference"]
+    named = [e for e in entries["staticWeightList"] if "clusterNames" in e["targetCluster"]]
+    return {e["targetCluster"]["clusterNames"][0]: e["weight"] for e in named}
+
+
+def record_of(obj: Mapping[str, Any]) -> Record:
+    return Record.decode(obj["metadata"]["annotations"][DECISION])
+
+
+def test_switches_to_the_new_greenest_after_the_dwell_with_history() -> None:
+    stored = admitted(T0, FR=100, DE=400, PL=800)
+    assert max(weights(stored), key=weights(stored).__getitem__) == "a"
+    later = T0 + timedelta(hours=13)
+    action = reevaluate(stored, later, FR=600, DE=100, PL=800)
+    assert action.outcome == "switched"
+    assert action.before is not None
+    assert action.after is not None
+    assert action.after < action.before * 0.9
+    assert "greener than the placement in force" in action.reason
+    switched = action.applied(stored)
+    assert max(weights(switched), key=weights(switched).__getitem__) == "b"
+    # exactly what a refresh would write, plus the history
+    assert ROW is not None
+    refresh = ROW.decide(stored, ctx(later, table(later, FR=600, DE=100, PL=800)))
+    assert [c for c in action.changes if c.path[-1] != DECISION] == refresh.changes
+    (entry,) = switches(record_of(switched))
+    assert entry["t"] == "2026-03-02T01:00:00Z"
+    assert entry["from"] == weights(stored)
+    assert entry["to"] == weights(switched)
+    assert entry["before"] > entry["after"]
+    # stored again: nothing more to do
+    again = reevaluate(switched, later + timedelta(hours=1), FR=600, DE=100, PL=800)
+    assert again.outcome == "kept"
+    assert again.changes == ()
+
+
+def test_no_switch_within_the_dwell_or_the_margin() -> None:
+    stored = admitted(T0, FR=100, DE=400, PL=800)
+    soon = reevaluate(stored, T0 + timedelta(hours=2), FR=600, DE=100, PL=800)
+    assert (soon.outcome, soon.changes) == ("kept", ())
+    assert "in force 2.0 h of 12 h" in soon.reason
+    wobble = reevaluate(stored, T0 + timedelta(hours=13), FR=104, DE=390, PL=800)
+    assert (wobble.outcome, wobble.changes) == ("kept", ())
+    identical = reevaluate(stored, T0 + timedelta(hours=13), FR=100, DE=400, PL=800)
+    assert (identical.outcome, identical.changes) == ("kept", ())
+
+
+def test_stale_data_never_writes() -> None:
+    stored = admitted(T0, FR=100, DE=400, PL=800)
+    action = reevaluate(stored, T0 + timedelta(hours=13), stale=True, FR=600, DE=100, PL=800)
+    assert action.outcome == "stale"
+    assert action.changes == ()
+    assert "a, b, c" in action.reason
+
+
+def test_too_soon_after_the_last_write() -> None:
+    stored = admitted(T0, FR=100, DE=400, PL=800)
+    # created 10 minutes ago and a switch is due (dwell passed on the data time)
+    created = dict(
+        stored, metadata={**stored["metadata"], "creationTimestamp": "2026-03-02T00:50:00Z"}
+    )
+    action = reevaluate(created, T0 + timedelta(hours=13), FR=600, DE=100, PL=800)
+    assert action.outcome == "too_soon"
+    assert action.changes == ()
+    assert "last write 600 s ago" in action.reason
+    # the last recorded switch counts too
+    switched = reevaluate(stored, T0 + timedelta(hours=13), min_interval=0, FR=600, DE=100, PL=800)
+    back = switched.applied(stored)
+    later = T0 + timedelta(hours=26)
+    assert reevaluate(back, later, min_interval=86400, FR=100, DE=600, PL=800).outcome == "too_soon"
+    assert reevaluate(back, later, FR=100, DE=600, PL=800).outcome == "switched"
+
+
+def test_a_user_edit_of_an_owned_field_is_released_once() -> None:
+    stored = admitted(T0, FR=100, DE=400, PL=800)
+    edited = apply(
+        stored,
+        [
+            Change(
+                ("spec", "placement", "replicaScheduling"),
+                {"replicaSchedulingType": "Duplicated"},
+            )
+        ],
+    )
+    action = reevaluate(edited, T0 + timedelta(hours=13), FR=600, DE=100, PL=800)
+    assert action.outcome == "user_owned"
+    assert action.fields == ("placement.replicaScheduling",)
+    assert [c.path for c in action.changes] == [("metadata", "annotations", DECISION)]
+    written = action.applied(edited)
+    assert written["spec"] == edited["spec"]
+    record = record_of(written)
+    assert user_fields(record) == ["placement.replicaScheduling"]
+    assert "placement.replicaScheduling" not in record.own
+    # from now on carbonshift leaves that field alone: nothing more to write or warn about
+    again = reevaluate(written, T0 + timedelta(hours=30), FR=600, DE=100, PL=800)
+    assert again.outcome == "kept"
+    assert again.changes == ()
+
+
+def test_history_keeps_the_last_five_switches() -> None:
+    obj = admitted(T0, FR=100, DE=400, PL=800)
+    at = T0
+    for i in range(7):
+        at += timedelta(hours=13)
+        fr, de = (600.0, 100.0) if i % 2 == 0 else (100.0, 600.0)
+        action = reevaluate(obj, at, FR=fr, DE=de, PL=800)
+        assert action.outcome == "switched", (i, action.reason)
+        obj = action.applied(obj)
+    done = switches(record_of(obj))
+    assert len(done) == MAX_SWITCHES
+    assert done[-1]["t"] == at.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def test_only_managed_objects_opted_in_as_for_admission() -> None:
+    stored = admitted(T0, FR=100, DE=400, PL=800)
+    assert not_managed(stored, NS) is None
+    assert "namespace" in (not_managed(stored, {}) or "")
+    assert "object" in (not_managed(stored, None) or "")  # cluster-scoped: own label
+    labelled = apply(stored, [Change(("metadata", "labels", ENABLED), "true")])
+    assert not_managed(labelled, None) is None
+    out = apply(stored, [Change(("metadata", "labels", ENABLED), "false")])
+    assert "opted out" in (not_managed(out, NS) or "")
+    bare = apply(stored, [Change(("metadata", "annotations"), {})])
+    assert reevaluate(bare, T0, FR=1).outcome == "skipped"

@@ -1,0 +1,301 @@
+"""Re-evaluating a managed object after creation: keep it, switch it, or leave it be.
+
+The leader (:mod:`webhook.kube.reevaluator`) runs :func:`step` on every stored object
+carbonshift manages (opted in as for admission, carrying ``carbonshift.io/decision``).
+The step decides with the kind's own decider, the one admission calls on a refresh, so a
+switch writes exactly what a refresh would, hysteresis and dwell included. Rules, first
+match wins:
+
+- ``skipped``: not opted in (any more), or no decision annotation: not managed;
+- ``stale``: a reading behind the held or the proposed placement is stale: never write;
+- ``user_owned``: a field carbonshift wrote was edited by someone else since: it is
+  released (recorded under ``user`` in the annotation, never written again) and only the
+  annotation is written, so the warning about it is given once;
+- ``kept``: the decider proposes no change (identical, within the dwell, or not greener
+  by the margin), or only changes to fields the user took back;
+- ``too_soon``: a switch is due but the last write (the last recorded switch, else the
+  object's creation) is less than ``min_interval_seconds`` ago;
+- ``switched``: the changes plus the annotation, whose ``switches`` keeps the last five
+  switches (time, from, to, expected intensity before and after).
+
+Pure: data in, action out; the caller reads the clock and writes.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any, Literal
+
+from webhook.config import ClusterConfig
+from webhook.decision.hysteresis import Hysteresis, expected_intensity
+from webhook.decision.outcome import REMOVE, Change, Decision, Path, iso
+from webhook.decision.placement import in_force
+from webhook.decision.record import (
+    Record,
+    fingerprint,
+    released,
+    switches,
+    user_fields,
+    with_switch,
+)
+from webhook.intensity import IntensityTable
+from webhook.vocabulary import DECISION, ENABLED
+
+Outcome = Literal["skipped", "stale", "user_owned", "kept", "too_soon", "switched"]
+
+POLICY_FIELDS: Mapping[str, Path] = {"placement.": ("spec", "placement")}
+"""Record key prefix -> where those fields live in a (Cluster)PropagationPolicy."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Inputs:
+    """Everything a re-evaluation depends on besides the object."""
+
+    decide: Callable[[Mapping[str, Any]], Decision]
+    """The kind's decider with the decision context bound (``row.decide(obj, ctx)``)."""
+    table: IntensityTable
+    clusters: Mapping[str, ClusterConfig]
+    now: datetime
+    hysteresis: Hysteresis = Hysteresis()
+    """The rule the decider applies (for the reason given with a switch)."""
+    min_interval_seconds: float = 1800.0
+    namespace_labels: Mapping[str, str] | None = None
+    """Labels of the object's namespace (namespaced kinds); None: cluster-scoped."""
+    fields: Mapping[str, Path] = dataclasses.field(default_factory=lambda: POLICY_FIELDS)
+    """Record key prefix -> path of the fields with that prefix in the object."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Action:
+    """What to do with one object."""
+
+    outcome: Outcome
+    reason: str
+    changes: tuple[Change, ...] = ()
+    """What to write (the decision annotation included); empty: write nothing."""
+    before: float | None = None
+    """Expected intensity of the placement in force (gCO2eq/kWh, current intensities)."""
+    after: float | None = None
+    """Expected intensity of the new placement (``switched`` only)."""
+    fields: tuple[str, ...] = ()
+    """The record keys a user took back (``user_owned`` only)."""
+
+    def applied(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        """A copy of ``obj`` with :attr:`changes` made."""
+        return apply(obj, self.changes)
+
+
+def apply(obj: Mapping[str, Any], changes: tuple[Change, ...] | list[Change]) -> dict[str, Any]:
+    """A deep copy of ``obj`` with ``changes`` made (missing parents are created)."""
+    out: dict[str, Any] = copy.deepcopy(dict(obj))
+    for change in changes:
+        node = out
+        for key in change.path[:-1]:
+            child = node.get(key)
+            if not isinstance(child, dict):
+                if change.value is REMOVE:
+                    break
+                child = node[key] = {}
+            node = child
+        else:
+            if change.value is REMOVE:
+                node.pop(change.path[-1], None)
+            else:
+                node[change.path[-1]] = copy.deepcopy(change.value)
+    return out
+
+
+def not_managed(obj: Mapping[str, Any], namespace_labels: Mapping[str, str] | None) -> str | None:
+    """Why ``obj`` is not re-evaluated (the admission opt-in rules), or None.
+
+    Namespaced objects (``namespace_labels`` given) follow their namespace's
+    ``carbonshift.io/enabled=true`` label, cluster-scoped ones their own; the object's
+    ``carbonshift.io/enabled=false`` opts out either way."""
+    meta = obj.get("metadata") or {}
+    enabled = (meta.get("labels") or {}).get(ENABLED)
+    if enabled == "false":
+        return f"opted out ({ENABLED}=false)"
+    scope = enabled if namespace_labels is None else namespace_labels.get(ENABLED)
+    if scope != "true":
+        where = "object" if namespace_labels is None else "namespace"
+        return f"not opted in (no {ENABLED}=true on the {where})"
+    if not (meta.get("annotations") or {}).get(DECISION):
+        return f"no {DECISION} annotation"
+    return None
+
+
+def step(obj: Mapping[str, Any], inputs: Inputs) -> Action:
+    """What the re-evaluation does with the stored ``obj`` now (rules in the module doc)."""
+    reason = not_managed(obj, inputs.namespace_labels)
+    if reason:
+        return Action("skipped", reason)
+    annotations: Mapping[str, str] = obj["metadata"]["annotations"]
+    previous = Record.decode(annotations.get(DECISION))
+    decision = inputs.decide(obj)
+    new = decision.record
+    stale = _stale(previous, new, inputs)
+    if stale:
+        return Action("stale", f"stale intensity data for {', '.join(stale)}: nothing written")
+    edited = _edited(obj, previous, inputs.fields)
+    if edited:
+        record = released(previous, edited)
+        change = Change(("metadata", "annotations", DECISION), record.encode())
+        names = ", ".join(_field_name(k) for k in edited)
+        why = f"{names} edited since carbonshift wrote it: no longer managed by carbonshift"
+        return Action("user_owned", why, (change,), fields=tuple(edited))
+    if decision.skipped:
+        return Action("kept", decision.skipped)
+    taken = user_fields(previous)
+    changes = [c for c in decision.changes if _record_key(c.path, inputs.fields) not in taken]
+    current = _placement(obj)
+    intensities = _intensities(new if new is not None else previous)
+    held = in_force(current, _weights(previous))
+    before = expected_intensity(held, intensities) if held else None
+    if not changes or new is None or new is previous:
+        kept = [w for w in decision.warnings if "placement kept" in w]
+        why = kept[0].removeprefix("carbonshift: ") if kept else "the placement in force stays"
+        return Action("kept", why, before=before)
+    proposed_placement = _placement(apply(obj, changes))
+    proposed = in_force(proposed_placement, _weights(new)) or {}
+    after = expected_intensity(proposed, intensities)
+    last = _last_write(obj, previous)
+    if last is not None:
+        ago = (inputs.now - last).total_seconds()
+        if ago < inputs.min_interval_seconds:
+            limit = inputs.min_interval_seconds
+            why = f"last write {ago:.0f} s ago, min_interval_seconds is {limit:g}"
+            return Action("too_soon", why, before=before, after=after)
+    record = _carried(new, previous, taken)
+    record = with_switch(
+        record,
+        {
+            "t": iso(inputs.now),
+            "from": held or {},
+            "to": proposed,
+            "before": _round(before),
+            "after": _round(after),
+        },
+    )
+    changes.append(Change(("metadata", "annotations", DECISION), record.encode()))
+    return Action("switched", _why(before, after, inputs.hysteresis), tuple(changes), before, after)
+
+
+# --- internals ---------------------------------------------------------------------------
+
+
+def _stale(previous: Record, new: Record | None, inputs: Inputs) -> list[str]:
+    """Clusters of the held or proposed placement whose reading is stale."""
+    names: set[str] = set()
+    for record in (previous, new):
+        clusters = record.body.get("clusters") if record is not None else None
+        if isinstance(clusters, dict):
+            names |= set(clusters)
+    out = []
+    for name in sorted(names):
+        cluster = inputs.clusters.get(name)
+        zone = cluster.grid_zone if cluster is not None else None
+        reading = inputs.table.get(zone) if zone else None
+        if reading is not None and reading.stale:
+            out.append(name)
+    return out
+
+
+def _edited(obj: Mapping[str, Any], previous: Record, fields: Mapping[str, Path]) -> list[str]:
+    """Record keys carbonshift owns whose value in ``obj`` is no longer what it wrote."""
+    out = []
+    for key, mark in previous.own.items():
+        for prefix, path in fields.items():
+            if key.startswith(prefix):
+                value = _at(obj, (*path, key[len(prefix) :]))
+                if fingerprint(value) != mark:
+                    out.append(key)
+                break
+    return sorted(out)
+
+
+def _at(obj: Mapping[str, Any], path: Path) -> Any:
+    node: Any = obj
+    for key in path:
+        if not isinstance(node, Mapping):
+            return None
+        node = node.get(key)
+    return node
+
+
+def _record_key(path: Path, fields: Mapping[str, Path]) -> str | None:
+    for prefix, where in fields.items():
+        if len(path) == len(where) + 1 and path[: len(where)] == where:
+            return prefix + path[-1]
+    return None
+
+
+def _field_name(key: str) -> str:
+    return key.rsplit(".", 1)[-1]
+
+
+def _placement(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    found = _at(obj, ("spec", "placement"))
+    return found if isinstance(found, Mapping) else {}
+
+
+def _weights(record: Record) -> dict[str, int]:
+    clusters = record.body.get("clusters")
+    if not isinstance(clusters, dict):
+        return {}
+    found = {n: c.get("w") for n, c in clusters.items() if isinstance(c, dict)}
+    return {n: w for n, w in found.items() if isinstance(w, int) and not isinstance(w, bool)}
+
+
+def _intensities(record: Record) -> dict[str, float | None]:
+    clusters = record.body.get("clusters")
+    if not isinstance(clusters, dict):
+        return {}
+    out: dict[str, float | None] = {}
+    for name, entry in clusters.items():
+        value = entry.get("g") if isinstance(entry, dict) else None
+        out[name] = float(value) if isinstance(value, int | float) else None
+    return out
+
+
+def _last_write(obj: Mapping[str, Any], previous: Record) -> datetime | None:
+    """When the object was last written by carbonshift's re-evaluation, else created."""
+    done = switches(previous)
+    text = done[-1].get("t") if done else _at(obj, ("metadata", "creationTimestamp"))
+    if not isinstance(text, str):
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def _carried(new: Record, previous: Record, taken: list[str]) -> Record:
+    """The decider's new record, still without the fields the user took back, with the
+    switch history and the taken-back fields carried over."""
+    record = released(new, taken) if taken else new
+    body = dict(record.body)
+    if switches(previous):
+        body["switches"] = switches(previous)
+    return Record(body=body, orig=record.orig, own=record.own)
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)
+
+
+def _why(before: float | None, after: float | None, rule: Hysteresis) -> str:
+    shown = f"{_show(before)} -> {_show(after)} gCO2eq/kWh"
+    if before and after is not None:
+        better = 1 - after / before
+        return (
+            f"expected intensity {shown}: {better:.0%} greener than the placement in force"
+            f" (margin {rule.margin:.0%}, dwell {rule.dwell_hours:g} h passed)"
+        )
+    return f"expected intensity {shown}: the grid moved (dwell {rule.dwell_hours:g} h passed)"
+
+
+def _show(value: float | None) -> str:
+    return "unknown" if value is None else f"{value:.0f}"
