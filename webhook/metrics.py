@@ -114,3 +114,18 @@ CLUSTER_CLASS_CHANGES = Counter(
     "Changes of a Karmada Cluster's carbonshift.io/intensity class, by the new class.",
     ["to"],
 )
+REEVALUATIONS = Counter(
+    "carbonshift_reevaluations_total",
+    "Re-evaluations of managed objects by the leader, by kind and outcome (kept, switched, "
+    "stale, conflict, user_owned, error).",
+    ["kind", "outcome"],
+)
+WRITES = Counter(
+    "carbonshift_writes_total",
+    "Objects written by the leader's re-evaluation, by kind.",
+    ["kind"],
+)
+REEVALUATION_SECONDS = Histogram(
+    "carbonshift_reevaluation_duration_seconds",
+    "Duration of one re-evaluation pass over the managed objects.",
+)

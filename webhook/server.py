@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from webhook.kube.inventory import FleetInventory
     from webhook.kube.labeler import ClusterLabeler
     from webhook.kube.leader import LeaderElector
+    from webhook.kube.reevaluator import Reevaluator
 
     Fleet = tuple[FleetInventory, LeaderElector, ApiClient]
 
@@ -176,7 +177,9 @@ async def serve(
     tls = ReloadingTLS(cert_dir)
     fleet = await _start_fleet(config, kube) if kube is not None else None
     labeler = _start_labeler(config, feed, fleet, kube) if fleet and kube else None
-    app = build_app(ServerState(config=config, feed=feed, inventory=fleet[0] if fleet else None))
+    state = ServerState(config=config, feed=feed, inventory=fleet[0] if fleet else None)
+    reevaluator = _start_reevaluator(config, state, fleet, kube) if fleet and kube else None
+    app = build_app(state)
     runner = web.AppRunner(
         app, access_log=None, handle_signals=False, shutdown_timeout=shutdown_seconds
     )
@@ -205,6 +208,8 @@ async def serve(
         app[STATE].journal.flush()
         if labeler is not None:
             await labeler.stop()  # before the elector releases the Lease
+        if reevaluator is not None:
+            await reevaluator.stop()
         await feed.stop()
         if fleet is not None:
             await _stop_fleet(*fleet)
@@ -246,6 +251,23 @@ def _start_labeler(
     labeler = ClusterLabeler(api, config, inventory, feed, elector, events=events)
     labeler.start()
     return labeler
+
+
+def _start_reevaluator(
+    config: Config, state: ServerState, fleet: Fleet, kube: Settings
+) -> Reevaluator | None:
+    """The leader's re-evaluation of managed policies (``reevaluate.enabled``)."""
+    if not config.reevaluate.enabled:
+        log.info("reevaluation_disabled", hint="reevaluate.enabled is false")
+        return None
+    from webhook.kube.events import EventRecorder  # noqa: PLC0415 - only with a cluster
+    from webhook.kube.reevaluator import Reevaluator  # noqa: PLC0415
+
+    _, elector, api = fleet
+    events = EventRecorder(api, kube.identity, elector)
+    reevaluator = Reevaluator(api, config, state.context, elector, events=events)
+    reevaluator.start()
+    return reevaluator
 
 
 async def _stop_fleet(fleet: FleetInventory, elector: LeaderElector, api: ApiClient) -> None:

@@ -1,0 +1,323 @@
+"""The leader re-evaluates the objects carbonshift manages, so placements follow the grid.
+
+Every ``reevaluate.interval_seconds`` while this replica leads (and at once on becoming
+leader), for each kind in :data:`TARGETS`: list the objects (all namespaces), run the
+kind's pure step (:func:`webhook.decision.reevaluate.step`: the kind's own decider, as a
+refresh runs it, behind hysteresis, dwell, staleness and the minimum interval) and write
+what it asks for by replace with the ``resourceVersion`` read (optimistic concurrency: a
+409 Conflict re-reads and re-decides once, a second one is counted as ``conflict`` and
+left to the next pass). The admission webhook lets these writes through untouched (an
+UPDATE is only re-decided when ``carbonshift.io/refresh`` changes).
+
+Each switch records a ``Normal`` Event ``CarbonRebalanced`` (old -> new expected
+intensity and why); a field the user took back records one ``Warning`` Event
+``CarbonFieldReleased`` (the annotation then remembers it, so it is said once).
+Metrics: ``carbonshift_reevaluations_total{kind,outcome}``, ``carbonshift_writes_total{kind}``
+and ``carbonshift_reevaluation_duration_seconds``.
+
+Adding a kind (NodePools): one :class:`Target` in :data:`TARGETS` with its registry row
+and, when its rules differ from the placement's, its own step and owned-field paths.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import structlog
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.rest import ApiException
+
+from webhook import kinds, metrics
+from webhook.config import Config
+from webhook.decision import reevaluate
+from webhook.decision.hysteresis import Hysteresis
+from webhook.decision.outcome import Path
+from webhook.kinds import Context, Kind
+from webhook.kube.client import FIELD_MANAGER, REQUEST_TIMEOUT, error_name, refused
+from webhook.kube.events import EventRecorder
+from webhook.kube.writes import Gate, NotLeader
+from webhook.vocabulary import ENABLED
+
+log = structlog.get_logger("carbonshift.reevaluate")
+
+TICK_SECONDS = 1.0
+"""How often the loop looks at leadership and the time of the next pass."""
+
+Obj = dict[str, Any]
+Step = Callable[[Mapping[str, Any], reevaluate.Inputs], reevaluate.Action]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Target:
+    """One kind the leader re-evaluates."""
+
+    row: Kind
+    step: Step = reevaluate.step
+    fields: Mapping[str, Path] = dataclasses.field(default_factory=lambda: reevaluate.POLICY_FIELDS)
+    """Record key prefix -> where the fields carbonshift owns live in the object."""
+
+
+def _row(group: str, kind: str) -> Kind:
+    row = kinds.find(group, kind)
+    if row is None:  # pragma: no cover - the registry holds both
+        raise LookupError(f"{group}/{kind} is not a handled kind")
+    return row
+
+
+TARGETS: tuple[Target, ...] = (
+    Target(_row(kinds.KARMADA, "PropagationPolicy")),
+    Target(_row(kinds.KARMADA, "ClusterPropagationPolicy")),
+)
+"""Every kind re-evaluated after creation (NodePools: a row of their own to come)."""
+
+
+class Reevaluator:
+    """Re-evaluates and rewrites managed objects while this replica leads."""
+
+    def __init__(
+        self,
+        api: client.ApiClient,
+        config: Config,
+        context: Callable[[], Context],
+        gate: Gate,
+        *,
+        events: EventRecorder | None = None,
+        targets: tuple[Target, ...] = TARGETS,
+    ) -> None:
+        self.objects = client.CustomObjectsApi(api)
+        self.core = client.CoreV1Api(api)
+        self.config = config
+        self.context = context
+        self.gate = gate
+        self.events = events
+        self.targets = targets
+        self.interval = config.reevaluate.interval_seconds
+        h = config.hysteresis
+        self.hysteresis = Hysteresis(margin=h.margin, dwell_hours=h.dwell_hours)
+        self._task: asyncio.Task[None] | None = None
+
+    # --- one pass -------------------------------------------------------------------------
+
+    async def pass_once(self) -> int:
+        """Re-evaluate every managed object once; the number written."""
+        started = time.monotonic()
+        written = 0
+        try:
+            namespaces = await self._namespaces()
+            for target in self.targets:
+                if not self.gate.leading:
+                    break
+                written += await self._kind(target, namespaces)
+        except NotLeader:
+            pass
+        finally:
+            metrics.REEVALUATION_SECONDS.observe(time.monotonic() - started)
+        return written
+
+    async def _namespaces(self) -> dict[str, Mapping[str, str]]:
+        """Opted-in namespaces and their labels (carbonshift's own namespace excluded)."""
+        if not any(t.row.namespaced for t in self.targets):
+            return {}
+        found = await self.core.list_namespace(
+            label_selector=f"{ENABLED}=true", _request_timeout=REQUEST_TIMEOUT
+        )
+        own = self.config.service.namespace
+        return {
+            ns.metadata.name: dict(ns.metadata.labels or {})
+            for ns in found.items
+            if ns.metadata.name != own
+        }
+
+    async def _kind(self, target: Target, namespaces: Mapping[str, Mapping[str, str]]) -> int:
+        row = target.row
+        resource = f"{row.resource}.{row.group}"
+        try:
+            listed = await self.objects.list_cluster_custom_object(
+                row.group, row.version, row.resource, _request_timeout=REQUEST_TIMEOUT
+            )
+        except ApiException as exc:
+            if not refused(exc, "list", resource):
+                log.warning("reevaluate_list_failed", resource=resource, error=error_name(exc))
+            return 0
+        written = 0
+        for obj in listed.get("items") or []:
+            if not self.gate.leading:
+                raise NotLeader("not leading")
+            meta = obj.get("metadata") or {}
+            if row.namespaced and meta.get("namespace") not in namespaces:
+                continue  # not opted in: never decided by admission either
+            obj.setdefault("apiVersion", row.api_version)
+            obj.setdefault("kind", row.kind)
+            try:
+                written += await self._one(target, obj, namespaces)
+            except (NotLeader, asyncio.CancelledError):
+                raise
+            except Exception as exc:
+                metrics.REEVALUATIONS.labels(row.kind, "error").inc()
+                if not refused(exc, "update", resource):
+                    log.warning(
+                        "reevaluate_failed",
+                        kind=row.kind,
+                        namespace=meta.get("namespace"),
+                        name=meta.get("name"),
+                        error=error_name(exc),
+                    )
+        return written
+
+    def _decide(
+        self, target: Target, obj: Mapping[str, Any], namespaces: Mapping[str, Mapping[str, str]]
+    ) -> reevaluate.Action:
+        ctx = self.context()
+        row = target.row
+        namespace = str((obj.get("metadata") or {}).get("namespace") or "")
+        inputs = reevaluate.Inputs(
+            decide=lambda o: row.decide(o, ctx),
+            table=ctx.table,
+            clusters=ctx.clusters,
+            now=ctx.now,
+            hysteresis=self.hysteresis,
+            min_interval_seconds=self.config.reevaluate.min_interval_seconds,
+            namespace_labels=namespaces.get(namespace, {}) if row.namespaced else None,
+            fields=target.fields,
+        )
+        return target.step(obj, inputs)
+
+    async def _one(
+        self, target: Target, obj: Obj, namespaces: Mapping[str, Mapping[str, str]]
+    ) -> int:
+        """Re-evaluate one object; 1 when it was written."""
+        row = target.row
+        for attempt in range(2):
+            action = self._decide(target, obj, namespaces)
+            if action.outcome == "skipped":
+                return 0
+            if not action.changes:
+                metrics.REEVALUATIONS.labels(row.kind, action.outcome).inc()
+                return 0
+            if not self.gate.leading:
+                raise NotLeader("not leading")
+            try:
+                stored = await self._replace(row, action.applied(obj))
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise
+                metrics.KUBE_CONFLICTS.labels(f"{row.resource}.{row.group}").inc()
+                if attempt == 1:
+                    metrics.REEVALUATIONS.labels(row.kind, "conflict").inc()
+                    log.info("reevaluate_conflict", kind=row.kind, name=_name(obj))
+                    return 0
+                obj = await self._read(row, obj)  # someone wrote first: decide again on it
+                continue
+            metrics.WRITES.labels(row.kind).inc()
+            metrics.REEVALUATIONS.labels(row.kind, action.outcome).inc()
+            await self._tell(row, stored, action)
+            return 1
+        return 0  # pragma: no cover - the loop always returns
+
+    async def _read(self, row: Kind, obj: Mapping[str, Any]) -> Obj:
+        meta = obj.get("metadata") or {}
+        name, namespace = str(meta.get("name") or ""), str(meta.get("namespace") or "")
+        if row.namespaced:
+            got = await self.objects.get_namespaced_custom_object(
+                row.group, row.version, namespace, row.resource, name,
+                _request_timeout=REQUEST_TIMEOUT,
+            )  # fmt: skip
+        else:
+            got = await self.objects.get_cluster_custom_object(
+                row.group, row.version, row.resource, name, _request_timeout=REQUEST_TIMEOUT
+            )
+        result: Obj = got
+        return result
+
+    async def _replace(self, row: Kind, body: Obj) -> Obj:
+        """Replace with the ``resourceVersion`` the object was read with (409 if stale)."""
+        meta = body["metadata"]
+        options: dict[str, Any] = {
+            "field_manager": FIELD_MANAGER,
+            "_request_timeout": REQUEST_TIMEOUT,
+        }
+        if row.namespaced:
+            got = await self.objects.replace_namespaced_custom_object(
+                row.group, row.version, meta["namespace"], row.resource, meta["name"], body,
+                **options,
+            )  # fmt: skip
+        else:
+            got = await self.objects.replace_cluster_custom_object(
+                row.group, row.version, row.resource, meta["name"], body, **options
+            )
+        result: Obj = got
+        return result
+
+    async def _tell(self, row: Kind, stored: Obj, action: reevaluate.Action) -> None:
+        """Log line and Event for a write."""
+        stored.setdefault("apiVersion", row.api_version)
+        stored.setdefault("kind", row.kind)
+        name = _name(stored)
+        if action.outcome == "switched":
+            log.info("placement_switched", kind=row.kind, name=name, reason=action.reason)
+            if self.events is not None:
+                await self.events.emit(
+                    stored,
+                    reason="CarbonRebalanced",
+                    note=f"placement switched: {action.reason}",
+                    action="Rebalance",
+                )
+        elif action.outcome == "user_owned":
+            log.warning("field_released", kind=row.kind, name=name, reason=action.reason)
+            if self.events is not None:
+                await self.events.emit(
+                    stored,
+                    reason="CarbonFieldReleased",
+                    note=f"carbonshift: {action.reason}",
+                    action="Release",
+                    type="Warning",
+                )
+
+    # --- running --------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Run in the background until :meth:`stop`."""
+        self._task = asyncio.create_task(self._run(), name="reevaluator")
+        log.info(
+            "reevaluator_started",
+            interval_seconds=self.interval,
+            min_interval_seconds=self.config.reevaluate.min_interval_seconds,
+            forecast=self.config.reevaluate.forecast,
+            kinds=[t.row.kind for t in self.targets],
+        )
+
+    async def _run(self) -> None:
+        last: float | None = None
+        while True:
+            await asyncio.sleep(TICK_SECONDS)
+            if not self.gate.leading:
+                last = None  # a new term starts with a pass
+                continue
+            now = time.monotonic()
+            if last is not None and now - last < self.interval:
+                continue
+            last = now
+            try:
+                await self.pass_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # the loop must outlive any bug in one pass
+                log.exception("reevaluate_pass_failed")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+
+def _name(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    namespace = meta.get("namespace")
+    return f"{namespace}/{meta.get('name')}" if namespace else str(meta.get("name"))
