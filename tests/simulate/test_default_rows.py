@@ -110,3 +110,17 @@ def test_attribution_spanning_two_years() -> None:
     assert report.years(grid) == "2022-2023"
     assert "hourly 2022-2023 exports" in report.attribution(grid)
     assert report.years(Grid(datetime(2022, 12, 31, 12, tzinfo=UTC), 12, {})) == "2022"
+
+
+def test_the_webhooks_pause_resumes_at_max_pause() -> None:
+    from webhook.simulate.pausing import OverTime  # noqa: PLC0415
+    from webhook.simulate.policies import PoolMoment  # noqa: PLC0415
+
+    rule = OverTime(low_below=100, high_from=400, max_pause=timedelta(hours=3))
+
+    def at(hour: int) -> bool:
+        return rule(PoolMoment(hour, 500.0, 24, 1, lambda n: [500.0] * n))
+
+    assert [at(h) for h in range(6)] == [True, True, True, False, True, True]
+    rule.reset()
+    assert rule.state.paused_at is None

@@ -367,6 +367,9 @@ def _pool_policy(
     policy: PausePolicy, pool: BatchPool, values: Sequence[float], run: Run, kw: float
 ) -> None:
     hours = len(values)
+    reset = getattr(policy.paused, "reset", None)
+    if callable(reset):  # a rule with state (webhook.simulate.pausing): one pool at a time
+        reset()
     queue = _arrivals(pool, hours)
     nxt = 0
     pending: list[int] = []

@@ -35,8 +35,9 @@ from webhook.decision.outcome import REMOVE, Change
 from webhook.decision.ranking import intensity_class, order_greenest
 from webhook.decision.selectors import allowed_clusters
 from webhook.intensity import Reading, Signal
+from webhook.simulate.pausing import OverTime
 from webhook.simulate.scenario import PolicySettings
-from webhook.vocabulary import MAX_CLUSTERS, MAX_INTENSITY, STRATEGY
+from webhook.vocabulary import DEFAULT_MAX_PAUSE, MAX_CLUSTERS, MAX_INTENSITY, STRATEGY
 
 # --- spatial -------------------------------------------------------------------------------
 
@@ -310,16 +311,17 @@ class SpatialPolicy:
         return held if record is held.record else Held(proposal, record)
 
 
-DEFAULT_SPATIAL = "static-weights"
+DEFAULT_SPATIAL = "weights-hysteresis"
 """The spatial row carbonshift's default behaviour stands for: what the webhook does with
-its default config to a plain Divided PropagationPolicy (no annotations). It writes static
-carbon weights on the current intensity at admission and decides again only when
-``carbonshift.io/refresh`` changes, so the placement stays as created."""
+its default config to a plain Divided PropagationPolicy (no annotations). Static carbon
+weights on the current intensity at admission, then the leader's re-evaluation
+(``reevaluate.enabled``, ``forecast: none``) switches as a refresh would, through the
+hysteresis (``hysteresis.margin`` / ``dwell_hours``)."""
 
-DEFAULT_TEMPORAL = "pause-class"
-"""The temporal row carbonshift's default behaviour stands for: the NodePool pause rule the
-webhook runs (:func:`nodepool.pauses`, strategy ``pause``). It pauses while the class is
-high and knows nothing of pending jobs' deadlines."""
+DEFAULT_TEMPORAL = "pause-over-time"
+"""The temporal row carbonshift's default behaviour stands for: the NodePool pause the
+webhook runs with its default config (strategy ``pause``, :func:`webhook.decision.pause.step`,
+no forecast, ``max-pause`` 24 h). It knows nothing of pending jobs' deadlines."""
 
 
 def spatial_policies(
@@ -491,6 +493,27 @@ def batch_policies(settings: PolicySettings) -> list[PausePolicy]:
             "pause-forecast",
             "pause until the forecast's greenest start, deadline guard",
             pause_by_forecast(s.forecast, s.forecast_days),
+            info=f"{s.forecast.value} forecast ({s.forecast_days} days)",
+        ),
+        PausePolicy(
+            "pause-over-time",
+            f"the webhook's pause: while high, resumed at max-pause"
+            f" ({DEFAULT_MAX_PAUSE.total_seconds() / 3600:g} h), no forecast",
+            OverTime(low_below=s.low_below, high_from=s.high_from, max_pause=DEFAULT_MAX_PAUSE),
+            deadline_guard=False,
+        ),
+        PausePolicy(
+            "pause-over-time-forecast",
+            "the webhook's pause: while high and a cleaner hour is forecast within"
+            " max-pause, resumed at that hour or at max-pause",
+            OverTime(
+                low_below=s.low_below,
+                high_from=s.high_from,
+                max_pause=DEFAULT_MAX_PAUSE,
+                forecast=s.forecast,
+                days=s.forecast_days,
+            ),
+            deadline_guard=False,
             info=f"{s.forecast.value} forecast ({s.forecast_days} days)",
         ),
     ]
