@@ -13,7 +13,8 @@ import structlog
 from webhook import tasks
 from webhook.cache import IntensityCache
 from webhook.config import Config, FeedConfig
-from webhook.feed import forecasts
+from webhook.decision.forecast import Method
+from webhook.feed import forecasts, history
 from webhook.feed.memory import Memory, Snapshot, ZoneStatus
 from webhook.feed.publish import Publisher
 from webhook.feed.refresh import Refresher
@@ -112,6 +113,24 @@ class IntensityFeed:
         name, latest = answer
         periods = self._memory.forecasts[name].get(zone, ())
         return forecasts.mean_over(periods, latest, now, horizon)
+
+    def outlook(
+        self, zone: str, horizon_hours: int, method: history.OutlookMethod
+    ) -> list[float] | None:
+        """``[now, now+1 h, .., now+horizon_hours]`` for ``zone`` from the provider that
+        answers :meth:`get`: a :class:`~webhook.decision.forecast.Method` over the hourly
+        readings observed (:mod:`webhook.feed.history`), or ``"provider"``: the provider's
+        own forecast periods. None when the answer is stale, there is not enough history or
+        forecast, or ``method`` is None."""
+        now = self._clock()
+        answer = self._memory.answer(zone, now)
+        if method is None or answer is None or answer[1].stale:
+            return None
+        name, latest = answer
+        if isinstance(method, Method):
+            return self._memory.history.outlook(name, zone, horizon_hours, method)
+        periods = self._memory.forecasts[name].get(zone, ())
+        return history.provider_outlook(periods, latest, now, horizon_hours)
 
     def forecast(self, zone: str) -> tuple[Reading, ...]:
         """Forecast periods held for the provider that answers :meth:`get` (may be empty)."""

@@ -13,6 +13,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 
 from webhook.cache import Entry
+from webhook.feed.history import History
 from webhook.intensity import IntensityTable, Reading
 
 LATEST = "latest"
@@ -55,6 +56,8 @@ class Memory:
         # provider name -> zone -> last good answer
         self.latest: dict[str, dict[str, Reading]] = {n: {} for n in self.names}
         self.forecasts: dict[str, dict[str, tuple[Reading, ...]]] = {n: {} for n in self.names}
+        self.history = History()
+        """Hourly readings observed per provider and zone (day-ahead forecasts)."""
         # zone -> provider name -> last error message (cleared by an answer)
         self.problems: dict[str, dict[str, str]] = {}
         self._changes = 0  # bumped whenever a held reading is replaced
@@ -127,6 +130,7 @@ class Memory:
             held = self.latest[name].get(zone)
             if held is None or entry.readings[0].valid_from >= held.valid_from:
                 self.latest[name][zone] = entry.readings[0]
+                self.history.add(name, entry.readings[0])
                 self._changes += 1
         elif entry.kind == FORECAST and (entry.ok or zone not in self.forecasts[name]):
             self.forecasts[name][zone] = entry.readings

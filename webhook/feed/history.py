@@ -1,0 +1,102 @@
+"""Hourly history of the readings observed, per provider and zone, for honest forecasts.
+
+The day-ahead profile (:mod:`webhook.decision.forecast`) forecasts from past hours, so
+the feed keeps, for each provider and zone, one value per hour: the latest reading
+whose period starts in that hour. It holds :data:`DAYS` days plus the current hour,
+what the 7-day profile reads for a horizon up to a day
+(:func:`~webhook.decision.forecast.history_needed`), and forgets older hours. Hours
+without a reading (an outage) repeat the hour before.
+
+:func:`provider_outlook` turns a provider's own forecast periods into the same shape:
+``[now, now+1 h, ...]``. Plain data, no I/O, no clock: the feed passes ``now``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+from typing import Literal
+
+from webhook.decision.forecast import HOURS_PER_DAY, Method, history_needed, outlook
+from webhook.feed.forecasts import mean_over
+from webhook.intensity import Reading
+
+DAYS = 8
+"""Days of hourly history held: the 7-day profile's days plus the day it forecasts."""
+PROFILE_DAYS = 7
+HOUR = timedelta(hours=1)
+PROVIDER = "provider"
+"""Outlook method: the provider's own forecast periods instead of one built from history."""
+OutlookMethod = Method | Literal["provider"] | None
+"""A :class:`~webhook.decision.forecast.Method`, :data:`PROVIDER`, or None (no forecast)."""
+
+
+def hour_of(at: datetime) -> datetime:
+    """The start of the hour ``at`` falls in."""
+    return at.replace(minute=0, second=0, microsecond=0)
+
+
+def enough(method: Method, horizon: int) -> int:
+    """Hours of history (including now) before ``method`` forecasts ``horizon`` hours from
+    observed values only: for the profiles, the same hour one day back for every hour
+    ahead."""
+    if method is Method.PERSISTENCE:
+        return 1
+    return HOURS_PER_DAY * math.ceil(max(horizon, 1) / HOURS_PER_DAY) + 1
+
+
+class History:
+    """One value per hour for each (provider, zone), at most ``days`` days + one hour."""
+
+    def __init__(self, days: int = DAYS) -> None:
+        self.hours = days * HOURS_PER_DAY + 1
+        self._held: dict[tuple[str, str], dict[datetime, float]] = {}
+
+    def add(self, provider: str, reading: Reading) -> None:
+        """Take in a reading: it becomes its hour's value (the latest of the hour wins)."""
+        held = self._held.setdefault((provider, reading.zone), {})
+        held[hour_of(reading.valid_from)] = reading.value
+        oldest = max(held) - (self.hours - 1) * HOUR
+        for hour in [h for h in held if h < oldest]:
+            del held[hour]
+
+    def series(self, provider: str, zone: str) -> list[float]:
+        """Hourly values, oldest first, ending with the newest hour held (may be empty)."""
+        held = self._held.get((provider, zone))
+        if not held:
+            return []
+        hour, newest = min(held), max(held)
+        out: list[float] = []
+        while hour <= newest:
+            out.append(held.get(hour, out[-1] if out else 0.0))
+            hour += HOUR
+        return out
+
+    def outlook(
+        self, provider: str, zone: str, horizon: int, method: Method, *, days: int = PROFILE_DAYS
+    ) -> list[float] | None:
+        """``[now, now+1 h, .., now+horizon]`` by ``method`` over the held hours (now: the
+        newest hour held); None without :func:`enough` history."""
+        series = self.series(provider, zone)
+        if len(series) < enough(method, horizon):
+            return None
+        tail = series[-history_needed(method, horizon, days=days) :]
+        return outlook(method, tail, horizon, days=days)
+
+
+def provider_outlook(
+    periods: Iterable[Reading], latest: Reading, now: datetime, horizon: int
+) -> list[float] | None:
+    """``[latest, hour+1, ...]`` from a provider's forecast periods: each coming hour's
+    time-weighted mean (:func:`webhook.feed.forecasts.mean_over`), up to the first hour
+    the forecast covers less than half of. None when it covers no coming hour."""
+    periods = list(periods)
+    start = hour_of(now)
+    out = [latest.value]
+    for k in range(1, horizon + 1):
+        mean = mean_over(periods, latest, start + k * HOUR, HOUR)
+        if mean is None:
+            break
+        out.append(mean.value)
+    return out if len(out) > 1 else None
