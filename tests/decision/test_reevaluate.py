@@ -125,12 +125,15 @@ def test_no_switch_within_the_dwell_or_the_margin() -> None:
     assert (identical.outcome, identical.changes) == ("kept", ())
 
 
-def test_stale_data_never_writes() -> None:
+def test_stale_or_missing_data_never_writes() -> None:
     stored = admitted(T0, FR=100, DE=400, PL=800)
     action = reevaluate(stored, T0 + timedelta(hours=13), stale=True, FR=600, DE=100, PL=800)
     assert action.outcome == "stale"
     assert action.changes == ()
     assert "a, b, c" in action.reason
+    missing = reevaluate(stored, T0 + timedelta(hours=13), FR=600, DE=100)  # no PL yet
+    assert (missing.outcome, missing.changes) == ("stale", ())
+    assert "for c:" in missing.reason
 
 
 def test_too_soon_after_the_last_write() -> None:

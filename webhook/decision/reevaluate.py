@@ -7,7 +7,8 @@ switch writes exactly what a refresh would, hysteresis and dwell included. Rules
 match wins:
 
 - ``skipped``: not opted in (any more), or no decision annotation: not managed;
-- ``stale``: a reading behind the held or the proposed placement is stale: never write;
+- ``stale``: a reading behind the held or the proposed placement is stale (or missing
+  for a cluster whose grid zone is known): never write;
 - ``user_owned``: a field carbonshift wrote was edited by someone else since: it is
   released (recorded under ``user`` in the annotation, never written again) and only the
   annotation is written, so the warning about it is given once;
@@ -187,7 +188,7 @@ def step(obj: Mapping[str, Any], inputs: Inputs) -> Action:
 
 
 def _stale(previous: Record, new: Record | None, inputs: Inputs) -> list[str]:
-    """Clusters of the held or proposed placement whose reading is stale."""
+    """Clusters of the held or proposed placement whose reading is stale or missing."""
     names: set[str] = set()
     for record in (previous, new):
         clusters = record.body.get("clusters") if record is not None else None
@@ -197,8 +198,10 @@ def _stale(previous: Record, new: Record | None, inputs: Inputs) -> list[str]:
     for name in sorted(names):
         cluster = inputs.clusters.get(name)
         zone = cluster.grid_zone if cluster is not None else None
-        reading = inputs.table.get(zone) if zone else None
-        if reading is not None and reading.stale:
+        if zone is None:
+            continue  # no grid zone: unknown for good, the decider weighs it neutrally
+        reading = inputs.table.get(zone)
+        if reading is None or reading.stale:  # no data yet counts as stale
             out.append(name)
     return out
 
