@@ -196,3 +196,29 @@ def test_every_key_is_in_the_table_once() -> None:
     names = [k.name for k in vocabulary.KEYS]
     assert len(names) == len(set(names))
     assert all(n.startswith("carbonshift.io/") for n in names)
+
+
+@pytest.mark.parametrize(
+    ("raw", "minutes"), [("24h", 1440), ("90m", 90), ("1h30m", 90), (" 2h ", 120), ("168h", 10080)]
+)
+def test_max_pause_reads_hours_and_minutes(raw: str, minutes: int) -> None:
+    assert vocabulary.max_pause(raw).total_seconds() == minutes * 60
+    knobs = vocabulary.knobs({vocabulary.MAX_PAUSE: raw}, "nodepool")
+    assert knobs.problems == ()
+    assert knobs.max_pause.total_seconds() == minutes * 60
+
+
+BAD_DURATIONS = [*MALFORMED, "0h", "0m", "169h", "1d", "h", "1.5h", "30s", "\uff11h"]
+
+
+@pytest.mark.parametrize("raw", BAD_DURATIONS)
+def test_a_malformed_max_pause_is_named_and_the_default_applies(raw: str) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        vocabulary.max_pause(raw)
+    assert caught.value.path == vocabulary.MAX_PAUSE
+    assert repr(raw) in caught.value.message
+    knobs = vocabulary.knobs({vocabulary.MAX_PAUSE: raw}, "nodepool")
+    assert [p.path for p in knobs.problems] == [vocabulary.MAX_PAUSE]
+    assert knobs.max_pause == vocabulary.DEFAULT_MAX_PAUSE
+    assert vocabulary.knobs({}, "nodepool").max_pause == vocabulary.DEFAULT_MAX_PAUSE
+    assert vocabulary.knobs({vocabulary.MAX_PAUSE: raw}, "policy").problems == ()
