@@ -29,8 +29,8 @@ from typing import Any
 import orjson
 
 from webhook.config import ClusterConfig, WeightingConfig
-from webhook.decision import hysteresis, nodepool, placement
-from webhook.decision.forecast import Method, best_start, history_needed, outlook
+from webhook.decision import hysteresis, nodepool, pause, placement
+from webhook.decision.forecast import Method, history_needed, outlook
 from webhook.decision.outcome import REMOVE, Change
 from webhook.decision.ranking import intensity_class, order_greenest
 from webhook.decision.selectors import allowed_clusters
@@ -459,7 +459,7 @@ def pause_by_forecast(method: Method, days: int) -> Pause:
         horizon = m.urgency + m.length - 1
         history = m.history(history_needed(method, horizon, days=days))
         series = outlook(method, history, horizon, days=days)
-        return best_start(series, m.length, m.urgency) > 0
+        return pause.waits(series, m.length, m.urgency)  # the NodePool pause rule
 
     return paused
 
