@@ -249,3 +249,20 @@ def test_admission_with_a_clock_records_when_the_pause_began() -> None:
     assert stored["spec"]["limits"] == {"cpu": "0"}
     assert record(stored)["paused_at"] == "2026-03-01T10:00:00Z"
     assert "limits" not in apply(stored, reevaluate(stored, inputs(500, None), T0 + DAY))["spec"]
+
+
+def test_a_pause_from_admission_without_a_clock_ends_at_max_pause_after_its_reading() -> None:
+    obj = pool()
+    stored = apply(obj, decide(obj, inputs(500)))  # tests.support readings start at NOW
+    assert "paused_at" not in record(stored)
+    began = datetime.fromisoformat(record(stored)["at"].replace("Z", "+00:00"))
+    assert reevaluate(stored, inputs(500, None), began + DAY - H).changes == []
+    assert "limits" not in apply(stored, reevaluate(stored, inputs(500, None), began + DAY))["spec"]
+
+
+@pytest.mark.parametrize("outlook", [DIRTY_THEN_CLEAN, None])
+def test_reevaluation_is_idempotent(outlook: list[float] | None) -> None:
+    obj = pool("weight,pause", limits={"cpu": "64"})
+    once = apply(obj, reevaluate(obj, inputs(500, outlook), T0))
+    assert once["spec"]["limits"] == {"cpu": "0"}
+    assert reevaluate(once, inputs(500, outlook), T0).changes == []

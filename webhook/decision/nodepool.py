@@ -182,7 +182,9 @@ def _pause_over_time(
         # Not paused by carbonshift (any more): someone else's limits are the user's.
         previous = dataclasses.replace(previous, paused_at=None)
     elif previous.paused_at is None and plan.previous.body.get("paused"):
-        previous = dataclasses.replace(previous, paused_at=now)  # paused before times were kept
+        # Paused without a start (admission): it began with the reading it was based on.
+        began = pause.State.of({pause.PAUSED_AT: plan.previous.body.get("at")}).paused_at
+        previous = dataclasses.replace(previous, paused_at=began or now)
     step = pause.step(level, inputs.outlook, previous, now, knobs.max_pause)
     if step.paused:
         g = f"{intensity:.0f}" if intensity is not None else "?"
