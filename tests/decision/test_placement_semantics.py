@@ -115,9 +115,11 @@ def _floors(placement: Mapping[str, Any]) -> tuple[int, int]:
 
 
 def _meets(names: set[str], floors: tuple[int, int], known: Mapping[str, ClusterConfig]) -> bool:
-    named = {n for n in names if n in known}
-    regions = {known[n].region for n in named if known[n].region}
-    return len(named) >= floors[0] and len(regions) >= floors[1]
+    """Whether ``names`` can form ``floors`` (clusters, regions) groups. Every reachable
+    cluster is a group of its own, known to carbonshift or not; regions count only where
+    carbonshift knows them."""
+    regions = {known[n].region for n in names if n in known and known[n].region}
+    return len(names) >= floors[0] and len(regions) >= floors[1]
 
 
 # --- the invariants -------------------------------------------------------------------------
