@@ -203,5 +203,7 @@ def test_only_managed_objects_opted_in_as_for_admission() -> None:
     assert not_managed(labelled, None) is None
     out = apply(stored, [Change(("metadata", "labels", ENABLED), "false")])
     assert "opted out" in (not_managed(out, NS) or "")
+    going = apply(stored, [Change(("metadata", "deletionTimestamp"), "2026-03-01T13:00:00Z")])
+    assert not_managed(going, NS) == "being deleted"
     bare = apply(stored, [Change(("metadata", "annotations"), {})])
     assert reevaluate(bare, T0, FR=1).outcome == "skipped"

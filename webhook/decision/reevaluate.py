@@ -6,7 +6,8 @@ The step decides with the kind's own decider, the one admission calls on a refre
 switch writes exactly what a refresh would, hysteresis and dwell included. Rules, first
 match wins:
 
-- ``skipped``: not opted in (any more), or no decision annotation: not managed;
+- ``skipped``: not opted in (any more), being deleted, or no decision annotation: not
+  managed;
 - ``stale``: a reading behind the held or the proposed placement is stale (or missing
   for a cluster whose grid zone is known): never write;
 - ``user_owned``: a field carbonshift wrote was edited by someone else since: it is
@@ -116,6 +117,8 @@ def not_managed(obj: Mapping[str, Any], namespace_labels: Mapping[str, str] | No
     ``carbonshift.io/enabled=true`` label, cluster-scoped ones their own; the object's
     ``carbonshift.io/enabled=false`` opts out either way."""
     meta = obj.get("metadata") or {}
+    if meta.get("deletionTimestamp"):
+        return "being deleted"
     enabled = (meta.get("labels") or {}).get(ENABLED)
     if enabled == "false":
         return f"opted out ({ENABLED}=false)"
