@@ -112,20 +112,28 @@ class Reevaluator:
             for target in self.targets:
                 if not self.gate.leading:
                     break
-                written += await self._kind(target, namespaces)
+                if target.row.namespaced and namespaces is None:
+                    continue
+                written += await self._kind(target, namespaces or {})
         except NotLeader:
             pass
         finally:
             metrics.REEVALUATION_SECONDS.observe(time.monotonic() - started)
         return written
 
-    async def _namespaces(self) -> dict[str, Mapping[str, str]]:
-        """Opted-in namespaces and their labels (carbonshift's own namespace excluded)."""
+    async def _namespaces(self) -> dict[str, Mapping[str, str]] | None:
+        """Opted-in namespaces and their labels (carbonshift's own namespace excluded);
+        None when they cannot be listed now."""
         if not any(t.row.namespaced for t in self.targets):
             return {}
-        found = await self.core.list_namespace(
-            label_selector=f"{ENABLED}=true", _request_timeout=REQUEST_TIMEOUT
-        )
+        try:
+            found = await self.core.list_namespace(
+                label_selector=f"{ENABLED}=true", _request_timeout=REQUEST_TIMEOUT
+            )
+        except ApiException as exc:  # namespaced kinds wait for the next pass
+            if not refused(exc, "list", "namespaces"):
+                log.warning("reevaluate_list_failed", resource="namespaces", error=error_name(exc))
+            return None
         own = self.config.service.namespace
         return {
             ns.metadata.name: dict(ns.metadata.labels or {})
