@@ -31,8 +31,9 @@ def carbonshift_config() -> dict[str, Any]:
 
     No ``clusters:``: carbonshift runs with the sandbox's kubeconfig and discovers the
     members from their Cluster objects (zones from ``spec.provider`` + ``spec.region``
-    through the region table). Cluster labels stay off: tests that exercise them run their
-    own replicas, and one writer at a time keeps those tests meaningful.
+    through the region table). Cluster labels and re-evaluation stay off: tests that
+    exercise them run their own replicas, and one writer at a time keeps those tests
+    meaningful.
     """
     topology = {az: spec["zone"] for spec in DEMO_CLUSTERS.values() for az in spec["zones"]}
     return {
@@ -40,6 +41,7 @@ def carbonshift_config() -> dict[str, Any]:
         "providers": ["static"],
         "nodepools": {"topology_zones": topology},
         "labels": {"enabled": False},
+        "reevaluate": {"enabled": False},
     }
 
 
