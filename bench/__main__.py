@@ -8,7 +8,7 @@ import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from bench import admission, fleet, score
+from bench import admission, fleet, reevaluate, score
 
 BENCHMARKS: Mapping[str, tuple[Callable[..., Any], str]] = {
     "admission": (
@@ -20,6 +20,11 @@ BENCHMARKS: Mapping[str, tuple[Callable[..., Any], str]] = {
         fleet.main,
         "5,000 Karmada Clusters in a real kube-apiserver: inventory sync time, serve RSS and "
         "admission throughput with the inventory (bench/fleet.py; needs the sandbox binaries)",
+    ),
+    "reevaluate": (
+        reevaluate.main,
+        "one re-evaluation pass over 10,000 managed PropagationPolicies on 100 clusters, "
+        "nothing changed: CPU seconds on one core, writes proposed, RSS (bench/reevaluate.py)",
     ),
     "score": (
         score.main,
