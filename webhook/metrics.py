@@ -129,3 +129,7 @@ REEVALUATION_SECONDS = Histogram(
     "carbonshift_reevaluation_duration_seconds",
     "Duration of one re-evaluation pass over the managed objects.",
 )
+PAUSED_NODEPOOLS = Gauge(
+    "carbonshift_paused_nodepools",
+    "Managed NodePools carbonshift holds paused (limits.cpu 0), as of the leader's last pass.",
+)

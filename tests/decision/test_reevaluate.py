@@ -8,12 +8,23 @@ from typing import Any
 
 from webhook import kinds
 from webhook.config import ClusterConfig, Config, HysteresisConfig
+from webhook.decision import nodepool
 from webhook.decision.hysteresis import Hysteresis
-from webhook.decision.outcome import Change
+from webhook.decision.nodepool import NodePoolInputs
+from webhook.decision.outcome import Change, Decision
 from webhook.decision.record import MAX_SWITCHES, Record, switches, user_fields
-from webhook.decision.reevaluate import Action, Inputs, apply, not_managed, step
+from webhook.decision.reevaluate import (
+    NODEPOOL_FIELDS,
+    Action,
+    Inputs,
+    apply,
+    nodepool_step,
+    not_managed,
+    paused,
+    step,
+)
 from webhook.intensity import Reading, Signal
-from webhook.vocabulary import DECISION, ENABLED
+from webhook.vocabulary import DECISION, ENABLED, MAX_PAUSE, STRATEGY
 
 T0 = datetime(2026, 3, 1, 12, tzinfo=UTC)
 CLUSTERS = {n: ClusterConfig(name=n, zone=z) for n, z in (("a", "FR"), ("b", "DE"), ("c", "PL"))}
@@ -207,3 +218,213 @@ def test_only_managed_objects_opted_in_as_for_admission() -> None:
     assert not_managed(going, NS) == "being deleted"
     bare = apply(stored, [Change(("metadata", "annotations"), {})])
     assert reevaluate(bare, T0, FR=1).outcome == "skipped"
+
+
+# --- NodePools over time --------------------------------------------------------------
+
+NP_CONFIG = Config(zone="DE")
+NP_ROW = kinds.find("karpenter.sh", "NodePool")
+assert NP_ROW is not None
+NP_WRITES = {("spec", "limits"), ("spec", "weight"), ("metadata", "annotations", DECISION)}
+
+
+def pool(
+    at: datetime = T0,
+    *,
+    limits: dict[str, Any] | None = None,
+    max_pause: str | None = None,
+    strategy: str = "pause,weight",
+    g: float = 450,
+) -> dict[str, Any]:
+    """A NodePool as admission stored it at ``at`` with DE at ``g``."""
+    annotations = {STRATEGY: strategy}
+    if max_pause is not None:
+        annotations[MAX_PAUSE] = max_pause
+    obj: dict[str, Any] = {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {
+            "name": "batch",
+            "labels": {ENABLED: "true"},
+            "annotations": annotations,
+            "creationTimestamp": at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        },
+        "spec": {
+            "template": {
+                "spec": {
+                    "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass",
+                                     "name": "default"},
+                    "requirements": [{"key": "kubernetes.io/os", "operator": "In",
+                                      "values": ["linux"]}],
+                }
+            },
+        },
+    }  # fmt: skip
+    if limits is not None:
+        obj["spec"]["limits"] = limits
+    assert NP_ROW is not None
+    decision = NP_ROW.decide(obj, kinds.Context(NP_CONFIG, table(at, DE=g), at))
+    assert decision.record is not None
+    record = Change(("metadata", "annotations", DECISION), decision.record.encode())
+    return apply(obj, [*decision.changes, record])
+
+
+def np_step(
+    obj: Mapping[str, Any],
+    at: datetime,
+    *,
+    stale: bool = False,
+    outlook: list[float] | None = None,
+    min_interval: float = 0,
+    **values: float,
+) -> Action:
+    readings = table(at, stale, **values)
+
+    def decide_on(o: Mapping[str, Any], t: Mapping[str, Reading]) -> Decision:
+        inputs = NodePoolInputs("DE", t, NP_CONFIG.nodepools, outlook=outlook)
+        return nodepool.reevaluate(o, inputs, at)
+
+    inputs = Inputs(
+        decide=lambda o: decide_on(o, readings),
+        table=readings,
+        clusters={},
+        now=at,
+        min_interval_seconds=min_interval,
+        fields=NODEPOOL_FIELDS,
+        zone="DE",
+        decide_on=decide_on,
+        outlook=outlook,
+    )
+    action = nodepool_step(obj, inputs)
+    assert {c.path for c in action.changes} <= NP_WRITES
+    if action.changes:
+        assert only_limits_and_weight(obj, action.applied(obj))
+    return action
+
+
+def leaves(before: Any, after: Any, path: tuple[str, ...] = ()) -> set[tuple[str, ...]]:
+    """Leaf paths whose value differs between two objects."""
+    if isinstance(before, Mapping) and isinstance(after, Mapping):
+        out: set[tuple[str, ...]] = set()
+        for key in set(before) | set(after):
+            out |= leaves(before.get(key), after.get(key), (*path, key))
+        return out
+    return set() if before == after else {path}
+
+
+def only_limits_and_weight(before: Mapping[str, Any], after: Mapping[str, Any]) -> bool:
+    changed = leaves(before, after)
+    allowed = (("spec", "limits"), ("spec", "weight"), ("metadata", "annotations", DECISION))
+    return all(any(p[: len(a)] == a for a in allowed) for p in changed)
+
+
+def body(obj: Mapping[str, Any]) -> dict[str, Any]:
+    return Record.decode(obj["metadata"]["annotations"][DECISION]).body
+
+
+def test_a_dirty_pool_admitted_paused_resumes_at_max_pause_with_its_limits_back() -> None:
+    limits = {"cpu": "1000", "memory": "1000Gi"}
+    obj = pool(limits=limits, max_pause="2h")
+    assert obj["spec"]["limits"] == {"cpu": "0", "memory": "1000Gi"}
+    assert paused(obj)
+    kept = np_step(obj, T0 + timedelta(hours=1), DE=450)
+    assert kept.outcome == "kept"
+    assert not kept.changes
+    action = np_step(obj, T0 + timedelta(hours=2), DE=460)
+    assert action.outcome == "switched"
+    assert action.pause == "resumed"
+    assert "max-pause 2h used up" in action.reason
+    assert "DE at 460" in action.reason
+    resumed = action.applied(obj)
+    assert resumed["spec"]["limits"] == limits
+    assert not paused(resumed)
+    assert body(resumed)["resumed_at"] == "2026-03-01T14:00:00Z"
+    assert switches(Record.decode(resumed["metadata"]["annotations"][DECISION]))[-1]["pause"] == (
+        "resumed"
+    )
+    # Still dirty an hour later: the pool runs at least an hour before a new pause.
+    assert np_step(resumed, T0 + timedelta(hours=2, minutes=30), DE=460).outcome == "kept"
+
+
+def test_a_paused_pool_without_limits_resumes_without_limits_when_clean() -> None:
+    obj = pool()
+    assert obj["spec"]["limits"] == {"cpu": "0"}
+    action = np_step(obj, T0 + timedelta(hours=1), DE=100)
+    assert action.pause == "resumed"
+    assert "the grid is low now" in action.reason
+    resumed = action.applied(obj)
+    assert "limits" not in resumed["spec"]
+    assert resumed["spec"]["weight"] == 90  # the weight follows the grid in the same write
+    assert {c.path for c in action.changes} == NP_WRITES
+
+
+def test_a_pool_pauses_when_a_cleaner_hour_is_forecast_and_says_when() -> None:
+    obj = pool(g=200, max_pause="6h")
+    assert "limits" not in obj["spec"]
+    later = T0 + timedelta(hours=1)
+    no_cleaner = np_step(obj, later, outlook=[450, 460, 470, 480, 490, 500, 510], DE=450)
+    assert no_cleaner.outcome == "switched"
+    assert no_cleaner.pause is None
+    assert ("spec", "limits") not in {c.path for c in no_cleaner.changes}
+    action = np_step(obj, later, outlook=[450, 400, 200, 300, 450, 450, 450], DE=450)
+    assert action.outcome == "switched"
+    assert action.pause == "paused"
+    assert "DE is at 450 g/kWh" in action.reason
+    assert "cleaner hour 15:00Z in 2 h, ~200 g/kWh forecast; max-pause 6h" in action.reason
+    held = action.applied(obj)
+    assert held["spec"]["limits"] == {"cpu": "0"}
+    assert paused(held)
+    assert body(held)["paused_at"] == "2026-03-01T13:00:00Z"
+
+
+def test_stale_data_never_writes_a_pause_or_a_weight() -> None:
+    obj = pool(g=200)
+    action = np_step(obj, T0 + timedelta(hours=1), stale=True, DE=450)
+    assert action.outcome == "stale"
+    assert not action.changes
+    held = pool()  # paused, max-pause 24 h not used up
+    assert np_step(held, T0 + timedelta(hours=1), stale=True, DE=100).outcome == "stale"
+    assert np_step(held, T0 + timedelta(hours=1), DE=100).pause == "resumed"
+
+
+def test_a_pause_still_ends_at_max_pause_on_stale_data_and_keeps_the_weight() -> None:
+    held = pool(max_pause="1h")
+    action = np_step(held, T0 + timedelta(hours=1), stale=True, DE=100)
+    assert action.pause == "resumed"
+    assert "max-pause 1h used up" in action.reason
+    resumed = action.applied(held)
+    assert "limits" not in resumed["spec"]
+    assert resumed["spec"]["weight"] == held["spec"]["weight"]
+
+
+def test_min_interval_delays_a_pause_but_never_a_resume() -> None:
+    obj = pool(g=200)
+    soon = T0 + timedelta(minutes=10)
+    assert np_step(obj, soon, min_interval=1800, DE=450).outcome == "too_soon"
+    held = pool(max_pause="1m")
+    assert np_step(held, soon, min_interval=1800, DE=450).pause == "resumed"
+
+
+def test_limits_a_user_edits_while_paused_are_released_not_restored() -> None:
+    held = pool()
+    held["spec"]["limits"] = {"cpu": "64"}
+    action = np_step(held, T0 + timedelta(hours=1), DE=100)
+    assert action.outcome == "user_owned"
+    assert action.fields == ("spec.limits",)
+    assert [c.path for c in action.changes] == [("metadata", "annotations", DECISION)]
+    released_ = action.applied(held)
+    assert user_fields(Record.decode(released_["metadata"]["annotations"][DECISION])) == [
+        "spec.limits"
+    ]
+    again = np_step(released_, T0 + timedelta(hours=2), DE=100)
+    assert again.outcome in ("kept", "switched")
+    assert again.applied(released_)["spec"]["limits"] == {"cpu": "64"}
+
+
+def test_nodepools_opted_out_or_never_decided_are_skipped() -> None:
+    held = pool()
+    held["metadata"]["labels"][ENABLED] = "false"
+    assert np_step(held, T0 + timedelta(hours=30), DE=100).outcome == "skipped"
+    plain = pool()
+    del plain["metadata"]["annotations"][DECISION]
+    assert np_step(plain, T0 + timedelta(hours=30), DE=100).outcome == "skipped"

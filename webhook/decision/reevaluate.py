@@ -20,6 +20,13 @@ match wins:
 - ``switched``: the changes plus the annotation, whose ``switches`` keeps the last five
   switches (time, from, to, expected intensity before and after).
 
+NodePools (:func:`nodepool_step`) follow the same rules with their own decider
+(:func:`webhook.decision.nodepool.reevaluate`: only ``spec.limits`` and ``spec.weight``
+change) and two differences, both so a pause never outlasts its promise: a resume (the
+user's limits back, at the cleaner hour or at ``max-pause``) is written even on stale or
+missing data (decided without the reading, so only ``max-pause`` ends it then) and is never
+``too_soon``. The action says whether the pool was ``paused`` or ``resumed``.
+
 Pure: data in, action out; the caller reads the clock and writes.
 """
 
@@ -27,11 +34,14 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal
 
+from webhook import vocabulary
 from webhook.config import ClusterConfig
+from webhook.decision import pause
+from webhook.decision.forecast import best_start
 from webhook.decision.hysteresis import Hysteresis, expected_intensity
 from webhook.decision.outcome import REMOVE, Change, Decision, Path, iso
 from webhook.decision.placement import in_force
@@ -50,6 +60,14 @@ Outcome = Literal["skipped", "stale", "user_owned", "kept", "too_soon", "switche
 
 POLICY_FIELDS: Mapping[str, Path] = {"placement.": ("spec", "placement")}
 """Record key prefix -> where those fields live in a (Cluster)PropagationPolicy."""
+NODEPOOL_FIELDS: Mapping[str, Path] = {
+    "spec.": ("spec",),
+    "template.": ("spec", "template", "spec"),
+}
+"""Record key prefix -> where those fields live in a NodePool."""
+NODEPOOL_WRITES = (("spec", "limits"), ("spec", "weight"), ("metadata", "annotations", DECISION))
+"""Everything the re-evaluation may change in a NodePool."""
+PauseEvent = Literal["paused", "resumed"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -68,6 +86,12 @@ class Inputs:
     """Labels of the object's namespace (namespaced kinds); None: cluster-scoped."""
     fields: Mapping[str, Path] = dataclasses.field(default_factory=lambda: POLICY_FIELDS)
     """Record key prefix -> path of the fields with that prefix in the object."""
+    zone: str | None = None
+    """NodePools: the local grid zone (config ``zone``)."""
+    decide_on: Callable[[Mapping[str, Any], IntensityTable], Decision] | None = None
+    """NodePools: the decider on a given table (the step leaves out a stale reading)."""
+    outlook: Sequence[float] | None = None
+    """NodePools: the local zone's ``[now, now+1 h, ...]`` the decider was given, if any."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -84,6 +108,8 @@ class Action:
     """Expected intensity of the new placement (``switched`` only)."""
     fields: tuple[str, ...] = ()
     """The record keys a user took back (``user_owned`` only)."""
+    pause: PauseEvent | None = None
+    """NodePools: the write pauses or resumes the pool."""
 
     def applied(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         """A copy of ``obj`` with :attr:`changes` made."""
@@ -187,7 +213,129 @@ def step(obj: Mapping[str, Any], inputs: Inputs) -> Action:
     return Action("switched", _why(before, after, inputs.hysteresis), tuple(changes), before, after)
 
 
+def nodepool_step(obj: Mapping[str, Any], inputs: Inputs) -> Action:
+    """What the re-evaluation does with the stored NodePool ``obj`` now (module doc)."""
+    reason = not_managed(obj, None)
+    if reason:
+        return Action("skipped", reason)
+    if inputs.decide_on is None:  # pragma: no cover - the reevaluator always binds it
+        raise ValueError("nodepool_step needs inputs.decide_on")
+    annotations: Mapping[str, str] = obj["metadata"]["annotations"]
+    previous = Record.decode(annotations.get(DECISION))
+    zone = inputs.zone
+    reading = inputs.table.get(zone) if zone else None
+    stale = zone is not None and (reading is None or reading.stale)
+    table = {z: r for z, r in inputs.table.items() if z != zone} if stale else inputs.table
+    decision = inputs.decide_on(obj, table)
+    new = decision.record
+    was = paused(obj)
+    resuming = was and new is not None and not new.body.get("paused")
+    if stale and not resuming:
+        return Action("stale", f"stale intensity data for {zone}: nothing written")
+    edited = _edited(obj, previous, inputs.fields)
+    if edited:
+        record = released(previous, edited)
+        change = Change(("metadata", "annotations", DECISION), record.encode())
+        names = ", ".join(_field_name(k) for k in edited)
+        why = f"{names} edited since carbonshift wrote it: no longer managed by carbonshift"
+        return Action("user_owned", why, (change,), fields=tuple(edited))
+    if decision.skipped:
+        return Action("kept", decision.skipped)
+    taken = user_fields(previous)
+    changes = [
+        c
+        for c in decision.changes
+        if c.path in NODEPOOL_WRITES and _record_key(c.path, inputs.fields) not in taken
+    ]
+    g = reading.value if reading is not None and not stale else None
+    if not changes or new is None:
+        return Action("kept", _pause_why(decision.warnings) or "nothing to change", before=g)
+    limits = any(c.path == ("spec", "limits") for c in changes)
+    event: PauseEvent | None = None
+    if limits and new.body.get("paused") and not was:
+        event = "paused"
+    elif limits and was and not new.body.get("paused"):
+        event = "resumed"
+    last = _last_write(obj, previous)
+    if last is not None and event != "resumed":
+        ago = (inputs.now - last).total_seconds()
+        if ago < inputs.min_interval_seconds:
+            limit = inputs.min_interval_seconds
+            why = f"last write {ago:.0f} s ago, min_interval_seconds is {limit:g}"
+            return Action("too_soon", why, before=g)
+    record, why = _nodepool_switch(
+        obj, changes, _carried(new, previous, taken), g=g, event=event, inputs=inputs
+    )
+    changes.append(Change(("metadata", "annotations", DECISION), record.encode()))
+    if event is not None:
+        if event == "paused":
+            why = _paused_why(obj, inputs, g)
+        else:
+            why = f"{_pause_why(decision.warnings) or event} ({zone} at {_show(g)} g/kWh)"
+    return Action("switched", why, tuple(changes), before=g, pause=event)
+
+
+def paused(obj: Mapping[str, Any]) -> bool:
+    """True while carbonshift holds the NodePool paused (its limits are still the ones
+    carbonshift wrote and the decision annotation says ``paused``)."""
+    meta = obj.get("metadata") or {}
+    record = Record.decode((meta.get("annotations") or {}).get(DECISION))
+    limits = (obj.get("spec") or {}).get("limits")
+    return bool(record.body.get("paused")) and record.owns("spec.limits", limits)
+
+
 # --- internals ---------------------------------------------------------------------------
+
+
+def _nodepool_switch(
+    obj: Mapping[str, Any],
+    changes: list[Change],
+    record: Record,
+    *,
+    g: float | None,
+    event: PauseEvent | None,
+    inputs: Inputs,
+) -> tuple[Record, str]:
+    """The record with this write in ``switches``, and the weight change in words."""
+    old_w = (obj.get("spec") or {}).get("weight")
+    new_w = (apply(obj, changes).get("spec") or {}).get("weight")
+    entry: dict[str, Any] = {"t": iso(inputs.now), "g": _round(g)}
+    if event is not None:
+        entry["pause"] = event
+    if old_w != new_w:
+        entry["from"], entry["to"] = {"weight": old_w}, {"weight": new_w}
+    why = f"spec.weight {_show_w(old_w)} -> {_show_w(new_w)}: {inputs.zone} at {_show(g)} g/kWh"
+    return with_switch(record, entry), why
+
+
+def _pause_why(warnings: Sequence[str]) -> str | None:
+    for w in warnings:
+        if w.startswith("carbonshift: pause: "):
+            return w.removeprefix("carbonshift: pause: ")
+    return None
+
+
+def _paused_why(obj: Mapping[str, Any], inputs: Inputs, g: float | None) -> str:
+    """``limits.cpu "0", no new nodes: DE is at 450 g/kWh (class high); cleaner hour
+    15:00Z in 2 h, ~200 g/kWh forecast; max-pause 24h``."""
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    limit = vocabulary.knobs(annotations, "nodepool").max_pause
+    why = f'limits.cpu "0", no new nodes: {inputs.zone} is at {_show(g)} g/kWh (class high)'
+    series = inputs.outlook
+    ahead = best_start(series, 1, limit // pause.HOUR) if series else 0
+    if series and ahead > 0:
+        hour = inputs.now.replace(minute=0, second=0, microsecond=0) + ahead * pause.HOUR
+        why += (
+            f"; cleaner hour {hour.strftime('%H:%MZ')} in {ahead} h,"
+            f" ~{series[ahead]:.0f} g/kWh forecast"
+        )
+    elif not series:
+        why += "; no forecast"
+    return f"{why}; max-pause {pause.duration(limit)}"
+
+
+def _show_w(value: object) -> str:
+    return "unset" if value is None else str(value)
 
 
 def _stale(previous: Record, new: Record | None, inputs: Inputs) -> list[str]:

@@ -9,14 +9,23 @@ what it asks for by replace with the ``resourceVersion`` read (optimistic concur
 left to the next pass). The admission webhook lets these writes through untouched (an
 UPDATE is only re-decided when ``carbonshift.io/refresh`` changes).
 
-Each switch records a ``Normal`` Event ``CarbonRebalanced`` (old -> new expected
-intensity and why); a field the user took back records one ``Warning`` Event
-``CarbonFieldReleased`` (the annotation then remembers it, so it is said once).
-Metrics: ``carbonshift_reevaluations_total{kind,outcome}``, ``carbonshift_writes_total{kind}``
-and ``carbonshift_reevaluation_duration_seconds``.
+NodePools follow the local grid (config ``zone``) through
+:func:`webhook.decision.reevaluate.nodepool_step` and
+:func:`webhook.decision.nodepool.reevaluate` (only ``spec.limits`` and ``spec.weight``
+change), given the feed's outlook for the zone (``reevaluate.forecast``: ``none``, the
+``day-ahead-profile`` from the hourly history, or the ``provider``'s forecast) over the
+pool's ``max-pause`` (at most a day ahead).
 
-Adding a kind (NodePools): one :class:`Target` in :data:`TARGETS` with its registry row
-and, when its rules differ from the placement's, its own step and owned-field paths.
+Each switch records a ``Normal`` Event ``CarbonRebalanced`` (old -> new expected
+intensity and why), a NodePool pause ``NodePoolPaused`` and its end ``NodePoolResumed``
+(intensity, why, the forecast's cleaner hour when known); a field the user took back
+records one ``Warning`` Event ``CarbonFieldReleased`` (the annotation then remembers it,
+so it is said once). Metrics: ``carbonshift_reevaluations_total{kind,outcome}``,
+``carbonshift_writes_total{kind}``, ``carbonshift_reevaluation_duration_seconds`` and
+``carbonshift_paused_nodepools``.
+
+Adding a kind: one :class:`Target` in :data:`TARGETS` with its registry row and, when its
+rules differ from the placement's, its own step and owned-field paths.
 """
 
 from __future__ import annotations
@@ -24,9 +33,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import math
 import time
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal
 
 import structlog
 from kubernetes_asyncio import client
@@ -34,14 +44,16 @@ from kubernetes_asyncio.client.rest import ApiException
 
 from webhook import kinds, metrics
 from webhook.config import Config
-from webhook.decision import reevaluate
+from webhook.decision import nodepool, reevaluate
+from webhook.decision.forecast import HOURS_PER_DAY, Method
 from webhook.decision.hysteresis import Hysteresis
-from webhook.decision.outcome import Path
+from webhook.decision.outcome import Decision, Path
+from webhook.intensity import IntensityTable
 from webhook.kinds import Context, Kind
 from webhook.kube.client import FIELD_MANAGER, REQUEST_TIMEOUT, error_name, refused
 from webhook.kube.events import EventRecorder
 from webhook.kube.writes import Gate, NotLeader
-from webhook.vocabulary import ENABLED
+from webhook.vocabulary import ENABLED, knobs
 
 log = structlog.get_logger("carbonshift.reevaluate")
 
@@ -50,6 +62,15 @@ TICK_SECONDS = 1.0
 
 Obj = dict[str, Any]
 Step = Callable[[Mapping[str, Any], reevaluate.Inputs], reevaluate.Action]
+OutlookMethod = Method | Literal["provider"] | None
+Outlook = Callable[[str, int, OutlookMethod], Sequence[float] | None]
+"""``IntensityFeed.outlook(zone, horizon_hours, method)``."""
+METHODS: Mapping[str, OutlookMethod] = {
+    "none": None,
+    "day-ahead-profile": Method.PROFILE,
+    "provider": "provider",
+}
+"""``reevaluate.forecast`` -> the feed's outlook method."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -60,6 +81,8 @@ class Target:
     step: Step = reevaluate.step
     fields: Mapping[str, Path] = dataclasses.field(default_factory=lambda: reevaluate.POLICY_FIELDS)
     """Record key prefix -> where the fields carbonshift owns live in the object."""
+    local: bool = False
+    """Decided on the local grid (config ``zone``) over time, with the feed's outlook."""
 
 
 def _row(group: str, kind: str) -> Kind:
@@ -72,8 +95,14 @@ def _row(group: str, kind: str) -> Kind:
 TARGETS: tuple[Target, ...] = (
     Target(_row(kinds.KARMADA, "PropagationPolicy")),
     Target(_row(kinds.KARMADA, "ClusterPropagationPolicy")),
+    Target(
+        _row(kinds.KARPENTER, "NodePool"),
+        reevaluate.nodepool_step,
+        reevaluate.NODEPOOL_FIELDS,
+        local=True,
+    ),
 )
-"""Every kind re-evaluated after creation (NodePools: a row of their own to come)."""
+"""Every kind re-evaluated after creation."""
 
 
 class Reevaluator:
@@ -88,7 +117,10 @@ class Reevaluator:
         *,
         events: EventRecorder | None = None,
         targets: tuple[Target, ...] = TARGETS,
+        outlook: Outlook | None = None,
     ) -> None:
+        """``outlook``: the feed's (default: that of ``context``'s owner, the server
+        state, when it has one); without it NodePools are decided without a forecast."""
         self.objects = client.CustomObjectsApi(api)
         self.core = client.CoreV1Api(api)
         self.config = config
@@ -96,6 +128,11 @@ class Reevaluator:
         self.gate = gate
         self.events = events
         self.targets = targets
+        if outlook is None:
+            feed = getattr(getattr(context, "__self__", None), "feed", None)
+            outlook = getattr(feed, "outlook", None)
+        self.outlook = outlook
+        self.method = METHODS[config.reevaluate.forecast]
         self.interval = config.reevaluate.interval_seconds
         h = config.hysteresis
         self.hysteresis = Hysteresis(margin=h.margin, dwell_hours=h.dwell_hours)
@@ -152,7 +189,7 @@ class Reevaluator:
             if not refused(exc, "list", resource):
                 log.warning("reevaluate_list_failed", resource=resource, error=error_name(exc))
             return 0
-        written = 0
+        written = paused = 0
         for obj in listed.get("items") or []:
             if not self.gate.leading:
                 raise NotLeader("not leading")
@@ -162,7 +199,9 @@ class Reevaluator:
             obj.setdefault("apiVersion", row.api_version)
             obj.setdefault("kind", row.kind)
             try:
-                written += await self._one(target, obj, namespaces)
+                done, stands = await self._one(target, obj, namespaces)
+                written += done
+                paused += target.local and reevaluate.paused(stands)
             except (NotLeader, asyncio.CancelledError):
                 raise
             except Exception as exc:
@@ -175,6 +214,9 @@ class Reevaluator:
                         name=meta.get("name"),
                         error=error_name(exc),
                     )
+                paused += target.local and reevaluate.paused(obj)
+        if target.local:
+            metrics.PAUSED_NODEPOOLS.set(paused)
         return written
 
     def _decide(
@@ -183,6 +225,13 @@ class Reevaluator:
         ctx = self.context()
         row = target.row
         namespace = str((obj.get("metadata") or {}).get("namespace") or "")
+        zone = self.config.zone if target.local else None
+        outlook = self._outlook(obj, zone)
+
+        def decide_on(o: Mapping[str, Any], table: IntensityTable) -> Decision:
+            inputs = nodepool.NodePoolInputs(zone, table, self.config.nodepools, outlook=outlook)
+            return nodepool.reevaluate(o, inputs, ctx.now)
+
         inputs = reevaluate.Inputs(
             decide=lambda o: row.decide(o, ctx),
             table=ctx.table,
@@ -192,21 +241,34 @@ class Reevaluator:
             min_interval_seconds=self.config.reevaluate.min_interval_seconds,
             namespace_labels=namespaces.get(namespace, {}) if row.namespaced else None,
             fields=target.fields,
+            zone=zone,
+            decide_on=decide_on if target.local else None,
+            outlook=outlook,
         )
         return target.step(obj, inputs)
 
+    def _outlook(self, obj: Mapping[str, Any], zone: str | None) -> Sequence[float] | None:
+        """The feed's ``[now, now+1 h, ...]`` for ``zone`` over the pool's ``max-pause``
+        (at most a day ahead); None without a zone, a method or enough data."""
+        if zone is None or self.method is None or self.outlook is None:
+            return None
+        annotations = (obj.get("metadata") or {}).get("annotations") or {}
+        slack = knobs(annotations, "nodepool").max_pause.total_seconds() / 3600
+        horizon = max(1, min(HOURS_PER_DAY, math.ceil(slack)))
+        return self.outlook(zone, horizon, self.method)
+
     async def _one(
         self, target: Target, obj: Obj, namespaces: Mapping[str, Mapping[str, str]]
-    ) -> int:
-        """Re-evaluate one object; 1 when it was written."""
+    ) -> tuple[int, Obj]:
+        """Re-evaluate one object; 1 when it was written, and the object as it stands."""
         row = target.row
         for attempt in range(2):
             action = self._decide(target, obj, namespaces)
             if action.outcome == "skipped":
-                return 0
+                return 0, obj
             if not action.changes:
                 metrics.REEVALUATIONS.labels(row.kind, action.outcome).inc()
-                return 0
+                return 0, obj
             if not self.gate.leading:
                 raise NotLeader("not leading")
             try:
@@ -218,14 +280,14 @@ class Reevaluator:
                 if attempt == 1:
                     metrics.REEVALUATIONS.labels(row.kind, "conflict").inc()
                     log.info("reevaluate_conflict", kind=row.kind, name=_name(obj))
-                    return 0
+                    return 0, obj
                 obj = await self._read(row, obj)  # someone wrote first: decide again on it
                 continue
             metrics.WRITES.labels(row.kind).inc()
             metrics.REEVALUATIONS.labels(row.kind, action.outcome).inc()
             await self._tell(row, stored, action)
-            return 1
-        return 0  # pragma: no cover - the loop always returns
+            return 1, stored
+        return 0, obj  # pragma: no cover - the loop always returns
 
     async def _read(self, row: Kind, obj: Mapping[str, Any]) -> Obj:
         meta = obj.get("metadata") or {}
@@ -266,7 +328,17 @@ class Reevaluator:
         stored.setdefault("apiVersion", row.api_version)
         stored.setdefault("kind", row.kind)
         name = _name(stored)
-        if action.outcome == "switched":
+        if action.pause is not None:
+            reason = "NodePoolPaused" if action.pause == "paused" else "NodePoolResumed"
+            log.info("nodepool_" + action.pause, name=name, reason=action.reason)
+            if self.events is not None:
+                await self.events.emit(
+                    stored,
+                    reason=reason,
+                    note=f"carbonshift: {action.pause}: {action.reason}",
+                    action="Pause" if action.pause == "paused" else "Resume",
+                )
+        elif action.outcome == "switched":
             log.info("placement_switched", kind=row.kind, name=name, reason=action.reason)
             if self.events is not None:
                 await self.events.emit(
