@@ -265,7 +265,9 @@ def _start_reevaluator(
 
     _, elector, api = fleet
     events = EventRecorder(api, kube.identity, elector)
-    reevaluator = Reevaluator(api, config, state.context, elector, events=events)
+    reevaluator = Reevaluator(
+        api, config, state.context, elector, events=events, outlook=state.feed.outlook
+    )
     reevaluator.start()
     return reevaluator
 

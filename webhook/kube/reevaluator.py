@@ -119,8 +119,8 @@ class Reevaluator:
         targets: tuple[Target, ...] = TARGETS,
         outlook: Outlook | None = None,
     ) -> None:
-        """``outlook``: the feed's (default: that of ``context``'s owner, the server
-        state, when it has one); without it NodePools are decided without a forecast."""
+        """``outlook``: the feed's (:meth:`IntensityFeed.outlook`); without it NodePools
+        are decided without a forecast."""
         self.objects = client.CustomObjectsApi(api)
         self.core = client.CoreV1Api(api)
         self.config = config
@@ -128,9 +128,6 @@ class Reevaluator:
         self.gate = gate
         self.events = events
         self.targets = targets
-        if outlook is None:
-            feed = getattr(getattr(context, "__self__", None), "feed", None)
-            outlook = getattr(feed, "outlook", None)
         self.outlook = outlook
         self.method = METHODS[config.reevaluate.forecast]
         self.interval = config.reevaluate.interval_seconds
