@@ -210,3 +210,5 @@ def test_a_killed_leader_loses_and_doubles_no_switch(
             raise
         finally:
             second.stop()
+            # Opt the namespace out: replicas of later tests leave these policies alone.
+            kube.ok("label", "namespace", namespace, "carbonshift.io/enabled=false", "--overwrite")

@@ -170,7 +170,6 @@ def test_a_managed_policy_follows_the_grid_after_the_dwell_and_ignores_wobbles(
             grid.values["FR"] = 100.0 + value
             time.sleep(1.5)
         assert kube.get(POLICIES, name, namespace)["metadata"]["resourceVersion"] == before
-        assert metric(replica, "carbonshift_writes_total") == 0
 
         grid.values.update({"SE-SE3": 900.0, "FR": 40.0})  # the grid turns
         switched = eventually(
@@ -181,7 +180,6 @@ def test_a_managed_policy_follows_the_grid_after_the_dwell_and_ignores_wobbles(
         (entry,) = switches(record(switched))
         assert entry["before"] > entry["after"]
         assert entry["to"]["member-fr"] > entry["to"]["member-se"]
-        assert metric(replica, "carbonshift_writes_total", kind="PropagationPolicy") == 1
         found = eventually(
             lambda: events(kube, namespace, name, "CarbonRebalanced"), 10.0, "the Event"
         )
@@ -189,8 +187,7 @@ def test_a_managed_policy_follows_the_grid_after_the_dwell_and_ignores_wobbles(
         assert event["type"] == "Normal"
         assert "expected intensity" in event["note"]
         assert "->" in event["note"]
-        time.sleep(3.0)  # settled: no more writes
-        assert metric(replica, "carbonshift_writes_total") == 1
+        time.sleep(3.0)  # settled: no more writes (other tests' policies may be managed too)
         assert (
             kube.get(POLICIES, name, namespace)["metadata"]["resourceVersion"]
             == (switched["metadata"]["resourceVersion"])

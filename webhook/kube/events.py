@@ -43,9 +43,14 @@ class EventRecorder:
         note: str,
         action: str,
         type: Literal["Normal", "Warning"] = "Normal",
+        key: str | None = None,
     ) -> dict[str, Any] | None:
         """Record one Event about ``regarding`` (an object or just its apiVersion, kind and
-        metadata); returns the stored Event, or None when it was not written."""
+        metadata); returns the stored Event, or None when it was not written.
+
+        With ``key`` the Event's name is fixed (``<object>.<key>``), so recording the same
+        occurrence again (a new leader making up for one its predecessor wrote but could
+        not announce) leaves exactly one Event."""
         if self.gate is not None and not self.gate.leading:
             return None
         meta = regarding.get("metadata") or {}
@@ -63,7 +68,10 @@ class EventRecorder:
         body = {
             "apiVersion": "events.k8s.io/v1",
             "kind": "Event",
-            "metadata": {"generateName": prefix + "-", "namespace": namespace or "default"},
+            "metadata": {
+                **({"name": f"{prefix[:200]}.{key}"} if key else {"generateName": prefix + "-"}),
+                "namespace": namespace or "default",
+            },
             "eventTime": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
             "reportingController": REPORTING_CONTROLLER,
             "reportingInstance": self.instance,
@@ -78,6 +86,8 @@ class EventRecorder:
                 namespace or "default", cast(Any, body), _request_timeout=REQUEST_TIMEOUT
             )
         except Exception as exc:
+            if key and getattr(exc, "status", None) == 409:
+                return None  # this occurrence is recorded already
             metrics.KUBE_ERRORS.labels(RESOURCE, error_name(exc)).inc()
             if not refused(exc, "create", RESOURCE):
                 log.warning("event_not_written", reason=reason, error=str(exc)[:300])

@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import datetime
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -48,12 +49,13 @@ from webhook.decision import nodepool, reevaluate
 from webhook.decision.forecast import HOURS_PER_DAY, Method
 from webhook.decision.hysteresis import Hysteresis
 from webhook.decision.outcome import Decision, Path
+from webhook.decision.record import Record, fingerprint, switches
 from webhook.intensity import IntensityTable
 from webhook.kinds import Context, Kind
 from webhook.kube.client import FIELD_MANAGER, REQUEST_TIMEOUT, error_name, refused
 from webhook.kube.events import EventRecorder
 from webhook.kube.writes import Gate, NotLeader
-from webhook.vocabulary import ENABLED, knobs
+from webhook.vocabulary import DECISION, ENABLED, knobs
 
 log = structlog.get_logger("carbonshift.reevaluate")
 
@@ -265,6 +267,7 @@ class Reevaluator:
                 return 0, obj
             if not action.changes:
                 metrics.REEVALUATIONS.labels(row.kind, action.outcome).inc()
+                await self._announce_missed(row, obj)
                 return 0, obj
             if not self.gate.leading:
                 raise NotLeader("not leading")
@@ -320,6 +323,31 @@ class Reevaluator:
         result: Obj = got
         return result
 
+    async def _announce_missed(self, row: Kind, obj: Obj) -> None:
+        """Record the Event of the object's last switch if it is recent and its Event is
+        missing: a leader that died between its write and its Event leaves that to the
+        next one. The Event's name is fixed by the switch, so it is never doubled."""
+        entry = _last_switch(obj)
+        if self.events is None or entry is None:
+            return
+        with contextlib.suppress(ValueError):
+            at = datetime.datetime.fromisoformat(str(entry.get("t")).replace("Z", "+00:00"))
+            age = (datetime.datetime.now(datetime.UTC) - at).total_seconds()
+            if age > 2 * self.interval + 60:
+                return
+            obj.setdefault("apiVersion", row.api_version)
+            obj.setdefault("kind", row.kind)
+            pause = entry.get("pause")
+            if pause in ("paused", "resumed"):
+                reason = "NodePoolPaused" if pause == "paused" else "NodePoolResumed"
+                note, verb = f"carbonshift: {pause} at {entry['t']}", "Pause"
+            else:
+                reason, verb = "CarbonRebalanced", "Rebalance"
+                note = f"switched at {entry['t']}"
+                if "before" in entry and "after" in entry:
+                    note += f": expected intensity {entry['before']} -> {entry['after']} g/kWh"
+            await self.events.emit(obj, reason=reason, note=note, action=verb, key=_key(obj))
+
     async def _tell(self, row: Kind, stored: Obj, action: reevaluate.Action) -> None:
         """Log line and Event for a write."""
         stored.setdefault("apiVersion", row.api_version)
@@ -334,6 +362,7 @@ class Reevaluator:
                     reason=reason,
                     note=f"carbonshift: {action.pause}: {action.reason}",
                     action="Pause" if action.pause == "paused" else "Resume",
+                    key=_key(stored),
                 )
         elif action.outcome == "switched":
             log.info("placement_switched", kind=row.kind, name=name, reason=action.reason)
@@ -343,6 +372,7 @@ class Reevaluator:
                     reason="CarbonRebalanced",
                     note=f"placement switched: {action.reason}",
                     action="Rebalance",
+                    key=_key(stored),
                 )
         elif action.outcome == "user_owned":
             log.warning("field_released", kind=row.kind, name=name, reason=action.reason)
@@ -398,3 +428,18 @@ def _name(obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata") or {}
     namespace = meta.get("namespace")
     return f"{namespace}/{meta.get('name')}" if namespace else str(meta.get("name"))
+
+
+def _last_switch(obj: Obj) -> dict[str, Any] | None:
+    """The last switch recorded in the object's decision annotation, if any."""
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    done = switches(Record.decode(annotations.get(DECISION)))
+    return done[-1] if done else None
+
+
+def _key(obj: Obj) -> str | None:
+    """The Event name suffix of the object's last switch: its uid and the switch's time."""
+    entry = _last_switch(obj)
+    if entry is None:
+        return None
+    return fingerprint([(obj.get("metadata") or {}).get("uid"), entry.get("t")])
