@@ -65,12 +65,8 @@ class NodePoolInputs:
 
 def decide(nodepool: Mapping[str, Any], inputs: NodePoolInputs) -> Decision:
     """Decide the carbon label and strategies for a NodePool object."""
-    meta = nodepool.get("metadata") or {}
-    annotations: Mapping[str, str] = meta.get("annotations") or {}
-    decision = Decision()
+    annotations, decision, knobs = _begin(nodepool)
     warn = decision.warnings.append
-    knobs = vocabulary.knobs(annotations, "nodepool")
-    decision.warnings.extend(vocabulary.warning(p) for p in knobs.problems)
     if not inputs.zone:
         decision.skipped = "config zone is not set; NodePools need the local grid zone"
         warn(short(f"carbonshift: {decision.skipped}"))
@@ -119,12 +115,8 @@ def reevaluate(nodepool: Mapping[str, Any], inputs: NodePoolInputs, now: datetim
     refresh, and their ownership entries are carried over. Without intensity data the
     weight stays and a pause still ends at ``max-pause``. No changes: nothing to write.
     """
-    meta = nodepool.get("metadata") or {}
-    annotations: Mapping[str, str] = meta.get("annotations") or {}
-    decision = Decision()
+    annotations, decision, knobs = _begin(nodepool)
     warn = decision.warnings.append
-    knobs = vocabulary.knobs(annotations, "nodepool")
-    decision.warnings.extend(vocabulary.warning(p) for p in knobs.problems)
     if not inputs.zone:
         decision.skipped = "config zone is not set; NodePools need the local grid zone"
         return decision
@@ -400,3 +392,14 @@ def _own(
         if base.get(field) != new.get(field):
             record.orig[prefix + field] = base.get(field)
             record.own[prefix + field] = fingerprint(new.get(field))
+
+
+def _begin(nodepool: Mapping[str, Any]) -> tuple[Mapping[str, str], Decision, vocabulary.Knobs]:
+    """The NodePool's annotations, a fresh decision warning about malformed ones, and the
+    settings they carry."""
+    meta = nodepool.get("metadata") or {}
+    annotations: Mapping[str, str] = meta.get("annotations") or {}
+    decision = Decision()
+    knobs = vocabulary.knobs(annotations, "nodepool")
+    decision.warnings.extend(vocabulary.warning(p) for p in knobs.problems)
+    return annotations, decision, knobs

@@ -169,15 +169,9 @@ def step(obj: Mapping[str, Any], inputs: Inputs) -> Action:
     stale = _stale(previous, new, inputs)
     if stale:
         return Action("stale", f"stale intensity data for {', '.join(stale)}: nothing written")
-    edited = _edited(obj, previous, inputs.fields)
-    if edited:
-        record = released(previous, edited)
-        change = Change(("metadata", "annotations", DECISION), record.encode())
-        names = ", ".join(_field_name(k) for k in edited)
-        why = f"{names} edited since carbonshift wrote it: no longer managed by carbonshift"
-        return Action("user_owned", why, (change,), fields=tuple(edited))
-    if decision.skipped:
-        return Action("kept", decision.skipped)
+    settled = _released_or_skipped(obj, previous, decision, inputs.fields)
+    if settled is not None:
+        return settled
     taken = user_fields(previous)
     changes = [c for c in decision.changes if _record_key(c.path, inputs.fields) not in taken]
     current = _placement(obj)
@@ -232,15 +226,9 @@ def nodepool_step(obj: Mapping[str, Any], inputs: Inputs) -> Action:
     resuming = was and new is not None and not new.body.get("paused")
     if stale and not resuming:
         return Action("stale", f"stale intensity data for {zone}: nothing written")
-    edited = _edited(obj, previous, inputs.fields)
-    if edited:
-        record = released(previous, edited)
-        change = Change(("metadata", "annotations", DECISION), record.encode())
-        names = ", ".join(_field_name(k) for k in edited)
-        why = f"{names} edited since carbonshift wrote it: no longer managed by carbonshift"
-        return Action("user_owned", why, (change,), fields=tuple(edited))
-    if decision.skipped:
-        return Action("kept", decision.skipped)
+    settled = _released_or_skipped(obj, previous, decision, inputs.fields)
+    if settled is not None:
+        return settled
     taken = user_fields(previous)
     changes = [
         c
@@ -453,3 +441,20 @@ def _why(before: float | None, after: float | None, rule: Hysteresis) -> str:
 
 def _show(value: float | None) -> str:
     return "unknown" if value is None else f"{value:.0f}"
+
+
+def _released_or_skipped(
+    obj: Mapping[str, Any], previous: Record, decision: Decision, fields: Mapping[str, Path]
+) -> Action | None:
+    """``user_owned`` when the user edited a field carbonshift wrote (the field is released
+    in the annotation), ``kept`` when the decider skipped the object; else None."""
+    edited = _edited(obj, previous, fields)
+    if edited:
+        record = released(previous, edited)
+        change = Change(("metadata", "annotations", DECISION), record.encode())
+        names = ", ".join(_field_name(k) for k in edited)
+        why = f"{names} edited since carbonshift wrote it: no longer managed by carbonshift"
+        return Action("user_owned", why, (change,), fields=tuple(edited))
+    if decision.skipped:
+        return Action("kept", decision.skipped)
+    return None
