@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -52,13 +53,24 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--state-dir", type=Path, default=None, help="state folder (default: .sandbox)")
     p.add_argument("--no-karmada-webhook", action="store_true", help="do not run karmada-webhook")
+    p.add_argument(
+        "--config",
+        type=Path,
+        default=os.environ.get("SANDBOX_CONFIG") or None,
+        metavar="FILE",
+        help="a carbonshift config laid over the sandbox's, section by section (default: "
+        "$SANDBOX_CONFIG); its clusters: map is ignored (members are discovered), provider "
+        "credentials come from the environment (e.g. ELECTRICITY_MAPS_API_TOKEN)",
+    )
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     sandbox = Sandbox(
-        Layout.default(args.state_dir), with_karmada_webhook=not args.no_karmada_webhook
+        Layout.default(args.state_dir),
+        with_karmada_webhook=not args.no_karmada_webhook,
+        user_config=None if args.config is None else Path(args.config),
     )
     try:
         if args.command == "up":

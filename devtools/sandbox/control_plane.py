@@ -24,6 +24,7 @@ from devtools.sandbox.objects import (
     demo_cluster,
     demo_cluster_status,
     karmada_webhook_configurations,
+    user_config,
 )
 from devtools.sandbox.processes import (
     Component,
@@ -33,6 +34,7 @@ from devtools.sandbox.processes import (
     terminate,
     wait_ready,
 )
+from webhook.validation import InvalidInput
 
 
 def print_progress(message: str) -> None:
@@ -50,11 +52,14 @@ class Sandbox:
         cert_reload_seconds: float = 10.0,
         with_karmada_webhook: bool = True,
         log: Callable[[str], None] | None = None,
+        user_config: Path | None = None,
     ) -> None:
         self.layout = layout or Layout.default()
         self.carbonshift_command = list(carbonshift_command or default_carbonshift())
         self.cert_reload_seconds = cert_reload_seconds
         self.with_karmada_webhook = with_karmada_webhook
+        self.user_config = user_config
+        """A carbonshift config laid over the sandbox's (``SANDBOX_CONFIG``); None: none."""
         self._log = log or print_progress
         self.ports: dict[str, int] = {}
         self.components: dict[str, Component] = {}
@@ -182,7 +187,7 @@ class Sandbox:
         pki.write_kubeconfig(self.layout, f"https://{LOOPBACK}:{self.ports['kube-apiserver']}")
         self.layout.carbonshift_config.write_text(
             "# Written by `python -m devtools.sandbox up`: the demo member clusters.\n"
-            + yaml.safe_dump(carbonshift_config(), sort_keys=False),
+            + yaml.safe_dump(self._carbonshift_config(), sort_keys=False),
             encoding="utf-8",
         )
         self.components = define_components(
@@ -191,6 +196,22 @@ class Sandbox:
             carbonshift_command=self.carbonshift_command,
             cert_reload_seconds=self.cert_reload_seconds,
         )
+
+    def _carbonshift_config(self) -> dict[str, Any]:
+        """The sandbox's carbonshift config, with the user's on top when one was given."""
+        base = carbonshift_config()
+        if self.user_config is None:
+            return base
+        try:
+            user = yaml.safe_load(self.user_config.read_text(encoding="utf-8")) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise SandboxError(f"cannot read {self.user_config}: {exc}") from None
+        if not isinstance(user, dict):
+            raise SandboxError(f"{self.user_config}: a config is a YAML mapping")
+        try:
+            return user_config(base, user)
+        except InvalidInput as exc:
+            raise SandboxError(f"{self.user_config}: {exc}") from None
 
     def _start_control_plane(self) -> None:
         self.start("etcd")

@@ -10,6 +10,7 @@ from typing import Any
 import yaml
 
 from devtools.sandbox.layout import SandboxError
+from webhook import config
 
 CARBONSHIFT_WEBHOOK_CONFIG = "carbonshift"
 KARMADA_WEBHOOK_CONFIG = "karmada-webhook"
@@ -24,6 +25,23 @@ DEMO_CLUSTERS: Mapping[str, Mapping[str, Any]] = {
     "member-pl": {"zone": "PL", "provider": "gcp", "region": "europe-central2",
                   "zones": ["europe-central2-a"]},
 }  # fmt: skip
+
+
+def user_config(base: Mapping[str, Any], user: Mapping[str, Any]) -> dict[str, Any]:
+    """The sandbox's config with a user's on top (``SANDBOX_CONFIG``): the user's sections
+    win, section by section, except ``clusters:``, which the sandbox never takes (its
+    carbonshift discovers the members from their Cluster objects). Raises
+    :class:`~webhook.validation.InvalidInput` naming the key when the result is invalid."""
+    merged: dict[str, Any] = dict(base)
+    for key, value in user.items():
+        if key == "clusters":
+            continue
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = {**merged[key], **value}
+        else:
+            merged[key] = value
+    config.parse(merged)  # validates: a bad user config fails before anything starts
+    return merged
 
 
 def carbonshift_config() -> dict[str, Any]:
