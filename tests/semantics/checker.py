@@ -31,15 +31,16 @@ import dataclasses
 import functools
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import jsonschema  # type: ignore[import-untyped]
 import yaml
 
+from devtools.sandbox import Layout
 from webhook.config import ClusterConfig
 
-CRDS = Path("/work/shared/crds")
+CRDS = Layout.default().shared / "crds"
+"""The upstream CRDs (``CARBONSHIFT_SHARED``, else ``../shared`` beside the checkout)."""
 CRD_FILES = {
     "PropagationPolicy": CRDS / "karmada" / "policy.karmada.io_propagationpolicies.yaml",
     "ClusterPropagationPolicy": CRDS
