@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from kubernetes_asyncio.client import ApiClient
 
     from webhook.kube.client import Settings
+    from webhook.kube.events import EventRecorder
     from webhook.kube.inventory import FleetInventory
     from webhook.kube.labeler import ClusterLabeler
     from webhook.kube.leader import LeaderElector
@@ -176,9 +177,10 @@ async def serve(
         )
     tls = ReloadingTLS(cert_dir)
     fleet = await _start_fleet(config, kube) if kube is not None else None
-    labeler = _start_labeler(config, feed, fleet, kube) if fleet and kube else None
+    events = _events(fleet, kube) if fleet and kube else None
+    labeler = _start_labeler(config, feed, fleet, events) if fleet and events else None
     state = ServerState(config=config, feed=feed, inventory=fleet[0] if fleet else None)
-    reevaluator = _start_reevaluator(config, state, fleet, kube) if fleet and kube else None
+    reevaluator = _start_reevaluator(config, state, fleet, events) if fleet and events else None
     app = build_app(state)
     runner = web.AppRunner(
         app, access_log=None, handle_signals=False, shutdown_timeout=shutdown_seconds
@@ -236,35 +238,39 @@ async def _start_fleet(config: Config, kube: Settings) -> Fleet:
     return fleet, elector, api
 
 
+def _events(fleet: Fleet, kube: Settings) -> EventRecorder:
+    """The one Event recorder of the leader's loops (writes only while leading)."""
+    from webhook.kube.events import EventRecorder  # noqa: PLC0415 - only with a cluster
+
+    _, elector, api = fleet
+    return EventRecorder(api, kube.identity, elector)
+
+
 def _start_labeler(
-    config: Config, feed: IntensityFeed, fleet: Fleet, kube: Settings
+    config: Config, feed: IntensityFeed, fleet: Fleet, events: EventRecorder
 ) -> ClusterLabeler | None:
     """The Cluster intensity labels (``labels.enabled``), written only while leading."""
     if not config.labels.enabled:
         log.info("cluster_labels_disabled", hint="labels.enabled is false")
         return None
-    from webhook.kube.events import EventRecorder  # noqa: PLC0415 - only with a cluster
-    from webhook.kube.labeler import ClusterLabeler  # noqa: PLC0415
+    from webhook.kube.labeler import ClusterLabeler  # noqa: PLC0415 - only with a cluster
 
     inventory, elector, api = fleet
-    events = EventRecorder(api, kube.identity, elector)
     labeler = ClusterLabeler(api, config, inventory, feed, elector, events=events)
     labeler.start()
     return labeler
 
 
 def _start_reevaluator(
-    config: Config, state: ServerState, fleet: Fleet, kube: Settings
+    config: Config, state: ServerState, fleet: Fleet, events: EventRecorder
 ) -> Reevaluator | None:
     """The leader's re-evaluation of managed policies (``reevaluate.enabled``)."""
     if not config.reevaluate.enabled:
         log.info("reevaluation_disabled", hint="reevaluate.enabled is false")
         return None
-    from webhook.kube.events import EventRecorder  # noqa: PLC0415 - only with a cluster
-    from webhook.kube.reevaluator import Reevaluator  # noqa: PLC0415
+    from webhook.kube.reevaluator import Reevaluator  # noqa: PLC0415 - only with a cluster
 
     _, elector, api = fleet
-    events = EventRecorder(api, kube.identity, elector)
     reevaluator = Reevaluator(
         api, config, state.context, elector, events=events, outlook=state.feed.outlook
     )

@@ -43,7 +43,7 @@ import structlog
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
-from webhook import kinds, metrics
+from webhook import kinds, metrics, tasks
 from webhook.config import Config
 from webhook.decision import nodepool, reevaluate
 from webhook.decision.forecast import HOURS_PER_DAY, Method
@@ -337,12 +337,11 @@ class Reevaluator:
                 return
             obj.setdefault("apiVersion", row.api_version)
             obj.setdefault("kind", row.kind)
-            pause = entry.get("pause")
-            if pause in ("paused", "resumed"):
-                reason = "NodePoolPaused" if pause == "paused" else "NodePoolResumed"
-                note, verb = f"carbonshift: {pause} at {entry['t']}", "Pause"
+            pause = str(entry.get("pause"))
+            if pause in PAUSE_EVENTS:
+                (reason, verb), note = PAUSE_EVENTS[pause], f"carbonshift: {pause} at {entry['t']}"
             else:
-                reason, verb = "CarbonRebalanced", "Rebalance"
+                reason, verb = REBALANCED
                 note = f"switched at {entry['t']}"
                 if "before" in entry and "after" in entry:
                     note += f": expected intensity {entry['before']} -> {entry['after']} g/kWh"
@@ -353,37 +352,30 @@ class Reevaluator:
         stored.setdefault("apiVersion", row.api_version)
         stored.setdefault("kind", row.kind)
         name = _name(stored)
+        key: str | None = _key(stored)
+        kind: Literal["Normal", "Warning"] = "Normal"
         if action.pause is not None:
-            reason = "NodePoolPaused" if action.pause == "paused" else "NodePoolResumed"
+            (reason, verb), note = PAUSE_EVENTS[action.pause], f"carbonshift: {action.pause}"
             log.info("nodepool_" + action.pause, name=name, reason=action.reason)
-            if self.events is not None:
-                await self.events.emit(
-                    stored,
-                    reason=reason,
-                    note=f"carbonshift: {action.pause}: {action.reason}",
-                    action="Pause" if action.pause == "paused" else "Resume",
-                    key=_key(stored),
-                )
         elif action.outcome == "switched":
+            (reason, verb), note = REBALANCED, "placement switched"
             log.info("placement_switched", kind=row.kind, name=name, reason=action.reason)
-            if self.events is not None:
-                await self.events.emit(
-                    stored,
-                    reason="CarbonRebalanced",
-                    note=f"placement switched: {action.reason}",
-                    action="Rebalance",
-                    key=_key(stored),
-                )
         elif action.outcome == "user_owned":
+            reason, verb, note, kind, key = (
+                "CarbonFieldReleased",
+                "Release",
+                "carbonshift",
+                "Warning",
+                None,
+            )
             log.warning("field_released", kind=row.kind, name=name, reason=action.reason)
-            if self.events is not None:
-                await self.events.emit(
-                    stored,
-                    reason="CarbonFieldReleased",
-                    note=f"carbonshift: {action.reason}",
-                    action="Release",
-                    type="Warning",
-                )
+        else:
+            return
+        if self.events is not None:
+            await self.events.emit(
+                stored, reason=reason, note=f"{note}: {action.reason}", action=verb, type=kind,
+                key=key,
+            )  # fmt: skip
 
     # --- running --------------------------------------------------------------------------
 
@@ -417,17 +409,22 @@ class Reevaluator:
                 log.exception("reevaluate_pass_failed")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await tasks.cancel(self._task)
+        self._task = None
 
 
 def _name(obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata") or {}
     namespace = meta.get("namespace")
     return f"{namespace}/{meta.get('name')}" if namespace else str(meta.get("name"))
+
+
+PAUSE_EVENTS: Mapping[str, tuple[str, str]] = {
+    "paused": ("NodePoolPaused", "Pause"),
+    "resumed": ("NodePoolResumed", "Resume"),
+}
+"""Pause event -> (Event reason, action)."""
+REBALANCED = ("CarbonRebalanced", "Rebalance")
 
 
 def _last_switch(obj: Obj) -> dict[str, Any] | None:
