@@ -116,3 +116,14 @@ async def test_readyz_reports_inventory_sync_without_depending_on_it() -> None:
     async with TestClient(TestServer(build_app(state))) as http:
         body = await (await http.get("/readyz")).json()
     assert "inventorySynced" not in body
+
+
+def test_a_status_only_change_keeps_the_snapshot_so_nothing_downstream_rebuilds() -> None:
+    fleet = FleetInventory(CONFIG)
+    fleet.replace([cluster("a", region="eu-north-1")])
+    view = fleet.clusters()
+    beat = cluster("a", region="eu-north-1") | {"status": {"kubernetesVersion": "v1.35.4"}}
+    fleet.event("MODIFIED", beat)
+    assert fleet.clusters() is view  # same snapshot: admission keeps its fleet generation
+    fleet.event("MODIFIED", cluster("a", {"tier": "prod"}, region="eu-north-1"))
+    assert fleet.clusters() is not view

@@ -71,11 +71,14 @@ class FleetInventory:
     def event(self, kind: str, obj: Mapping[str, Any]) -> None:
         """One watch event: ``ADDED``, ``MODIFIED`` or ``DELETED``."""
         name = name_of(obj)
+        before = self._entries.get(name)
         if kind == "DELETED":
             self._entries.pop(name, None)
             self._skipped.pop(name, None)
         else:
             self._take(obj, self._skipped.pop(name, None))
+            if before is not None and self._entries.get(name) == before:
+                return  # e.g. a status heartbeat: what placement reads is unchanged
         self._publish()
 
     def _take(self, obj: Mapping[str, Any], known_problem: str | None) -> None:
