@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Build the control-plane binaries that `make sandbox` and the end-to-end tests run:
-# etcd, kube-apiserver, kube-scheduler, kubectl, karmada-controller-manager and
-# karmada-webhook from the pinned Go modules in hack/tools/, plus the carbonshift
-# karmada-scheduler from karmada-plugin/ when that module exists.
+# etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kubectl,
+# karmada-controller-manager and karmada-webhook from the pinned Go modules in hack/tools/,
+# plus the carbonshift karmada-scheduler from karmada-plugin/ when that module exists.
 #
 # Output goes to $CARBONSHIFT_CACHE (default: .cache/bin in the repository). Each binary
 # has a stamp file <name>.version; a binary whose stamp matches the pinned version is
@@ -45,6 +45,7 @@ TOOL_BINARIES=(
     "etcd|go.etcd.io/etcd/server/v3|$ETCD_VERSION|-s -w"
     "kube-apiserver|k8s.io/kubernetes/cmd/kube-apiserver|$K8S_VERSION|$K8S_LDFLAGS"
     "kube-scheduler|k8s.io/kubernetes/cmd/kube-scheduler|$K8S_VERSION|$K8S_LDFLAGS"
+    "kube-controller-manager|k8s.io/kubernetes/cmd/kube-controller-manager|$K8S_VERSION|$K8S_LDFLAGS"
     "kubectl|k8s.io/kubernetes/cmd/kubectl|$K8S_VERSION|$K8S_LDFLAGS"
     "karmada-controller-manager|github.com/karmada-io/karmada/cmd/controller-manager|$KARMADA_VERSION|$KARMADA_LDFLAGS"
     "karmada-webhook|github.com/karmada-io/karmada/cmd/webhook|$KARMADA_VERSION|$KARMADA_LDFLAGS"
