@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
-import socket
 import ssl
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -15,8 +13,9 @@ import aiohttp
 import orjson
 import pytest
 
+from tests.serving import Running, serving
 from tests.support import FLEET
-from webhook import certs, server
+from webhook import certs
 from webhook.config import parse
 
 REVIEW = {
@@ -50,47 +49,10 @@ REVIEW = {
 }
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Running:
-    """A server started in this event loop."""
-
-    def __init__(self, cert_dir: Path, port: int) -> None:
-        self.cert_dir = cert_dir
-        self.url = f"https://127.0.0.1:{port}"
-
-    def client_ssl(self) -> ssl.SSLContext:
-        return ssl.create_default_context(cafile=str(self.cert_dir / certs.CA_CERT))
-
-
 @pytest.fixture
 async def running(tmp_path: Path) -> AsyncIterator[Running]:
-    port = free_port()
-    stop = asyncio.Event()
-    task = asyncio.create_task(
-        server.serve(
-            parse(FLEET),
-            host="127.0.0.1",
-            port=port,
-            cert_dir=tmp_path,
-            cert_reload_seconds=0.1,
-            stop=stop,
-        )
-    )
-    for _ in range(100):
-        with contextlib.suppress(OSError):
-            _, writer = await asyncio.open_connection("127.0.0.1", port)
-            writer.close()
-            await writer.wait_closed()
-            break
-        await asyncio.sleep(0.05)
-    yield Running(tmp_path, port)
-    stop.set()
-    await task
+    async with serving(parse(FLEET), tmp_path) as run:
+        yield run
 
 
 async def post(

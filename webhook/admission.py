@@ -96,6 +96,7 @@ class _WireRequest(_Head, frozen=True, gc=False):
 
 
 _wire_decoder = validation.decoder(AdmissionReview[_WireRequest])
+_head_decoder = validation.decoder(AdmissionReview[_Head])
 
 
 @dataclasses.dataclass(slots=True)
@@ -108,7 +109,7 @@ class Outcome:
     name: str = ""
     operation: str = ""
     result: str = "ignored"
-    """patched | unchanged | skipped | ignored | failed_open"""
+    """patched | unchanged | skipped | ignored | failed_open | shed"""
     reason: str = ""
     warnings: Sequence[str] = ()
     patch: list[dict[str, Any]] = dataclasses.field(default_factory=list)
@@ -289,6 +290,16 @@ def _tail(outcome: Outcome) -> bytes:
     if outcome.warnings:
         response["warnings"] = list(dict.fromkeys(short(w) for w in outcome.warnings))
     return b"," + orjson.dumps(response)[1:] + b"}"
+
+
+def unchanged(body: bytes, reason: str, warning: str) -> Outcome:
+    """Answer a review without deciding: allowed, unchanged, ``warning`` (load shedding).
+
+    Reads only the envelope's head (uid, kind, names); raises
+    :class:`~webhook.validation.InvalidInput` for a bad envelope, as :func:`review` does."""
+    head = validation.decode(body, _head_decoder).request
+    kind, name, namespace = head.kind.kind, head.name, head.namespace
+    return Outcome(head.uid, kind, namespace, name, head.operation, "shed", reason, (warning,))
 
 
 def review(body: bytes, ctx: Context, memo: DecisionMemo | None = None) -> Outcome:

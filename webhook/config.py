@@ -138,11 +138,38 @@ class ReevaluateConfig(Schema, frozen=True):
     rank on current intensity for now)."""
 
 
+ClientAuthPath = Literal["scheduler", "metrics"]
+Seconds = Annotated[float, msgspec.Meta(gt=0, le=3600)]
+
+
 class ServiceConfig(Schema, frozen=True):
-    """The Kubernetes Service in front of the webhook (names go into certificate SANs)."""
+    """The Kubernetes Service in front of the webhook (names go into certificate SANs) and
+    how the HTTPS server protects itself: client certificates, timeouts, admission bound."""
 
     name: DnsLabel = "carbonshift"
     namespace: DnsLabel = "carbonshift-system"
+    client_ca: NonEmpty | None = None
+    """PEM file of the CAs whose client certificates may call the ``client_auth`` paths
+    (None: no client certificates asked for). ``/mutate`` and the probes never need one."""
+    client_auth: tuple[ClientAuthPath, ...] = ("scheduler", "metrics")
+    """What needs a client certificate once ``client_ca`` is set: ``scheduler`` (the
+    Karmada and extender endpoints), ``metrics`` (``/metrics``)."""
+    max_concurrent_admissions: Annotated[int, msgspec.Meta(ge=1, le=100_000)] = 256
+    """Admissions in progress at once (reading their body or deciding); past it an
+    admission is answered at once: allowed, unchanged, with a warning."""
+    max_queue_seconds: Seconds = 1.0
+    """An admission that waited longer than this from its first byte to its handler (the
+    event loop was busy with others) is answered at once in the same way: a third of the
+    webhook's ``timeoutSeconds`` (3 s) by default."""
+    handshake_timeout_seconds: Seconds = 10.0
+    """Longest TLS handshake."""
+    header_timeout_seconds: Seconds = 10.0
+    """Longest time from a request's first byte to the end of its headers."""
+    body_timeout_seconds: Seconds = 10.0
+    """Longest time to receive a request body once its headers are in (then 408)."""
+    idle_timeout_seconds: Seconds = 120.0
+    """An idle keep-alive connection is closed after this long (longer than the 90 s
+    kube-apiserver and Go clients keep idle connections, so they close first)."""
 
     def dns_names(self) -> tuple[str, ...]:
         """The names kube-apiserver may dial for this Service."""

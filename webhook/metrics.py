@@ -133,3 +133,21 @@ PAUSED_NODEPOOLS = Gauge(
     "carbonshift_paused_nodepools",
     "Managed NodePools carbonshift holds paused (limits.cpu 0), as of the leader's last pass.",
 )
+SHED = Counter(
+    "carbonshift_admissions_shed_total",
+    "Admission reviews answered allowed and unchanged without a decision because the server "
+    "was at its bound (service.max_concurrent_admissions), by reason.",
+    ["reason"],
+)
+TIMEOUTS = Counter(
+    "carbonshift_request_timeouts_total",
+    "Requests cut off because a client was too slow, by phase (header: connection closed; "
+    "body: answered 408).",
+    ["phase"],
+)
+CLIENT_CERT_REFUSED = Counter(
+    "carbonshift_client_certificate_refusals_total",
+    "Requests refused (403) for want of a client certificate, by endpoint group "
+    "(scheduler, metrics).",
+    ["group"],
+)

@@ -1,7 +1,13 @@
 """The HTTPS server: admission endpoint, probes and metrics on one aiohttp app.
 
 Handlers answer from memory: the intensity feed refreshes in the background and no
-request waits on the network.
+request waits on the network. Slow clients, oversized headers and bursts are bounded
+by :mod:`webhook.guard`; with ``service.client_ca`` the scheduler API and ``/metrics``
+require a client certificate (:func:`client_auth`), ``/mutate`` and the probes never.
+
+Shutdown (SIGTERM, SIGINT): stop accepting, let requests in progress finish (within
+``shutdown_seconds``), write the admission journal, stop the leader's loops and release
+the Lease, stop the feed.
 """
 
 from __future__ import annotations
@@ -12,8 +18,9 @@ import functools
 import gc
 import signal
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import structlog
@@ -21,11 +28,13 @@ from aiohttp import hdrs, web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from webhook import admission, certs, schedapi
-from webhook.config import Config
+from webhook.config import ClientAuthPath, Config
 from webhook.feed import IntensityFeed
+from webhook.guard import WAITED, AdmissionGate, GuardedSite, Limits, deadlines
 from webhook.journal import admissions
+from webhook.metrics import CLIENT_CERT_REFUSED
 from webhook.state import STATE, ServerState
-from webhook.tls import ReloadingTLS
+from webhook.tls import ReloadingTLS, has_client_certificate
 from webhook.validation import InvalidInput, error_body
 
 if TYPE_CHECKING:
@@ -42,11 +51,23 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("carbonshift.server")
 
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
 MAX_BODY = 8 * 1024 * 1024
 """Largest accepted request body: an UPDATE review carries object and oldObject."""
 
 
 _bad_requests = admissions("", "bad_request")
+
+GATE = web.AppKey("carbonshift_gate", AdmissionGate)
+"""The admission bound of the application (see :mod:`webhook.guard`)."""
+
+SHED_WARNING = {
+    "concurrency": "carbonshift: overloaded (too many admissions in progress); admitted "
+    "unchanged, no carbon-aware placement applied",
+    "queue": "carbonshift: overloaded (this admission waited too long to be handled); "
+    "admitted unchanged, no carbon-aware placement applied",
+}
 
 
 def _json(status: int, payload: object) -> web.Response:
@@ -71,18 +92,26 @@ async def mutate(request: web.Request) -> web.Response:
     if not _is_json(request.headers.get(hdrs.CONTENT_TYPE, "")):
         _bad_requests.inc()
         return _error(415, "Content-Type must be application/json")
+    gate = request.app[GATE]
+    shed = gate.enter(WAITED.get())
     try:
-        body = await request.read()  # refuses bodies over MAX_BODY before reading them
-    except web.HTTPRequestEntityTooLarge:
-        _bad_requests.inc()
-        return _error(413, f"body larger than {MAX_BODY} bytes")
-    state = request.app[STATE]
-    try:
-        outcome = admission.review(body, state.context(), state.memo)
-    except InvalidInput as exc:
-        _bad_requests.inc()
-        log.info("admission_rejected", error=str(exc))
-        return _error(400, exc)
+        try:
+            body = await request.read()  # refuses bodies over MAX_BODY before reading them
+        except web.HTTPRequestEntityTooLarge:
+            _bad_requests.inc()
+            return _error(413, f"body larger than {MAX_BODY} bytes")
+        state = request.app[STATE]
+        try:
+            if shed:
+                outcome = admission.unchanged(body, "overloaded", SHED_WARNING[shed])
+            else:
+                outcome = admission.review(body, state.context(), state.memo)
+        except InvalidInput as exc:
+            _bad_requests.inc()
+            log.info("admission_rejected", error=str(exc))
+            return _error(400, exc)
+    finally:
+        gate.leave()
     response = admission.respond(outcome)
     state.journal.record(outcome, time.perf_counter() - started)
     return web.Response(body=response, content_type="application/json")
@@ -115,10 +144,43 @@ async def prometheus(request: web.Request) -> web.Response:
     return web.Response(body=generate_latest(), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
-def build_app(state: ServerState) -> web.Application:
+def _group(path: str) -> ClientAuthPath | None:
+    """Which ``service.client_auth`` group a path belongs to (None: never protected)."""
+    if path.startswith("/v1/"):
+        return "scheduler"
+    return "metrics" if path == "/metrics" else None
+
+
+def client_auth(groups: tuple[ClientAuthPath, ...]) -> Any:
+    """The middleware that refuses (403) requests to the ``groups`` paths made without a
+    client certificate. The TLS handshake has already verified any certificate sent
+    against ``service.client_ca``; ``/mutate`` and the probes are never asked for one."""
+    protected = frozenset(groups)
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        group = _group(request.path)
+        if group in protected:
+            transport = request.transport
+            peer = transport.get_extra_info("peercert") if transport is not None else None
+            if not has_client_certificate(peer):
+                CLIENT_CERT_REFUSED.labels(group).inc()
+                return _error(403, f"{request.path}: a client certificate is required")
+        return await handler(request)
+
+    return middleware
+
+
+def build_app(state: ServerState, limits: Limits | None = None) -> web.Application:
     """The aiohttp application with every route."""
-    app = web.Application(client_max_size=MAX_BODY)
+    limits = limits or Limits.of(state.config.service)
+    service = state.config.service
+    middlewares = [deadlines(limits)]
+    if service.client_ca is not None:
+        middlewares.append(client_auth(service.client_auth))
+    app = web.Application(client_max_size=MAX_BODY, middlewares=middlewares)
     app[STATE] = state
+    app[GATE] = AdmissionGate(limits)
     app.router.add_post("/mutate", mutate)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
@@ -175,18 +237,24 @@ async def serve(
             ca=str(cert_dir / certs.CA_CERT),
             hint="trust ca.crt (caBundle) in the webhook configuration",
         )
-    tls = ReloadingTLS(cert_dir)
+    client_ca = config.service.client_ca
+    tls = ReloadingTLS(cert_dir, Path(client_ca) if client_ca is not None else None)
+    limits = Limits.of(config.service)
     fleet = await _start_fleet(config, kube) if kube is not None else None
     events = _events(fleet, kube) if fleet and kube else None
     labeler = _start_labeler(config, feed, fleet, events) if fleet and events else None
     state = ServerState(config=config, feed=feed, inventory=fleet[0] if fleet else None)
     reevaluator = _start_reevaluator(config, state, fleet, events) if fleet and events else None
-    app = build_app(state)
+    app = build_app(state, limits)
     runner = web.AppRunner(
-        app, access_log=None, handle_signals=False, shutdown_timeout=shutdown_seconds
+        app,
+        access_log=None,
+        handle_signals=False,
+        shutdown_timeout=shutdown_seconds,
+        **limits.handler_args(),
     )
     await runner.setup()
-    site = web.TCPSite(runner, host, port, ssl_context=tls.front, reuse_address=True)
+    site = GuardedSite(runner, host, port, ssl_context=tls.front, reuse_address=True, limits=limits)
     await site.start()
     log.info("serving", url=f"https://{host}:{port}", config_zones=list(config.zones_in_use()))
 

@@ -6,6 +6,17 @@ e.g. when it dials an IP). A poller re-reads ``tls.crt``/``tls.key`` when their
 contents change, loads them into a fresh context first (a half-written pair is
 rejected without touching the live one) and then swaps the reference. Established
 connections keep the certificate they started with; nothing is dropped.
+
+Protocols and ciphers: TLS 1.2 and 1.3 only; on TLS 1.2 only ECDHE key exchange with
+AEAD ciphers (AES-GCM, ChaCha20-Poly1305), i.e. Mozilla's "intermediate" list without
+finite-field DHE; TLS 1.3 suites are all AEAD. No compression, no renegotiation.
+
+Client certificates (``service.client_ca``): the server then asks every client for one
+(``CERT_OPTIONAL``: a client without one still connects, so kube-apiserver and the
+kubelet's probes need none) and verifies any it gets against that CA bundle; the
+handlers decide which paths require one (:func:`has_client_certificate`). The CA file is
+followed like the serving pair, so a new client CA (or an old and a new one during a
+rotation) is taken up without a restart.
 """
 
 from __future__ import annotations
@@ -18,28 +29,72 @@ from pathlib import Path
 import structlog
 
 from webhook.certs import TLS_CERT, TLS_KEY
+from webhook.validation import InvalidInput
 
 log = structlog.get_logger("carbonshift.tls")
 
+CIPHERS_TLS12 = ":".join(
+    (
+        "ECDHE-ECDSA-AES128-GCM-SHA256",
+        "ECDHE-RSA-AES128-GCM-SHA256",
+        "ECDHE-ECDSA-AES256-GCM-SHA384",
+        "ECDHE-RSA-AES256-GCM-SHA384",
+        "ECDHE-ECDSA-CHACHA20-POLY1305",
+        "ECDHE-RSA-CHACHA20-POLY1305",
+    )
+)
+"""The TLS 1.2 cipher suites offered (OpenSSL names); every one is also in Go's
+default list, so kube-apiserver and the Go schedulers negotiate one of them."""
 
-def _context(cert: Path, key: Path) -> ssl.SSLContext:
+
+def _context(cert: Path, key: Path, client_ca: Path | None) -> ssl.SSLContext:
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.set_ciphers(CIPHERS_TLS12)
+    ctx.options |= ssl.OP_NO_COMPRESSION | ssl.OP_NO_RENEGOTIATION
     ctx.load_cert_chain(cert, key)
+    if client_ca is not None:
+        ctx.load_verify_locations(cafile=client_ca)
+        ctx.verify_mode = ssl.CERT_OPTIONAL
     return ctx
 
 
-class ReloadingTLS:
-    """The server's SSL context, following the certificate files in ``directory``."""
+def _check_client_ca(path: Path) -> None:
+    """Refuse a client CA file that is missing or holds no PEM certificate (a usage error
+    at start-up, exit status 2, rather than a server that trusts no client)."""
+    try:
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_verify_locations(cafile=path)
+    except ssl.SSLError:  # before OSError, its base class
+        raise InvalidInput("service.client_ca", f"{path} holds no PEM CA certificate") from None
+    except OSError as exc:
+        raise InvalidInput("service.client_ca", f"cannot read {path}: {exc.strerror}") from None
 
-    def __init__(self, directory: Path) -> None:
+
+def has_client_certificate(peercert: object) -> bool:
+    """Whether a connection's ``peercert`` extra info is a verified client certificate
+    (the handshake refuses one the CA bundle does not verify, so any certificate present
+    was verified)."""
+    return bool(peercert)
+
+
+class ReloadingTLS:
+    """The server's SSL context, following the certificate files in ``directory`` (and the
+    client CA bundle ``client_ca``, when given)."""
+
+    def __init__(self, directory: Path, client_ca: Path | None = None) -> None:
         self.cert_path = directory / TLS_CERT
         self.key_path = directory / TLS_KEY
+        self.client_ca = client_ca
+        if client_ca is not None:
+            _check_client_ca(client_ca)
         self._digest = self._read_digest()
-        self._current = _context(self.cert_path, self.key_path)
-        self.front = _context(self.cert_path, self.key_path)
+        self._current = self._fresh()
+        self.front = self._fresh()
         self.front.sni_callback = self._select
         self.reloads = 0
+
+    def _fresh(self) -> ssl.SSLContext:
+        return _context(self.cert_path, self.key_path, self.client_ca)
 
     def _select(self, sslobj: ssl.SSLObject, _name: str | None, _ctx: ssl.SSLContext) -> None:
         sslobj.context = self._current
@@ -48,6 +103,8 @@ class ReloadingTLS:
         digest = hashlib.sha256()
         digest.update(self.cert_path.read_bytes())
         digest.update(self.key_path.read_bytes())
+        if self.client_ca is not None:
+            digest.update(self.client_ca.read_bytes())
         return digest.digest()
 
     def reload_if_changed(self) -> bool:
@@ -60,7 +117,7 @@ class ReloadingTLS:
         if digest == self._digest:
             return False
         try:
-            fresh = _context(self.cert_path, self.key_path)
+            fresh = self._fresh()
         except (ssl.SSLError, OSError) as exc:
             # Typically a pair caught half-written; the next poll retries.
             log.warning("certificate_rejected", path=str(self.cert_path), error=str(exc))

@@ -1,0 +1,251 @@
+"""How the HTTPS server protects itself from slow clients, oversized headers and bursts.
+
+- **TLS handshake**: at most ``service.handshake_timeout_seconds`` (asyncio's own timeout,
+  passed to ``create_server``), then the socket is closed.
+- **Headers**: from the first byte of a request to the end of its headers at most
+  ``service.header_timeout_seconds``: each connection's protocol is wrapped by
+  :class:`_HeaderDeadline`, which arms a timer when bytes arrive on an idle connection
+  and disarms it when a handler starts (:func:`deadlines`, a middleware); on expiry the
+  connection is closed. Header lines are limited to :data:`MAX_LINE` bytes and a request
+  to :data:`MAX_HEADERS` headers (aiohttp answers 400 past either).
+- **Body**: a request whose body is not all in when its handler starts gets
+  ``service.body_timeout_seconds`` for the rest (then 408 with a JSON error). Bodies that
+  arrived with their headers, the normal case, cost no timer.
+- **Idle keep-alive connections** close after ``service.idle_timeout_seconds``.
+- **Admission load**: :class:`AdmissionGate` counts admissions in progress; past
+  ``service.max_concurrent_admissions``, or when an admission waited longer than
+  ``service.max_queue_seconds`` from its first byte to its handler (the event loop was
+  busy with others), it is answered at once, allowed and unchanged with a warning,
+  instead of queueing into kube-apiserver's ``timeoutSeconds``. Decisions are
+  synchronous, so under a burst admissions queue on the event loop, not in handlers:
+  the wait is what grows, and shedding (a few tens of microseconds against a few
+  hundred for a decision) drains the queue.
+
+Every refusal is counted (:data:`~webhook.metrics.SHED`, :data:`~webhook.metrics.TIMEOUTS`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import dataclasses
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import structlog
+from aiohttp import web
+
+from webhook.config import ServiceConfig
+from webhook.metrics import SHED, TIMEOUTS
+from webhook.validation import error_body
+
+log = structlog.get_logger("carbonshift.guard")
+
+MAX_LINE = 8190
+"""Longest request line or header line, in bytes (aiohttp's default, stated here)."""
+MAX_HEADERS = 64
+"""Most headers one request may carry (kube-apiserver sends fewer than ten)."""
+
+_header_timeouts = TIMEOUTS.labels("header")
+_body_timeouts = TIMEOUTS.labels("body")
+_shed_concurrency = SHED.labels("concurrency")
+_shed_queue = SHED.labels("queue")
+WAITED: contextvars.ContextVar[float] = contextvars.ContextVar("carbonshift_waited", default=0.0)
+"""Seconds from the request's first byte to its handler (each request's task has its own
+context, so the middleware sets it and the handler reads it)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Limits:
+    """The server's limits, from the ``service:`` section of the configuration."""
+
+    handshake_seconds: float = 10.0
+    header_seconds: float = 10.0
+    body_seconds: float = 10.0
+    idle_seconds: float = 120.0
+    max_admissions: int = 256
+    max_queue_seconds: float = 1.0
+
+    @classmethod
+    def of(cls, service: ServiceConfig) -> Limits:
+        return cls(
+            handshake_seconds=service.handshake_timeout_seconds,
+            header_seconds=service.header_timeout_seconds,
+            body_seconds=service.body_timeout_seconds,
+            idle_seconds=service.idle_timeout_seconds,
+            max_admissions=service.max_concurrent_admissions,
+            max_queue_seconds=service.max_queue_seconds,
+        )
+
+    def handler_args(self) -> dict[str, Any]:
+        """Keyword arguments for aiohttp's request handler (via ``AppRunner``)."""
+        return {
+            "keepalive_timeout": self.idle_seconds,
+            "max_line_size": MAX_LINE,
+            "max_field_size": MAX_LINE,
+            "max_headers": MAX_HEADERS,
+        }
+
+
+class _HeaderDeadline(asyncio.Protocol):
+    """aiohttp's protocol for one connection, with a deadline on receiving headers.
+
+    Bytes arriving while no handler runs start the clock (the first bytes of the next
+    request); :meth:`request_started` stops it and says how long the request waited,
+    :meth:`request_finished` lets the next bytes start it again. Everything else is
+    passed through unchanged."""
+
+    __slots__ = ("_arrived", "_busy", "_inner", "_seconds", "_timer", "_transport")
+
+    def __init__(self, inner: asyncio.Protocol, seconds: float) -> None:
+        self._inner = inner
+        self._seconds = seconds
+        self._timer: asyncio.TimerHandle | None = None
+        self._transport: asyncio.BaseTransport | None = None
+        self._busy = 0
+        self._arrived = 0.0
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport
+        self._inner.connection_made(transport)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        self._inner.connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if not self._busy and self._timer is None:
+            loop = asyncio.get_running_loop()
+            self._arrived = now = loop.time()
+            self._timer = loop.call_at(now + self._seconds, self._expired)
+        self._inner.data_received(data)
+
+    def eof_received(self) -> bool | None:
+        return self._inner.eof_received()
+
+    def pause_writing(self) -> None:
+        self._inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        self._inner.resume_writing()
+
+    def request_started(self) -> float:
+        """Stop the clock; the seconds since the request's first byte (0 when its bytes
+        came in while another request of this connection was being handled)."""
+        self._busy += 1
+        if self._timer is None:
+            return 0.0
+        self._disarm()
+        return asyncio.get_running_loop().time() - self._arrived
+
+    def request_finished(self) -> None:
+        self._busy -= 1
+
+    def _disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _expired(self) -> None:
+        self._timer = None
+        _header_timeouts.inc()
+        if self._transport is not None:
+            self._transport.close()
+
+
+class GuardedSite(web.TCPSite):
+    """``TCPSite`` with a TLS handshake timeout and the header deadline on every
+    connection."""
+
+    __slots__ = ("_limits",)
+
+    def __init__(self, runner: web.BaseRunner, host: str, port: int, **kwargs: Any) -> None:
+        self._limits: Limits = kwargs.pop("limits")
+        super().__init__(runner, host, port, **kwargs)
+
+    async def start(self) -> None:
+        self._runner._reg_site(self)  # what BaseSite.start does
+        server = self._runner.server
+        assert server is not None
+        seconds = self._limits.header_seconds
+
+        def protocol() -> asyncio.Protocol:
+            return _HeaderDeadline(server(), seconds)
+
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            protocol,
+            self._host,
+            self._port,
+            ssl=self._ssl_context,
+            ssl_handshake_timeout=self._limits.handshake_seconds
+            if self._ssl_context is not None
+            else None,
+            backlog=self._backlog,
+            reuse_address=self._reuse_address,
+            reuse_port=self._reuse_port,
+        )
+        sockets = self._server.sockets
+        self._bound_port = sockets[0].getsockname()[1] if sockets else self._port
+
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def deadlines(limits: Limits) -> Any:
+    """The middleware that stops a connection's header clock while its handler runs and
+    bounds the wait for a body that is not all in yet."""
+    body_seconds = limits.body_seconds
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        transport = request.transport
+        guard = transport.get_protocol() if transport is not None else None
+        if not isinstance(guard, _HeaderDeadline):
+            return await handler(request)
+        WAITED.set(guard.request_started())
+        try:
+            if request.content.is_eof():
+                return await handler(request)
+            try:
+                async with asyncio.timeout(body_seconds):
+                    return await handler(request)
+            except TimeoutError:
+                _body_timeouts.inc()
+                message = f"request body not received within {body_seconds:g} s"
+                return web.Response(
+                    status=408,
+                    body=error_body(message),
+                    content_type="application/json",
+                    headers={"Connection": "close"},
+                )
+        finally:
+            guard.request_finished()
+
+    return middleware
+
+
+class AdmissionGate:
+    """Admissions in progress, against the bounds: :meth:`enter` says why this one must
+    be shed (``concurrency``, ``queue``) or ``""`` when it may be decided; :meth:`leave`
+    once it is answered, whatever the answer."""
+
+    __slots__ = ("active", "limit", "max_wait")
+
+    def __init__(self, limits: Limits) -> None:
+        self.limit = limits.max_admissions
+        self.max_wait = limits.max_queue_seconds
+        self.active = 0
+
+    def enter(self, waited: float) -> str:
+        self.active += 1
+        if self.active > self.limit:
+            _shed_concurrency.inc()
+            return "concurrency"
+        if waited > self.max_wait:
+            _shed_queue.inc()
+            return "queue"
+        return ""
+
+    def leave(self) -> None:
+        self.active -= 1
