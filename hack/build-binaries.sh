@@ -2,7 +2,8 @@
 # Build the control-plane binaries that `make sandbox` and the end-to-end tests run:
 # etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kubectl,
 # karmada-controller-manager and karmada-webhook from the pinned Go modules in hack/tools/,
-# plus the carbonshift karmada-scheduler from karmada-plugin/ when that module exists.
+# plus the carbonshift karmada-scheduler from karmada-plugin/ when that module exists,
+# and Karpenter's kwok provider (karpenter-kwok) and the KWOK controller from hack/karpenter/.
 #
 # Output goes to $CARBONSHIFT_CACHE (default: .cache/bin in the repository). Each binary
 # has a stamp file <name>.version; a binary whose stamp matches the pinned version is
@@ -96,6 +97,46 @@ build_karmada_scheduler() {
         "-s -w"
 }
 
+# --- Karpenter with its kwok cloud provider, and the KWOK controller ------------------------
+# The sandbox's workload cluster runs the real Karpenter controller (its kwok provider
+# creates Node objects instead of instances) and the KWOK controller (which makes those
+# Nodes Ready and the pods bound to them Running). Each comes from its own pinned module,
+# hack/karpenter/ and hack/karpenter/kwok/: Karpenter v1.14.1 pins k8s.io/* v0.35 and
+# controller-runtime v0.23, KWOK v0.8.0 v0.36 and v0.24, and hack/tools replaces k8s.io/*
+# for kube-apiserver, so no two of them could share a module graph. Both upstream binaries
+# are called kwok: Karpenter's is installed as karpenter-kwok.
+KARPENTER_TOOLS="$ROOT/hack/karpenter"
+KWOK_TOOLS="$KARPENTER_TOOLS/kwok"
+
+# module_version DIR MODULE: the version of MODULE that DIR/go.mod requires (in a
+# require block or on a single require line).
+module_version() {
+    awk -v m="$2" '$1 == "require" { $1 = ""; $0 = $0 } $1 == m && $2 ~ /^v/ { print $2; exit }' \
+        "$1/go.mod"
+}
+
+# name | module dir | package | module (its version pins the build)
+KARPENTER_BINARIES=(
+    "karpenter-kwok|$KARPENTER_TOOLS|sigs.k8s.io/karpenter/kwok|sigs.k8s.io/karpenter"
+    "kwok|$KWOK_TOOLS|sigs.k8s.io/kwok/cmd/kwok|sigs.k8s.io/kwok"
+)
+
+build_karpenter() {  # build_karpenter: the wanted KARPENTER_BINARIES
+    local entry name dir pkg module version ldflags
+    for entry in "${KARPENTER_BINARIES[@]}"; do
+        IFS='|' read -r name dir pkg module <<<"$entry"
+        wanted "$name" || continue
+        version="$(module_version "$dir" "$module")"
+        [[ -n "$version" ]] || die "cannot read the pinned $module version from $dir/go.mod"
+        case "$module" in
+            sigs.k8s.io/karpenter) ldflags="-s -w -X sigs.k8s.io/karpenter/pkg/operator.Version=$version" ;;
+            sigs.k8s.io/kwok) ldflags="-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=${version#v}" ;;
+        esac
+        build_one "$name" "$pkg@$version module:$(sha_of "$dir/go.mod" "$dir/go.sum")" \
+            "$dir" "$pkg" "$ldflags"
+    done
+}
+
 main() {
     SELECTED=("$@")
     mkdir -p "$CACHE"
@@ -107,14 +148,15 @@ main() {
         build_one "$name" "$pkg@$version tools:$TOOLS_SUM" "$TOOLS" "$pkg" "$ldflags"
     done
     if wanted karmada-scheduler; then build_karmada_scheduler; fi
+    build_karpenter
     log "done in $((SECONDS - total))s"
 }
 
 case "${1:-}" in
     -h|--help)
         printf 'usage: hack/build-binaries.sh [NAME ...]\n\n'
-        sed -n '2,9p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
-        printf '\nnames: %s\n' "$(for b in "${TOOL_BINARIES[@]}"; do printf '%s ' "${b%%|*}"; done)karmada-scheduler"
+        sed -n '2,10p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+        printf '\nnames: %s\n' "$(for b in "${TOOL_BINARIES[@]}"; do printf '%s ' "${b%%|*}"; done)karmada-scheduler$(for b in "${KARPENTER_BINARIES[@]}"; do printf ' %s' "${b%%|*}"; done)"
         exit 0 ;;
 esac
 main "$@"
