@@ -132,10 +132,11 @@ class ReevaluateConfig(Schema, frozen=True):
     """Pause between passes over the managed objects."""
     min_interval_seconds: AtLeast0 = 1800.0
     """At most one write by the re-evaluation per object in this many seconds."""
-    forecast: Forecast = "none"
-    """What the re-evaluation ranks on besides the current intensity: ``none`` (current
-    intensity, as admission), ``day-ahead-profile`` or ``provider`` (accepted; policies
-    rank on current intensity for now)."""
+    forecast: Forecast = "day-ahead-profile"
+    """What the re-evaluation looks ahead with: ``day-ahead-profile`` (built from the
+    feed's hourly history; until it holds a day, the current intensity), ``provider`` (the
+    provider's own forecast) or ``none`` (current intensity, as admission). Policies rank
+    on the forecast mean over the next 24 h; NodePool pauses wait for a cleaner hour."""
 
 
 ClientAuthPath = Literal["scheduler", "metrics"]

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
+from tests.support import reading
 from webhook.decision import hysteresis
 from webhook.decision.forecast import (
+    ANCHOR_HOURS,
     Method,
     anchored_profile,
     best_start,
     day_ahead_profile,
     history_needed,
+    on_forecast,
     outlook,
     persistence,
+    ranking_value,
 )
 
 
@@ -34,7 +40,21 @@ def test_anchored_profile_takes_the_level_from_now() -> None:
     history = [10.0, 20.0] * 18 + [40.0]  # now (hour 36) read 10 a day ago
     plain = day_ahead_profile(history, 2, days=1)
     assert plain == [20.0, 10.0]
-    assert anchored_profile(history, 2, days=1) == [50.0, 40.0]
+    shift = 30.0  # now minus this hour a day ago
+    fade = [math.exp(-k / ANCHOR_HOURS) for k in (1, 2)]
+    assert anchored_profile(history, 2, days=1) == pytest.approx(
+        [20.0 + shift * fade[0], 10.0 + shift * fade[1]]
+    )
+
+
+def test_anchored_profile_shift_fades_towards_the_plain_profile() -> None:
+    history = [10.0, 20.0] * 18 + [40.0]
+    ahead = anchored_profile(history, 24 * 10, days=1)
+    plain = day_ahead_profile(history, 24 * 10, days=1)
+    gaps = [a - p for a, p in zip(ahead, plain, strict=True)]
+    assert all(g > 0 for g in gaps)
+    assert gaps == sorted(gaps, reverse=True)
+    assert gaps[-1] < 0.01 * gaps[0]
 
 
 def test_outlook_starts_with_the_observed_current_value() -> None:
@@ -104,3 +124,17 @@ def test_judge_says_why_a_proposal_is_taken_or_held() -> None:
     assert hysteresis.judge(rule, held, {"b": 1}, values, 5) is verdict.MARGIN
     assert hysteresis.judge(rule, held, {"c": 1}, values, 5) is verdict.SWITCH
     assert {v for v in verdict if v.keeps} == {verdict.SAME, verdict.DWELL, verdict.MARGIN}
+
+
+def test_on_forecast_reads_each_zone_at_its_outlook_mean_and_names_the_basis() -> None:
+    table = {"SE": reading("SE", 25.0), "FR": reading("FR", 100.0), "PL": reading("PL", 800.0)}
+    outlooks = {"SE": [25.0, 900.0, 900.0, 900.0], "FR": [100.0, 30.0, 30.0, 30.0]}
+    ranked = on_forecast(table, ["SE", "FR", "PL"], outlooks.get, "day-ahead-profile 24 h mean")
+    assert ranked["SE"].value == pytest.approx(ranking_value(outlooks["SE"])) == 681.25
+    assert ranked["FR"].value == pytest.approx(47.5)
+    assert ranked["PL"] is table["PL"]  # no outlook: the current reading
+    assert ranked["SE"].source == "test (day-ahead-profile 24 h mean)"
+    assert ranked["SE"].valid_from == table["SE"].valid_from
+    assert table["SE"].value == 25.0  # the input is left alone
+    with pytest.raises(ValueError, match="empty"):
+        ranking_value([])

@@ -50,9 +50,16 @@ def test_no_pause_when_the_cleaner_hour_is_beyond_the_slack() -> None:
     assert step("high", DIRTY_THEN_CLEAN, State(), T0, timedelta(hours=3)).paused
 
 
-def test_no_pause_unless_the_grid_is_high() -> None:
-    assert not step("medium", DIRTY_THEN_CLEAN, State(), T0, DAY).paused
+def test_with_a_forecast_dirty_means_dirtier_than_a_coming_hour_whatever_the_class() -> None:
+    assert step("medium", DIRTY_THEN_CLEAN, State(), T0, DAY).paused
+    assert step("low", DIRTY_THEN_CLEAN, State(), T0, DAY).paused
+    assert not step("medium", sorted(DIRTY_THEN_CLEAN), State(), T0, DAY).paused
     assert not step(None, DIRTY_THEN_CLEAN, State(), T0, DAY).paused
+
+
+def test_without_a_forecast_no_pause_unless_the_grid_is_high() -> None:
+    assert not step("medium", None, State(), T0, DAY).paused
+    assert step("high", None, State(), T0, DAY).paused
 
 
 def test_resumes_when_the_cleaner_hour_comes() -> None:

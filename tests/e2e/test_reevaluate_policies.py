@@ -13,7 +13,7 @@ import json
 import threading
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from e2e_support import Kube, propagation_policy, unique, weights
 from test_fleet_labels import Replica, eventually, holder
 
 from devtools.sandbox import Sandbox
-from tests.support import FakeUpstream, Reply, em_latest
+from tests.support import FakeUpstream, Reply, em_latest, iso
 from webhook.decision.record import Record, switches, user_fields
 from webhook.vocabulary import DECISION
 
@@ -34,12 +34,16 @@ ZONES = {"member-fr": "FR", "member-pl": "PL", "member-se": "SE-SE3"}
 
 
 class Grid:
-    """A fake Electricity Maps v3 API on its own thread; :attr:`values` is what it says."""
+    """A fake Electricity Maps v3 API on its own thread; :attr:`values` is what it says now,
+    :attr:`ahead` what it forecasts for every coming hour of the next day (no entry: no
+    forecast for the zone)."""
 
     def __init__(self) -> None:
         self.values: dict[str, float] = {"FR": 100.0, "PL": 800.0, "SE-SE3": 25.0}
+        self.ahead: dict[str, float] = {}
         self.fake = FakeUpstream()
         self.fake.on("/v3/carbon-intensity/latest", self._latest)
+        self.fake.on("/v3/carbon-intensity/forecast", self._forecast)
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
 
@@ -48,6 +52,17 @@ class Grid:
         if zone not in self.values:
             return Reply({"error": "unknown zone"}, status=404)
         return Reply(em_latest(zone, self.values[zone], datetime.now(UTC)))
+
+    def _forecast(self, request: web.Request) -> Reply:
+        zone = request.query.get("zone", "")
+        if zone not in self.ahead:
+            return Reply({"error": "no forecast"}, status=404)
+        hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+        points = [
+            {"carbonIntensity": self.ahead[zone], "datetime": iso(hour + timedelta(hours=k))}
+            for k in range(1, 25)
+        ]
+        return Reply({"zone": zone, "forecast": points})
 
     def __enter__(self) -> Grid:
         self.thread.start()
@@ -62,8 +77,12 @@ class Grid:
 
 
 @contextlib.contextmanager
-def follower(sandbox: Sandbox, tmp: Path, grid: Grid) -> Iterator[Replica]:
-    """One leading replica re-evaluating every second against ``grid``."""
+def follower(
+    sandbox: Sandbox, tmp: Path, grid: Grid, forecast: str = "day-ahead-profile"
+) -> Iterator[Replica]:
+    """One leading replica re-evaluating every second against ``grid`` (``forecast``:
+    ``reevaluate.forecast``; the default's history is too short here, so it ranks on the
+    current intensity)."""
     config = yaml.safe_load(sandbox.layout.carbonshift_config.read_text())
     token = tmp / "token"
     token.write_text("e2e\n")
@@ -71,9 +90,10 @@ def follower(sandbox: Sandbox, tmp: Path, grid: Grid) -> Iterator[Replica]:
         "providers": ["electricitymaps"],
         "electricitymaps": {"url": f"{grid.fake.url}/v3", "token_file": str(token)},
         "feed": {"refresh_seconds": 1, "min_ttl_seconds": 1, "max_ttl_seconds": 1,
-                 "forecasts": False},
+                 "forecasts": forecast == "provider"},
         "hysteresis": {"margin": 0.1, "dwell_hours": 0},
-        "reevaluate": {"interval_seconds": 1, "min_interval_seconds": 1},
+        "reevaluate": {"interval_seconds": 1, "min_interval_seconds": 1,
+                       "forecast": forecast},
     }  # fmt: skip
     path = tmp / "config.yaml"
     path.write_text(yaml.safe_dump(config))
@@ -218,3 +238,26 @@ def test_a_user_edit_of_an_owned_field_is_respected_with_one_warning(
         assert len(events(kube, namespace, name, "CarbonFieldReleased")) == 1
         assert metric(replica, "carbonshift_reevaluations_total", outcome="user_owned") == 1
         assert not events(kube, namespace, name, "CarbonRebalanced")
+
+
+def test_a_managed_policy_is_ranked_on_the_forecast_mean(
+    sandbox: Sandbox, kube: Kube, tmp_path: Path, grid: Grid, managed: tuple[str, str]
+) -> None:
+    """SE-SE3 is the greenest now but forecast dirty for the coming day, FR the other way
+    round: ranked on the 24 h forecast mean, the placement moves to member-fr although the
+    current readings alone would keep member-se."""
+    namespace, name = managed
+    grid.ahead.update({"SE-SE3": 900.0, "FR": 30.0, "PL": 800.0})
+    with follower(sandbox, tmp_path, grid, forecast="provider") as replica:
+        eventually(lambda: holder(kube, replica.name), 20.0, "leadership")
+        switched = eventually(
+            lambda: (p := kube.get(POLICIES, name, namespace)) and greenest(p) == "member-fr" and p,
+            30.0,
+            "the switch to member-fr on the forecast",
+        )
+        assert grid.values["SE-SE3"] < grid.values["FR"]  # now, SE is still the greenest
+        body = record(switched).body
+        assert "provider 24 h mean" in body["provider"]
+        assert body["clusters"]["member-se"]["g"] > 800  # (25 + 23 x 900) / 24
+        (entry,) = switches(record(switched))
+        assert entry["before"] > entry["after"]

@@ -8,6 +8,7 @@ from aiohttp import web
 
 from tests.feed.test_feed import ENV, FORECAST, LATEST, config
 from tests.support import Clock, FakeUpstream, Reply, em_latest, reading
+from webhook.decision import forecast
 from webhook.decision.forecast import Method, outlook
 from webhook.feed import IntensityFeed
 from webhook.feed.history import History, enough, provider_outlook
@@ -37,14 +38,14 @@ def test_hours_without_a_reading_repeat_the_hour_before() -> None:
     assert history.series("em", "DE") == [100, 100, 100, 400]
 
 
-def test_the_history_is_bounded_to_eight_days_and_the_current_hour() -> None:
+def test_the_history_is_bounded_to_the_profile_days_and_a_day_and_the_current_hour() -> None:
     history = History()
-    for hour in range(500):
+    for hour in range(900):
         history.add("em", hourly(float(hour), hour))
     series = history.series("em", "DE")
-    assert len(series) == 8 * 24 + 1
-    assert series[0] == 500 - 8 * 24 - 1
-    assert series[-1] == 499
+    assert len(series) == (forecast.DAYS + 1) * 24 + 1
+    assert series[0] == 900 - (forecast.DAYS + 1) * 24 - 1
+    assert series[-1] == 899
 
 
 def test_no_outlook_without_enough_history() -> None:
@@ -61,10 +62,10 @@ def test_no_outlook_without_enough_history() -> None:
 
 def test_the_outlook_is_the_decision_cores_forecast_over_the_held_hours() -> None:
     history = History()
-    values = [300 + 100 * ((h % 24) < 12) + h % 5 for h in range(300)]
+    values = [300 + 100 * ((h % 24) < 12) + h % 5 for h in range(600)]
     for hour, value in enumerate(values):
         history.add("em", hourly(float(value), hour))
-    held = [float(v) for v in values[-(8 * 24 + 1) :]]
+    held = [float(v) for v in values[-((forecast.DAYS + 1) * 24 + 1) :]]
     for method in Method:
         assert history.outlook("em", "DE", 24, method) == outlook(method, held, 24)
 

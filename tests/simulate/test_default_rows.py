@@ -8,8 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from webhook.config import Config
+from webhook.decision.forecast import RANK_HOURS
+from webhook.decision.hysteresis import Hysteresis
+from webhook.kube.reevaluator import METHODS
 from webhook.simulate import cli, report
 from webhook.simulate.grid import Grid
+from webhook.simulate.pausing import OverTime
 from webhook.simulate.policies import (
     DEFAULT_SPATIAL,
     DEFAULT_TEMPORAL,
@@ -17,6 +22,7 @@ from webhook.simulate.policies import (
     spatial_policies,
 )
 from webhook.simulate.scenario import PolicySettings
+from webhook.vocabulary import DEFAULT_MAX_PAUSE
 
 HEADER = (
     "Datetime (UTC),Country,Zone Name,Zone Id,Carbon Intensity gCO\u2082eq/kWh (direct),"
@@ -91,6 +97,23 @@ def test_default_keys_are_in_the_lineups() -> None:
     assert temporal.count(DEFAULT_TEMPORAL) == 1
 
 
+def test_default_rows_run_what_the_default_config_runs() -> None:
+    """The rows marked default use the forecast the reconciler uses with the default config,
+    the default hysteresis and the default ``max-pause``."""
+    config = Config()
+    method = METHODS[config.reevaluate.forecast]
+    settings = PolicySettings()
+    spatial = {p.key: p for p in spatial_policies(settings, ["a", "b"])}[DEFAULT_SPATIAL]
+    assert spatial.forecast == method
+    assert spatial.horizon_hours == RANK_HOURS == settings.forecast_hours
+    assert spatial.rule == Hysteresis(config.hysteresis.margin, config.hysteresis.dwell_hours)
+    temporal = {p.key: p for p in batch_policies(settings)}[DEFAULT_TEMPORAL]
+    assert isinstance(temporal.paused, OverTime)
+    assert temporal.paused.forecast == method
+    assert temporal.paused.max_pause == DEFAULT_MAX_PAUSE
+    assert not temporal.deadline_guard  # the webhook knows no deadlines
+
+
 def test_attribution_names_the_traces_year(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -113,7 +136,6 @@ def test_attribution_spanning_two_years() -> None:
 
 
 def test_the_webhooks_pause_resumes_at_max_pause() -> None:
-    from webhook.simulate.pausing import OverTime  # noqa: PLC0415
     from webhook.simulate.policies import PoolMoment  # noqa: PLC0415
 
     rule = OverTime(low_below=100, high_from=400, max_pause=timedelta(hours=3))

@@ -1,12 +1,18 @@
 """The NodePool pause over time (strategy ``pause``): when a pause begins and when it ends.
 
-A pool is paused (``spec.limits.cpu: "0"``, no new nodes) when the local grid's class is
-high **and** the forecast shows a cleaner hour within the pool's slack
-(``carbonshift.io/max-pause``, default 24 h). It is resumed (the user's limits come
-back) when that hour comes, or at the latest once ``max-pause`` has passed since the
-pause began, even if the grid is still dirty. Without a forecast (not enough history,
-no forecast method) it pauses while the class is high, as the class rule
+A pool is paused (``spec.limits.cpu: "0"``, no new nodes) when the local grid is dirty
+now compared with what the forecast shows within the pool's slack
+(``carbonshift.io/max-pause``, default 24 h): a cleaner hour is coming. It is resumed
+(the user's limits come back) when that hour comes, or at the latest once ``max-pause``
+has passed since the pause began, even if the grid is still dirty. Without a forecast
+(not enough history yet, ``reevaluate.forecast: none``) "dirty" is the absolute class:
+it pauses while the class is high, as the class rule
 (:func:`webhook.decision.nodepool.pauses`) does, and still resumes at ``max-pause``.
+
+With a forecast, the class does not gate the pause: a pool on a mid-class grid with a
+strong solar dip ahead waits for the dip too. On the 2023 traces gating on the class
+captures 59 % of the perfect-foresight saving, not gating 84 % (README "Carbon
+results").
 
 "A cleaner hour within the slack" is :func:`waits`: the same rule as the simulator's
 forecast-driven pause policy (``pause_by_forecast``), on the same forecast
@@ -113,8 +119,10 @@ def step(
             return Step(True, state, f"the greenest hour within the slack is in {ahead} h", False)
         return _resume(state, now, "the greenest forecast hour within the slack has come")
 
-    if level != "high":
-        return Step(False, state, "the grid is not high", False)
+    if level is None:
+        return Step(False, state, "no intensity data", False)
+    if outlook is None and level != "high":
+        return Step(False, state, "the grid is not high (no forecast)", False)
     if state.resumed_at is not None and now - state.resumed_at < RUN_AT_LEAST:
         return Step(False, state, f"resumed less than {duration(RUN_AT_LEAST)} ago", False)
     started = dataclasses.replace(state, paused_at=now)

@@ -3,7 +3,7 @@
 The day-ahead profile (:mod:`webhook.decision.forecast`) forecasts from past hours, so
 the feed keeps, for each provider and zone, one value per hour: the latest reading
 whose period starts in that hour. It holds :data:`DAYS` days plus the current hour,
-what the 7-day profile reads for a horizon up to a day
+what the profile reads for a horizon up to a day
 (:func:`~webhook.decision.forecast.history_needed`), and forgets older hours. Hours
 without a reading (an outage) repeat the hour before.
 
@@ -18,13 +18,14 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Literal
 
+from webhook.decision import forecast
 from webhook.decision.forecast import HOURS_PER_DAY, Method, history_needed, outlook
 from webhook.feed.forecasts import mean_over
 from webhook.intensity import Reading
 
-DAYS = 8
-"""Days of hourly history held: the 7-day profile's days plus the day it forecasts."""
-PROFILE_DAYS = 7
+PROFILE_DAYS = forecast.DAYS
+DAYS = PROFILE_DAYS + 1
+"""Days of hourly history held: the profile's days plus the day it forecasts."""
 HOUR = timedelta(hours=1)
 PROVIDER = "provider"
 """Outlook method: the provider's own forecast periods instead of one built from history."""

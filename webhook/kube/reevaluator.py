@@ -9,6 +9,11 @@ what it asks for by replace with the ``resourceVersion`` read (optimistic concur
 left to the next pass). The admission webhook lets these writes through untouched (an
 UPDATE is only re-decided when ``carbonshift.io/refresh`` changes).
 
+With a forecast (``reevaluate.forecast``), policies are ranked as the simulator's
+forecast rows rank them: each member zone at the mean of its outlook over the next
+:data:`~webhook.decision.forecast.RANK_HOURS` hours (a zone without enough history keeps
+its current reading); the decision record's ``provider`` names the forecast.
+
 NodePools follow the local grid (config ``zone``) through
 :func:`webhook.decision.reevaluate.nodepool_step` and
 :func:`webhook.decision.nodepool.reevaluate` (only ``spec.limits`` and ``spec.weight``
@@ -46,7 +51,7 @@ from kubernetes_asyncio.client.rest import ApiException
 from webhook import kinds, metrics, tasks
 from webhook.config import Config
 from webhook.decision import nodepool, reevaluate
-from webhook.decision.forecast import HOURS_PER_DAY, Method
+from webhook.decision.forecast import HOURS_PER_DAY, RANK_HOURS, Method, on_forecast
 from webhook.decision.hysteresis import Hysteresis
 from webhook.decision.outcome import Decision, Path
 from webhook.decision.record import Record, fingerprint, switches
@@ -136,6 +141,7 @@ class Reevaluator:
         h = config.hysteresis
         self.hysteresis = Hysteresis(margin=h.margin, dwell_hours=h.dwell_hours)
         self._task: asyncio.Task[None] | None = None
+        self._ranked_for: tuple[tuple[int | None, int] | None, IntensityTable] = (None, {})
 
     # --- one pass -------------------------------------------------------------------------
 
@@ -218,10 +224,28 @@ class Reevaluator:
             metrics.PAUSED_NODEPOOLS.set(paused)
         return written
 
+    def _ranked(self, ctx: Context) -> Context:
+        """``ctx`` with its members' zones read as their forecast means
+        (:func:`webhook.decision.forecast.on_forecast`, the simulator's forecast view);
+        ``ctx`` itself without a forecast method."""
+        method, outlook = self.method, self.outlook
+        if method is None or outlook is None:
+            return ctx
+        key = (ctx.generation, ctx.fleet_generation)
+        if ctx.generation is not None and self._ranked_for[0] == key:
+            return dataclasses.replace(ctx, table=self._ranked_for[1], generation=None)
+        zones = sorted({z for c in ctx.clusters.values() if (z := c.grid_zone)})
+        basis = f"{self.config.reevaluate.forecast} {RANK_HOURS} h mean"
+        table = on_forecast(ctx.table, zones, lambda z: outlook(z, RANK_HOURS - 1, method), basis)
+        self._ranked_for = (key, table)  # one forecast view per table and fleet
+        return dataclasses.replace(ctx, table=table, generation=None)
+
     def _decide(
         self, target: Target, obj: Mapping[str, Any], namespaces: Mapping[str, Mapping[str, str]]
     ) -> reevaluate.Action:
         ctx = self.context()
+        if not target.local:
+            ctx = self._ranked(ctx)
         row = target.row
         namespace = str((obj.get("metadata") or {}).get("namespace") or "")
         zone = self.config.zone if target.local else None

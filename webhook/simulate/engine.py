@@ -35,7 +35,7 @@ import math
 from array import array
 from collections.abc import Callable, Mapping, Sequence
 
-from webhook.decision.forecast import Method, history_needed, outlook
+from webhook.decision.forecast import Method, history_needed, outlook, ranking_value
 from webhook.simulate.grid import Grid
 from webhook.simulate.karmada import divide_available, divide_static, names_descending
 from webhook.simulate.metrics import Role, Run
@@ -269,8 +269,7 @@ class _Oracle:
 
 
 def _mean_outlook(method: Method, history: Sequence[float], horizon: int, days: int) -> float:
-    series = outlook(method, history, horizon - 1, days=days)
-    return math.fsum(series) / len(series)
+    return ranking_value(outlook(method, history, horizon - 1, days=days))
 
 
 def simulate_spatial(

@@ -311,17 +311,18 @@ class SpatialPolicy:
         return held if record is held.record else Held(proposal, record)
 
 
-DEFAULT_SPATIAL = "weights-hysteresis"
+DEFAULT_SPATIAL = "weights-forecast"
 """The spatial row carbonshift's default behaviour stands for: what the webhook does with
 its default config to a plain Divided PropagationPolicy (no annotations). Static carbon
-weights on the current intensity at admission, then the leader's re-evaluation
-(``reevaluate.enabled``, ``forecast: none``) switches as a refresh would, through the
-hysteresis (``hysteresis.margin`` / ``dwell_hours``)."""
+weights at admission, then the leader's re-evaluation (``reevaluate.enabled``,
+``forecast: day-ahead-profile``) ranks on the forecast mean over the next 24 h and
+switches through the hysteresis (``hysteresis.margin`` / ``dwell_hours``)."""
 
-DEFAULT_TEMPORAL = "pause-over-time"
+DEFAULT_TEMPORAL = "pause-over-time-forecast"
 """The temporal row carbonshift's default behaviour stands for: the NodePool pause the
-webhook runs with its default config (strategy ``pause``, :func:`webhook.decision.pause.step`,
-no forecast, ``max-pause`` 24 h). It knows nothing of pending jobs' deadlines."""
+webhook runs with its default config (strategy ``pause``, :func:`webhook.decision.pause.step`
+on the day-ahead profile, ``max-pause`` 24 h). It knows nothing of pending jobs'
+deadlines."""
 
 
 def spatial_policies(

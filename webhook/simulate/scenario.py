@@ -36,7 +36,7 @@ from typing import Annotated, Any
 import msgspec
 import yaml
 
-from webhook.decision.forecast import Method
+from webhook.decision.forecast import DAYS, Method
 from webhook.traces import Column
 from webhook.validation import GridZone, Schema, check, convert, read_yaml
 
@@ -120,7 +120,7 @@ class PolicySettings(Schema, frozen=True):
     """Minimum dwell of a placement."""
     forecast: Method = Method.PROFILE
     """Forecast used by the forecast-aware variants."""
-    forecast_days: Whole1 = 7
+    forecast_days: Whole1 = DAYS
     """Past days averaged by the day-ahead profile."""
     forecast_hours: Whole1 = 24
     """Spatial forecast variants rank clusters on the forecast mean over this many hours."""
