@@ -205,6 +205,27 @@ def test_history_keeps_the_last_five_switches() -> None:
     assert done[-1]["t"] == at.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def test_a_refresh_keeps_the_switch_history_and_the_fields_users_took_back() -> None:
+    """A refresh (admission deciding again) writes a new record but keeps the object's
+    story: the re-evaluation's switches and the fields a user took back."""
+    stored = admitted(T0, FR=100, DE=400, PL=800)
+    switched = reevaluate(stored, T0 + timedelta(hours=13), FR=600, DE=100, PL=800)
+    obj = switched.applied(stored)
+    edited = apply(obj, [Change(("spec", "placement", "replicaScheduling"), {"x": 1})])
+    obj = reevaluate(edited, T0 + timedelta(hours=14), FR=600, DE=100, PL=800).applied(edited)
+    before = record_of(obj)
+    assert len(switches(before)) == 1
+    assert user_fields(before) == ["placement.replicaScheduling"]
+    assert ROW is not None
+    later = T0 + timedelta(hours=30)
+    refresh = ROW.decide(obj, ctx(later, table(later, FR=50, DE=600, PL=800)))
+    assert refresh.changes  # a new placement, with a new record
+    assert refresh.record is not None
+    assert switches(refresh.record) == switches(before)
+    assert user_fields(refresh.record) == ["placement.replicaScheduling"]
+    assert refresh.record.body["at"] != before.body["at"]
+
+
 def test_only_managed_objects_opted_in_as_for_admission() -> None:
     stored = admitted(T0, FR=100, DE=400, PL=800)
     assert not_managed(stored, NS) is None

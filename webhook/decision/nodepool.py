@@ -31,7 +31,7 @@ from webhook.config import NodePoolConfig
 from webhook.decision import arm64, pause
 from webhook.decision.outcome import REMOVE, Change, Decision, Lookup, lookup, short
 from webhook.decision.ranking import DISTINCT, greenness, intensity_class
-from webhook.decision.record import Record, fingerprint, user_view
+from webhook.decision.record import Record, fingerprint, history, user_view
 from webhook.intensity import IntensityTable
 from webhook.vocabulary import DECISION
 from webhook.vocabulary import INTENSITY_CLASS as CLASS_LABEL
@@ -308,6 +308,7 @@ class _Plan:
         return new
 
     def record(self, body: dict[str, Any], *, template: bool = True) -> Record:
+        body.update(history(self.previous))
         record = Record(body=body)
         _own(record, _SPEC, self.base_spec, self.new_spec, ("weight", "limits"))
         if template:

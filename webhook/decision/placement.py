@@ -30,7 +30,7 @@ from webhook.config import ClusterConfig, WeightingConfig
 from webhook.decision.hysteresis import Held, Hysteresis, Verdict, judge
 from webhook.decision.outcome import REMOVE, Change, Decision, lookup, short
 from webhook.decision.ranking import carbon_weights, order_greenest, within_limit
-from webhook.decision.record import Record, fingerprint, user_view
+from webhook.decision.record import Record, fingerprint, history, user_view
 from webhook.decision.selectors import SelectorError, allowed_clusters, is_open
 from webhook.intensity import IntensityTable
 from webhook.vocabulary import DECISION, MAX_CLUSTERS, MAX_INTENSITY, Knobs
@@ -196,7 +196,7 @@ def decide(policy: Mapping[str, Any], inputs: PolicyInputs) -> Decision:
     # When this placement came into force: the data time of the decision that made it
     # (deterministic for given inputs, so identical reviews get identical answers).
     body["since"] = (not changes and previous.body.get("since")) or body["at"]
-    decision.record = _record(base, new, body)
+    decision.record = _record(base, new, body | history(previous))
     decision.changes = changes
     return decision
 

@@ -112,6 +112,12 @@ def with_switch(record: Record, entry: Mapping[str, Any]) -> Record:
     return Record(body={**record.body, SWITCHES: kept}, orig=record.orig, own=record.own)
 
 
+def history(previous: Record) -> dict[str, Any]:
+    """The record body entries a new decision carries over from ``previous`` (its
+    switches and the fields users took back), so a refresh keeps the object's story."""
+    return {k: previous.body[k] for k in (SWITCHES, USER) if k in previous.body}
+
+
 def user_fields(record: Record) -> list[str]:
     """The record keys recorded as taken back by a user."""
     found = record.body.get(USER)

@@ -192,7 +192,7 @@ def step(obj: Mapping[str, Any], inputs: Inputs) -> Action:
             limit = inputs.min_interval_seconds
             why = f"last write {ago:.0f} s ago, min_interval_seconds is {limit:g}"
             return Action("too_soon", why, before=before, after=after)
-    record = _carried(new, previous, taken)
+    record = _carried(new, taken)
     record = with_switch(
         record,
         {
@@ -252,7 +252,7 @@ def nodepool_step(obj: Mapping[str, Any], inputs: Inputs) -> Action:
             why = f"last write {ago:.0f} s ago, min_interval_seconds is {limit:g}"
             return Action("too_soon", why, before=g)
     record, why = _nodepool_switch(
-        obj, changes, _carried(new, previous, taken), g=g, event=event, inputs=inputs
+        obj, changes, _carried(new, taken), g=g, event=event, inputs=inputs
     )
     changes.append(Change(("metadata", "annotations", DECISION), record.encode()))
     if event is not None:
@@ -414,14 +414,10 @@ def _last_write(obj: Mapping[str, Any], previous: Record) -> datetime | None:
         return None
 
 
-def _carried(new: Record, previous: Record, taken: list[str]) -> Record:
-    """The decider's new record, still without the fields the user took back, with the
-    switch history and the taken-back fields carried over."""
-    record = released(new, taken) if taken else new
-    body = dict(record.body)
-    if switches(previous):
-        body["switches"] = switches(previous)
-    return Record(body=body, orig=record.orig, own=record.own)
+def _carried(new: Record, taken: list[str]) -> Record:
+    """The decider's new record (which carries the switch history over,
+    :func:`webhook.decision.record.history`), still without the fields the user took back."""
+    return released(new, taken) if taken else new
 
 
 def _round(value: float | None) -> float | None:
