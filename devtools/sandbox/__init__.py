@@ -2,21 +2,29 @@
 
 ``python -m devtools.sandbox up`` starts, on 127.0.0.1 only:
 
-* etcd and kube-apiserver (built from Go modules by ``hack/build-binaries.sh``), with a
-  freshly generated PKI and an admin client certificate (``O=system:masters``);
-* the Karmada and Karpenter CRDs from the shared reference folder, and three demo Karmada
-  member clusters in grids of clearly different carbon intensity;
-* carbonshift itself and karmada-webhook, both registered as admission webhooks.
+* the Karmada API server: etcd, kube-apiserver and kube-controller-manager (built from Go
+  modules by ``hack/build-binaries.sh``), with a freshly generated PKI and an admin client
+  certificate (``O=system:masters``), and the Karmada and Karpenter CRDs from the shared
+  reference folder;
+* three member clusters in grids of clearly different carbon intensity, each its own
+  etcd, kube-apiserver and kube-controller-manager (Deployments get ReplicaSets) with one
+  simulated Node, joined to Karmada in Push mode as ``karmadactl join`` does
+  (:mod:`~devtools.sandbox.members`);
+* karmada-controller-manager (member status, Works applied into the members),
+  karmada-scheduler with the carbonshift plugin, and carbonshift and karmada-webhook, both
+  registered as admission webhooks.
 
-It writes ``.sandbox/kubeconfig`` and prints the two lines to paste. ``down`` stops every
-process it started (pid files under the state folder); ``status`` tells what runs.
+It writes ``.sandbox/kubeconfig`` (contexts ``karmada``, the current one, and one per
+member) and prints the lines to paste. ``down`` stops every process it started (pid files
+under the state folder) and removes the state; ``status`` tells what runs.
 
 The same :class:`Sandbox` class is the control-plane fixture of the end-to-end tests.
 
 Modules by job: :mod:`~devtools.sandbox.layout` (paths, ports), :mod:`~devtools.sandbox.pki`
 (certificates via :mod:`webhook.certs`, kubeconfig), :mod:`~devtools.sandbox.processes`
 (start, wait, stop), :mod:`~devtools.sandbox.components` (command lines),
-:mod:`~devtools.sandbox.objects` (what gets applied), :mod:`~devtools.sandbox.control_plane`
+:mod:`~devtools.sandbox.objects` (what gets applied), :mod:`~devtools.sandbox.members`
+(joining the members), :mod:`~devtools.sandbox.control_plane`
 (the :class:`Sandbox`), :mod:`~devtools.sandbox.cli`.
 """
 

@@ -11,15 +11,20 @@ from pathlib import Path
 
 from devtools.sandbox.control_plane import Sandbox
 from devtools.sandbox.layout import LOOPBACK, Layout, SandboxError
+from devtools.sandbox.pki import KARMADA_CONTEXT
 
 
 def _print_next_steps(sandbox: Sandbox) -> None:
     bin_dir = sandbox.kubectl_binary().parent
+    first = sandbox.members[0]
     print()
     print("Sandbox is up. Try it:")
     print(f"  export KUBECONFIG={sandbox.kubeconfig} PATH={bin_dir}:$PATH")
     print(f"  kubectl apply -f {sandbox.layout.root / 'examples'}/")
+    print(f"  kubectl --context {first} -n carbonshift-demo get deployments")
     print()
+    print(f"Contexts: {KARMADA_CONTEXT} (current, the Karmada API server), "
+          + ", ".join(f"{m} ({sandbox.member_url(m)})" for m in sandbox.members))  # fmt: skip
     print(f"carbonshift: {sandbox.carbonshift_url} (logs: {sandbox.layout.state / 'logs'})")
     print("Stop it with: make sandbox-down (python -m devtools.sandbox down)")
 
@@ -33,15 +38,19 @@ def _status(sandbox: Sandbox) -> int:
         state = json.loads(sandbox.layout.state_file.read_text(encoding="utf-8"))
         print(f"kubeconfig       {state['kubeconfig']}")
         print(f"carbonshift      https://{LOOPBACK}:{state['ports']['carbonshift']}")
+        for member in sandbox.members:
+            print(f"{member:16} https://{LOOPBACK}:{state['ports'][f'{member}-apiserver']}")
     return 0 if alive else 3
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m devtools.sandbox",
-        description="Local control plane (etcd, kube-apiserver, Karmada/Karpenter CRDs, "
-        "carbonshift and karmada-webhook) on 127.0.0.1, for trying carbonshift with "
-        "kubectl apply. A development tool: not installed with carbonshift.",
+        description="Local Karmada control plane (etcd, kube-apiserver, Karmada/Karpenter "
+        "CRDs, karmada-controller-manager, karmada-scheduler with the carbonshift plugin, "
+        "karmada-webhook, carbonshift) and three member clusters joined in Push mode, on "
+        "127.0.0.1, for trying carbonshift with kubectl apply. A development tool: not "
+        "installed with carbonshift.",
         epilog="Exit status: 0 success, 1 a component failed, 2 bad usage; "
         "status: 3 when nothing runs.",
     )
@@ -49,7 +58,7 @@ def parser() -> argparse.ArgumentParser:
         "command",
         choices=("up", "down", "status"),
         help="up: start everything and print how to use it; down: stop every process it "
-        "started; status: what runs",
+        "started and remove its state; status: what runs",
     )
     p.add_argument("--state-dir", type=Path, default=None, help="state folder (default: .sandbox)")
     p.add_argument("--no-karmada-webhook", action="store_true", help="do not run karmada-webhook")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import datetime
 import json
 import os
 import shutil
@@ -14,15 +13,20 @@ from typing import Any
 
 import yaml
 
-from devtools.sandbox import pki
-from devtools.sandbox.components import COMPONENTS, PORTS, default_carbonshift, define_components
+from devtools.sandbox import members, pki
+from devtools.sandbox.components import (
+    CLUSTER_PARTS,
+    component_names,
+    default_carbonshift,
+    define_components,
+    member_component,
+    port_names,
+)
 from devtools.sandbox.layout import LOOPBACK, Layout, SandboxError, free_port
 from devtools.sandbox.objects import (
     DEMO_CLUSTERS,
     carbonshift_config,
     carbonshift_webhook_configuration,
-    demo_cluster,
-    demo_cluster_status,
     karmada_webhook_configurations,
     user_config,
 )
@@ -41,8 +45,20 @@ def print_progress(message: str) -> None:
     print(f"[sandbox] {message}", flush=True)
 
 
+MEMBERS = tuple(DEMO_CLUSTERS)
+
+STATE_ENTRIES = (
+    "data", "pki", "logs", "pids", "members", "carbonshift-certs",
+    "kubeconfig", "carbonshift.yaml", "state.json",
+)  # fmt: skip
+"""What ``up`` writes under the state folder (``down`` removes them)."""
+
+
 class Sandbox:
-    """etcd + kube-apiserver + CRDs + carbonshift + karmada-webhook on 127.0.0.1."""
+    """A Karmada control plane (etcd, kube-apiserver, kube-controller-manager, the Karmada
+    CRDs, karmada-controller-manager, karmada-webhook, karmada-scheduler with the
+    carbonshift plugin, carbonshift) and three member clusters (etcd, kube-apiserver,
+    kube-controller-manager each) joined in Push mode, all on 127.0.0.1."""
 
     def __init__(
         self,
@@ -74,29 +90,42 @@ class Sandbox:
     def carbonshift_url(self) -> str:
         return f"https://{LOOPBACK}:{self.ports['carbonshift']}"
 
+    @property
+    def members(self) -> tuple[str, ...]:
+        """The member clusters: each is a context of ``kubeconfig``."""
+        return MEMBERS
+
+    def member_url(self, member: str) -> str:
+        return f"https://{LOOPBACK}:{self.ports[f'{member}-apiserver']}"
+
     def up(self) -> None:
         """Start everything; on any failure stop what was started and raise."""
         if self.running():
             raise SandboxError(f"a sandbox already runs from {self.layout.state}: run down first")
         self._prepare_state()
         try:
-            self._start_control_plane()
+            self._start_clusters()
             self._install_crds()
-            self._create_demo_clusters()
-            self._start_webhooks()
+            self._start_karmada_webhook()
+            self._join_members()
+            self._start_carbonshift()
+            self.start("karmada-scheduler")
             self._save_state()
         except BaseException:
-            self.down()
+            self.down(keep_state=True)  # its logs say what went wrong
             raise
 
-    def down(self) -> None:
-        """Stop every component this state folder knows of, newest first."""
+    def down(self, *, keep_state: bool = False) -> None:
+        """Stop every component this state folder knows of, newest first; then remove
+        what ``up`` wrote there unless ``keep_state``."""
         for name in reversed(self.known_components()):
             self.stop(name)
+        if not keep_state:
+            self._remove_state()
 
     def known_components(self) -> list[str]:
         """The built-in components, then any added to ``components``, then stray pid files."""
-        names = list(COMPONENTS)
+        names = component_names(MEMBERS)
         names += [name for name in self.components if name not in names]
         pid_dir = self.layout.state / "pids"
         if pid_dir.is_dir():
@@ -128,15 +157,25 @@ class Sandbox:
             component.process = None
         pid_file.unlink(missing_ok=True)
 
-    def start(self, name: str, timeout: float = 60.0) -> None:
-        """(Re)start a component whose arguments are known, and wait until it is ready."""
-        component = self.components[name]
-        log_path = self.layout.log(name)
-        self._log(f"starting {name} (log: {log_path})")
-        pid_file = self.layout.pid_file(name)
-        launch(component, log_path=log_path, pid_file=pid_file, cwd=self.layout.state)
-        wait_ready(component, cafile=self.layout.pki / "ca.crt", log_path=log_path, timeout=timeout)
-        self._log(f"{name} is ready")
+    def start(self, *names: str, timeout: float = 60.0) -> None:
+        """(Re)start components whose arguments are known, all at once, and wait until
+        each is ready."""
+        for name in names:
+            self._log(f"starting {name} (log: {self.layout.log(name)})")
+            launch(
+                self.components[name],
+                log_path=self.layout.log(name),
+                pid_file=self.layout.pid_file(name),
+                cwd=self.layout.state,
+            )
+        for name in names:
+            wait_ready(
+                self.components[name],
+                cafile=self.layout.pki / "ca.crt",
+                log_path=self.layout.log(name),
+                timeout=timeout,
+            )
+            self._log(f"{name} is ready")
 
     def kubectl(
         self, *args: str, stdin: str | None = None, check: bool = True, timeout: float = 60.0
@@ -175,16 +214,22 @@ class Sandbox:
         text = yaml.safe_dump_all(list(documents), sort_keys=False)
         return self.kubectl("apply", *extra, "-f", "-", stdin=text).stdout
 
+    def _kubectl_out(self, *args: str, stdin: str | None = None) -> str:
+        return self.kubectl(*args, stdin=stdin).stdout
+
     # ----------------------------------------------------------------- steps
 
     def _prepare_state(self) -> None:
-        state = self.layout.state
-        for sub in ("etcd", "pki", "logs", "pids", "carbonshift-certs"):
-            shutil.rmtree(state / sub, ignore_errors=True)
-        state.mkdir(parents=True, exist_ok=True)
-        self.ports = {name: free_port() for name in PORTS}
+        self._remove_state()
+        self.layout.state.mkdir(parents=True, exist_ok=True)
+        self.ports = {name: free_port() for name in port_names(MEMBERS)}
         pki.write_pki(self.layout)
-        pki.write_kubeconfig(self.layout, f"https://{LOOPBACK}:{self.ports['kube-apiserver']}")
+        host = f"https://{LOOPBACK}:{self.ports['kube-apiserver']}"
+        servers = {pki.KARMADA_CONTEXT: host} | {m: self.member_url(m) for m in MEMBERS}
+        pki.write_kubeconfig(self.kubeconfig, self.layout, servers)
+        for member in MEMBERS:
+            path = self.layout.member_kubeconfig(member)
+            pki.write_kubeconfig(path, self.layout, {member: servers[member]})
         self.layout.carbonshift_config.write_text(
             "# Written by `python -m devtools.sandbox up`: the demo member clusters.\n"
             + yaml.safe_dump(self._carbonshift_config(), sort_keys=False),
@@ -193,9 +238,21 @@ class Sandbox:
         self.components = define_components(
             self.layout,
             self.ports,
+            MEMBERS,
             carbonshift_command=self.carbonshift_command,
             cert_reload_seconds=self.cert_reload_seconds,
         )
+
+    def _remove_state(self) -> None:
+        state = self.layout.state
+        for entry in STATE_ENTRIES:
+            path = state / entry
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            state.rmdir()  # unless something else lives there
 
     def _carbonshift_config(self) -> dict[str, Any]:
         """The sandbox's carbonshift config, with the user's on top when one was given."""
@@ -213,9 +270,11 @@ class Sandbox:
         except InvalidInput as exc:
             raise SandboxError(f"{self.user_config}: {exc}") from None
 
-    def _start_control_plane(self) -> None:
-        self.start("etcd")
-        self.start("kube-apiserver", timeout=120.0)
+    def _start_clusters(self) -> None:
+        """The Karmada API server and the members' API servers, each part started at once
+        on every cluster."""
+        for part, host in CLUSTER_PARTS.items():
+            self.start(host, *(member_component(m, part) for m in MEMBERS), timeout=120.0)
 
     def _install_crds(self) -> None:
         files = self.layout.crd_files()
@@ -226,27 +285,37 @@ class Sandbox:
         self.kubectl(*args)
         self.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
 
-    def _create_demo_clusters(self) -> None:
-        self._log(f"creating demo member clusters: {', '.join(DEMO_CLUSTERS)}")
-        self.apply([demo_cluster(name, spec) for name, spec in DEMO_CLUSTERS.items()])
-        now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        for name in DEMO_CLUSTERS:
-            self.kubectl(
-                "patch", "cluster.cluster.karmada.io", name, "--subresource=status",
-                "--type=merge", "-p", json.dumps({"status": demo_cluster_status(now)}),
-            )  # fmt: skip
+    def _join_members(self) -> None:
+        self._log(f"joining the member clusters in Push mode: {', '.join(MEMBERS)}")
+        for member in MEMBERS:
+            members.add_node(self._kubectl_out, member)
+            members.join(
+                self._kubectl_out,
+                member,
+                DEMO_CLUSTERS[member],
+                self.member_url(member),
+                self._ca_bundle(),
+            )
+        self.start("karmada-controller-manager")
+        members.wait_ready(self._kubectl_out, MEMBERS, timeout=45.0)
+        self._log("karmada-controller-manager reports every member Ready")
 
-    def _start_webhooks(self) -> None:
-        ca_bundle = pki.b64((self.layout.pki / "ca.crt").read_bytes())
+    def _start_karmada_webhook(self) -> None:
+        """Before any Karmada controller: it labels bindings and Works as they are created."""
         if self.with_karmada_webhook:
             self.start("karmada-webhook")
             url = f"https://{LOOPBACK}:{self.ports['karmada-webhook']}"
-            self.apply(karmada_webhook_configurations(url, ca_bundle))
+            self.apply(karmada_webhook_configurations(url, self._ca_bundle()))
+
+    def _ca_bundle(self) -> str:
+        return pki.b64((self.layout.pki / "ca.crt").read_bytes())
+
+    def _start_carbonshift(self) -> None:
         self.start("carbonshift")
         webhook = carbonshift_webhook_configuration(
             self.layout.root / "manifests" / "base" / "webhook.yaml",
             f"{self.carbonshift_url}/mutate",
-            ca_bundle,
+            self._ca_bundle(),
         )
         self.apply([webhook])
 

@@ -59,6 +59,15 @@ class Layout:
     def kubeconfig(self) -> Path:
         return self.state / "kubeconfig"
 
+    def member_kubeconfig(self, member: str) -> Path:
+        """An admin kubeconfig whose current context is the member (its
+        kube-controller-manager's); the shared ``kubeconfig`` has a context per member."""
+        return self.state / "members" / f"{member}.kubeconfig"
+
+    def data(self, name: str) -> Path:
+        """The data folder of an etcd."""
+        return self.state / "data" / name
+
     @property
     def carbonshift_config(self) -> Path:
         return self.state / "carbonshift.yaml"

@@ -1,8 +1,9 @@
-"""What the sandbox writes and applies: the demo member clusters, carbonshift's config
-for them, and the admission webhook registrations."""
+"""What the sandbox writes and applies: the demo member clusters and how they join
+Karmada, carbonshift's config for them, and the admission webhook registrations."""
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -63,15 +64,61 @@ def carbonshift_config() -> dict[str, Any]:
     }
 
 
-def demo_cluster(name: str, spec: Mapping[str, Any]) -> dict[str, Any]:
-    """A Push-mode Karmada Cluster object (nothing ever dials its endpoint)."""
+JOIN_NAMESPACE = "karmada-cluster"
+"""Where ``karmadactl join`` keeps the member's credentials: the ServiceAccount in the
+member, the Secret on the Karmada API server."""
+
+
+def join_account(member: str) -> str:
+    """The member's ServiceAccount Karmada acts as (``karmadactl join``'s name)."""
+    return f"karmada-{member}"
+
+
+def member_join_objects(member: str) -> list[dict[str, Any]]:
+    """Applied to the member: a ServiceAccount that may do anything, as ``karmadactl join``
+    sets up for Push mode (its token goes into the Cluster's Secret)."""
+    account = join_account(member)
+    role = f"karmada-controller-manager:{account}"
+    return [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": JOIN_NAMESPACE}},
+        {"apiVersion": "v1", "kind": "ServiceAccount",
+         "metadata": {"name": account, "namespace": JOIN_NAMESPACE}},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+         "metadata": {"name": role},
+         "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]},
+                   {"nonResourceURLs": ["*"], "verbs": ["get"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+         "metadata": {"name": role},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                     "name": role},
+         "subjects": [{"kind": "ServiceAccount", "name": account,
+                       "namespace": JOIN_NAMESPACE}]},
+    ]  # fmt: skip
+
+
+def cluster_secret(member: str, token: str, ca_bundle: str) -> dict[str, Any]:
+    """The Secret a Push-mode Cluster's ``secretRef`` names: the member's bearer ``token``
+    and the ``caBundle`` that signed its serving certificate (base64 of the PEM)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": member, "namespace": JOIN_NAMESPACE},
+        "type": "Opaque",
+        "data": {"token": base64.b64encode(token.encode()).decode(), "caBundle": ca_bundle},
+    }
+
+
+def demo_cluster(name: str, spec: Mapping[str, Any], endpoint: str) -> dict[str, Any]:
+    """A Push-mode Karmada Cluster for a member whose API server is at ``endpoint``; its
+    status comes from karmada-controller-manager, which dials the member."""
     return {
         "apiVersion": "cluster.karmada.io/v1alpha1",
         "kind": "Cluster",
         "metadata": {"name": name, "labels": {"carbonshift.io/grid-zone": spec["zone"]}},
         "spec": {
             "syncMode": "Push",
-            "apiEndpoint": "https://127.0.0.1:1",
+            "apiEndpoint": endpoint,
+            "secretRef": {"namespace": JOIN_NAMESPACE, "name": name},
             "provider": spec["provider"],
             "region": spec["region"],
             "zones": list(spec["zones"]),
@@ -79,19 +126,36 @@ def demo_cluster(name: str, spec: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def demo_cluster_status(now: str) -> dict[str, Any]:
-    """A healthy member: Ready, serving apps/v1 Deployments, with room for replicas."""
+SIMULATED_NODE = "sandbox-node"
+NODE_RESOURCES: Mapping[str, str] = {"cpu": "64", "memory": "256Gi", "pods": "1000"}
+"""What each member's one simulated Node offers: Karmada's resource summary (and so
+Aggregated and dynamic-weight division) is computed from it. The same on every member,
+so no member wins a placement on capacity alone."""
+
+
+def simulated_node() -> dict[str, Any]:
+    """A Node object with no kubelet behind it: it only gives the member capacity. Pods
+    the member's ReplicaSets create stay Pending (no scheduler runs there)."""
     return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": SIMULATED_NODE,
+            "labels": {"kubernetes.io/hostname": SIMULATED_NODE, "type": "simulated"},
+        },
+    }
+
+
+def simulated_node_status(now: str) -> dict[str, Any]:
+    return {"status": {
+        "capacity": dict(NODE_RESOURCES),
+        "allocatable": dict(NODE_RESOURCES),
         "conditions": [{
-            "type": "Ready", "status": "True", "reason": "ClusterReady",
-            "message": "sandbox member", "lastTransitionTime": now,
+            "type": "Ready", "status": "True", "reason": "KubeletReady",
+            "message": "simulated by the sandbox", "lastHeartbeatTime": now,
+            "lastTransitionTime": now,
         }],
-        "apiEnablements": [{
-            "groupVersion": "apps/v1",
-            "resources": [{"name": "deployments", "kind": "Deployment"}],
-        }],
-        "resourceSummary": {"allocatable": {"cpu": "64", "memory": "256Gi", "pods": "1000"}},
-    }  # fmt: skip
+    }}  # fmt: skip
 
 
 def carbonshift_webhook_configuration(manifest: Path, url: str, ca_bundle: str) -> dict[str, Any]:
@@ -106,39 +170,54 @@ def carbonshift_webhook_configuration(manifest: Path, url: str, ca_bundle: str) 
     return dict(document)
 
 
-def karmada_webhook_configurations(url: str, ca_bundle: str) -> list[dict[str, Any]]:
-    """karmada-webhook's own registrations for (Cluster)PropagationPolicy, as upstream."""
+KARMADA_MUTATED = (
+    # path, API group, resource, scope, operations: as upstream's webhook-configuration.yaml
+    ("propagationpolicy", "policy.karmada.io", "propagationpolicies", "Namespaced",
+     ["CREATE", "UPDATE"]),
+    ("clusterpropagationpolicy", "policy.karmada.io", "clusterpropagationpolicies", "Cluster",
+     ["CREATE", "UPDATE"]),
+    # Bindings and Works get their permanent-id labels here; without them the binding
+    # controller takes every unlabelled Work in the namespace for an orphan of each binding.
+    ("resourcebinding", "work.karmada.io", "resourcebindings", "Namespaced", ["CREATE"]),
+    ("clusterresourcebinding", "work.karmada.io", "clusterresourcebindings", "Cluster",
+     ["CREATE"]),
+    ("work", "work.karmada.io", "works", "Namespaced", ["CREATE", "UPDATE"]),
+)  # fmt: skip
+KARMADA_VALIDATED = KARMADA_MUTATED[:2]
 
-    def hook(kind: str, plural: str, scope: str, verb: str) -> dict[str, Any]:
+
+def karmada_webhook_configurations(url: str, ca_bundle: str) -> list[dict[str, Any]]:
+    """karmada-webhook's own registrations, as upstream: (Cluster)PropagationPolicy
+    defaults and validation, and the permanent ids of bindings and Works."""
+
+    def hook(
+        path: str, group: str, plural: str, scope: str, operations: list[str], *, verb: str
+    ) -> dict[str, Any]:
         return {
-            "name": f"{kind}.{verb}.karmada.io",
+            "name": f"{path}.{verb}.karmada.io",
             "rules": [{
-                "operations": ["CREATE", "UPDATE"], "apiGroups": ["policy.karmada.io"],
+                "operations": operations, "apiGroups": [group],
                 "apiVersions": ["*"], "resources": [plural], "scope": scope,
             }],
-            "clientConfig": {"url": f"{url}/{verb}-{kind}", "caBundle": ca_bundle},
+            "clientConfig": {"url": f"{url}/{verb}-{path}", "caBundle": ca_bundle},
             "failurePolicy": "Fail",
             "sideEffects": "None",
             "admissionReviewVersions": ["v1"],
             "timeoutSeconds": 3,
         }  # fmt: skip
 
-    policies = [
-        ("propagationpolicy", "propagationpolicies", "Namespaced"),
-        ("clusterpropagationpolicy", "clusterpropagationpolicies", "Cluster"),
-    ]
     meta = {"name": KARMADA_WEBHOOK_CONFIG, "labels": {"app": "karmada-webhook"}}
     return [
         {
             "apiVersion": "admissionregistration.k8s.io/v1",
             "kind": "MutatingWebhookConfiguration",
             "metadata": meta,
-            "webhooks": [hook(*p, "mutate") for p in policies],
+            "webhooks": [hook(*entry, verb="mutate") for entry in KARMADA_MUTATED],
         },
         {
             "apiVersion": "admissionregistration.k8s.io/v1",
             "kind": "ValidatingWebhookConfiguration",
             "metadata": meta,
-            "webhooks": [hook(*p, "validate") for p in policies],
+            "webhooks": [hook(*entry, verb="validate") for entry in KARMADA_VALIDATED],
         },
     ]

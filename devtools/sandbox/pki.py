@@ -13,7 +13,7 @@ import dataclasses
 import os
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import yaml
@@ -102,23 +102,30 @@ def write_pki(layout: Layout) -> None:
     write_atomic_pair(layout.carbonshift_certs, serving_pair(ca, "carbonshift"))
 
 
-def write_kubeconfig(layout: Layout, server: str) -> None:
-    """An admin kubeconfig for ``server`` with the certificates inline."""
+KARMADA_CONTEXT = "karmada"
+"""The context of the Karmada API server in the sandbox's kubeconfig (the current one)."""
+
+
+def write_kubeconfig(path: Path, layout: Layout, servers: Mapping[str, str]) -> None:
+    """An admin kubeconfig with one context per API server (``servers``: context name ->
+    URL, the first one current), the certificates inline. Every API server trusts the
+    sandbox CA's admin client certificate."""
     pki = layout.pki
+    ca = b64((pki / "ca.crt").read_bytes())
     config = {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": "sandbox", "cluster": {
-            "server": server,
-            "certificate-authority-data": b64((pki / "ca.crt").read_bytes()),
-        }}],
+        "clusters": [{"name": name, "cluster": {
+            "server": server, "certificate-authority-data": ca,
+        }} for name, server in servers.items()],
         "users": [{"name": "sandbox-admin", "user": {
             "client-certificate-data": b64((pki / "admin.crt").read_bytes()),
             "client-key-data": b64((pki / "admin.key").read_bytes()),
         }}],
-        "contexts": [{"name": "sandbox", "context": {
-            "cluster": "sandbox", "user": "sandbox-admin",
-        }}],
-        "current-context": "sandbox",
+        "contexts": [{"name": name, "context": {
+            "cluster": name, "user": "sandbox-admin",
+        }} for name in servers],
+        "current-context": next(iter(servers)),
     }  # fmt: skip
-    certs.write_private(layout.kubeconfig, yaml.safe_dump(config, sort_keys=False).encode())
+    path.parent.mkdir(parents=True, exist_ok=True)
+    certs.write_private(path, yaml.safe_dump(config, sort_keys=False).encode())
