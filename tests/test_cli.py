@@ -175,3 +175,51 @@ def test_certs_writes_a_bundle_and_prints_the_ca(
     assert "carbonshift.ops.svc" in sans.get_values_for_type(x509.DNSName)
     assert [str(ip) for ip in sans.get_values_for_type(x509.IPAddress)] == ["127.0.0.1"]
     assert (tmp_path / "tls.key").stat().st_mode & 0o077 == 0
+
+
+def test_mutate_reevaluate_shows_what_the_leader_would_write(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Objects as stored, put through the leader's re-evaluation: the grid under member-fr
+    and member-pl swapped since admission (no dwell), so the policy switches (history
+    recorded) and the paused NodePool stays paused."""
+    (tmp_path / "m.yaml").write_text(PP)
+    (tmp_path / "c.yaml").write_text(CONFIG)
+    code, stored, _ = run(
+        capsys, "mutate", "-f", str(tmp_path / "m.yaml"), "--config", str(tmp_path / "c.yaml")
+    )
+    assert code == 0
+    (tmp_path / "stored.yaml").write_text(stored)
+    swapped = (
+        "zone: PL\nhysteresis: {dwell_hours: 0}\n"
+        "clusters:\n  member-fr: {zone: PL}\n  member-pl: {zone: FR}\n"
+    )
+    (tmp_path / "later.yaml").write_text(swapped)
+    args = ["-f", str(tmp_path / "stored.yaml"), "--config", str(tmp_path / "later.yaml")]
+    code, out, _ = run(capsys, "mutate", "--reevaluate", "-o", "json", *args)
+    assert code == 0
+    policy, pool = orjson.loads(out)
+    assert policy["outcome"] == "switched"
+    assert "greener than the placement in force" in policy["reason"]
+    weights = policy["object"]["spec"]["placement"]["replicaScheduling"]["weightPreference"]
+    assert weights["staticWeightList"][0]["targetCluster"]["clusterNames"] == ["member-pl"]
+    (switch,) = policy["decision"]["switches"]
+    assert switch["before"] > switch["after"]
+    assert pool["outcome"] == "kept"
+    assert pool["object"]["spec"]["limits"] == {"cpu": "0"}
+    code, text, _ = run(capsys, "mutate", "--reevaluate", *args)
+    assert "# carbonshift: PropagationPolicy web: switched" in text
+    assert "# carbonshift: NodePool np: kept" in text
+
+
+def test_mutate_reevaluate_leaves_kinds_it_does_not_follow(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "m.yaml").write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")
+    code, out, _ = run(
+        capsys, "mutate", "--reevaluate", "-o", "json", "-f", str(tmp_path / "m.yaml")
+    )
+    assert code == 0
+    (result,) = orjson.loads(out)
+    assert result["outcome"] == "ignored"
+    assert result["reason"] == "v1 ConfigMap is not re-evaluated"

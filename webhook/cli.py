@@ -183,15 +183,18 @@ def _read_documents(path: str) -> tuple[list[dict[str, Any]], list[str]]:
     return objects, problems
 
 
-async def _preview(config: Config, docs: list[dict[str, Any]]) -> list[Any]:
+async def _preview(config: Config, docs: list[dict[str, Any]], *, again: bool) -> list[Any]:
     from webhook import preview, server  # noqa: PLC0415
     from webhook.intensity import utcnow  # noqa: PLC0415
     from webhook.kinds import Context  # noqa: PLC0415
+    from webhook.reevaluation import Reevaluation  # noqa: PLC0415
 
     feed = server.build_feed(config)
     try:
         await feed.refresh_once()
         ctx = Context(config=config, table=feed.table(), now=utcnow())
+        if again:
+            return preview.reevaluate(docs, ctx, Reevaluation(config, feed.outlook))
         return preview.preview(docs, ctx)
     finally:
         await feed.stop()
@@ -202,7 +205,7 @@ def _mutate(args: argparse.Namespace) -> int:
     docs, problems = _read_documents(args.filename)
     for problem in problems:
         sys.stderr.write(f"carbonshift: {problem}\n")
-    results = asyncio.run(_preview(config, docs))
+    results = asyncio.run(_preview(config, docs, again=args.reevaluate))
     code = 1 if problems else 0
     if args.output == "json":
         payload = [
@@ -242,13 +245,23 @@ def _add_mutate(sub: Any) -> None:
         "stored, each preceded by comment lines with the outcome and the decision. Pipe it "
         "into `kubectl apply -f -` if you like what you see. A document that cannot be read "
         "is named on stderr and skipped; the others are still shown, and the exit status is "
-        "then 1.",
+        "then 1. With --reevaluate, each manifest is taken as already stored (e.g. `kubectl "
+        "get -o yaml`) and put through the leader's re-evaluation instead: the outcome (kept, "
+        "switched, too_soon, stale, user_owned, skipped) and the object as the leader would "
+        "write it.",
     )
     p.add_argument(
         "-f", "--filename", required=True, metavar="FILE", help="manifest file, - = stdin"
     )
     p.add_argument("--config", metavar="FILE", help="YAML config (default: built-in, static data)")
     p.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml", help="output format")
+    p.add_argument(
+        "--reevaluate",
+        action="store_true",
+        help="re-evaluate stored objects as the leader would now (reevaluate: and hysteresis: "
+        "from --config; the forecast needs history the preview does not hold, so it ranks "
+        "on current intensity as a freshly started leader does)",
+    )
     p.set_defaults(handler=_mutate)
 
 

@@ -3,6 +3,10 @@
 ``carbonshift mutate`` builds the AdmissionReview the API server would send for a
 CREATE, runs it through :func:`webhook.admission.admit` (the webhook's own code path)
 and applies the returned JSON Patch, so what it prints is what would be stored.
+``carbonshift mutate --reevaluate`` instead treats each manifest as stored (e.g. from
+``kubectl get -o yaml``) and runs the leader's re-evaluation on it
+(:class:`webhook.reevaluation.Reevaluation`, the reconciler's own code), printing what
+the leader would write.
 """
 
 from __future__ import annotations
@@ -16,7 +20,10 @@ from typing import Any
 import jsonpatch
 
 from webhook import admission, kinds
+from webhook.decision.outcome import Change
+from webhook.reevaluation import Reevaluation, target_of
 from webhook.validation import InvalidInput
+from webhook.vocabulary import DECISION, ENABLED
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -80,3 +87,40 @@ def _one(doc: Mapping[str, Any], ctx: kinds.Context) -> Preview:
     if outcome.patch:
         stored = jsonpatch.apply_patch(stored, outcome.patch)
     return Preview(stored=stored, outcome=outcome)
+
+
+OPTED_IN = {ENABLED: "true"}
+"""The labels a namespaced object's namespace is assumed to carry offline: a stored
+object with a decision annotation was admitted in an opted-in namespace."""
+
+
+def reevaluate(
+    documents: Iterable[Mapping[str, Any]], ctx: kinds.Context, rules: Reevaluation
+) -> list[Preview]:
+    """Re-evaluate each stored object as the leader would at ``ctx.now``.
+
+    The outcome's ``result`` is the step's (``kept``, ``switched``, ``too_soon``,
+    ``stale``, ``user_owned``, ``skipped``; ``ignored`` for kinds not re-evaluated), its
+    ``reason`` the step's why, and ``stored`` the object after the leader's write.
+    """
+    out = []
+    for doc in documents:
+        meta = doc.get("metadata")
+        name = str(meta.get("name", "")) if isinstance(meta, dict) else ""
+        kind = str(doc.get("kind", ""))
+        outcome = admission.Outcome(uid="", kind=kind, name=name, operation="REEVALUATE")
+        target = target_of(str(doc.get("apiVersion", "")), kind)
+        if target is None:
+            outcome.reason = f"{doc.get('apiVersion')} {kind} is not re-evaluated"
+            out.append(Preview(stored=doc, outcome=outcome))
+            continue
+        action = rules.decide(target, doc, ctx, OPTED_IN)
+        outcome.result, outcome.reason = action.outcome, action.reason
+        outcome.decision = _annotation(action.changes)
+        out.append(Preview(stored=action.applied(doc), outcome=outcome))
+    return out
+
+
+def _annotation(changes: Iterable[Change]) -> str | None:
+    found = [c.value for c in changes if c.path == ("metadata", "annotations", DECISION)]
+    return str(found[-1]) if found else None

@@ -11,7 +11,7 @@ import pytest
 from webhook.config import Config
 from webhook.decision.forecast import RANK_HOURS
 from webhook.decision.hysteresis import Hysteresis
-from webhook.kube.reevaluator import METHODS
+from webhook.reevaluation import METHODS
 from webhook.simulate import cli, report
 from webhook.simulate.grid import Grid
 from webhook.simulate.pausing import OverTime

@@ -1,25 +1,14 @@
 """The leader re-evaluates the objects carbonshift manages, so placements follow the grid.
 
 Every ``reevaluate.interval_seconds`` while this replica leads (and at once on becoming
-leader), for each kind in :data:`TARGETS`: list the objects (all namespaces), run the
-kind's pure step (:func:`webhook.decision.reevaluate.step`: the kind's own decider, as a
-refresh runs it, behind hysteresis, dwell, staleness and the minimum interval) and write
-what it asks for by replace with the ``resourceVersion`` read (optimistic concurrency: a
-409 Conflict re-reads and re-decides once, a second one is counted as ``conflict`` and
-left to the next pass). The admission webhook lets these writes through untouched (an
-UPDATE is only re-decided when ``carbonshift.io/refresh`` changes).
-
-With a forecast (``reevaluate.forecast``), policies are ranked as the simulator's
-forecast rows rank them: each member zone at the mean of its outlook over the next
-:data:`~webhook.decision.forecast.RANK_HOURS` hours (a zone without enough history keeps
-its current reading); the decision record's ``provider`` names the forecast.
-
-NodePools follow the local grid (config ``zone``) through
-:func:`webhook.decision.reevaluate.nodepool_step` and
-:func:`webhook.decision.nodepool.reevaluate` (only ``spec.limits`` and ``spec.weight``
-change), given the feed's outlook for the zone (``reevaluate.forecast``: ``none``, the
-``day-ahead-profile`` from the hourly history, or the ``provider``'s forecast) over the
-pool's ``max-pause`` (at most a day ahead).
+leader), for each kind in :data:`~webhook.reevaluation.TARGETS`: list the objects (all
+namespaces), decide each through :class:`webhook.reevaluation.Reevaluation` (the kind's
+pure step, :func:`webhook.decision.reevaluate.step`: the kind's own decider, as a refresh
+runs it, on the forecast, behind hysteresis, dwell, staleness and the minimum interval)
+and write what it asks for by replace with the ``resourceVersion`` read (optimistic
+concurrency: a 409 Conflict re-reads and re-decides once, a second one is counted as
+``conflict`` and left to the next pass). The admission webhook lets these writes through
+untouched (an UPDATE is only re-decided when ``carbonshift.io/refresh`` changes).
 
 Each switch records a ``Normal`` Event ``CarbonRebalanced`` (old -> new expected
 intensity and why), a NodePool pause ``NodePoolPaused`` and its end ``NodePoolResumed``
@@ -28,39 +17,31 @@ records one ``Warning`` Event ``CarbonFieldReleased`` (the annotation then remem
 so it is said once). Metrics: ``carbonshift_reevaluations_total{kind,outcome}``,
 ``carbonshift_writes_total{kind}``, ``carbonshift_reevaluation_duration_seconds`` and
 ``carbonshift_paused_nodepools``.
-
-Adding a kind: one :class:`Target` in :data:`TARGETS` with its registry row and, when its
-rules differ from the placement's, its own step and owned-field paths.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import datetime
-import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 import structlog
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
-from webhook import kinds, metrics, tasks
+from webhook import metrics, tasks
 from webhook.config import Config
-from webhook.decision import nodepool, reevaluate
-from webhook.decision.forecast import HOURS_PER_DAY, RANK_HOURS, Method, on_forecast
-from webhook.decision.hysteresis import Hysteresis
-from webhook.decision.outcome import Decision, Path
+from webhook.decision import reevaluate
 from webhook.decision.record import Record, fingerprint, switches
-from webhook.intensity import IntensityTable
 from webhook.kinds import Context, Kind
 from webhook.kube.client import FIELD_MANAGER, REQUEST_TIMEOUT, error_name, refused
 from webhook.kube.events import EventRecorder
 from webhook.kube.writes import Gate, NotLeader
-from webhook.vocabulary import DECISION, ENABLED, knobs
+from webhook.reevaluation import TARGETS, Outlook, Reevaluation, Target
+from webhook.vocabulary import DECISION, ENABLED
 
 log = structlog.get_logger("carbonshift.reevaluate")
 
@@ -68,48 +49,6 @@ TICK_SECONDS = 1.0
 """How often the loop looks at leadership and the time of the next pass."""
 
 Obj = dict[str, Any]
-Step = Callable[[Mapping[str, Any], reevaluate.Inputs], reevaluate.Action]
-OutlookMethod = Method | Literal["provider"] | None
-Outlook = Callable[[str, int, OutlookMethod], Sequence[float] | None]
-"""``IntensityFeed.outlook(zone, horizon_hours, method)``."""
-METHODS: Mapping[str, OutlookMethod] = {
-    "none": None,
-    "day-ahead-profile": Method.PROFILE,
-    "provider": "provider",
-}
-"""``reevaluate.forecast`` -> the feed's outlook method."""
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Target:
-    """One kind the leader re-evaluates."""
-
-    row: Kind
-    step: Step = reevaluate.step
-    fields: Mapping[str, Path] = dataclasses.field(default_factory=lambda: reevaluate.POLICY_FIELDS)
-    """Record key prefix -> where the fields carbonshift owns live in the object."""
-    local: bool = False
-    """Decided on the local grid (config ``zone``) over time, with the feed's outlook."""
-
-
-def _row(group: str, kind: str) -> Kind:
-    row = kinds.find(group, kind)
-    if row is None:  # pragma: no cover - the registry holds both
-        raise LookupError(f"{group}/{kind} is not a handled kind")
-    return row
-
-
-TARGETS: tuple[Target, ...] = (
-    Target(_row(kinds.KARMADA, "PropagationPolicy")),
-    Target(_row(kinds.KARMADA, "ClusterPropagationPolicy")),
-    Target(
-        _row(kinds.KARPENTER, "NodePool"),
-        reevaluate.nodepool_step,
-        reevaluate.NODEPOOL_FIELDS,
-        local=True,
-    ),
-)
-"""Every kind re-evaluated after creation."""
 
 
 class Reevaluator:
@@ -135,13 +74,9 @@ class Reevaluator:
         self.gate = gate
         self.events = events
         self.targets = targets
-        self.outlook = outlook
-        self.method = METHODS[config.reevaluate.forecast]
+        self.rules = Reevaluation(config, outlook)
         self.interval = config.reevaluate.interval_seconds
-        h = config.hysteresis
-        self.hysteresis = Hysteresis(margin=h.margin, dwell_hours=h.dwell_hours)
         self._task: asyncio.Task[None] | None = None
-        self._ranked_for: tuple[tuple[int | None, int] | None, IntensityTable] = (None, {})
 
     # --- one pass -------------------------------------------------------------------------
 
@@ -224,61 +159,12 @@ class Reevaluator:
             metrics.PAUSED_NODEPOOLS.set(paused)
         return written
 
-    def _ranked(self, ctx: Context) -> Context:
-        """``ctx`` with its members' zones read as their forecast means
-        (:func:`webhook.decision.forecast.on_forecast`, the simulator's forecast view);
-        ``ctx`` itself without a forecast method."""
-        method, outlook = self.method, self.outlook
-        if method is None or outlook is None:
-            return ctx
-        key = (ctx.generation, ctx.fleet_generation)
-        if ctx.generation is not None and self._ranked_for[0] == key:
-            return dataclasses.replace(ctx, table=self._ranked_for[1], generation=None)
-        zones = sorted({z for c in ctx.clusters.values() if (z := c.grid_zone)})
-        basis = f"{self.config.reevaluate.forecast} {RANK_HOURS} h mean"
-        table = on_forecast(ctx.table, zones, lambda z: outlook(z, RANK_HOURS - 1, method), basis)
-        self._ranked_for = (key, table)  # one forecast view per table and fleet
-        return dataclasses.replace(ctx, table=table, generation=None)
-
     def _decide(
         self, target: Target, obj: Mapping[str, Any], namespaces: Mapping[str, Mapping[str, str]]
     ) -> reevaluate.Action:
-        ctx = self.context()
-        if not target.local:
-            ctx = self._ranked(ctx)
-        row = target.row
         namespace = str((obj.get("metadata") or {}).get("namespace") or "")
-        zone = self.config.zone if target.local else None
-        outlook = self._outlook(obj, zone)
-
-        def decide_on(o: Mapping[str, Any], table: IntensityTable) -> Decision:
-            inputs = nodepool.NodePoolInputs(zone, table, self.config.nodepools, outlook=outlook)
-            return nodepool.reevaluate(o, inputs, ctx.now)
-
-        inputs = reevaluate.Inputs(
-            decide=lambda o: row.decide(o, ctx),
-            table=ctx.table,
-            clusters=ctx.clusters,
-            now=ctx.now,
-            hysteresis=self.hysteresis,
-            min_interval_seconds=self.config.reevaluate.min_interval_seconds,
-            namespace_labels=namespaces.get(namespace, {}) if row.namespaced else None,
-            fields=target.fields,
-            zone=zone,
-            decide_on=decide_on if target.local else None,
-            outlook=outlook,
-        )
-        return target.step(obj, inputs)
-
-    def _outlook(self, obj: Mapping[str, Any], zone: str | None) -> Sequence[float] | None:
-        """The feed's ``[now, now+1 h, ...]`` for ``zone`` over the pool's ``max-pause``
-        (at most a day ahead); None without a zone, a method or enough data."""
-        if zone is None or self.method is None or self.outlook is None:
-            return None
-        annotations = (obj.get("metadata") or {}).get("annotations") or {}
-        slack = knobs(annotations, "nodepool").max_pause.total_seconds() / 3600
-        horizon = max(1, min(HOURS_PER_DAY, math.ceil(slack)))
-        return self.outlook(zone, horizon, self.method)
+        labels = namespaces.get(namespace, {})
+        return self.rules.decide(target, obj, self.context(), labels)
 
     async def _one(
         self, target: Target, obj: Obj, namespaces: Mapping[str, Mapping[str, str]]

@@ -1,0 +1,165 @@
+"""What the leader's re-evaluation decides for one stored object, without any I/O.
+
+The kinds re-evaluated after creation (:data:`TARGETS`), the forecast policies rank on
+and NodePool pauses wait with (``reevaluate.forecast``), and the inputs of the pure step
+(:func:`webhook.decision.reevaluate.step`). The reconciler
+(:class:`webhook.kube.reevaluator.Reevaluator`) runs it on what it lists from the API
+server; ``carbonshift mutate --reevaluate`` runs it on manifests, so the preview shows
+the decisions the reconciler makes for the same inputs.
+
+With a forecast, policies are ranked as the simulator's forecast rows rank them: each
+member zone at the mean of its outlook over the next
+:data:`~webhook.decision.forecast.RANK_HOURS` hours (a zone without enough history keeps
+its current reading); the decision record's ``provider`` names the forecast. NodePools
+follow the local grid (config ``zone``) with the outlook over the pool's ``max-pause``
+(at most a day ahead).
+
+Adding a kind: one :class:`Target` in :data:`TARGETS` with its registry row and, when its
+rules differ from the placement's, its own step and owned-field paths.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal
+
+from webhook import kinds
+from webhook.config import Config
+from webhook.decision import nodepool, reevaluate
+from webhook.decision.forecast import HOURS_PER_DAY, RANK_HOURS, Method, on_forecast
+from webhook.decision.hysteresis import Hysteresis
+from webhook.decision.outcome import Decision, Path
+from webhook.intensity import IntensityTable
+from webhook.kinds import Context, Kind
+from webhook.vocabulary import knobs
+
+Step = Callable[[Mapping[str, Any], reevaluate.Inputs], reevaluate.Action]
+OutlookMethod = Method | Literal["provider"] | None
+Outlook = Callable[[str, int, OutlookMethod], Sequence[float] | None]
+"""``IntensityFeed.outlook(zone, horizon_hours, method)``."""
+METHODS: Mapping[str, OutlookMethod] = {
+    "none": None,
+    "day-ahead-profile": Method.PROFILE,
+    "provider": "provider",
+}
+"""``reevaluate.forecast`` -> the feed's outlook method."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Target:
+    """One kind the leader re-evaluates."""
+
+    row: Kind
+    step: Step = reevaluate.step
+    fields: Mapping[str, Path] = dataclasses.field(default_factory=lambda: reevaluate.POLICY_FIELDS)
+    """Record key prefix -> where the fields carbonshift owns live in the object."""
+    local: bool = False
+    """Decided on the local grid (config ``zone``) over time, with the feed's outlook."""
+
+
+def _row(group: str, kind: str) -> Kind:
+    row = kinds.find(group, kind)
+    if row is None:  # pragma: no cover - the registry holds both
+        raise LookupError(f"{group}/{kind} is not a handled kind")
+    return row
+
+
+TARGETS: tuple[Target, ...] = (
+    Target(_row(kinds.KARMADA, "PropagationPolicy")),
+    Target(_row(kinds.KARMADA, "ClusterPropagationPolicy")),
+    Target(
+        _row(kinds.KARPENTER, "NodePool"),
+        reevaluate.nodepool_step,
+        reevaluate.NODEPOOL_FIELDS,
+        local=True,
+    ),
+)
+"""Every kind re-evaluated after creation."""
+
+
+def target_of(api_version: str, kind: str) -> Target | None:
+    """The target for an object's ``apiVersion`` and ``kind`` (None: not re-evaluated)."""
+    group, _, version = api_version.rpartition("/")
+    for target in TARGETS:
+        row = target.row
+        if (row.group, row.version, row.kind) == (group, version, kind):
+            return target
+    return None
+
+
+class Reevaluation:
+    """The re-evaluation's rules under one config, with the feed's outlook (if any)."""
+
+    def __init__(self, config: Config, outlook: Outlook | None = None) -> None:
+        """``outlook``: the feed's (:meth:`IntensityFeed.outlook`); without it, everything
+        is decided on current intensity."""
+        self.config = config
+        self.outlook = outlook
+        self.method = METHODS[config.reevaluate.forecast]
+        h = config.hysteresis
+        self.hysteresis = Hysteresis(margin=h.margin, dwell_hours=h.dwell_hours)
+        self._ranked_for: tuple[tuple[int | None, int] | None, IntensityTable] = (None, {})
+
+    def ranked(self, ctx: Context) -> Context:
+        """``ctx`` with its members' zones read as their forecast means
+        (:func:`webhook.decision.forecast.on_forecast`, the simulator's forecast view);
+        ``ctx`` itself without a forecast method. One view per table and fleet."""
+        method, outlook = self.method, self.outlook
+        if method is None or outlook is None:
+            return ctx
+        key = (ctx.generation, ctx.fleet_generation)
+        if ctx.generation is not None and self._ranked_for[0] == key:
+            return dataclasses.replace(ctx, table=self._ranked_for[1], generation=None)
+        zones = sorted({z for c in ctx.clusters.values() if (z := c.grid_zone)})
+        basis = f"{self.config.reevaluate.forecast} {RANK_HOURS} h mean"
+        table = on_forecast(ctx.table, zones, lambda z: outlook(z, RANK_HOURS - 1, method), basis)
+        self._ranked_for = (key, table)
+        return dataclasses.replace(ctx, table=table, generation=None)
+
+    def local_outlook(self, obj: Mapping[str, Any]) -> Sequence[float] | None:
+        """The feed's ``[now, now+1 h, ...]`` for the local zone over the pool's
+        ``max-pause`` (at most a day ahead); None without a zone, a method or enough data."""
+        zone = self.config.zone
+        if zone is None or self.method is None or self.outlook is None:
+            return None
+        annotations = (obj.get("metadata") or {}).get("annotations") or {}
+        slack = knobs(annotations, "nodepool").max_pause.total_seconds() / 3600
+        horizon = max(1, min(HOURS_PER_DAY, math.ceil(slack)))
+        return self.outlook(zone, horizon, self.method)
+
+    def decide(
+        self,
+        target: Target,
+        obj: Mapping[str, Any],
+        ctx: Context,
+        namespace_labels: Mapping[str, str] | None,
+    ) -> reevaluate.Action:
+        """The step's action for ``obj`` (``namespace_labels``: its namespace's labels,
+        None for cluster-scoped kinds)."""
+        row = target.row
+        if not target.local:
+            ctx = self.ranked(ctx)
+        zone = self.config.zone if target.local else None
+        outlook = self.local_outlook(obj) if target.local else None
+        nodepools = self.config.nodepools
+
+        def decide_on(o: Mapping[str, Any], table: IntensityTable) -> Decision:
+            inputs = nodepool.NodePoolInputs(zone, table, nodepools, outlook=outlook)
+            return nodepool.reevaluate(o, inputs, ctx.now)
+
+        inputs = reevaluate.Inputs(
+            decide=lambda o: row.decide(o, ctx),
+            table=ctx.table,
+            clusters=ctx.clusters,
+            now=ctx.now,
+            hysteresis=self.hysteresis,
+            min_interval_seconds=self.config.reevaluate.min_interval_seconds,
+            namespace_labels=namespace_labels if row.namespaced else None,
+            fields=target.fields,
+            zone=zone,
+            decide_on=decide_on if target.local else None,
+            outlook=outlook,
+        )
+        return target.step(obj, inputs)
