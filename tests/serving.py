@@ -1,15 +1,23 @@
-"""A real ``server.serve`` on 127.0.0.1 in the test's event loop (import as ``tests.serving``).
+"""A real carbonshift server on 127.0.0.1 (import as ``tests.serving``).
 
-:func:`serving` starts it with a configuration and a certificate directory (a development
-CA is created there) and stops it on exit; :class:`Running` is what a test talks to.
+:func:`serving` runs ``server.serve`` in the test's event loop with a configuration and a
+certificate directory (a development CA is created there) and stops it on exit;
+:func:`serve_process` runs ``carbonshift serve`` as a child process, for figures that the
+test's own client must not distort and for signals. :class:`Running` is what a test talks
+to.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import signal
 import socket
 import ssl
+import subprocess
+import sys
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -70,3 +78,58 @@ async def serving(config: Config, cert_dir: Path, **options: Any) -> AsyncIterat
     finally:
         stop.set()
         await task
+
+
+class Process:
+    """``carbonshift serve`` as a child process (see :func:`serve_process`)."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], run: Running, log: Path) -> None:
+        self.proc, self.run, self.log = proc, run, log
+
+    def terminate(self, timeout: float = 30.0) -> tuple[int, float]:
+        """SIGTERM; the exit status and the seconds it took to exit."""
+        started = time.monotonic()
+        self.proc.send_signal(signal.SIGTERM)
+        code = self.proc.wait(timeout=timeout)
+        return code, time.monotonic() - started
+
+    def lines(self) -> list[dict[str, Any]]:
+        """The JSON log lines written so far."""
+        out = []
+        for line in self.log.read_text().splitlines():
+            with contextlib.suppress(ValueError):
+                out.append(json.loads(line))
+        return out
+
+
+def _spawn(command: list[str], log: Path) -> subprocess.Popen[bytes]:
+    with log.open("wb") as out:
+        return subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+
+
+@contextlib.asynccontextmanager
+async def serve_process(
+    config: dict[str, Any], directory: Path, *args: str
+) -> AsyncIterator[Process]:
+    """A real ``carbonshift serve`` on a free port with ``config`` (written as YAML), its
+    stdout and stderr in ``directory/serve.log``; killed on exit if still running."""
+    port = free_port()
+    (directory / "config.yaml").write_text(json.dumps(config))
+    log = directory / "serve.log"
+    command = [
+        str(Path(sys.executable).with_name("carbonshift")),
+        "serve",
+        f"--config={directory / 'config.yaml'}",
+        "--host=127.0.0.1",
+        f"--port={port}",
+        f"--cert-dir={directory / 'certs'}",
+        *args,
+    ]
+    proc = _spawn(command, log)
+    try:
+        await wait_listening(port, attempts=200)
+        yield Process(proc, Running(directory / "certs", port), log)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -45,6 +45,9 @@ MAX_LINE = 8190
 """Longest request line or header line, in bytes (aiohttp's default, stated here)."""
 MAX_HEADERS = 64
 """Most headers one request may carry (kube-apiserver sends fewer than ten)."""
+LINGER_SECONDS = 1.0
+"""After answering a request whose body is not all in (408, 413), how long the rest is
+read and dropped before the connection closes (so the client reads the answer)."""
 
 _header_timeouts = TIMEOUTS.labels("header")
 _body_timeouts = TIMEOUTS.labels("body")
@@ -84,6 +87,7 @@ class Limits:
             "max_line_size": MAX_LINE,
             "max_field_size": MAX_LINE,
             "max_headers": MAX_HEADERS,
+            "lingering_time": LINGER_SECONDS,
         }
 
 
