@@ -47,12 +47,36 @@ class Kube:
         result: dict[str, Any] = json.loads(self.ok(*args))
         return result
 
+    def on(self, member: str) -> MemberKube:
+        """The same helpers against a member cluster's API server (its kubeconfig context)."""
+        return MemberKube(self.sandbox, member)
+
     def namespace(self, *, enabled: bool) -> str:
         name = f"e2e-{uuid.uuid4().hex[:8]}"
         labels = {ENABLED: "true"} if enabled else {}
         self.apply({"apiVersion": "v1", "kind": "Namespace",
                     "metadata": {"name": name, "labels": labels}})  # fmt: skip
         return name
+
+
+class MemberKube(Kube):
+    """:class:`Kube` against one member cluster."""
+
+    def __init__(self, sandbox: Sandbox, member: str) -> None:
+        super().__init__(sandbox)
+        self.member = member
+
+    def run(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        return super().run(f"--context={self.member}", *args, stdin=stdin)
+
+    def find(self, resource: str, name: str, namespace: str) -> dict[str, Any] | None:
+        """The object, or None when the member does not have it."""
+        result = self.run("get", resource, name, "-n", namespace, "-o", "json")
+        if result.returncode != 0:
+            assert "NotFound" in result.stderr, result.stderr
+            return None
+        found: dict[str, Any] = json.loads(result.stdout)
+        return found
 
 
 def unique(prefix: str) -> str:

@@ -1,10 +1,10 @@
 """The real schedulers against carbonshift's scheduler API.
 
-Karmada: karmada-controller-manager (resource detector + the ``cluster`` controller) and
-our karmada-scheduler with the CarbonAware plugin, on the sandbox control plane with
-its three Ready member clusters (member-se ~23, member-fr ~99, member-pl ~819
-gCO2eq/kWh). kube-scheduler: the extender configured over HTTPS, ``ignorable: true``,
-with fake Nodes in grids of different intensity.
+Karmada: the sandbox's karmada-controller-manager and our karmada-scheduler with the
+CarbonAware plugin, with its three member clusters, real API servers that Karmada found
+Ready (member-se ~23, member-fr ~99, member-pl ~819 gCO2eq/kWh). kube-scheduler: the
+extender configured over HTTPS, ``ignorable: true``, with fake Nodes in grids of
+different intensity.
 
 Every binary comes from ``hack/build-binaries.sh`` (the session ``sandbox`` fixture
 builds them). Under ``CI=true`` a binary that is missing or does not start fails.
@@ -83,47 +83,12 @@ def carbonshift_stopped(sandbox: Sandbox) -> Iterator[None]:
 
 
 @pytest.fixture(scope="module")
-def karmada(sandbox: Sandbox) -> Iterator[Sandbox]:
-    """karmada-controller-manager and our karmada-scheduler on the sandbox."""
-    lay = sandbox.layout
-    manager_health, scheduler_health = free_port(), free_port()
-    manager = Component(
-        "karmada-controller-manager",
-        [
-            binary(sandbox, "karmada-controller-manager"),
-            f"--kubeconfig={lay.kubeconfig}",
-            "--leader-elect=false",
-            # The detector always runs; of the controllers only `cluster` (taints from
-            # the Ready condition), which needs no member cluster.
-            "--controllers=cluster",
-            "--metrics-bind-address=0",
-            f"--health-probe-bind-address={LOOPBACK}:{manager_health}",
-        ],
-        f"http://{LOOPBACK}:{manager_health}/healthz",
-    )
-    scheduler = Component(
-        "karmada-scheduler",
-        [
-            binary(sandbox, "karmada-scheduler"),
-            f"--kubeconfig={lay.kubeconfig}",
-            "--leader-elect=false",
-            "--metrics-bind-address=0",
-            f"--health-probe-bind-address={LOOPBACK}:{scheduler_health}",
-            f"--carbonshift-url={sandbox.carbonshift_url}",
-            f"--carbonshift-ca-file={lay.pki / 'ca.crt'}",
-            "--carbonshift-timeout=1s",
-            "--carbonshift-cache-ttl=5s",
-            "--v=2",
-        ],
-        f"http://{LOOPBACK}:{scheduler_health}/healthz",
-    )
-    try:
-        start(sandbox, manager)
-        start(sandbox, scheduler)
-        yield sandbox
-    finally:
-        sandbox.stop("karmada-scheduler")
-        sandbox.stop("karmada-controller-manager")
+def karmada(sandbox: Sandbox) -> Sandbox:
+    """The sandbox's karmada-controller-manager and karmada-scheduler (with the plugin)."""
+    missing = {"karmada-controller-manager", "karmada-scheduler"} - set(sandbox.running())
+    if missing:
+        cannot_run(f"the sandbox does not run {', '.join(sorted(missing))}")
+    return sandbox
 
 
 def deployment(
