@@ -1,0 +1,362 @@
+"""A workload cluster where the real Karpenter launches nodes (a development tool).
+
+:class:`WorkloadCluster` runs, on 127.0.0.1 and under its own state folder
+(``<sandbox state>/workload`` by default):
+
+* its own etcd and kube-apiserver (the sandbox's command lines and PKI helpers), with the
+  Karpenter kwok-provider CRDs (NodePool, NodeClaim, KWOKNodeClass) from
+  ``<shared>/crds/karpenter-kwok`` and one ``KWOKNodeClass`` named ``default``;
+* kube-controller-manager (its node-lifecycle controller lifts the ``not-ready`` taint
+  every new Node gets; Deployments get ReplicaSets and pods) and kube-scheduler (it marks
+  pods ``Unschedulable``, which is what Karpenter provisions for, and binds them);
+* Karpenter ``v1.14.1`` with its kwok cloud provider (``karpenter-kwok``): NodeClaims
+  become Node objects instead of instances;
+* the KWOK controller (``kwok``), with the stages of
+  ``<shared>/crds/karpenter-kwok/kwok-controller/kwok-controller-config.yaml``, which makes
+  Karpenter's Nodes Ready and the pods bound to them Running;
+* ``carbonshift serve --kubeconfig`` for this API server: the production mutating webhook
+  registration (so NodePools are decided at admission), and as leader the re-evaluation of
+  managed NodePools over time (``reevaluate`` in its config).
+
+Binaries come from ``hack/build-binaries.sh`` (``karpenter-kwok`` and ``kwok`` from the
+modules in ``hack/karpenter/``). ``up`` records a pid file per component; ``down`` stops
+every recorded one, also from a later process. The Karpenter controller's metrics and
+health ports bind every interface (v1.14.1 takes only a port number).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from devtools.sandbox import pki
+from devtools.sandbox.components import (
+    MEMBER_APISERVER_FLAGS,
+    default_carbonshift,
+    etcd,
+    kube_apiserver,
+    kube_controller_manager,
+)
+from devtools.sandbox.layout import LOOPBACK, Layout, SandboxError, free_port
+from devtools.sandbox.objects import carbonshift_webhook_configuration, user_config
+from devtools.sandbox.processes import (
+    Component,
+    launch,
+    pid_alive,
+    read_pid,
+    terminate,
+    wait_ready,
+)
+from webhook.validation import InvalidInput
+
+COMPONENTS = (
+    "etcd",
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kwok",
+    "karpenter",
+    "carbonshift",
+)
+"""Start order; ``down`` stops them in reverse."""
+
+STATE_ENTRIES = (
+    "data", "pki", "logs", "pids", "carbonshift-certs", "kubeconfig", "carbonshift.yaml",
+    "state.json",
+)  # fmt: skip
+"""What ``up`` writes under the state folder (``down`` removes them)."""
+
+PORTS = (
+    "etcd", "etcd-peer", "kube-apiserver", "kube-controller-manager", "kube-scheduler",
+    "kwok", "karpenter", "karpenter-metrics", "carbonshift",
+)  # fmt: skip
+"""The ports the components listen on, one free port each (``karpenter``: its health
+probes)."""
+
+NODE_CLASS = "default"
+"""The ``KWOKNodeClass`` every NodePool of this cluster refers to."""
+
+KWOK_NODES = "kwok.x-k8s.io/node=fake"
+"""The annotation Karpenter's kwok provider puts on its Nodes; KWOK manages only those."""
+
+CONTROLLERS = "nodelifecycle,deployment,replicaset,garbagecollector,namespace,disruption"
+"""kube-controller-manager's controllers: the node lifecycle (it lifts the ``not-ready``
+taint every new Node gets), Deployments, garbage collection, namespace deletion and
+PodDisruptionBudget status (evictions, and so Karpenter's drains, need it)."""
+
+BASE_CONFIG: Mapping[str, Any] = {
+    "zone": "DE",
+    "providers": ["static"],
+    "labels": {"enabled": False},  # no Karmada Clusters here
+    "reevaluate": {"enabled": True, "interval_seconds": 10, "min_interval_seconds": 60},
+}
+"""carbonshift's config here: local grid DE, NodePools re-evaluated every 10 s."""
+
+
+def workload_layout(layout: Layout) -> Layout:
+    """The sandbox's inputs, with its state one folder down (``<state>/workload``)."""
+    return dataclasses.replace(layout, state=layout.state / "workload")
+
+
+class WorkloadCluster:
+    """etcd, kube-apiserver, kube-controller-manager, kube-scheduler, KWOK, Karpenter
+    (kwok provider) and carbonshift on 127.0.0.1."""
+
+    def __init__(
+        self,
+        layout: Layout | None = None,
+        *,
+        carbonshift_command: Sequence[str] | None = None,
+        carbonshift_config: Mapping[str, Any] | None = None,
+        cert_reload_seconds: float = 10.0,
+        log: Callable[[str], None] | None = None,
+    ) -> None:
+        """``layout``: where state, logs and pid files go (its ``state`` is used as is;
+        see :func:`workload_layout`). ``carbonshift_config``: laid over :data:`BASE_CONFIG`
+        section by section (provider settings, feed, reevaluate...)."""
+        self.layout = layout or workload_layout(Layout.default())
+        self.carbonshift_command = list(carbonshift_command or default_carbonshift())
+        try:
+            self.config = user_config(BASE_CONFIG, carbonshift_config or {})
+        except InvalidInput as exc:
+            raise SandboxError(f"carbonshift config: {exc}") from None
+        self.cert_reload_seconds = cert_reload_seconds
+        self._log = log or (lambda message: print(f"[workload] {message}", flush=True))
+        self.ports: dict[str, int] = {}
+        self.components: dict[str, Component] = {}
+        self._programs: dict[str, str] = {}
+        """Components started through ``env`` (for their environment): name -> program."""
+
+    # ----------------------------------------------------------------- public API
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.layout.kubeconfig
+
+    @property
+    def carbonshift_url(self) -> str:
+        return f"https://{LOOPBACK}:{self.ports['carbonshift']}"
+
+    def up(self) -> None:
+        """Start everything; on any failure stop what was started and raise."""
+        if self.running():
+            raise SandboxError(f"a workload cluster already runs from {self.layout.state}")
+        self._prepare_state()
+        try:
+            self.start("etcd")
+            self.start("kube-apiserver", timeout=120.0)
+            self._install_crds()
+            self.apply([node_class()])
+            self.start("kube-controller-manager", "kube-scheduler", "kwok", "karpenter",
+                       "carbonshift", timeout=120.0)  # fmt: skip
+            ca_bundle = pki.b64((self.layout.pki / "ca.crt").read_bytes())
+            manifest = self.layout.root / "manifests" / "base" / "webhook.yaml"
+            url = f"{self.carbonshift_url}/mutate"
+            self.apply([carbonshift_webhook_configuration(manifest, url, ca_bundle)])
+            self._save_state()
+        except BaseException:
+            self.down(keep_state=True)  # its logs say what went wrong
+            raise
+
+    def down(self, *, keep_state: bool = False) -> None:
+        """Stop every component this state folder knows of, newest first; then remove
+        what ``up`` wrote there unless ``keep_state``."""
+        for name in reversed(self.known_components()):
+            self.stop(name)
+        if keep_state:
+            return
+        for entry in STATE_ENTRIES:
+            path = self.layout.state / entry
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            self.layout.state.rmdir()  # unless something else lives there
+
+    def known_components(self) -> list[str]:
+        """The components in start order, then any stray pid files."""
+        names = list(COMPONENTS)
+        pid_dir = self.layout.state / "pids"
+        if pid_dir.is_dir():
+            names += sorted(p.stem for p in pid_dir.glob("*.pid") if p.stem not in names)
+        return names
+
+    def running(self) -> dict[str, int]:
+        """Component name -> pid, for the components that run."""
+        alive = {}
+        for name in self.known_components():
+            entry = read_pid(self.layout.pid_file(name))
+            if entry and pid_alive(*entry):
+                alive[name] = entry[0]
+        return alive
+
+    def rss_bytes(self) -> dict[str, int]:
+        """Resident memory of each running component (``VmRSS``)."""
+        sizes = {}
+        for name, pid in self.running().items():
+            with contextlib.suppress(OSError, ValueError):
+                for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                    if line.startswith("VmRSS:"):
+                        sizes[name] = int(line.split()[1]) * 1024
+        return sizes
+
+    def start(self, *names: str, timeout: float = 60.0) -> None:
+        """Start components whose arguments are known, all at once, and wait until each
+        is ready."""
+        for name in names:
+            component, pid_file = self.components[name], self.layout.pid_file(name)
+            self._log(f"starting {name} (log: {self.layout.log(name)})")
+            launch(component, log_path=self.layout.log(name), pid_file=pid_file,
+                   cwd=self.layout.state)  # fmt: skip
+            program = self._programs.get(name)
+            if program and component.process:  # started through env(1): record the program
+                pid_file.write_text(f"{component.process.pid}\n{program}\n", encoding="utf-8")
+        for name in names:
+            wait_ready(self.components[name], cafile=self.layout.pki / "ca.crt",
+                       log_path=self.layout.log(name), timeout=timeout)  # fmt: skip
+
+    def stop(self, name: str, timeout: float = 15.0) -> None:
+        """Stop one component (SIGTERM, then SIGKILL) and remove its pid file."""
+        pid_file = self.layout.pid_file(name)
+        entry = read_pid(pid_file)
+        component = self.components.get(name)
+        process = component.process if component else None
+        if entry and pid_alive(*entry):
+            self._log(f"stopping {name} (pid {entry[0]})")
+            terminate(entry, process, timeout)
+        if component and process:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(5)
+            component.process = None
+        pid_file.unlink(missing_ok=True)
+
+    def kubectl(
+        self, *args: str, stdin: str | None = None, check: bool = True, timeout: float = 60.0
+    ) -> subprocess.CompletedProcess[str]:
+        """Run kubectl against this cluster."""
+        kubectl = self.layout.bin / "kubectl"
+        result = subprocess.run(
+            [str(kubectl if kubectl.is_file() else shutil.which("kubectl") or "kubectl"), *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            env={**os.environ, "KUBECONFIG": str(self.kubeconfig)},
+        )
+        if check and result.returncode != 0:
+            raise SandboxError(f"kubectl {' '.join(args)} failed: {result.stderr.strip()}")
+        return result
+
+    def apply(self, documents: Sequence[Mapping[str, Any]], *extra: str) -> str:
+        """``kubectl apply`` the documents; returns kubectl's stdout."""
+        text = yaml.safe_dump_all(list(documents), sort_keys=False)
+        return self.kubectl("apply", *extra, "-f", "-", stdin=text).stdout
+
+    # ----------------------------------------------------------------- steps
+
+    def _prepare_state(self) -> None:
+        state = self.layout.state
+        for sub in ("data", "pki", "logs", "pids", "carbonshift-certs"):  # a crashed run's
+            shutil.rmtree(state / sub, ignore_errors=True)
+        state.mkdir(parents=True, exist_ok=True)
+        self.ports = {name: free_port() for name in PORTS}
+        pki.write_pki(self.layout)
+        servers = {"workload": f"https://{LOOPBACK}:{self.ports['kube-apiserver']}"}
+        pki.write_kubeconfig(self.kubeconfig, self.layout, servers)
+        self.layout.carbonshift_config.write_text(
+            "# Written by devtools.sandbox.workload: the workload cluster's carbonshift.\n"
+            + yaml.safe_dump(self.config, sort_keys=False),
+            encoding="utf-8",
+        )
+        self.components = self._define_components()
+
+    def _define_components(self) -> dict[str, Component]:
+        lay, ports, kubeconfig = self.layout, self.ports, str(self.layout.kubeconfig)
+        pki_dir, api = lay.pki, ports["kube-apiserver"]
+        controller_manager = kube_controller_manager(
+            lay, "kube-controller-manager", lay.kubeconfig, ports["kube-controller-manager"],
+            CONTROLLERS,
+        )  # fmt: skip
+        scheduler = f"{LOOPBACK}:{ports['kube-scheduler']}"
+        kwok_stages = lay.shared / "crds" / "karpenter-kwok" / "kwok-controller"
+        self._programs["karpenter"] = str(lay.binary("karpenter-kwok"))
+        carbonshift = f"https://{LOOPBACK}:{ports['carbonshift']}"
+        return {
+            "etcd": etcd(lay, "etcd", ports["etcd"], ports["etcd-peer"]),
+            "kube-apiserver": kube_apiserver(
+                lay, "kube-apiserver", ports["etcd"], api, MEMBER_APISERVER_FLAGS
+            ),
+            "kube-controller-manager": controller_manager,
+            "kube-scheduler": Component("kube-scheduler", [
+                str(lay.binary("kube-scheduler")),
+                f"--kubeconfig={kubeconfig}",
+                "--leader-elect=false",
+                f"--bind-address={LOOPBACK}", f"--secure-port={ports['kube-scheduler']}",
+                f"--tls-cert-file={pki_dir / 'apiserver.crt'}",
+                f"--tls-private-key-file={pki_dir / 'apiserver.key'}",
+                "--profiling=false",
+            ], f"https://{scheduler}/healthz"),
+            "kwok": Component("kwok", [
+                str(lay.binary("kwok")),
+                f"--kubeconfig={kubeconfig}",
+                f"--config={kwok_stages / 'kwok-controller-config.yaml'}",
+                f"--manage-nodes-with-annotation-selector={KWOK_NODES}",
+                f"--server-address={LOOPBACK}:{ports['kwok']}",
+                f"--node-ip={LOOPBACK}",
+            ], f"http://{LOOPBACK}:{ports['kwok']}/healthz"),
+            # Karpenter has no --kubeconfig flag: KUBECONFIG comes through env(1).
+            "karpenter": Component("karpenter", [
+                "env", f"KUBECONFIG={kubeconfig}", self._programs["karpenter"],
+                "--disable-leader-election=true",
+                f"--metrics-port={ports['karpenter-metrics']}",
+                f"--health-probe-port={ports['karpenter']}",
+                # Provision for pending pods within ~1 s (defaults: 10 s / 1 s).
+                "--batch-max-duration=2s", "--batch-idle-duration=500ms",
+            ], f"http://{LOOPBACK}:{ports['karpenter']}/readyz"),
+            "carbonshift": Component("carbonshift", [
+                *self.carbonshift_command, "serve",
+                f"--config={lay.carbonshift_config}",
+                f"--host={LOOPBACK}", f"--port={ports['carbonshift']}",
+                f"--cert-dir={lay.carbonshift_certs}",
+                f"--cert-reload-seconds={self.cert_reload_seconds:g}",
+                # Webhook, and as leader (Lease in ``default``) the NodePool re-evaluation.
+                f"--kubeconfig={kubeconfig}", "--lease-namespace=default",
+            ], f"{carbonshift}/readyz"),  # no Karmada here: no fleet to wait for
+        }  # fmt: skip
+
+    def _install_crds(self) -> None:
+        folder = self.layout.shared / "crds" / "karpenter-kwok"
+        files = sorted(folder.glob("*.yaml"))  # the three CRDs, not kwok-controller/
+        if not files:
+            raise SandboxError(f"no CRDs in {folder}: set CARBONSHIFT_SHARED to the shared folder")
+        self._log(f"installing {len(files)} CRDs from {folder}")
+        args = ["apply", "--server-side", "--force-conflicts"]
+        for path in files:
+            args += ["-f", str(path)]
+        self.kubectl(*args)
+        self.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
+
+    def _save_state(self) -> None:
+        state = {"ports": self.ports, "kubeconfig": str(self.kubeconfig)}
+        self.layout.state_file.write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
+
+
+def node_class(name: str = NODE_CLASS) -> dict[str, Any]:
+    """A ``KWOKNodeClass`` (Ready at once: its CRD defaults the status)."""
+    return {
+        "apiVersion": "karpenter.kwok.sh/v1alpha1",
+        "kind": "KWOKNodeClass",
+        "metadata": {"name": name},
+        "spec": {},
+    }
