@@ -45,6 +45,8 @@ class Conn:
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader, self.writer = reader, writer
+        self.headers: dict[str, str] = {}
+        """The headers of the last response."""
 
     @classmethod
     async def open(cls, run: Running) -> Conn:
@@ -63,7 +65,7 @@ class Conn:
         head = await self.reader.readuntil(b"\r\n\r\n")
         lines = head.decode().split("\r\n")
         status = int(lines[0].split()[1])
-        headers = dict(line.split(": ", 1) for line in lines[1:] if ": " in line)
+        self.headers = headers = dict(line.split(": ", 1) for line in lines[1:] if ": " in line)
         body = await self.reader.readexactly(int(headers.get("Content-Length", "0")))
         if headers.get("Content-Type", "").startswith("application/json"):
             return status, orjson.loads(body)

@@ -196,37 +196,88 @@ class GuardedSite(web.TCPSite):
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def deadlines(limits: Limits) -> Any:
-    """The middleware that stops a connection's header clock while its handler runs and
-    bounds the wait for a body that is not all in yet."""
+class Drain:
+    """Requests in progress, for a graceful shutdown: once :meth:`begin` is called every
+    answer closes its connection (clients reconnect, to another replica), and
+    :meth:`wait` returns when nothing is in progress any more."""
+
+    __slots__ = ("_idle", "active", "closing")
+
+    def __init__(self) -> None:
+        self.active = 0
+        self.closing = False
+        self._idle: asyncio.Event | None = None
+
+    def enter(self) -> None:
+        self.active += 1
+
+    def leave(self) -> None:
+        self.active -= 1
+        if not self.active and self._idle is not None:
+            self._idle.set()
+
+    def begin(self) -> None:
+        self.closing = True
+        self._idle = asyncio.Event()
+
+    async def wait(self, seconds: float) -> bool:
+        """Wait up to ``seconds`` for the requests in progress; whether they all ended."""
+        if not self.active:
+            return True
+        assert self._idle is not None, "begin() first"
+        try:
+            async with asyncio.timeout(seconds):
+                await self._idle.wait()
+        except TimeoutError:
+            return False
+        return True
+
+
+def deadlines(limits: Limits, drain: Drain) -> Any:
+    """The middleware that stops a connection's header clock while its handler runs,
+    bounds the wait for a body that is not all in yet and counts requests in progress
+    for ``drain``."""
     body_seconds = limits.body_seconds
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
         transport = request.transport
-        guard = transport.get_protocol() if transport is not None else None
-        if not isinstance(guard, _HeaderDeadline):
-            return await handler(request)
-        WAITED.set(guard.request_started())
+        protocol = transport.get_protocol() if transport is not None else None
+        guard = protocol if isinstance(protocol, _HeaderDeadline) else None
+        if guard is not None:
+            WAITED.set(guard.request_started())
+        drain.enter()
         try:
-            if request.content.is_eof():
-                return await handler(request)
-            try:
-                async with asyncio.timeout(body_seconds):
-                    return await handler(request)
-            except TimeoutError:
-                _body_timeouts.inc()
-                message = f"request body not received within {body_seconds:g} s"
-                return web.Response(
-                    status=408,
-                    body=error_body(message),
-                    content_type="application/json",
-                    headers={"Connection": "close"},
-                )
+            if guard is None or request.content.is_eof():
+                response = await handler(request)
+            else:
+                response = await _with_body_deadline(request, handler, body_seconds)
         finally:
-            guard.request_finished()
+            drain.leave()
+            if guard is not None:
+                guard.request_finished()
+        if drain.closing:
+            response.force_close()
+        return response
 
     return middleware
+
+
+async def _with_body_deadline(
+    request: web.Request, handler: Handler, seconds: float
+) -> web.StreamResponse:
+    try:
+        async with asyncio.timeout(seconds):
+            return await handler(request)
+    except TimeoutError:
+        _body_timeouts.inc()
+        response = web.Response(
+            status=408,
+            body=error_body(f"request body not received within {seconds:g} s"),
+            content_type="application/json",
+        )
+        response.force_close()
+        return response
 
 
 class AdmissionGate:

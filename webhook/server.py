@@ -30,7 +30,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from webhook import admission, certs, schedapi
 from webhook.config import ClientAuthPath, Config
 from webhook.feed import IntensityFeed
-from webhook.guard import WAITED, AdmissionGate, GuardedSite, Limits, deadlines
+from webhook.guard import WAITED, AdmissionGate, Drain, GuardedSite, Limits, deadlines
 from webhook.journal import admissions
 from webhook.metrics import CLIENT_CERT_REFUSED
 from webhook.state import STATE, ServerState
@@ -61,6 +61,8 @@ _bad_requests = admissions("", "bad_request")
 
 GATE = web.AppKey("carbonshift_gate", AdmissionGate)
 """The admission bound of the application (see :mod:`webhook.guard`)."""
+DRAIN = web.AppKey("carbonshift_drain", Drain)
+"""Requests in progress, waited for at shutdown."""
 
 SHED_WARNING = {
     "concurrency": "carbonshift: overloaded (too many admissions in progress); admitted "
@@ -175,12 +177,13 @@ def build_app(state: ServerState, limits: Limits | None = None) -> web.Applicati
     """The aiohttp application with every route."""
     limits = limits or Limits.of(state.config.service)
     service = state.config.service
-    middlewares = [deadlines(limits)]
+    middlewares = [deadlines(limits, drain := Drain())]
     if service.client_ca is not None:
         middlewares.append(client_auth(service.client_auth))
     app = web.Application(client_max_size=MAX_BODY, middlewares=middlewares)
     app[STATE] = state
     app[GATE] = AdmissionGate(limits)
+    app[DRAIN] = drain
     app.router.add_post("/mutate", mutate)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
@@ -269,7 +272,9 @@ async def serve(
     try:
         await stop.wait()
     finally:
-        log.info("shutting_down")
+        log.info("shutting_down", in_progress=app[DRAIN].active)
+        started = time.monotonic()
+        await _drain(app, site, shutdown_seconds)
         for task in tasks:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -283,6 +288,19 @@ async def serve(
         await feed.stop()
         if fleet is not None:
             await _stop_fleet(*fleet)
+        log.info("stopped", seconds=round(time.monotonic() - started, 3))
+
+
+async def _drain(app: web.Application, site: web.BaseSite, seconds: float) -> None:
+    """Stop accepting connections and let the requests in progress finish, bodies still
+    arriving included (aiohttp's own shutdown drops bytes that arrive after it starts);
+    meanwhile every answer closes its connection, so keep-alive clients reconnect to
+    another replica. aiohttp's shutdown then closes the idle connections."""
+    drain = app[DRAIN]
+    drain.begin()
+    await site.stop()
+    if not await drain.wait(seconds):
+        log.warning("shutdown_requests_unfinished", in_progress=drain.active, seconds=seconds)
 
 
 async def _start_fleet(config: Config, kube: Settings) -> Fleet:
