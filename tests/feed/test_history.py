@@ -14,6 +14,7 @@ from webhook.feed import IntensityFeed
 from webhook.feed.history import History, enough, provider_outlook
 from webhook.intensity import Reading
 
+HISTORY = "/v3/carbon-intensity/history"
 T0 = datetime(2026, 3, 1, 0, tzinfo=UTC)
 H = timedelta(hours=1)
 
@@ -104,4 +105,41 @@ async def test_the_feed_keeps_history_as_readings_arrive(fake: FakeUpstream, clo
         await feed.refresh_once(force=True)
     assert feed.outlook("DE", 1, Method.PERSISTENCE) == [113, 113]
     assert feed.outlook("XX", 1, Method.PERSISTENCE) is None
+    await feed.stop()
+
+
+async def test_a_started_feed_seeds_its_history_with_the_providers_past_day(
+    fake: FakeUpstream, clock: Clock
+) -> None:
+    """Electricity Maps' ``carbon-intensity/history`` (the past 24 h) fills the hourly
+    history at once, so the day-ahead profile forecasts right after a start; the live
+    reading keeps its hour, and the past day is not asked again once a day is held."""
+    now = clock.hour()
+    fake.on(LATEST, Reply(em_latest("DE", 300, now)))
+    past = [em_latest("DE", 100 + k, now - k * H) for k in range(24, 0, -1)]
+    past.append(em_latest("DE", 999, now))  # the current hour: the live reading wins
+    fake.on(HISTORY, Reply({"zone": "DE", "history": past}))
+    feed = IntensityFeed.from_config(config(fake, "electricitymaps"), ["DE"], env=ENV, clock=clock)
+    await feed.refresh_once()
+    ahead = feed.outlook("DE", 23, Method.PROFILE)
+    assert ahead is not None
+    assert ahead[0] == 300
+    # A day back from now + 1 h is 23 h ago (value 123), shifted towards now (300).
+    assert 123 < ahead[1] < 300
+    asked = sum(s.path == HISTORY for s in fake.seen)
+    clock.advance(hours=1)
+    await feed.refresh_once(force=True)
+    assert sum(s.path == HISTORY for s in fake.seen) == asked  # a day is held: not asked again
+    await feed.stop()
+
+
+async def test_without_past_readings_the_feed_waits_for_a_day_of_its_own(
+    fake: FakeUpstream, clock: Clock
+) -> None:
+    fake.on(LATEST, Reply(em_latest("DE", 300, clock.hour())))
+    fake.on(HISTORY, Reply({"error": "not in this plan"}, status=403))
+    feed = IntensityFeed.from_config(config(fake, "electricitymaps"), ["DE"], env=ENV, clock=clock)
+    await feed.refresh_once()
+    assert feed.outlook("DE", 23, Method.PROFILE) is None
+    assert feed.get("DE") is not None  # the latest reading is unaffected
     await feed.stop()

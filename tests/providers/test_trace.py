@@ -67,6 +67,19 @@ async def test_shifted_maps_trace_start_to_now_and_direct_column(tmp_path: Path)
     assert forecast[0].valid_from == datetime(2026, 7, 9, 16, tzinfo=UTC)
 
 
+async def test_history_is_the_traces_day_before_now(tmp_path: Path) -> None:
+    write_trace(tmp_path, "DE")
+    clock = Clock(datetime(2026, 1, 1, 5, 30, tzinfo=UTC))  # hour 5 of the trace
+    provider = TraceProvider.from_options({"path": str(tmp_path)}, HTTP, {}, clock=clock)
+    past = await provider.history("DE")
+    assert len(past) == 24
+    # hours -19 .. 4 of a 48-hour trace: the wrap goes to its end (hour 29 .. 47, 0 .. 4)
+    assert [r.value for r in past] == [100.0 + (h % 48) for h in range(29, 53)]
+    assert past[-1].valid_from == datetime(2026, 1, 1, 4, tzinfo=UTC)
+    assert past[0].valid_from == datetime(2025, 12, 31, 5, tzinfo=UTC)
+    assert not past[-1].estimated
+
+
 async def test_zones_and_options(tmp_path: Path) -> None:
     write_trace(tmp_path, "DE")
     single = write_trace(tmp_path, "FR")

@@ -54,6 +54,9 @@ class FixedProvider:
     async def forecast(self, zone: str) -> Sequence[Reading]:
         return []
 
+    async def history(self, zone: str) -> Sequence[Reading]:
+        return []
+
     async def close(self) -> None:
         return None
 

@@ -5,7 +5,8 @@ A good answer is reused until its period ends, clamped to
 provider with no forecast) until the next regular refresh. A failure becomes an entry
 that keeps the last good readings (stale-while-revalidate) and is retried after
 ``feed.error_backoff_seconds``; it is counted, and logged at a level that says whether
-it matters (a zone the provider does not cover is only info).
+it matters (a zone the provider does not cover, or a past day it does not give, is only
+info).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import structlog
 
 from webhook.cache import Entry
 from webhook.config import FeedConfig
-from webhook.feed.memory import LATEST
+from webhook.feed.memory import HISTORY, LATEST
 from webhook.intensity import Reading
 from webhook.metrics import PROVIDER_ERRORS
 from webhook.providers.base import Provider, ProviderError, ZoneNotSupported
@@ -39,6 +40,8 @@ async def fetch(
     try:
         if kind == LATEST:
             readings: tuple[Reading, ...] = (await provider.latest(zone),)
+        elif kind == HISTORY:
+            readings = tuple(await provider.history(zone))
         else:
             readings = tuple(await provider.forecast(zone))
     except ProviderError as exc:
@@ -56,7 +59,10 @@ async def fetch(
             expires_at=expiry(readings, now, settings),
         )
     PROVIDER_ERRORS.labels(provider.name, type(error).__name__).inc()
-    level = log.info if isinstance(error, ZoneNotSupported) else log.warning
+    # A zone the provider does not cover, or past readings it does not give (they only
+    # seed the history), do not need anyone's attention.
+    quiet = isinstance(error, ZoneNotSupported) or kind == HISTORY
+    level = log.info if quiet else log.warning
     level(
         "provider_failed",
         provider=provider.name,

@@ -62,6 +62,24 @@ class History:
         for hour in [h for h in held if h < oldest]:
             del held[hour]
 
+    def seed(self, provider: str, zone: str, readings: Iterable[Reading]) -> None:
+        """Take in a provider's past readings for ``zone``: each fills its hour unless the
+        hour already holds a value (what was observed live wins)."""
+        held = self._held.setdefault((provider, zone), {})
+        for reading in readings:
+            if reading.zone == zone:
+                held.setdefault(hour_of(reading.valid_from), reading.value)
+        if held:
+            oldest = max(held) - (self.hours - 1) * HOUR
+            for hour in [h for h in held if h < oldest]:
+                del held[hour]
+
+    def short(self, provider: str, zone: str) -> bool:
+        """True while less than a day (and the current hour) is held for ``zone``: the
+        profile cannot forecast a day ahead yet."""
+        held = self._held.get((provider, zone))
+        return not held or (max(held) - min(held)) < HOURS_PER_DAY * HOUR
+
     def series(self, provider: str, zone: str) -> list[float]:
         """Hourly values, oldest first, ending with the newest hour held (may be empty)."""
         held = self._held.get((provider, zone))

@@ -18,6 +18,8 @@ from webhook.intensity import IntensityTable, Reading
 
 LATEST = "latest"
 FORECAST = "forecast"
+HISTORY = "history"
+"""Answer kinds: the latest reading, the forecast periods, the past day's readings."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -134,6 +136,8 @@ class Memory:
                 self._changes += 1
         elif entry.kind == FORECAST and (entry.ok or zone not in self.forecasts[name]):
             self.forecasts[name][zone] = entry.readings
+        elif entry.kind == HISTORY:
+            self.history.seed(name, zone, entry.readings)
         if entry.kind == LATEST:
             problems = self.problems.setdefault(zone, {})
             if entry.ok:

@@ -12,7 +12,9 @@ For each zone the providers are asked in chain order:
    per validity window. The lease lasts the provider's
    :attr:`~webhook.providers.base.Provider.worst_case_seconds` plus a second.
 4. A provider that answers with a fresh reading ends the walk down the chain; its
-   forecast is refreshed the same way.
+   forecast is refreshed the same way, and, while the feed holds less than a day of its
+   hourly history for the zone (after a start), its past day's readings
+   (:meth:`~webhook.providers.base.Provider.history`), which seed the history.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from typing import TypeGuard
 from webhook.cache import Entry, IntensityCache, count_lookup, entry_key
 from webhook.config import FeedConfig
 from webhook.feed.fetch import fetch
-from webhook.feed.memory import FORECAST, LATEST, Memory
+from webhook.feed.memory import FORECAST, HISTORY, LATEST, Memory
 from webhook.intensity import Reading
 from webhook.providers.base import Provider
 
@@ -66,6 +68,8 @@ class Refresher:
             if reading is not None and not self.memory.is_stale(reading, self._clock()):
                 if self.settings.forecasts:
                     await self._refresh(provider, FORECAST, zone)
+                if self.memory.history.short(provider.name, zone):
+                    await self._refresh(provider, HISTORY, zone)
                 return
 
     async def _refresh(self, provider: Provider, kind: str, zone: str) -> Reading | None:

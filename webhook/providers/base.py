@@ -82,6 +82,12 @@ class Provider(Protocol):
         """Readings for coming periods, in time order; empty if the provider has none."""
         ...
 
+    async def history(self, zone: str) -> Sequence[Reading]:
+        """Readings of the past day, in time order; empty if the provider keeps none. The
+        feed seeds its hourly history with them (:mod:`webhook.feed.history`), so the
+        day-ahead profile forecasts right after a start instead of a day later."""
+        ...
+
     async def close(self) -> None:
         """Release connections."""
         ...

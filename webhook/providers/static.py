@@ -94,5 +94,9 @@ class StaticProvider:
         await self.latest(zone)
         return ()
 
+    async def history(self, zone: str) -> Sequence[Reading]:
+        await self.latest(zone)
+        return ()
+
     async def close(self) -> None:
         return None

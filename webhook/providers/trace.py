@@ -39,6 +39,8 @@ NAME = "trace"
 PATH_ENV = "CARBONSHIFT_TRACE_PATH"
 MODES = ("realtime", "shifted")
 HOUR = timedelta(hours=1)
+HISTORY_HOURS = 24
+"""Hours of the trace :meth:`TraceProvider.history` answers with."""
 
 
 class Options(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -161,6 +163,16 @@ class TraceProvider:
         return [
             self._reading(trace, start + k * HOUR, (first + k) % len(trace), forecast=True)
             for k in range(self.forecast_hours)
+        ]
+
+    async def history(self, zone: str) -> Sequence[Reading]:
+        """The trace's 24 hours before the current one, oldest first."""
+        trace = self._trace(zone)
+        start = _hour(self._clock())
+        now = self.index(trace, start)
+        return [
+            self._reading(trace, start - k * HOUR, (now - k) % len(trace), forecast=False)
+            for k in range(HISTORY_HOURS, 0, -1)
         ]
 
     async def close(self) -> None:

@@ -257,6 +257,10 @@ class WattTimeProvider(HttpProvider):
         points = await self._forecast_points(zone)
         return [dataclasses.replace(p, estimated=True) for p in points]
 
+    async def history(self, zone: str) -> Sequence[Reading]:
+        """The past day's MOER values (:meth:`historical`)."""
+        return await self.historical(zone, timedelta(hours=24))
+
     async def historical(self, zone: str, span: timedelta) -> list[Reading]:
         """Past MOER values over the last ``span`` (oldest first)."""
         end = datetime.now(UTC).replace(microsecond=0)
