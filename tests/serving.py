@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import signal
 import socket
 import ssl
@@ -102,17 +103,18 @@ class Process:
         return out
 
 
-def _spawn(command: list[str], log: Path) -> subprocess.Popen[bytes]:
+def _spawn(command: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
     with log.open("wb") as out:
-        return subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+        return subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
 
 
 @contextlib.asynccontextmanager
 async def serve_process(
-    config: dict[str, Any], directory: Path, *args: str
+    config: dict[str, Any], directory: Path, *args: str, env: dict[str, str] | None = None
 ) -> AsyncIterator[Process]:
-    """A real ``carbonshift serve`` on a free port with ``config`` (written as YAML), its
-    stdout and stderr in ``directory/serve.log``; killed on exit if still running."""
+    """A real ``carbonshift serve`` on a free port with ``config`` (written as YAML), extra
+    ``args`` and ``env``, its stdout and stderr in ``directory/serve.log``; killed on exit
+    if still running."""
     port = free_port()
     (directory / "config.yaml").write_text(json.dumps(config))
     log = directory / "serve.log"
@@ -125,7 +127,7 @@ async def serve_process(
         f"--cert-dir={directory / 'certs'}",
         *args,
     ]
-    proc = _spawn(command, log)
+    proc = _spawn(command, log, {**os.environ, **(env or {})})
     try:
         await wait_listening(port, attempts=200)
         yield Process(proc, Running(directory / "certs", port), log)
