@@ -1,0 +1,99 @@
+"""Provider credentials stay out of everything a running server hands out: admission
+answers (warnings, the decision annotation in the patch), scheduler answers, error
+bodies, /readyz, /metrics and the process's own log, while every provider fails in the
+ways of tests/providers/test_secrets.py (an upstream that echoes the token included)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+import pytest
+
+from tests.providers.test_secrets import (
+    EM_TOKEN,
+    FAILURES,
+    WT_BEARER,
+    WT_PASSWORD,
+    WT_USER,
+    assert_clean,
+)
+from tests.serving import Running, serve_process
+from tests.support import FLEET, FakeUpstream, Reply
+from tests.test_server import REVIEW
+
+
+async def exchange(run: Running, method: str, path: str, body: Any = None) -> str:
+    """One request; the status, headers and body as text."""
+    data = None if body is None else body if isinstance(body, bytes) else orjson.dumps(body)
+    async with (
+        aiohttp.ClientSession() as session,
+        session.request(
+            method,
+            run.url + path,
+            data=data,
+            headers={"Content-Type": "application/json"},
+            ssl=run.client_ssl(),
+        ) as resp,
+    ):
+        return f"{resp.status} {dict(resp.headers)} {await resp.text()}"
+
+
+def decoded(answer: str) -> str:
+    """An admission answer with its base64 patch decoded (the decision annotation)."""
+    payload = orjson.loads(answer.split(" ", 1)[1].split("} ", 1)[1])
+    patch = payload["response"].get("patch")
+    return answer + (base64.b64decode(patch).decode() if patch else "")
+
+
+@pytest.mark.parametrize("failure", FAILURES[:5], ids=lambda r: f"{r.status}-{r.body!r}")
+async def test_no_secret_in_anything_a_running_server_hands_out(
+    fake: FakeUpstream, tmp_path: Path, failure: Reply
+) -> None:
+    fake.on("/v3/carbon-intensity/latest", failure)
+    fake.on("/v3/carbon-intensity/forecast", failure)
+    fake.on("/login", Reply({"token": WT_BEARER}))
+    fake.on("/v3/forecast", failure)
+    fake.on("/v3/signal-index", failure)
+    password = tmp_path / "password"
+    password.write_text(WT_PASSWORD)
+    config = {
+        **FLEET,
+        "providers": ["electricitymaps", "watttime", "static"],
+        "electricitymaps": {"url": f"{fake.url}/v3", "timeout_seconds": 0.3, "retries": 1},
+        "watttime": {"url": fake.url, "timeout_seconds": 0.3, "retries": 1},
+        "feed": {"backoff_seconds": 0.01},
+    }
+    env = {
+        "ELECTRICITY_MAPS_API_TOKEN": EM_TOKEN,
+        "WATTTIME_USERNAME": WT_USER,
+        "WATTTIME_PASSWORD_FILE": str(password),
+    }
+    async with serve_process(config, tmp_path, "--log-level=debug", env=env) as server:
+        run = server.run
+        for _ in range(100):  # the providers were asked (and failed) before we look
+            if fake.calls["/v3/carbon-intensity/latest"]:
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.5)
+        answers = [
+            decoded(await exchange(run, "POST", "/mutate", REVIEW)),
+            await exchange(run, "POST", "/mutate", b"{oops"),
+            await exchange(
+                run, "POST", "/v1/karmada/score", {"clusters": [{"name": "m", "zone": "DE"}]}
+            ),
+            await exchange(run, "POST", "/v1/karmada/filter", {"clusters": [{"name": 1}]}),
+            await exchange(run, "GET", "/readyz"),
+            await exchange(run, "GET", "/metrics"),
+        ]
+        code, _ = await asyncio.to_thread(server.terminate)
+        log = server.log.read_text()
+    assert code == 0
+    assert "patch" in answers[0]
+    assert_clean(*answers, log)
+    # The credentials did reach the upstream: the failing paths were exercised.
+    assert any(s.headers.get("auth-token") == EM_TOKEN for s in fake.seen)
