@@ -76,29 +76,64 @@ type Client struct {
 	http *http.Client
 }
 
-// NewClient builds a client for the API at baseURL. caFile, when not empty, is a PEM
-// bundle that replaces the system roots; timeout bounds every request end to end.
-func NewClient(baseURL, caFile string, timeout time.Duration) (*Client, error) {
+// TLSFiles are the PEM files of the client side of TLS; empty fields are not used.
+type TLSFiles struct {
+	// CA replaces the system roots for the server certificate.
+	CA string
+	// Cert and Key are the client certificate presented to carbonshift (required by its
+	// service.client_ca); both or neither. They are read again for every new connection,
+	// so a rotated Secret is used without a restart.
+	Cert, Key string
+}
+
+// NewClient builds a client for the API at baseURL with the TLS files; timeout bounds
+// every request end to end.
+func NewClient(baseURL string, files TLSFiles, timeout time.Duration) (*Client, error) {
 	if baseURL == "" {
 		return nil, fmt.Errorf("no carbonshift URL (set --carbonshift-url or CARBONSHIFT_URL)")
 	}
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.MaxIdleConnsPerHost = 4
-	if caFile != "" {
-		pem, err := os.ReadFile(caFile)
+	config, err := files.config()
+	if err != nil {
+		return nil, err
+	}
+	transport.TLSClientConfig = config
+	return &Client{
+		base: strings.TrimRight(baseURL, "/"),
+		http: &http.Client{Transport: transport, Timeout: timeout},
+	}, nil
+}
+
+func (f TLSFiles) config() (*tls.Config, error) {
+	config := &tls.Config{MinVersion: tls.VersionTLS12}
+	if f.CA != "" {
+		pem, err := os.ReadFile(f.CA)
 		if err != nil {
 			return nil, fmt.Errorf("read CA file: %w", err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("no PEM certificate in %s", caFile)
+			return nil, fmt.Errorf("no PEM certificate in %s", f.CA)
 		}
-		transport.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+		config.RootCAs = pool
 	}
-	return &Client{
-		base: strings.TrimRight(baseURL, "/"),
-		http: &http.Client{Transport: transport, Timeout: timeout},
-	}, nil
+	if (f.Cert == "") != (f.Key == "") {
+		return nil, fmt.Errorf("a client certificate needs both --carbonshift-cert-file and --carbonshift-key-file")
+	}
+	if f.Cert != "" {
+		if _, err := tls.LoadX509KeyPair(f.Cert, f.Key); err != nil {
+			return nil, fmt.Errorf("load client certificate: %w", err)
+		}
+		config.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			pair, err := tls.LoadX509KeyPair(f.Cert, f.Key)
+			if err != nil {
+				return nil, fmt.Errorf("load client certificate: %w", err)
+			}
+			return &pair, nil
+		}
+	}
+	return config, nil
 }
 
 // Filter asks which clusters stay for the workload.

@@ -16,7 +16,7 @@ func TestErrorAnswersAreReportedByTheirMessage(t *testing.T) {
 		_, _ = w.Write([]byte(`{"error":"clusters[0].name: expected str of length >= 1"}`))
 	}))
 	defer srv.Close()
-	client, err := NewClient(srv.URL, "", time.Second)
+	client, err := NewClient(srv.URL, TLSFiles{}, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,9 @@ type Options struct {
 	// CAFile is a PEM bundle to trust for the server certificate (CARBONSHIFT_CA_FILE);
 	// empty means the system roots.
 	CAFile string
+	// CertFile and KeyFile are the client certificate and key presented to carbonshift
+	// (CARBONSHIFT_CERT_FILE, CARBONSHIFT_KEY_FILE), for a carbonshift that requires one.
+	CertFile, KeyFile string
 	// Timeout bounds one API request end to end (CARBONSHIFT_TIMEOUT, default 500ms).
 	Timeout time.Duration
 	// CacheTTL is how long one binding revision's answer is reused (CARBONSHIFT_CACHE_TTL).
@@ -33,6 +36,8 @@ func OptionsFromEnv(getenv func(string) string) (Options, error) {
 	opts := Options{
 		URL:      getenv("CARBONSHIFT_URL"),
 		CAFile:   getenv("CARBONSHIFT_CA_FILE"),
+		CertFile: getenv("CARBONSHIFT_CERT_FILE"),
+		KeyFile:  getenv("CARBONSHIFT_KEY_FILE"),
 		Timeout:  DefaultTimeout,
 		CacheTTL: DefaultCacheTTL,
 	}
@@ -51,13 +56,18 @@ func OptionsFromEnv(getenv func(string) string) (Options, error) {
 	return opts, nil
 }
 
-// AddFlags registers --carbonshift-url, --carbonshift-ca-file, --carbonshift-timeout and
-// --carbonshift-cache-ttl; the current values (from the environment) are the defaults.
+// AddFlags registers --carbonshift-url, --carbonshift-ca-file, --carbonshift-cert-file,
+// --carbonshift-key-file, --carbonshift-timeout and --carbonshift-cache-ttl; the current
+// values (from the environment) are the defaults.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.URL, "carbonshift-url", o.URL,
 		"Base URL of the carbonshift scheduler API (env CARBONSHIFT_URL).")
 	fs.StringVar(&o.CAFile, "carbonshift-ca-file", o.CAFile,
 		"PEM CA bundle that signed the carbonshift serving certificate (env CARBONSHIFT_CA_FILE).")
+	fs.StringVar(&o.CertFile, "carbonshift-cert-file", o.CertFile,
+		"PEM client certificate presented to carbonshift, for a carbonshift with service.client_ca (env CARBONSHIFT_CERT_FILE).")
+	fs.StringVar(&o.KeyFile, "carbonshift-key-file", o.KeyFile,
+		"PEM key of --carbonshift-cert-file (env CARBONSHIFT_KEY_FILE).")
 	fs.DurationVar(&o.Timeout, "carbonshift-timeout", o.Timeout,
 		"Deadline of one carbonshift request; on expiry clusters pass with a neutral score (env CARBONSHIFT_TIMEOUT).")
 	fs.DurationVar(&o.CacheTTL, "carbonshift-cache-ttl", o.CacheTTL,
@@ -68,6 +78,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 func (o *Options) Validate() error {
 	if o.URL == "" {
 		return fmt.Errorf("plugin %s needs --carbonshift-url or CARBONSHIFT_URL", Name)
+	}
+	if (o.CertFile == "") != (o.KeyFile == "") {
+		return fmt.Errorf("--carbonshift-cert-file and --carbonshift-key-file go together")
 	}
 	if o.Timeout <= 0 || o.CacheTTL <= 0 {
 		return fmt.Errorf("--carbonshift-timeout and --carbonshift-cache-ttl must be positive")

@@ -97,7 +97,8 @@ var (
 // New builds the plugin. facts may be nil (then every request carries one cluster and
 // no workload annotations).
 func New(opts Options, facts Facts) (*Plugin, error) {
-	api, err := NewClient(opts.URL, opts.CAFile, opts.Timeout)
+	files := TLSFiles{CA: opts.CAFile, Cert: opts.CertFile, Key: opts.KeyFile}
+	api, err := NewClient(opts.URL, files, opts.Timeout)
 	if err != nil {
 		return nil, err
 	}

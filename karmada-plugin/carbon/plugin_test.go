@@ -280,7 +280,7 @@ func TestTLSWithCAFile(t *testing.T) {
 	if err := os.WriteFile(ca, pemOf(srv), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	client, err := NewClient(srv.URL, ca, time.Second)
+	client, err := NewClient(srv.URL, TLSFiles{CA: ca}, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +288,7 @@ func TestTLSWithCAFile(t *testing.T) {
 	if err != nil || len(resp.Clusters) != 1 {
 		t.Fatalf("filter over TLS: %v %+v", err, resp)
 	}
-	if _, err := NewClient(srv.URL, filepath.Join(t.TempDir(), "missing"), time.Second); err == nil {
+	if _, err := NewClient(srv.URL, TLSFiles{CA: filepath.Join(t.TempDir(), "missing")}, time.Second); err == nil {
 		t.Fatal("a missing CA file must be an error")
 	}
 }

@@ -1,7 +1,8 @@
 // Command karmada-scheduler is the upstream Karmada scheduler (v1.18.2) with the
 // carbonshift CarbonAware plugin compiled in. It takes every upstream flag plus
-// --carbonshift-url, --carbonshift-ca-file, --carbonshift-timeout and
-// --carbonshift-cache-ttl (or the CARBONSHIFT_* environment variables).
+// --carbonshift-url, --carbonshift-ca-file, --carbonshift-cert-file,
+// --carbonshift-key-file, --carbonshift-timeout and --carbonshift-cache-ttl (or the
+// CARBONSHIFT_* environment variables).
 package main
 
 import (
