@@ -1,9 +1,13 @@
 // Package carbon is a Karmada scheduler plugin that filters and scores member clusters
 // by grid carbon intensity, by asking the carbonshift scheduler API.
 //
-// Karmada calls Filter and Score once per cluster. The plugin answers all clusters of
-// a binding from one batched request per binding revision (template, replicas and
-// placement), kept for a short TTL. When carbonshift cannot be reached it fails open:
+// Karmada calls Filter and Score once per cluster. The plugin answers all clusters from
+// one batched request, kept for a short TTL and shared by every binding whose workload
+// carries the same carbonshift.io/ annotations: carbonshift's answer depends on the
+// clusters and those annotations only (its scheduler API reads nothing else of the
+// workload), so a burst of bindings costs one request per operation, not one per binding.
+// The annotations are read once per binding revision (template, replicas and placement).
+// When carbonshift cannot be reached it fails open:
 // every cluster passes the filter and gets the neutral score, and the failure is
 // logged once until carbonshift answers again.
 package carbon
@@ -13,6 +17,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -56,7 +61,7 @@ func (noFacts) Annotations(context.Context, workv1alpha2.ObjectReference) map[st
 	return nil
 }
 
-// verdict is the cached answer for one binding revision and one operation.
+// verdict is the cached answer for one operation and one set of workload annotations.
 type verdict struct {
 	expires time.Time
 	covered map[string]struct{} // clusters the answer speaks about
@@ -82,11 +87,12 @@ type Plugin struct {
 	failTTL time.Duration
 	now     func() time.Time
 
-	mu      sync.Mutex
-	entries map[string]*verdict
-	flight  singleflight.Group
-	failing atomic.Bool
-	calls   atomic.Int64
+	mu        sync.Mutex
+	entries   map[string]*verdict
+	workloads map[string]*workloadEntry // binding revision -> the workload facts read
+	flight    singleflight.Group
+	failing   atomic.Bool
+	calls     atomic.Int64
 }
 
 var (
@@ -107,13 +113,14 @@ func New(opts Options, facts Facts) (*Plugin, error) {
 	}
 	failTTL := min(opts.CacheTTL, 5*time.Second)
 	return &Plugin{
-		api:     api,
-		facts:   facts,
-		timeout: opts.Timeout,
-		ttl:     opts.CacheTTL,
-		failTTL: failTTL,
-		now:     time.Now,
-		entries: map[string]*verdict{},
+		api:       api,
+		facts:     facts,
+		timeout:   opts.Timeout,
+		ttl:       opts.CacheTTL,
+		failTTL:   failTTL,
+		now:       time.Now,
+		entries:   map[string]*verdict{},
+		workloads: map[string]*workloadEntry{},
 	}, nil
 }
 
@@ -148,11 +155,12 @@ func (p *Plugin) ScoreExtensions() framework.ScoreExtensions { return nil }
 // Calls reports how many API requests the plugin made (for tests and debugging).
 func (p *Plugin) Calls() int64 { return p.calls.Load() }
 
-// decide returns the cached verdict for (op, binding revision) covering cluster,
+// decide returns the cached verdict for (op, workload annotations) covering cluster,
 // asking the API once for all known clusters when there is none.
 func (p *Plugin) decide(ctx context.Context, op string, spec *workv1alpha2.ResourceBindingSpec,
 	cluster *clusterv1alpha1.Cluster) *verdict {
-	key := op + "/" + revision(spec)
+	w := p.workloadOf(ctx, spec)
+	key := op + "/" + w.key
 	if v := p.lookup(key); v != nil && v.covers(cluster.Name) {
 		return v
 	}
@@ -161,13 +169,55 @@ func (p *Plugin) decide(ctx context.Context, op string, spec *workv1alpha2.Resou
 		if old != nil && old.covers(cluster.Name) {
 			return old, nil
 		}
-		return p.merge(key, p.fetch(ctx, op, spec, cluster)), nil
+		return p.merge(key, p.fetch(ctx, op, w.facts, cluster)), nil
 	})
 	v := res.(*verdict)
 	if !v.covers(cluster.Name) { // a concurrent caller fetched without this cluster
-		v = p.merge(key, p.fetch(ctx, op, spec, cluster))
+		v = p.merge(key, p.fetch(ctx, op, w.facts, cluster))
 	}
 	return v
+}
+
+// workloadEntry is what one binding revision's workload looks like to carbonshift.
+type workloadEntry struct {
+	facts   *WorkloadFacts
+	key     string // the carbonshift.io/ annotations, canonical
+	expires time.Time
+}
+
+// workloadOf reads the workload's facts once per binding revision (and TTL).
+func (p *Plugin) workloadOf(ctx context.Context, spec *workv1alpha2.ResourceBindingSpec) *workloadEntry {
+	rev := revision(spec)
+	now := p.now()
+	p.mu.Lock()
+	w := p.workloads[rev]
+	p.mu.Unlock()
+	if w != nil && !now.After(w.expires) {
+		return w
+	}
+	facts := p.workload(ctx, spec)
+	w = &workloadEntry{facts: facts, key: annotationKey(facts.Annotations), expires: now.Add(p.ttl)}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.workloads) >= maxEntries {
+		for k, e := range p.workloads {
+			if now.After(e.expires) {
+				delete(p.workloads, k)
+			}
+		}
+	}
+	p.workloads[rev] = w
+	return w
+}
+
+// annotationKey is a canonical form of the annotations (sorted key=value lines).
+func annotationKey(annotations map[string]string) string {
+	lines := make([]string, 0, len(annotations))
+	for k, v := range annotations {
+		lines = append(lines, k+"="+v)
+	}
+	sort.Strings(lines)
+	return strings.Join(lines, "\n")
 }
 
 func (p *Plugin) lookup(key string) *verdict {
@@ -212,11 +262,11 @@ func (p *Plugin) merge(key string, fresh *verdict) *verdict {
 }
 
 // fetch asks the API about every known cluster plus the one at hand.
-func (p *Plugin) fetch(ctx context.Context, op string, spec *workv1alpha2.ResourceBindingSpec,
+func (p *Plugin) fetch(ctx context.Context, op string, workload *WorkloadFacts,
 	cluster *clusterv1alpha1.Cluster) *verdict {
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
-	req := &Request{Clusters: p.candidates(cluster), Workload: p.workload(ctx, spec)}
+	req := &Request{Clusters: p.candidates(cluster), Workload: workload}
 	p.calls.Add(1)
 	v := &verdict{covered: map[string]struct{}{}, removed: map[string]string{}, scores: map[string]int64{}}
 	var err error

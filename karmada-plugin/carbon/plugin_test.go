@@ -150,10 +150,40 @@ func TestFilterBatchesAllClustersOfABindingIntoOneRequest(t *testing.T) {
 		t.Fatalf("reasons = %v", reasons)
 	}
 
-	// A new revision of the binding asks again.
-	p.Filter(context.Background(), binding("2"), nil, fleet[0])
+}
+
+func TestBindingsWithTheSameAnnotationsShareOneAnswer(t *testing.T) {
+	api := newFakeAPI(t, 0)
+	facts := &fakeFacts{clusters: fleet, annotations: map[string]string{"carbonshift.io/max-intensity": "300"}}
+	p := newPlugin(t, api.server.URL, facts)
+	for _, rev := range []string{"1", "2", "3"} { // three bindings, or revisions of one
+		for _, c := range fleet {
+			p.Filter(context.Background(), binding(rev), nil, c)
+			p.Score(context.Background(), binding(rev), c)
+		}
+	}
 	if n := api.requests.Load(); n != 2 {
-		t.Fatalf("API requests = %d after a new revision, want 2", n)
+		t.Fatalf("API requests = %d, want one filter and one score for the same annotations", n)
+	}
+	// Another limit is another answer: the dirty cluster now passes.
+	facts.annotations = map[string]string{}
+	if !p.Filter(context.Background(), binding("4"), nil, fleet[1]).IsSuccess() {
+		t.Fatal("without max-intensity the dirty cluster must pass")
+	}
+	if n := api.requests.Load(); n != 3 {
+		t.Fatalf("API requests = %d, want a new filter request for other annotations", n)
+	}
+	// A revision already read keeps its annotations until the TTL.
+	if p.Filter(context.Background(), binding("1"), nil, fleet[1]).IsSuccess() {
+		t.Fatal("revision 1 was read with max-intensity 300: the dirty cluster stays out")
+	}
+}
+
+func TestAnnotationKeyIsCanonical(t *testing.T) {
+	a := annotationKey(map[string]string{"carbonshift.io/a": "1", "carbonshift.io/b": "2"})
+	b := annotationKey(map[string]string{"carbonshift.io/b": "2", "carbonshift.io/a": "1"})
+	if a != b || a == annotationKey(nil) {
+		t.Fatalf("keys %q %q", a, b)
 	}
 }
 
