@@ -1,5 +1,8 @@
-"""One real control plane per test session: etcd, kube-apiserver, the Karmada and Karpenter
-CRDs, karmada-webhook and carbonshift, all on 127.0.0.1 (``devtools.sandbox``).
+"""One real fleet per test session (``devtools.sandbox``), all on 127.0.0.1: the Karmada
+control plane (etcd, kube-apiserver, kube-controller-manager, the Karmada and Karpenter
+CRDs, karmada-controller-manager, karmada-webhook, karmada-scheduler with the carbonshift
+plugin, carbonshift) and three member clusters joined in Push mode (etcd, kube-apiserver,
+kube-controller-manager each).
 
 The binaries come from ``hack/build-binaries.sh`` (Go modules, cached). Under ``CI=true`` a
 binary that cannot be built or started fails the tests; elsewhere a missing Go toolchain
