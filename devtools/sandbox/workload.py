@@ -20,18 +20,21 @@
 
 Binaries come from ``hack/build-binaries.sh`` (``karpenter-kwok`` and ``kwok`` from the
 modules in ``hack/karpenter/``). ``up`` records a pid file per component; ``down`` stops
-every recorded one, also from a later process. The Karpenter controller's metrics and
-health ports bind every interface (v1.14.1 takes only a port number).
+every recorded one, also from a later process, and removes the state. The Karpenter
+controller's metrics and health ports bind every interface (v1.14.1 takes only a port
+number). By hand: ``python -m devtools.sandbox.workload up|down|status``.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import dataclasses
 import json
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -360,3 +363,43 @@ def node_class(name: str = NODE_CLASS) -> dict[str, Any]:
         "metadata": {"name": name},
         "spec": {},
     }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m devtools.sandbox.workload up|down|status [--state-dir DIR]``."""
+    p = argparse.ArgumentParser(
+        prog="python -m devtools.sandbox.workload",
+        description="A workload cluster on 127.0.0.1 where the real Karpenter (kwok provider) "
+        "launches KWOK nodes and carbonshift decides the NodePools. A development tool.",
+        epilog="Exit status: 0 success, 1 a component failed; status: 3 when nothing runs.",
+    )
+    p.add_argument("command", choices=("up", "down", "status"))
+    p.add_argument(
+        "--state-dir", type=Path, default=None, help="state folder (default: .sandbox/workload)"
+    )
+    args = p.parse_args(argv)
+    layout = workload_layout(Layout.default())
+    if args.state_dir is not None:
+        layout = dataclasses.replace(layout, state=args.state_dir.resolve())
+    cluster = WorkloadCluster(layout)
+    try:
+        if args.command == "up":
+            cluster.up()
+            print(f"export KUBECONFIG={cluster.kubeconfig} PATH={layout.bin}:$PATH")
+        elif args.command == "down":
+            cluster.down()
+        else:
+            alive = cluster.running()
+            for name in cluster.known_components():
+                print(
+                    f"{name:24} " + (f"running, pid {alive[name]}" if name in alive else "stopped")
+                )
+            return 0 if alive else 3
+    except SandboxError as exc:
+        print(f"workload: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -12,7 +12,9 @@ turns clean and the rest follows: (a) the paused pool launched nothing for those
 launches once carbonshift's re-evaluation resumes it; (b) the efficiency pool launched
 arm64 nodes; (c) nodes carry the ``carbonshift.io/intensity`` template label and the
 green-only pod lands only on a low pool's node; (d) Karpenter picks the pool carbonshift
-weighted greener: the plain pool while dirty, the carbonshift pool once clean.
+weighted greener: the plain pool while dirty, the carbonshift pool once clean. Last, with
+nobody re-evaluating (the leader Lease taken away), a ``carbonshift.io/refresh`` bump lifts
+a pause at once and Karpenter launches.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +39,7 @@ from test_reevaluate_policies import Grid
 
 from devtools.sandbox import Layout
 from devtools.sandbox.workload import NODE_CLASS, WorkloadCluster, workload_layout
-from webhook.vocabulary import DECISION, ENABLED, INTENSITY_CLASS, STRATEGY
+from webhook.vocabulary import DECISION, ENABLED, INTENSITY_CLASS, REFRESH, STRATEGY
 
 DIRTY, CLEAN = 700.0, 100.0
 """DE in gCO2eq/kWh: high (carbonshift's weight 30) and low (weight 90)."""
@@ -344,15 +347,21 @@ def clean(cluster: WorkloadCluster, grid: Grid, dirty: Dirty) -> Clean:
     return snapshot
 
 
-def local_intensity(cluster: WorkloadCluster) -> float | None:
-    """What carbonshift's feed holds for DE now (its /metrics)."""
+def metric(cluster: WorkloadCluster, name: str, **labels: str) -> float | None:
+    """The first sample of ``name`` carrying ``labels`` on carbonshift's /metrics."""
     context = ssl.create_default_context(cafile=str(cluster.layout.pki / "ca.crt"))
     with urllib.request.urlopen(f"{cluster.carbonshift_url}/metrics", context=context) as answer:
         text = answer.read().decode()
+    wanted = [f'{k}="{v}"' for k, v in labels.items()]
     for line in text.splitlines():
-        if line.startswith("carbonshift_intensity_gco2eq_per_kwh{") and 'zone="DE"' in line:
+        if line.startswith((name + "{", name + " ")) and all(w in line for w in wanted):
             return float(line.rsplit(" ", 1)[1])
     return None
+
+
+def local_intensity(cluster: WorkloadCluster) -> float | None:
+    """What carbonshift's feed holds for DE now."""
+    return metric(cluster, "carbonshift_intensity_gco2eq_per_kwh", zone="DE")
 
 
 def node_class_label(pool: dict[str, Any]) -> str | None:
@@ -425,3 +434,29 @@ def test_weight_karpenter_chooses_the_pool_carbonshift_weighted_greener(
     (host,) = eventually(lambda: running_on(cluster, "clean-weight"), 90.0, "the clean-weight pod")
     assert node_labels(host)[POOL_LABEL] == "weighted"
     assert DECISION in get(cluster, "nodepools", "weighted")["metadata"]["annotations"]
+
+
+def test_without_the_leader_a_refresh_lifts_a_pause_now(
+    cluster: WorkloadCluster, grid: Grid, dirty: Dirty, clean: Clean
+) -> None:
+    """Runs last: it turns the grid dirty again and takes the leadership away."""
+    grid.values["DE"] = DIRTY
+    eventually(lambda: local_intensity(cluster) == DIRTY, 20.0, "carbonshift reading DE dirty")
+    cluster.apply([nodepool("refreshed", "pause")])
+    assert get(cluster, "nodepools", "refreshed")["spec"]["limits"] == {"cpu": "0"}
+    cluster.apply(pods("refresh", 1, {POOL_LABEL: "refreshed"}))
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    lease = {"holderIdentity": "e2e", "leaseDurationSeconds": 3600, "acquireTime": now,
+             "renewTime": now}  # fmt: skip
+    cluster.kubectl("patch", "lease", "carbonshift-leader", "-n", "default", "--type=merge",
+                    "-p", json.dumps({"spec": lease}))  # fmt: skip
+    eventually(lambda: metric(cluster, "carbonshift_leader") == 0, 20.0, "carbonshift not leading")
+    grid.values["DE"] = CLEAN
+    eventually(lambda: local_intensity(cluster) == CLEAN, 20.0, "carbonshift reading DE clean")
+    time.sleep(3.0)  # nobody re-evaluates now: the pause stays
+    assert get(cluster, "nodepools", "refreshed")["spec"]["limits"] == {"cpu": "0"}
+    assert dirty.claims.of("refreshed") == []
+    cluster.kubectl("annotate", "nodepools", "refreshed", f"{REFRESH}=1")
+    hosts = eventually(lambda: running_on(cluster, "refresh"), 90.0, "the pod running")
+    assert {node_labels(n)[POOL_LABEL] for n in hosts} == {"refreshed"}
+    assert get(cluster, "nodepools", "refreshed")["spec"]["limits"] == {"cpu": "100"}
