@@ -72,3 +72,7 @@ lock: $(STAMP) ## Re-resolve requirements.lock (the image's pinned, hashed runti
 
 clean: ## Remove the virtualenv and caches (not the Go binary cache)
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
+
+.PHONY: fuzz
+fuzz: $(STAMP) ## Full fuzz run (~10,000 reviews from the CRD schemas + malformed envelopes) against carbonshift serve
+	CARBONSHIFT_FUZZ_SCALE=5 $(BIN)/pytest -q -s tests/test_hardening_fuzz.py

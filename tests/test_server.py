@@ -89,6 +89,7 @@ async def test_mutate_answers_a_real_admission_review(running: Running) -> None:
     [
         (b"{oops", "application/json", 400),
         (b'{"request": {"kind": {}}}', "application/json", 400),
+        (b'{"request": {"uid": "\xff\xfe"}}', "application/json", 400),  # not UTF-8
         (orjson.dumps(REVIEW), "text/plain", 415),
         (orjson.dumps(REVIEW), "application/jsonl", 415),
         (b"x" * (8 * 1024 * 1024 + 1), "application/json", 413),

@@ -251,6 +251,8 @@ def decode(raw: bytes | msgspec.Raw, using: msgspec.json.Decoder[T], prefix: str
         return using.decode(raw)
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
         raise from_msgspec(exc, prefix) from None
+    except UnicodeDecodeError:  # msgspec lets a bad byte in a string through as this
+        raise InvalidInput(prefix, "not valid JSON: a string is not valid UTF-8") from None
 
 
 def error_body(exc: InvalidInput | str) -> bytes:
