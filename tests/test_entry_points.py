@@ -24,6 +24,7 @@ MODULES = [
     "bench",
     "bench.floor",
     "devtools.sandbox",
+    "devtools.sandbox.workload",
 ]
 
 COMMANDS: dict[str, list[str]] = {
