@@ -6,7 +6,7 @@
 // carries the same carbonshift.io/ annotations: carbonshift's answer depends on the
 // clusters and those annotations only (its scheduler API reads nothing else of the
 // workload), so a burst of bindings costs one request per operation, not one per binding.
-// The annotations are read once per binding revision (template, replicas and placement).
+// The annotations are read once per template revision (and TTL).
 // When carbonshift cannot be reached it fails open:
 // every cluster passes the filter and gets the neutral score, and the failure is
 // logged once until carbonshift answers again.
@@ -14,10 +14,8 @@ package carbon
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -89,7 +87,7 @@ type Plugin struct {
 
 	mu        sync.Mutex
 	entries   map[string]*verdict
-	workloads map[string]*workloadEntry // binding revision -> the workload facts read
+	workloads map[string]*workloadEntry // workloadKey -> the workload facts read
 	flight    singleflight.Group
 	failing   atomic.Bool
 	calls     atomic.Int64
@@ -178,16 +176,16 @@ func (p *Plugin) decide(ctx context.Context, op string, spec *workv1alpha2.Resou
 	return v
 }
 
-// workloadEntry is what one binding revision's workload looks like to carbonshift.
+// workloadEntry is what one template revision's workload looks like to carbonshift.
 type workloadEntry struct {
 	facts   *WorkloadFacts
 	key     string // the carbonshift.io/ annotations, canonical
 	expires time.Time
 }
 
-// workloadOf reads the workload's facts once per binding revision (and TTL).
+// workloadOf reads the workload's facts once per template revision (and TTL).
 func (p *Plugin) workloadOf(ctx context.Context, spec *workv1alpha2.ResourceBindingSpec) *workloadEntry {
-	rev := revision(spec)
+	rev := workloadKey(spec)
 	now := p.now()
 	p.mu.Lock()
 	w := p.workloads[rev]
@@ -361,16 +359,14 @@ func FactsOf(c *clusterv1alpha1.Cluster) ClusterFacts {
 	}
 }
 
-// revision identifies a binding's scheduling inputs: the template (with its resource
-// version), the replicas and the placement. It changes whenever the binding's generation
-// changes for a reason that matters to the plugin.
-func revision(spec *workv1alpha2.ResourceBindingSpec) string {
-	data, _ := json.Marshal(struct {
-		Resource  workv1alpha2.ObjectReference
-		Replicas  int32
-		Placement any
-	}{spec.Resource, spec.Replicas, spec.Placement})
-	sum := sha256.Sum256(data)
+// workloadKey identifies the workload a binding schedules as its template stands (the
+// template's resource version changes with every edit of it). Karmada calls Filter and
+// Score once per cluster, so this runs thousands of times per binding: it is a plain
+// string join, no encoding or hashing.
+func workloadKey(spec *workv1alpha2.ResourceBindingSpec) string {
 	ref := spec.Resource
-	return strings.Join([]string{ref.Namespace, ref.Kind, ref.Name, hex.EncodeToString(sum[:8])}, "/")
+	return strings.Join([]string{
+		ref.Namespace, ref.Kind, ref.Name, string(ref.UID), ref.ResourceVersion,
+		strconv.FormatInt(int64(spec.Replicas), 10),
+	}, "/")
 }
