@@ -84,3 +84,20 @@ async def test_sigterm_with_nothing_in_progress_exits_at_once(tmp_path: Path) ->
         assert seconds < 2.0, seconds
         assert [line.get("uid") for line in server.lines() if line.get("uid")] == ["only"]
         print(f"\nSIGTERM, idle: exit 0 after {seconds:.3f} s")
+
+
+async def test_a_request_that_never_finishes_does_not_hold_the_shutdown(tmp_path: Path) -> None:
+    async with serve_process(FLEET, tmp_path, "--shutdown-seconds=3") as server:
+        stuck = await Conn.open(server.run)
+        body = review("stuck")
+        await stuck.send(http_post(body[:50], length=len(body)))  # and never the rest
+        await asyncio.sleep(0.2)
+        code, seconds = await asyncio.to_thread(server.terminate)
+        assert code == 0
+        assert 2.9 < seconds < 5.5, seconds  # --shutdown-seconds, plus at most 1 s
+        events = [line.get("event") for line in server.lines()]
+        assert "shutdown_requests_unfinished" in events
+        stuck.close()
+        print(
+            f"\nSIGTERM with a request stuck: exit 0 after {seconds:.3f} s (--shutdown-seconds=3)"
+        )

@@ -60,6 +60,7 @@ def _serve(args: argparse.Namespace) -> int:
             port=args.port,
             cert_dir=Path(args.cert_dir),
             cert_reload_seconds=args.cert_reload_seconds,
+            shutdown_seconds=args.shutdown_seconds,
             kube=kube,
         )
     )
@@ -89,6 +90,15 @@ def _add_serve(sub: Any) -> None:
         default=10.0,
         metavar="S",
         help="how often to check the certificate files for changes (default: %(default)s)",
+    )
+    p.add_argument(
+        "--shutdown-seconds",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="on SIGTERM, how long requests in progress may take to finish; keep it (plus "
+        "any preStop sleep) below the pod's terminationGracePeriodSeconds "
+        "(default: %(default)s)",
     )
     p.add_argument(
         "--log-level",

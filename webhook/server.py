@@ -253,7 +253,9 @@ async def serve(
         app,
         access_log=None,
         handle_signals=False,
-        shutdown_timeout=shutdown_seconds,
+        # What aiohttp still waits for once _drain has waited shutdown_seconds: a request
+        # begun meanwhile on a keep-alive connection (each answer asks to close it).
+        shutdown_timeout=min(1.0, shutdown_seconds),
         **limits.handler_args(),
     )
     await runner.setup()
