@@ -175,6 +175,32 @@ async def test_rbac_forbidden_is_one_error_naming_verb_and_resource(
     assert counter(metrics.KUBE_FORBIDDEN, "list", "clusters.cluster.karmada.io") - forbidden == 5
 
 
+async def test_a_resource_not_served_is_empty_and_synced_and_listed_again(
+    fake: tuple[FakeApiServer, client.ApiClient],
+) -> None:
+    """A cluster with Karpenter but no Karmada: the Cluster list answers 404. The
+    inventory is synced and empty (readiness does not wait for Karmada), says so once at
+    info level, and picks the Clusters up once the CRD is installed."""
+    server, api = fake
+    missing = (404, {"kind": "Status", "code": 404, "reason": "NotFound"})
+    server.lists = [missing] * 3 + [(200, FakeApiServer._empty("5", cluster("a", "4")))]
+    kube_client._absent.discard("clusters.cluster.karmada.io")
+    fleet = FleetInventory(Config())
+    with structlog.testing.capture_logs() as logs:
+        fleet.start(api, timeout_seconds=1)
+        assert fleet._watch is not None
+        fleet._watch.absent_seconds = 0.05
+        try:
+            await until(lambda: fleet.synced)
+            assert fleet.clusters() == {}
+            await until(lambda: "a" in fleet.clusters())
+        finally:
+            await fleet.stop()
+    events = [e["event"] for e in logs]
+    assert events.count("kube_resource_absent") == 1
+    assert "kube_unreachable" not in events
+
+
 class Gate:
     def __init__(self, leading: bool) -> None:
         self.leading = leading

@@ -142,6 +142,27 @@ def refused(exc: BaseException, verb: str, resource: str) -> bool:
     return True
 
 
+_absent: set[str] = set()
+
+
+def absent(exc: BaseException, resource: str) -> bool:
+    """True (after one info log per resource) when ``exc`` is the 404 of a *list*: the API
+    server does not serve ``resource`` at all, e.g. a cluster with Karpenter but no
+    Karmada. Nothing is wrong, there is simply none of it; callers look again later, in
+    case its CRD is installed."""
+    if not (isinstance(exc, ApiException) and exc.status == 404):
+        return False
+    if resource not in _absent:
+        _absent.add(resource)
+        log.info(
+            "kube_resource_absent",
+            resource=resource,
+            hint="the API server does not serve it (its CRD is not installed); "
+            "carbonshift treats it as empty and looks again now and then",
+        )
+    return True
+
+
 class Outage:
     """Failures of one ongoing activity (a watch, the elector): one warning when it starts
     failing, one info line when it recovers, a metric for every failure."""

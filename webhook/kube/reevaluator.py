@@ -37,7 +37,7 @@ from webhook.config import Config
 from webhook.decision import reevaluate
 from webhook.decision.record import Record, fingerprint, switches
 from webhook.kinds import Context, Kind
-from webhook.kube.client import FIELD_MANAGER, REQUEST_TIMEOUT, error_name, refused
+from webhook.kube.client import FIELD_MANAGER, REQUEST_TIMEOUT, absent, error_name, refused
 from webhook.kube.events import EventRecorder
 from webhook.kube.writes import Gate, NotLeader
 from webhook.reevaluation import TARGETS, Outlook, Reevaluation, Target
@@ -126,7 +126,7 @@ class Reevaluator:
                 row.group, row.version, row.resource, _request_timeout=REQUEST_TIMEOUT
             )
         except ApiException as exc:
-            if not refused(exc, "list", resource):
+            if not (refused(exc, "list", resource) or absent(exc, resource)):
                 log.warning("reevaluate_list_failed", resource=resource, error=error_name(exc))
             return 0
         written = paused = 0

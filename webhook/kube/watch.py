@@ -4,7 +4,9 @@ The loop lists (keeping the list's ``resourceVersion``), watches from there with
 ``allowWatchBookmarks`` (bookmarks only move the version on), re-watches when the server
 ends the stream, re-lists at once on ``410 Gone``, and after any other error waits a
 jittered exponential backoff and re-lists: one warning per outage (which ends when a watch
-delivers events or ends normally), every failure counted.
+delivers events or ends normally), every failure counted. A resource the API server does
+not serve at all (its CRD is not installed: the list answers 404) counts as listed and
+empty, is logged once at info, and is listed again every :attr:`ListWatch.absent_seconds`.
 A watch that goes quiet for longer than the server-side timeout is abandoned and re-watched
 (kubernetes-asyncio #360: streams can hang without an error).
 """
@@ -20,7 +22,7 @@ from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.rest import ApiException
 
 from webhook import metrics
-from webhook.kube.client import REQUEST_TIMEOUT, Backoff, Outage
+from webhook.kube.client import REQUEST_TIMEOUT, Backoff, Outage, absent
 
 log = structlog.get_logger("carbonshift.kube.watch")
 
@@ -56,6 +58,8 @@ class ListWatch:
         self.synced = False
         """True once listed, until a call fails (then again after the next list)."""
         self.resource_version: str | None = None
+        self.absent_seconds = 60.0
+        """How often a resource the API server does not serve is listed again."""
 
     async def _list(self) -> None:
         metrics.KUBE_RELISTS.labels(self.resource).inc()
@@ -115,6 +119,12 @@ class ListWatch:
                 if exc.status == 410:
                     log.info("watch_expired_relisting", resource=self.resource)
                     self.resource_version = None
+                    continue
+                if verb == "list" and absent(exc, self.resource):
+                    self.on_list([])  # not served: none of it, which is a synced answer
+                    self.synced = True
+                    self._working()
+                    await asyncio.sleep(self.absent_seconds)
                     continue
                 self._failed(exc, verb)
                 await self.backoff.sleep()
