@@ -7,9 +7,9 @@
   certificate (``O=system:masters``), and the Karmada and Karpenter CRDs from the shared
   reference folder;
 * three member clusters in grids of clearly different carbon intensity, each its own
-  etcd, kube-apiserver and kube-controller-manager (Deployments get ReplicaSets) with one
-  simulated Node, joined to Karmada in Push mode as ``karmadactl join`` does
-  (:mod:`~devtools.sandbox.members`);
+  etcd, kube-apiserver, kube-controller-manager and kube-scheduler with one Node that KWOK
+  simulates (Deployments get ReplicaSets and Running pods), joined to Karmada in Push
+  mode as ``karmadactl join`` does (:mod:`~devtools.sandbox.members`);
 * karmada-controller-manager (member status, Works applied into the members),
   karmada-scheduler with the carbonshift plugin, and carbonshift and karmada-webhook, both
   registered as admission webhooks.

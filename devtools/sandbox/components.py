@@ -2,7 +2,8 @@
 
 The Karmada control plane (etcd, kube-apiserver, kube-controller-manager,
 karmada-controller-manager, karmada-webhook, carbonshift, karmada-scheduler) and, per
-member cluster, its own etcd, kube-apiserver and kube-controller-manager.
+member cluster, its own etcd, kube-apiserver, kube-controller-manager, kube-scheduler and
+KWOK.
 """
 
 from __future__ import annotations
@@ -21,24 +22,30 @@ HOST_PORTS = (
 )  # fmt: skip
 """The loopback ports of the Karmada control plane, one free port each."""
 
-CLUSTER_PARTS = {
+MEMBER_PARTS = ("etcd", "apiserver", "controller-manager", "scheduler", "kwok")
+"""A member's processes, in start order; its components are named ``<member>-<part>``."""
+
+HOST_PARTS = {
     "etcd": "etcd",
     "apiserver": "kube-apiserver",
     "controller-manager": "kube-controller-manager",
 }
-"""A member's processes, in start order (its components are named ``<member>-<part>``),
-and the Karmada control plane's process of the same kind."""
+"""The Karmada control plane's process of the same kind as a member's (started with it)."""
 
-MEMBER_PORTS = ("etcd", "etcd-peer", "apiserver", "controller-manager")
+MEMBER_PORTS = ("etcd", "etcd-peer", *MEMBER_PARTS[1:])
+
+KWOK_NODES = "kwok.x-k8s.io/node=fake"
+"""The annotation of the Nodes KWOK simulates (the members' one Node each)."""
 
 HOST_CONTROLLERS = "namespace,garbagecollector"
 """kube-controller-manager on the Karmada API server: namespaces (and the Works in them,
 e.g. of a removed Cluster's execution space) finish terminating; objects owned by a
 deleted Deployment (its ResourceBinding) are collected."""
 
-MEMBER_CONTROLLERS = "namespace,garbagecollector,deployment,replicaset"
-"""kube-controller-manager on a member: Deployments applied by Karmada get ReplicaSets
-(and Pods, which stay Pending: no member runs a scheduler or nodes)."""
+MEMBER_CONTROLLERS = "namespace,garbagecollector,deployment,replicaset,nodelifecycle"
+"""kube-controller-manager on a member: Deployments applied by Karmada get ReplicaSets and
+Pods; the node lifecycle lifts the ``not-ready`` taint of the member's Node once KWOK
+reports it Ready."""
 
 KARMADA_CONTROLLERS = "cluster,clusterStatus,binding,bindingStatus,execution,workStatus,namespace"
 """What Push-mode members need: Cluster status from the member (``clusterStatus``),
@@ -61,8 +68,8 @@ def port_names(members: Iterable[str]) -> list[str]:
 
 def component_names(members: Iterable[str]) -> list[str]:
     """Start order; ``down`` stops them in reverse."""
-    names = list(CLUSTER_PARTS.values())
-    names += [member_component(m, part) for m in members for part in CLUSTER_PARTS]
+    names = list(HOST_PARTS.values())
+    names += [member_component(m, part) for m in members for part in MEMBER_PARTS]
     return [*names, "karmada-webhook", "karmada-controller-manager", "carbonshift",
             "karmada-scheduler"]  # fmt: skip
 
@@ -138,6 +145,33 @@ def kube_controller_manager(
     ], f"https://{LOOPBACK}:{port}/healthz")  # fmt: skip
 
 
+def kube_scheduler(lay: Layout, name: str, kubeconfig: Path, port: int) -> Component:
+    pki = lay.pki
+    return Component(name, [
+        str(lay.binary("kube-scheduler")),
+        f"--kubeconfig={kubeconfig}",
+        "--leader-elect=false",
+        f"--bind-address={LOOPBACK}", f"--secure-port={port}",
+        f"--tls-cert-file={pki / 'apiserver.crt'}",
+        f"--tls-private-key-file={pki / 'apiserver.key'}",
+        "--profiling=false",
+    ], f"https://{LOOPBACK}:{port}/healthz")  # fmt: skip
+
+
+def kwok(lay: Layout, name: str, kubeconfig: Path, port: int) -> Component:
+    """The KWOK controller: the annotated Nodes become Ready and keep their lease, Pods
+    bound to them Running (the stages Karpenter's kwok provider is tested with)."""
+    stages = lay.shared / "crds" / "karpenter-kwok" / "kwok-controller"
+    return Component(name, [
+        str(lay.binary("kwok")),
+        f"--kubeconfig={kubeconfig}",
+        f"--config={stages / 'kwok-controller-config.yaml'}",
+        f"--manage-nodes-with-annotation-selector={KWOK_NODES}",
+        f"--server-address={LOOPBACK}:{port}",
+        f"--node-ip={LOOPBACK}",
+    ], f"http://{LOOPBACK}:{port}/healthz")  # fmt: skip
+
+
 def define_components(
     lay: Layout,
     ports: Mapping[str, int],
@@ -158,7 +192,7 @@ def define_components(
             HOST_CONTROLLERS),
     }  # fmt: skip
     for member in members:
-        names = {part: member_component(member, part) for part in CLUSTER_PARTS}
+        names = {part: member_component(member, part) for part in MEMBER_PARTS}
         found[names["etcd"]] = etcd(
             lay, names["etcd"], ports[f"{member}-etcd"], ports[f"{member}-etcd-peer"]
         )
@@ -170,6 +204,12 @@ def define_components(
             lay, names["controller-manager"], lay.member_kubeconfig(member),
             ports[f"{member}-controller-manager"], MEMBER_CONTROLLERS,
         )  # fmt: skip
+        found[names["scheduler"]] = kube_scheduler(
+            lay, names["scheduler"], lay.member_kubeconfig(member), ports[f"{member}-scheduler"]
+        )
+        found[names["kwok"]] = kwok(
+            lay, names["kwok"], lay.member_kubeconfig(member), ports[f"{member}-kwok"]
+        )
     manager_health = f"{LOOPBACK}:{ports['karmada-controller-manager']}"
     scheduler_health = f"{LOOPBACK}:{ports['karmada-scheduler']}"
     found |= {

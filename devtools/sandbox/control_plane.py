@@ -15,7 +15,8 @@ import yaml
 
 from devtools.sandbox import members, pki
 from devtools.sandbox.components import (
-    CLUSTER_PARTS,
+    HOST_PARTS,
+    MEMBER_PARTS,
     component_names,
     default_carbonshift,
     define_components,
@@ -58,7 +59,8 @@ class Sandbox:
     """A Karmada control plane (etcd, kube-apiserver, kube-controller-manager, the Karmada
     CRDs, karmada-controller-manager, karmada-webhook, karmada-scheduler with the
     carbonshift plugin, carbonshift) and three member clusters (etcd, kube-apiserver,
-    kube-controller-manager each) joined in Push mode, all on 127.0.0.1."""
+    kube-controller-manager, kube-scheduler, KWOK each) joined in Push mode, all on
+    127.0.0.1."""
 
     def __init__(
         self,
@@ -273,8 +275,9 @@ class Sandbox:
     def _start_clusters(self) -> None:
         """The Karmada API server and the members' API servers, each part started at once
         on every cluster."""
-        for part, host in CLUSTER_PARTS.items():
-            self.start(host, *(member_component(m, part) for m in MEMBERS), timeout=120.0)
+        for part in MEMBER_PARTS:
+            host = [HOST_PARTS[part]] if part in HOST_PARTS else []
+            self.start(*host, *(member_component(m, part) for m in MEMBERS), timeout=120.0)
 
     def _install_crds(self) -> None:
         files = self.layout.crd_files()

@@ -7,13 +7,13 @@ API server: a Secret ``karmada-cluster/<member>`` with that ``token`` and the me
 karmada-controller-manager then dials the member: it writes the Cluster's status (Ready,
 API enablements, resource summary) and applies Works into it.
 
-Each member also gets one simulated Node (no kubelet), so Karmada's resource summary has
-capacity to divide Aggregated and dynamic-weight policies by.
+Each member also gets one Node that KWOK simulates (no kubelet): Karmada's resource
+summary has capacity to divide Aggregated and dynamic-weight policies by, and the Pods of
+the Deployments Karmada applies are scheduled there and Running.
 """
 
 from __future__ import annotations
 
-import datetime
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
@@ -28,7 +28,7 @@ from devtools.sandbox.objects import (
     join_account,
     member_join_objects,
     simulated_node,
-    simulated_node_status,
+    simulated_node_capacity,
 )
 
 CREDENTIAL_LIFETIME = "8760h"
@@ -63,14 +63,13 @@ def join(
 
 
 def add_node(kubectl: Kubectl, member: str) -> None:
-    """Give the member one simulated Node (capacity only, see
+    """Give the member one Node that KWOK simulates (see
     :func:`~devtools.sandbox.objects.simulated_node`)."""
     context = f"--context={member}"
     kubectl(context, "apply", "-f", "-", stdin=json.dumps(simulated_node()))
-    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     kubectl(
         context, "patch", "node", SIMULATED_NODE, "--subresource=status", "--type=merge",
-        "-p", json.dumps(simulated_node_status(now)),
+        "-p", json.dumps(simulated_node_capacity()),
     )  # fmt: skip
 
 

@@ -126,7 +126,7 @@ def demo_cluster(name: str, spec: Mapping[str, Any], endpoint: str) -> dict[str,
     }
 
 
-SIMULATED_NODE = "sandbox-node"
+SIMULATED_NODE = "kwok-node"
 NODE_RESOURCES: Mapping[str, str] = {"cpu": "64", "memory": "256Gi", "pods": "1000"}
 """What each member's one simulated Node offers: Karmada's resource summary (and so
 Aggregated and dynamic-weight division) is computed from it. The same on every member,
@@ -134,28 +134,22 @@ so no member wins a placement on capacity alone."""
 
 
 def simulated_node() -> dict[str, Any]:
-    """A Node object with no kubelet behind it: it only gives the member capacity. Pods
-    the member's ReplicaSets create stay Pending (no scheduler runs there)."""
+    """A Node that KWOK simulates (no kubelet): KWOK makes it Ready and keeps its lease,
+    the member's kube-scheduler binds Pods to it and KWOK reports them Running."""
     return {
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {
             "name": SIMULATED_NODE,
-            "labels": {"kubernetes.io/hostname": SIMULATED_NODE, "type": "simulated"},
+            "annotations": {"kwok.x-k8s.io/node": "fake"},
+            "labels": {"kubernetes.io/hostname": SIMULATED_NODE, "type": "kwok"},
         },
     }
 
 
-def simulated_node_status(now: str) -> dict[str, Any]:
-    return {"status": {
-        "capacity": dict(NODE_RESOURCES),
-        "allocatable": dict(NODE_RESOURCES),
-        "conditions": [{
-            "type": "Ready", "status": "True", "reason": "KubeletReady",
-            "message": "simulated by the sandbox", "lastHeartbeatTime": now,
-            "lastTransitionTime": now,
-        }],
-    }}  # fmt: skip
+def simulated_node_capacity() -> dict[str, Any]:
+    """The Node's capacity (KWOK keeps it; its conditions are KWOK's)."""
+    return {"status": {"capacity": dict(NODE_RESOURCES), "allocatable": dict(NODE_RESOURCES)}}
 
 
 def carbonshift_webhook_configuration(manifest: Path, url: str, ca_bundle: str) -> dict[str, Any]:

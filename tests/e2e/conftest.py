@@ -2,7 +2,7 @@
 control plane (etcd, kube-apiserver, kube-controller-manager, the Karmada and Karpenter
 CRDs, karmada-controller-manager, karmada-webhook, karmada-scheduler with the carbonshift
 plugin, carbonshift) and three member clusters joined in Push mode (etcd, kube-apiserver,
-kube-controller-manager each).
+kube-controller-manager, kube-scheduler and KWOK each).
 
 The binaries come from ``hack/build-binaries.sh`` (Go modules, cached). Under ``CI=true`` a
 binary that cannot be built or started fails the tests; elsewhere a missing Go toolchain

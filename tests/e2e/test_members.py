@@ -2,7 +2,8 @@
 their own etcd, kube-apiserver and kube-controller-manager, joined in Push mode with a
 ServiceAccount token. karmada-controller-manager finds them Ready (nobody writes a
 Cluster's status by hand), and a Deployment propagated by a carbon-weighted policy
-lands on the members' API servers in the proportions carbonshift wrote.
+lands on the members' API servers in the proportions carbonshift wrote, its pods Running
+on each member's KWOK Node.
 """
 
 from __future__ import annotations
@@ -116,13 +117,19 @@ def test_divided_policy_replicas_land_on_the_members_by_carbonshifts_weights(kub
     assert replicas == webster(weighting, REPLICAS), (weighting, replicas)
     assert max(replicas, key=replicas.__getitem__) == GREENEST
     assert replicas != webster(dict.fromkeys(DEMO, 1), REPLICAS)  # not an even split
-    for member, count in replicas.items():  # made by each member's kube-controller-manager
+    for member, count in replicas.items():  # the member's own controllers and scheduler
         member_kube = kube.on(member)
 
         def made(m: MemberKube = member_kube) -> list[int] | None:
             return replica_sets(m, namespace, name) or None
 
+        def running(m: MemberKube = member_kube, want: int = count) -> int | None:
+            obj = m.find("deployment", name, namespace) or {}
+            ready = (obj.get("status") or {}).get("readyReplicas")
+            return ready if ready == want else None
+
         assert eventually(made, f"a ReplicaSet in {member}") == [count], member
+        eventually(running, f"{count} Running pods in {member}")
 
 
 def test_green_first_policy_lands_only_on_the_greenest_member(kube: Kube) -> None:
