@@ -57,10 +57,10 @@ e2e: $(STAMP) ## End-to-end tests: kubectl apply against a real kube-apiserver (
 	@if command -v go >/dev/null || [ "$$CI" = true ]; then hack/build-binaries.sh; fi
 	$(BIN)/pytest -m e2e -q tests/e2e
 
-sandbox: $(STAMP) binaries ## Local control plane with carbonshift; prints how to kubectl apply
+sandbox: $(STAMP) binaries ## Local Karmada fleet (control plane + 3 member clusters) with carbonshift; prints the kubeconfig
 	$(BIN)/python -m devtools.sandbox up
 
-sandbox-down: ## Stop everything `make sandbox` started
+sandbox-down: ## Stop everything `make sandbox` started and remove .sandbox/
 	$(BIN)/python -m devtools.sandbox down
 
 bench: $(STAMP) ## Benchmarks (BENCH="admission score", the default); results to bench/results/ and README
