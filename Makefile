@@ -11,7 +11,7 @@ PY_DIRS := webhook devtools tests bench
 # are kept while they satisfy pyproject.toml; add --upgrade to move to the newest releases.
 LOCK := uv pip compile pyproject.toml --generate-hashes --python-version 3.11.14 --python-platform linux --output-file requirements.lock
 
-.PHONY: help venv run test unit lint typecheck bench clean binaries sandbox sandbox-down e2e plugin-test lock
+.PHONY: help venv run test unit lint typecheck bench soak clean binaries sandbox sandbox-down e2e plugin-test lock
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -66,6 +66,10 @@ sandbox-down: ## Stop everything `make sandbox` started and remove .sandbox/
 bench: $(STAMP) ## Benchmarks (BENCH="admission score", the default); results to bench/results/ and README
 	@command -v wrk >/dev/null || { echo "installing wrk (Debian package)"; apt-get install -y -qq wrk; }
 	$(BIN)/python -m bench $(BENCH)
+
+soak: $(STAMP) ## Ten minutes of admissions + scores at half the maximum: RSS, fds, p99 and a plot
+	@command -v wrk >/dev/null || { echo "installing wrk (Debian package)"; apt-get install -y -qq wrk; }
+	$(BIN)/python -m bench soak
 
 lock: $(STAMP) ## Re-resolve requirements.lock (the image's pinned, hashed runtime dependencies)
 	$(BIN)/$(LOCK)

@@ -8,7 +8,7 @@ import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from bench import admission, fleet, reevaluate, score
+from bench import admission, fleet, reevaluate, schedule, score, soak
 
 BENCHMARKS: Mapping[str, tuple[Callable[..., Any], str]] = {
     "admission": (
@@ -25,6 +25,18 @@ BENCHMARKS: Mapping[str, tuple[Callable[..., Any], str]] = {
         reevaluate.main,
         "one re-evaluation pass over 10,000 managed PropagationPolicies on 100 clusters, "
         "nothing changed: CPU seconds on one core, writes proposed, RSS (bench/reevaluate.py)",
+    ),
+    "schedule": (
+        schedule.main,
+        "karmada-scheduler with and without the CarbonAware plugin: 500 ResourceBindings "
+        "over 1,000 Clusters, throughput and p50/p99 creation to placement "
+        "(bench/schedule.py; needs the sandbox binaries)",
+    ),
+    "soak": (
+        soak.main,
+        "ten minutes of admissions + scores at half of the measured maximum: RSS, open "
+        "file descriptors and p99 per minute, with a plot (bench/soak.py; --seconds is the "
+        "length of each of the ten segments, default 60)",
     ),
     "score": (
         score.main,
