@@ -59,6 +59,11 @@ MAX_BODY = 8 * 1024 * 1024
 
 _bad_requests = admissions("", "bad_request")
 
+KEEPALIVE_LINGER = 1.0
+"""Seconds after SIGTERM during which open keep-alive connections still carry requests.
+Closing an idle connection races with a client sending on it: the API server gets EOF,
+does not retry a POST and, with ``failurePolicy: Ignore``, admits the object unchanged."""
+
 GATE = web.AppKey("carbonshift_gate", AdmissionGate)
 """The admission bound of the application (see :mod:`webhook.guard`)."""
 DRAIN = web.AppKey("carbonshift_drain", Drain)
@@ -276,7 +281,8 @@ async def serve(
     finally:
         log.info("shutting_down", in_progress=app[DRAIN].active)
         started = time.monotonic()
-        await _drain(app, site, shutdown_seconds)
+        assert runner.server is not None
+        await _drain(app, site, shutdown_seconds, runner.server)
         for task in tasks:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -293,16 +299,24 @@ async def serve(
         log.info("stopped", seconds=round(time.monotonic() - started, 3))
 
 
-async def _drain(app: web.Application, site: web.BaseSite, seconds: float) -> None:
+async def _drain(
+    app: web.Application, site: web.BaseSite, seconds: float, server: web.Server
+) -> None:
     """Stop accepting connections and let the requests in progress finish, bodies still
     arriving included (aiohttp's own shutdown drops bytes that arrive after it starts);
     meanwhile every answer closes its connection, so keep-alive clients reconnect to
-    another replica. aiohttp's shutdown then closes the idle connections."""
+    another replica. Open connections still carry requests until :data:`KEEPALIVE_LINGER`
+    seconds after the start, so a busy client learns from an answer that its connection
+    closes; aiohttp's shutdown then closes the ones that stayed idle."""
+    linger_until = time.monotonic() + min(KEEPALIVE_LINGER, seconds)
     drain = app[DRAIN]
     drain.begin()
     await site.stop()
     if not await drain.wait(seconds):
         log.warning("shutdown_requests_unfinished", in_progress=drain.active, seconds=seconds)
+    # aiohttp signals no closed connection: poll
+    while server.connections and time.monotonic() < linger_until:  # noqa: ASYNC110
+        await asyncio.sleep(0.01)
 
 
 async def _start_fleet(config: Config, kube: Settings) -> Fleet:
