@@ -61,7 +61,12 @@ def parser() -> argparse.ArgumentParser:
         "started and remove its state; status: what runs",
     )
     p.add_argument("--state-dir", type=Path, default=None, help="state folder (default: .sandbox)")
-    p.add_argument("--no-karmada-webhook", action="store_true", help="do not run karmada-webhook")
+    p.add_argument(
+        "--no-karmada-webhook",
+        action="store_true",
+        help="do not run karmada-webhook (policies are then stored without Karmada's "
+        "defaults, and Karmada neither schedules bindings nor applies Works correctly)",
+    )
     p.add_argument(
         "--config",
         type=Path,
