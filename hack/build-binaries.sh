@@ -76,8 +76,10 @@ build_one() {
     need_go
     log "$name: building $pkg ($stamp)"
     start=$SECONDS
-    (cd "$dir" && go build -ldflags "$ldflags" -o "$CACHE/$name.tmp" "$pkg")
-    mv -f "$CACHE/$name.tmp" "$CACHE/$name"
+    # A temporary name of this run's own: two builds at once (two test sessions) must not
+    # move each other's half-written binaries.
+    (cd "$dir" && go build -ldflags "$ldflags" -o "$CACHE/$name.tmp.$$" "$pkg")
+    mv -f "$CACHE/$name.tmp.$$" "$CACHE/$name"
     printf '%s\n' "$stamp" > "$CACHE/$name.version"
     log "$name: built in $((SECONDS - start))s"
 }
