@@ -57,7 +57,7 @@ e2e: $(STAMP) ## End-to-end tests: kubectl apply against a real kube-apiserver (
 	@if command -v go >/dev/null || [ "$$CI" = true ]; then hack/build-binaries.sh; fi
 	$(BIN)/pytest -m e2e -q tests/e2e
 
-sandbox: $(STAMP) binaries ## Local Karmada fleet (control plane + 3 member clusters) with carbonshift; prints the kubeconfig
+sandbox: $(STAMP) binaries ## Local Karmada fleet (control plane + 3 member clusters) and a Karpenter cluster, with carbonshift; prints the kubeconfigs
 	$(BIN)/python -m devtools.sandbox up
 
 sandbox-down: ## Stop everything `make sandbox` started and remove .sandbox/

@@ -12,9 +12,11 @@ from pathlib import Path
 from devtools.sandbox.control_plane import Sandbox
 from devtools.sandbox.layout import LOOPBACK, Layout, SandboxError
 from devtools.sandbox.pki import KARMADA_CONTEXT
+from devtools.sandbox.workload import WorkloadCluster, workload_layout
+from webhook.validation import InvalidInput, read_yaml
 
 
-def _print_next_steps(sandbox: Sandbox) -> None:
+def _print_next_steps(sandbox: Sandbox, workload: WorkloadCluster | None) -> None:
     bin_dir = sandbox.kubectl_binary().parent
     first = sandbox.members[0]
     print()
@@ -26,14 +28,19 @@ def _print_next_steps(sandbox: Sandbox) -> None:
     print(f"Contexts: {KARMADA_CONTEXT} (current, the Karmada API server), "
           + ", ".join(f"{m} ({sandbox.member_url(m)})" for m in sandbox.members))  # fmt: skip
     print(f"carbonshift: {sandbox.carbonshift_url} (logs: {sandbox.layout.state / 'logs'})")
+    if workload is not None:
+        print("Karpenter workload cluster (NodePools; Karpenter launches KWOK nodes):")
+        print(f"  kubectl --kubeconfig {workload.kubeconfig} get nodepools,nodeclaims,nodes")
     print("Stop it with: make sandbox-down (python -m devtools.sandbox down)")
 
 
-def _status(sandbox: Sandbox) -> int:
+def _status(sandbox: Sandbox, workload: WorkloadCluster) -> int:
     alive = sandbox.running()
     for name in sandbox.known_components():
         pid = alive.get(name)
         print(f"{name:16} {'running, pid ' + str(pid) if pid else 'stopped'}")
+    for name, running in workload.running().items():
+        print(f"{'workload ' + name:16} running, pid {running}")
     if alive and sandbox.layout.state_file.is_file():
         state = json.loads(sandbox.layout.state_file.read_text(encoding="utf-8"))
         print(f"kubeconfig       {state['kubeconfig']}")
@@ -68,6 +75,13 @@ def parser() -> argparse.ArgumentParser:
         "defaults, and Karmada neither schedules bindings nor applies Works correctly)",
     )
     p.add_argument(
+        "--no-karpenter",
+        action="store_true",
+        help="do not start the Karpenter workload cluster (its own API server, "
+        "kube-controller-manager, kube-scheduler, KWOK, the Karpenter kwok provider and a "
+        "carbonshift deciding its NodePools; about 700 MB)",
+    )
+    p.add_argument(
         "--config",
         type=Path,
         default=os.environ.get("SANDBOX_CONFIG") or None,
@@ -81,21 +95,33 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    layout = Layout.default(args.state_dir)
     sandbox = Sandbox(
-        Layout.default(args.state_dir),
+        layout,
         with_karmada_webhook=not args.no_karmada_webhook,
         user_config=None if args.config is None else Path(args.config),
     )
     try:
+        user = {} if args.config is None else read_yaml(Path(args.config))
+        workload = WorkloadCluster(
+            workload_layout(layout), carbonshift_config=user if isinstance(user, dict) else {}
+        )
         if args.command == "up":
             sandbox.up()
-            _print_next_steps(sandbox)
+            if not args.no_karpenter:
+                try:
+                    workload.up()
+                except BaseException:
+                    sandbox.down(keep_state=True)
+                    raise
+            _print_next_steps(sandbox, None if args.no_karpenter else workload)
         elif args.command == "down":
+            workload.down()  # first: its state lives inside the sandbox's
             sandbox.down()
             print("Sandbox stopped.")
         else:
-            return _status(sandbox)
-    except SandboxError as exc:
+            return _status(sandbox, workload)
+    except (SandboxError, InvalidInput) as exc:
         print(f"sandbox: {exc}", file=sys.stderr)
         return 1
     return 0

@@ -217,16 +217,21 @@ def sandbox_cli(state: Path, command: str) -> subprocess.CompletedProcess[str]:
 def test_sandbox_down_stops_everything_it_started(
     sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    """A second sandbox, started and stopped the way ``make sandbox``/``sandbox-down`` do."""
+    """A second sandbox, started and stopped the way ``make sandbox``/``sandbox-down`` do,
+    with its Karpenter workload cluster."""
     state = tmp_path_factory.mktemp("second-sandbox")
     started = time.monotonic()
     up = sandbox_cli(state, "up")
     assert up.returncode == 0, up.stdout[-3000:] + up.stderr[-3000:]
     print(f"second sandbox up in {time.monotonic() - started:.1f}s")
     try:
-        entries = {p.stem: read_pid(p) for p in (state / "pids").glob("*.pid")}
+        # The Karmada fleet's processes, and the Karpenter workload cluster's under workload/.
+        entries = {
+            f"{p.parent.parent.name}/{p.stem}": read_pid(p) for p in state.glob("**/pids/*.pid")
+        }
         pids = [e[0] for e in entries.values() if e is not None]
-        assert {f"{m}-apiserver" for m in DEMO} <= set(entries), sorted(entries)
+        wanted = {f"{state.name}/{m}-apiserver" for m in DEMO} | {"workload/karpenter"}
+        assert wanted <= set(entries), sorted(entries)
         ports = listening_ports(pids)
         recorded = set(json.loads((state / "state.json").read_text())["ports"].values())
         assert recorded & ports, (recorded, ports)
