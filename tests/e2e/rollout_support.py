@@ -218,6 +218,77 @@ class HAProxy:
         return ends
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Restart:
+    """One replica's turn in a rolling restart (seconds)."""
+
+    replica: str
+    exited: float
+    """From SIGTERM to the exit (status 0)."""
+    ready: float
+    """From the start to ready."""
+    up: float
+    """From ready to HAProxy's health checks seeing it UP."""
+
+
+class Fleet:
+    """Two replicas on one certificate directory behind a :class:`HAProxy`; ``cafile``
+    verifies the replicas for readiness and HAProxy's checks (the test's trust, not the
+    API server's, which is the registration's ``caBundle``)."""
+
+    def __init__(self, sandbox: Sandbox, directory: Path, cert_dir: Path, cafile: Path) -> None:
+        lease = unique("rollout-leader")
+        self.replicas = [
+            Replica(sandbox, directory, f"{lease}-{i}", cert_dir=cert_dir, cafile=cafile,
+                    lease=lease)
+            for i in (0, 1)
+        ]  # fmt: skip
+        self.proxy = HAProxy(directory, self.replicas, cafile)
+        self.restarts: list[Restart] = []
+
+    def __enter__(self) -> Fleet:
+        try:
+            for replica in self.replicas:
+                replica.start()
+            self.proxy.start()
+            for replica in self.replicas:
+                self.proxy.wait_state(replica.name, "UP")
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if exc and exc[0] is not None:
+            for replica in self.replicas:
+                print(replica.tail())
+        for replica in self.replicas:
+            replica.kill()
+        self.proxy.stop()
+
+    def roll(self, grace: float = 30.0) -> None:
+        """Restart the replicas one after the other: SIGTERM, wait for the exit, start,
+        wait until ready and HAProxy sees it UP, then the next."""
+        for replica in self.replicas:
+            code, exited = replica.terminate(grace)
+            assert code == 0, replica.tail()
+            ready = replica.start()
+            up = self.proxy.wait_state(replica.name, "UP")
+            self.restarts.append(Restart(replica.name, exited, ready, up))
+
+    def summary(self) -> str:
+        """The restarts' figures and how HAProxy's sessions ended."""
+        if not self.restarts:
+            return "no restarts"
+        return (
+            f"{len(self.restarts)} restarts, exit after SIGTERM max "
+            f"{max(r.exited for r in self.restarts):.2f} s, ready after start max "
+            f"{max(r.ready for r in self.restarts):.2f} s, HAProxy UP after that max "
+            f"{max(r.up for r in self.restarts):.2f} s; HAProxy sessions by end state "
+            f"{self.proxy.session_ends()}"
+        )
+
+
 def eventually(check: Callable[[], Any], timeout: float, what: str) -> Any:
     """Poll ``check()`` until it returns something truthy; returns that."""
     deadline = time.monotonic() + timeout

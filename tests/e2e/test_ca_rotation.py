@@ -1,8 +1,13 @@
 """CA rotation under load, on the real kube-apiserver: the API server trusts carbonshift's
-old CA (the registration's ``caBundle``); then both CAs (the overlap); carbonshift, still
-running, picks up a serving certificate signed by the new CA from its ``--cert-dir``; then
-the API server trusts the new CA only. ``kubectl apply`` of opted-in PropagationPolicies
-never stops, and every stored object carries carbonshift's decision."""
+old CA (the registration's ``caBundle``); then both CAs (the overlap); both replicas,
+still running, pick up a serving certificate signed by the new CA from their
+``--cert-dir``; then the API server trusts the new CA only. ``kubectl apply`` of opted-in
+PropagationPolicies never stops, and every stored object carries carbonshift's decision.
+
+The API server keeps its keep-alive connections, TLS sessions of the old certificate
+included, so after the switch and after the last caBundle change the replicas restart one
+after the other (behind HAProxy, as in the rolling-restart test): every connection is then
+a new TLS handshake against the certificate served and the caBundle in force."""
 
 from __future__ import annotations
 
@@ -10,13 +15,15 @@ import ssl
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from e2e_support import Kube, unique
 from rollout_support import (
+    Fleet,
     Load,
-    Replica,
     eventually,
     failed_open,
+    haproxy_binary,
     registered,
     registration,
     rollout_namespace,
@@ -25,58 +32,55 @@ from rollout_support import (
     webhook_errors,
 )
 
-from devtools.sandbox import LOOPBACK, Sandbox
+from devtools.sandbox import Sandbox
 from devtools.sandbox.pki import new_ca, serving_pair, write_atomic_pair
 
-PHASE_SECONDS = 6.0
-"""Load in each phase; also ample for the API server's informer to see a new caBundle."""
+PHASE_SECONDS = 5.0
+"""Load before a change; also ample for the API server's informer to see a new caBundle."""
 PHASES = ("old CA", "old + new CA", "new certificate served", "new CA only")
 
 
 def test_ca_rotation_under_load_stores_every_object_decided(
     sandbox: Sandbox, kube: Kube, tmp_path: Path
 ) -> None:
+    haproxy_binary()
     old, new = new_ca("carbonshift-ca-2025"), new_ca("carbonshift-ca-2026")
-    old.write(tmp_path, "old-ca.crt", "old-ca.key")
+    both = tmp_path / "both-cas.crt"  # the test's own trust (readiness, HAProxy's checks)
+    both.write_bytes(old.cert_pem + new.cert_pem)
     cert_dir = tmp_path / "certs"
     write_atomic_pair(cert_dir, serving_pair(old, "carbonshift"))
-    name = unique("ca-rotation")
-    replica = Replica(sandbox, tmp_path, name, cert_dir=cert_dir,
-                      cafile=tmp_path / "old-ca.crt", lease=name)  # fmt: skip
-    namespace = rollout_namespace(kube)
-    url = f"https://{LOOPBACK}:{replica.port}"
-
-    def trust(bundle: bytes) -> dict[str, object]:
-        return registration(sandbox, name, url, bundle, namespace)
-
+    name, namespace = unique("carbonshift-ca-rotation"), rollout_namespace(kube)
     phase = [PHASES[0]]
     rotated = serving_pair(new, "carbonshift")
+    expected = ssl.PEM_cert_to_DER_cert(rotated.cert_pem.decode())
     try:
-        replica.start()
-        with registered(kube, trust(old.cert_pem)):
-            wait_mutating(kube, namespace)
-            with Load(kube, namespace, phase=lambda: phase[0]) as load:
-                time.sleep(PHASE_SECONDS)
-                kube.apply(trust(old.cert_pem + new.cert_pem))
-                phase[0] = PHASES[1]
-                time.sleep(PHASE_SECONDS)
-                write_atomic_pair(cert_dir, rotated)
-                expected = ssl.PEM_cert_to_DER_cert(rotated.cert_pem.decode())
-                eventually(lambda: served_certificate(replica.port) == expected, 15.0,
-                           "carbonshift to serve the certificate of the new CA")  # fmt: skip
-                phase[0] = PHASES[2]
-                time.sleep(PHASE_SECONDS)
-                kube.apply(trust(new.cert_pem))
-                phase[0] = PHASES[3]
-                time.sleep(PHASE_SECONDS)
-            undecided = load.undecided()
-            fail_open = failed_open(kube, trust(new.cert_pem))
-            errors = webhook_errors(sandbox, trust(new.cert_pem))
-    except BaseException:
-        print(replica.tail())
-        raise
+        with Fleet(sandbox, tmp_path, cert_dir, both) as fleet:
+
+            def trust(bundle: bytes) -> dict[str, Any]:
+                return registration(sandbox, name, fleet.proxy.url, bundle, namespace)
+
+            def switched() -> bool:
+                return all(served_certificate(r.port) == expected for r in fleet.replicas)
+
+            with registered(kube, trust(old.cert_pem)):
+                wait_mutating(kube, namespace)
+                with Load(kube, namespace, phase=lambda: phase[0]) as load:
+                    time.sleep(PHASE_SECONDS)
+                    kube.apply(trust(old.cert_pem + new.cert_pem))
+                    phase[0] = PHASES[1]
+                    time.sleep(PHASE_SECONDS)
+                    write_atomic_pair(cert_dir, rotated)
+                    eventually(switched, 15.0, "both replicas to serve the new CA's certificate")
+                    phase[0] = PHASES[2]
+                    fleet.roll()
+                    kube.apply(trust(new.cert_pem))
+                    phase[0] = PHASES[3]
+                    time.sleep(PHASE_SECONDS)
+                    fleet.roll()
+                undecided = load.undecided()
+                fail_open = failed_open(kube, trust(new.cert_pem))
+                errors = webhook_errors(sandbox, trust(new.cert_pem))
     finally:
-        replica.kill()
         kube.run("delete", "namespace", namespace, "--wait=false")
     per_phase = Counter[str]()
     for apply in load.applies:
@@ -85,7 +89,7 @@ def test_ca_rotation_under_load_stores_every_object_decided(
         f"\nCA rotation: {load.objects} objects in {len(load.applies)} applies "
         f"({', '.join(f'{p}: {per_phase[p]}' for p in PHASES)}), {len(load.failed)} failed, "
         f"{len(undecided)} stored without a decision, {fail_open} failed open (API server); "
-        f"apply latency max {load.max_seconds:.2f} s"
+        f"apply latency max {load.max_seconds:.2f} s; {fleet.summary()}"
     )
     assert not load.failed, [a.error for a in load.failed[:3]]
     assert all(per_phase[p] >= 10 for p in PHASES), per_phase

@@ -15,9 +15,8 @@ from pathlib import Path
 
 from e2e_support import Kube, unique
 from rollout_support import (
-    HAProxy,
+    Fleet,
     Load,
-    Replica,
     failed_open,
     haproxy_binary,
     registered,
@@ -40,60 +39,33 @@ def test_rolling_restart_under_load_stores_every_object_decided(
     haproxy_binary()
     ca = new_ca("carbonshift-rollout-ca")
     ca.write(tmp_path, "ca.crt", "ca.key")
-    cafile, cert_dir = tmp_path / "ca.crt", tmp_path / "certs"
+    cert_dir = tmp_path / "certs"
     write_atomic_pair(cert_dir, serving_pair(ca, "carbonshift"))
-    lease = unique("rollout-leader")
-    replicas = [
-        Replica(sandbox, tmp_path, f"{lease}-{i}", cert_dir=cert_dir, cafile=cafile, lease=lease)
-        for i in (0, 1)
-    ]
-    proxy = HAProxy(tmp_path, replicas, cafile)
     namespace = rollout_namespace(kube)
-    restarts: list[tuple[str, float, float, float]] = []  # replica, exit s, ready s, UP s
     try:
-        for replica in replicas:
-            replica.start()
-        proxy.start()
-        for replica in replicas:
-            proxy.wait_state(replica.name, "UP")
-        document = registration(sandbox, unique("carbonshift-rollout"), proxy.url,
-                                ca.cert_pem, namespace)  # fmt: skip
-        with registered(kube, document):
-            wait_mutating(kube, namespace)
-            with Load(kube, namespace) as load:
-                started = time.monotonic()
-                while time.monotonic() - started < RUN_SECONDS:
-                    for replica in replicas:
-                        code, exited = replica.terminate(GRACE_SECONDS)
-                        assert code == 0, replica.tail()
-                        ready = replica.start()
-                        up = proxy.wait_state(replica.name, "UP")
-                        restarts.append((replica.name, exited, ready, up))
-                elapsed = time.monotonic() - started
-            undecided = load.undecided()
-            fail_open = failed_open(kube, document)
-            errors = webhook_errors(sandbox, document)
-    except BaseException:
-        for replica in replicas:
-            print(replica.tail())
-        raise
+        with Fleet(sandbox, tmp_path, cert_dir, tmp_path / "ca.crt") as fleet:
+            document = registration(sandbox, unique("carbonshift-rollout"), fleet.proxy.url,
+                                    ca.cert_pem, namespace)  # fmt: skip
+            with registered(kube, document):
+                wait_mutating(kube, namespace)
+                with Load(kube, namespace) as load:
+                    started = time.monotonic()
+                    while time.monotonic() - started < RUN_SECONDS:
+                        fleet.roll(GRACE_SECONDS)
+                    elapsed = time.monotonic() - started
+                undecided = load.undecided()
+                fail_open = failed_open(kube, document)
+                errors = webhook_errors(sandbox, document)
     finally:
-        for replica in replicas:
-            replica.kill()
-        proxy.stop()
         kube.run("delete", "namespace", namespace, "--wait=false")
     print(
         f"\nrolling restart: {load.objects} objects in {len(load.applies)} applies in "
-        f"{elapsed:.0f} s, {len(restarts)} restarts, {len(load.failed)} failed, "
-        f"{len(undecided)} stored without a decision, {fail_open} failed open (API server); "
-        f"apply latency max {load.max_seconds:.2f} s; exit after SIGTERM max "
-        f"{max(r[1] for r in restarts):.2f} s, ready after start max "
-        f"{max(r[2] for r in restarts):.2f} s, HAProxy UP after that max "
-        f"{max(r[3] for r in restarts):.2f} s; HAProxy sessions by end state "
-        f"{proxy.session_ends()}"
+        f"{elapsed:.0f} s, {len(load.failed)} failed, {len(undecided)} stored without a "
+        f"decision, {fail_open} failed open (API server); apply latency max "
+        f"{load.max_seconds:.2f} s; {fleet.summary()}"
     )
     assert not load.failed, [a.error for a in load.failed[:3]]
     assert load.objects >= 300, f"only {load.objects} objects applied"
-    assert len(restarts) >= 4
+    assert len(fleet.restarts) >= 4
     assert not undecided, f"{len(undecided)} of {load.objects} objects stored undecided"
     assert fail_open == 0, errors[:3]
