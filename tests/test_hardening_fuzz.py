@@ -84,12 +84,12 @@ class Server:
             "127.0.0.1", self.port, context=self.context, timeout=ANSWER_SECONDS
         )
 
-    def post(self, body: bytes) -> tuple[int, bytes]:
-        """POST /mutate; the status and body (a new connection if the server closed it)."""
+    def post(self, body: bytes, path: str = "/mutate") -> tuple[int, bytes]:
+        """POST; the status and body (a new connection if the server closed it)."""
         for attempt in (0, 1):
             try:
                 headers = {"Content-Type": "application/json"}
-                self.conn.request("POST", "/mutate", body=body, headers=headers)
+                self.conn.request("POST", path, body=body, headers=headers)
                 resp = self.conn.getresponse()
                 return resp.status, resp.read()
             except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
@@ -364,5 +364,60 @@ def test_malformed_envelopes_get_a_4xx_json_error_never_a_5xx(server: Server) ->
     def one(body: bytes) -> None:
         status, answer = server.post(body)
         check_error(status, answer)
+
+    one()
+
+
+# the scheduler API ----------------------------------------------------------------------------
+
+OPENAPI = json.loads(
+    (Path(__file__).resolve().parents[1] / "webhook/data/openapi.json").read_text()
+)
+SCHEDULER = {
+    "/v1/karmada/filter": "KarmadaRequest",
+    "/v1/karmada/score": "KarmadaRequest",
+    "/v1/extender/filter": "ExtenderArgs",
+    "/v1/extender/prioritize": "ExtenderArgs",
+}
+SCHEDULER_EXAMPLES = 100
+
+
+def _inline(node: Any) -> Any:
+    """The OpenAPI schema with every ``$ref`` replaced by the component it names."""
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/components/schemas/"):
+            return _inline(OPENAPI["components"]["schemas"][ref.rpartition("/")[2]])
+        return {k: _inline(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_inline(v) for v in node]
+    return node
+
+
+def check_scheduler(path: str, status: int, body: bytes) -> None:
+    """200 with a JSON answer of the endpoint's kind, or a 4xx JSON error; never a 5xx."""
+    assert status < 500, (path, status, body[:300])
+    answer = json.loads(body)
+    if status == 200:  # HostPriorityList is a list, the other answers objects
+        assert isinstance(answer, list if path.endswith("prioritize") else dict)
+        TALLY[f"{path} 200"] += 1
+        return
+    assert 400 <= status < 500
+    assert isinstance(answer["error"], str)
+    assert answer["error"]
+    TALLY[f"{path} {status}"] += 1
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("path", sorted(SCHEDULER))
+def test_scheduler_requests_valid_and_malformed_never_get_a_5xx(server: Server, path: str) -> None:
+    valid = from_schema(_inline(OPENAPI["components"]["schemas"][SCHEDULER[path]]))
+    bodies = valid.map(lambda v: json.dumps(v).encode()) | MALFORMED_BODIES
+
+    @settings(FUZZ, max_examples=int(SCHEDULER_EXAMPLES * SCALE))
+    @given(body=bodies)
+    def one(body: bytes) -> None:
+        status, answer = server.post(body, path)
+        check_scheduler(path, status, answer)
 
     one()

@@ -163,3 +163,19 @@ async def test_rotated_certificate_is_served_without_dropping_connections(
                 fresh.get(running.url + "/healthz", ssl=old_ctx),
             ):
                 pass
+
+
+async def test_deeply_nested_scheduler_requests_get_a_json_error(running: Running) -> None:
+    # An unknown field is skipped, not built, yet msgspec recurses through it.
+    deep = b'{"Extra": ' + b"[" * 100_000 + b"]" * 100_000 + b', "Nodes": {"items": []}}'
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(
+            running.url + "/v1/extender/filter",
+            data=deep,
+            headers={"Content-Type": "application/json"},
+            ssl=running.client_ssl(),
+        ) as resp,
+    ):
+        assert resp.status == 400
+        assert "nested too deeply" in (await resp.json())["error"]

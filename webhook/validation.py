@@ -253,6 +253,8 @@ def decode(raw: bytes | msgspec.Raw, using: msgspec.json.Decoder[T], prefix: str
         raise from_msgspec(exc, prefix) from None
     except UnicodeDecodeError:  # msgspec lets a bad byte in a string through as this
         raise InvalidInput(prefix, "not valid JSON: a string is not valid UTF-8") from None
+    except RecursionError:  # a free-form part (decoded as Any) nested thousands deep
+        raise InvalidInput(prefix, "not valid JSON: nested too deeply") from None
 
 
 def error_body(exc: InvalidInput | str) -> bytes:
