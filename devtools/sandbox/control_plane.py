@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import shutil
-import subprocess
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,14 +27,7 @@ from devtools.sandbox.objects import (
     karmada_webhook_configurations,
     user_config,
 )
-from devtools.sandbox.processes import (
-    Component,
-    launch,
-    pid_alive,
-    read_pid,
-    terminate,
-    wait_ready,
-)
+from devtools.sandbox.plane import Plane
 from webhook.validation import InvalidInput
 
 
@@ -48,19 +37,18 @@ def print_progress(message: str) -> None:
 
 MEMBERS = tuple(DEMO_CLUSTERS)
 
-STATE_ENTRIES = (
-    "data", "pki", "logs", "pids", "members", "carbonshift-certs",
-    "kubeconfig", "carbonshift.yaml", "state.json",
-)  # fmt: skip
-"""What ``up`` writes under the state folder (``down`` removes them)."""
 
-
-class Sandbox:
+class Sandbox(Plane):
     """A Karmada control plane (etcd, kube-apiserver, kube-controller-manager, the Karmada
     CRDs, karmada-controller-manager, karmada-webhook, karmada-scheduler with the
     carbonshift plugin, carbonshift) and three member clusters (etcd, kube-apiserver,
     kube-controller-manager, kube-scheduler, KWOK each) joined in Push mode, all on
     127.0.0.1."""
+
+    STATE_ENTRIES = (
+        "data", "pki", "logs", "pids", "members", "carbonshift-certs",
+        "kubeconfig", "carbonshift.yaml", "state.json",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -72,21 +60,14 @@ class Sandbox:
         log: Callable[[str], None] | None = None,
         user_config: Path | None = None,
     ) -> None:
-        self.layout = layout or Layout.default()
         self.carbonshift_command = list(carbonshift_command or default_carbonshift())
         self.cert_reload_seconds = cert_reload_seconds
         self.with_karmada_webhook = with_karmada_webhook
         self.user_config = user_config
         """A carbonshift config laid over the sandbox's (``SANDBOX_CONFIG``); None: none."""
-        self._log = log or print_progress
-        self.ports: dict[str, int] = {}
-        self.components: dict[str, Component] = {}
+        super().__init__(layout or Layout.default(), log or print_progress)
 
     # ----------------------------------------------------------------- public API
-
-    @property
-    def kubeconfig(self) -> Path:
-        return self.layout.kubeconfig
 
     @property
     def carbonshift_url(self) -> str:
@@ -117,104 +98,14 @@ class Sandbox:
             self.down(keep_state=True)  # its logs say what went wrong
             raise
 
-    def down(self, *, keep_state: bool = False) -> None:
-        """Stop every component this state folder knows of, newest first; then remove
-        what ``up`` wrote there unless ``keep_state``."""
-        for name in reversed(self.known_components()):
-            self.stop(name)
-        if not keep_state:
-            self._remove_state()
-
-    def known_components(self) -> list[str]:
-        """The built-in components, then any added to ``components``, then stray pid files."""
-        names = component_names(MEMBERS)
-        names += [name for name in self.components if name not in names]
-        pid_dir = self.layout.state / "pids"
-        if pid_dir.is_dir():
-            strays = sorted(p.stem for p in pid_dir.glob("*.pid"))
-            names += [name for name in strays if name not in names]
-        return names
-
-    def running(self) -> dict[str, int]:
-        """Component name -> pid, for the components that run."""
-        alive = {}
-        for name in self.known_components():
-            entry = read_pid(self.layout.pid_file(name))
-            if entry and pid_alive(*entry):
-                alive[name] = entry[0]
-        return alive
-
-    def stop(self, name: str, timeout: float = 15.0) -> None:
-        """Stop one component (SIGTERM, then SIGKILL) and remove its pid file."""
-        pid_file = self.layout.pid_file(name)
-        entry = read_pid(pid_file)
-        component = self.components.get(name)
-        process = component.process if component else None
-        if entry and pid_alive(*entry):
-            self._log(f"stopping {name} (pid {entry[0]})")
-            terminate(entry, process, timeout)
-        if component and process:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                process.wait(5)
-            component.process = None
-        pid_file.unlink(missing_ok=True)
-
-    def start(self, *names: str, timeout: float = 60.0) -> None:
-        """(Re)start components whose arguments are known, all at once, and wait until
-        each is ready."""
-        for name in names:
-            self._log(f"starting {name} (log: {self.layout.log(name)})")
-            launch(
-                self.components[name],
-                log_path=self.layout.log(name),
-                pid_file=self.layout.pid_file(name),
-                cwd=self.layout.state,
-            )
-        for name in names:
-            wait_ready(
-                self.components[name],
-                cafile=self.layout.pki / "ca.crt",
-                log_path=self.layout.log(name),
-                timeout=timeout,
-            )
-            self._log(f"{name} is ready")
-
-    def kubectl(
-        self, *args: str, stdin: str | None = None, check: bool = True, timeout: float = 60.0
-    ) -> subprocess.CompletedProcess[str]:
-        """Run kubectl against the sandbox."""
-        result = subprocess.run(
-            [str(self.kubectl_binary()), *args],
-            input=stdin,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-            env={**os.environ, "KUBECONFIG": str(self.kubeconfig)},
-        )
-        if check and result.returncode != 0:
-            raise SandboxError(f"kubectl {' '.join(args)} failed: {result.stderr.strip()}")
-        return result
-
-    def kubectl_binary(self) -> Path:
-        built = self.layout.bin / "kubectl"
-        if built.is_file():
-            return built
-        found = shutil.which("kubectl")
-        if not found:
-            raise SandboxError("no kubectl: run hack/build-binaries.sh")
-        return Path(found)
+    def component_order(self) -> list[str]:
+        return component_names(MEMBERS)
 
     def rotate_carbonshift_certificate(self) -> pki.KeyPair:
         """Issue a new serving certificate for carbonshift and publish it on disk."""
         pair = pki.serving_pair(pki.read_ca(self.layout), "carbonshift")
         pki.write_atomic_pair(self.layout.carbonshift_certs, pair)
         return pair
-
-    def apply(self, documents: Sequence[Mapping[str, Any]], *extra: str) -> str:
-        """``kubectl apply`` the documents; returns kubectl's stdout."""
-        text = yaml.safe_dump_all(list(documents), sort_keys=False)
-        return self.kubectl("apply", *extra, "-f", "-", stdin=text).stdout
 
     def _kubectl_out(self, *args: str, stdin: str | None = None) -> str:
         return self.kubectl(*args, stdin=stdin).stdout
@@ -244,17 +135,6 @@ class Sandbox:
             carbonshift_command=self.carbonshift_command,
             cert_reload_seconds=self.cert_reload_seconds,
         )
-
-    def _remove_state(self) -> None:
-        state = self.layout.state
-        for entry in STATE_ENTRIES:
-            path = state / entry
-            if path.is_dir() and not path.is_symlink():
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                path.unlink(missing_ok=True)
-        with contextlib.suppress(OSError):
-            state.rmdir()  # unless something else lives there
 
     def _carbonshift_config(self) -> dict[str, Any]:
         """The sandbox's carbonshift config, with the user's on top when one was given."""

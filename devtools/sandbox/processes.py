@@ -13,6 +13,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
 
 from devtools.sandbox.layout import SandboxError
@@ -30,6 +31,9 @@ class Component:
     ready_field: str | None = None
     """When set, the ready URL's JSON body must also hold ``true`` under this key
     (carbonshift: ``inventorySynced``, so the fleet is known before the first admission)."""
+    env: Mapping[str, str] | None = None
+    """Added to the sandbox's environment (e.g. ``KUBECONFIG`` for a program without a
+    ``--kubeconfig`` flag)."""
     process: subprocess.Popen[bytes] | None = None
 
 
@@ -65,6 +69,7 @@ def launch(component: Component, *, log_path: Path, pid_file: Path, cwd: Path) -
             stdout=log,
             stderr=subprocess.STDOUT,
             cwd=cwd,
+            env=None if component.env is None else {**os.environ, **component.env},
             start_new_session=True,  # survives the `up` command; `down` stops it
         )
     pid_file.write_text(f"{component.process.pid}\n{component.argv[0]}\n", encoding="utf-8")

@@ -28,12 +28,9 @@ number). By hand: ``python -m devtools.sandbox.workload up|down|status``.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import json
-import os
 import shutil
-import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -51,13 +48,9 @@ from devtools.sandbox.components import (
 )
 from devtools.sandbox.layout import LOOPBACK, Layout, SandboxError, free_port
 from devtools.sandbox.objects import carbonshift_webhook_configuration, user_config
+from devtools.sandbox.plane import Plane
 from devtools.sandbox.processes import (
     Component,
-    launch,
-    pid_alive,
-    read_pid,
-    terminate,
-    wait_ready,
 )
 from webhook.validation import InvalidInput
 
@@ -72,11 +65,6 @@ COMPONENTS = (
 )
 """Start order; ``down`` stops them in reverse."""
 
-STATE_ENTRIES = (
-    "data", "pki", "logs", "pids", "carbonshift-certs", "kubeconfig", "carbonshift.yaml",
-    "state.json",
-)  # fmt: skip
-"""What ``up`` writes under the state folder (``down`` removes them)."""
 
 PORTS = (
     "etcd", "etcd-peer", "kube-apiserver", "kube-controller-manager", "kube-scheduler",
@@ -110,9 +98,14 @@ def workload_layout(layout: Layout) -> Layout:
     return dataclasses.replace(layout, state=layout.state / "workload")
 
 
-class WorkloadCluster:
+class WorkloadCluster(Plane):
     """etcd, kube-apiserver, kube-controller-manager, kube-scheduler, KWOK, Karpenter
     (kwok provider) and carbonshift on 127.0.0.1."""
+
+    STATE_ENTRIES = (
+        "data", "pki", "logs", "pids", "carbonshift-certs", "kubeconfig", "carbonshift.yaml",
+        "state.json",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -126,24 +119,18 @@ class WorkloadCluster:
         """``layout``: where state, logs and pid files go (its ``state`` is used as is;
         see :func:`workload_layout`). ``carbonshift_config``: laid over :data:`BASE_CONFIG`
         section by section (provider settings, feed, reevaluate...)."""
-        self.layout = layout or workload_layout(Layout.default())
         self.carbonshift_command = list(carbonshift_command or default_carbonshift())
         try:
             self.config = user_config(BASE_CONFIG, carbonshift_config or {})
         except InvalidInput as exc:
             raise SandboxError(f"carbonshift config: {exc}") from None
         self.cert_reload_seconds = cert_reload_seconds
-        self._log = log or (lambda message: print(f"[workload] {message}", flush=True))
-        self.ports: dict[str, int] = {}
-        self.components: dict[str, Component] = {}
-        self._programs: dict[str, str] = {}
-        """Components started through ``env`` (for their environment): name -> program."""
+        super().__init__(
+            layout or workload_layout(Layout.default()),
+            log or (lambda message: print(f"[workload] {message}", flush=True)),
+        )
 
     # ----------------------------------------------------------------- public API
-
-    @property
-    def kubeconfig(self) -> Path:
-        return self.layout.kubeconfig
 
     @property
     def carbonshift_url(self) -> str:
@@ -170,101 +157,8 @@ class WorkloadCluster:
             self.down(keep_state=True)  # its logs say what went wrong
             raise
 
-    def down(self, *, keep_state: bool = False) -> None:
-        """Stop every component this state folder knows of, newest first; then remove
-        what ``up`` wrote there unless ``keep_state``."""
-        for name in reversed(self.known_components()):
-            self.stop(name)
-        if keep_state:
-            return
-        for entry in STATE_ENTRIES:
-            path = self.layout.state / entry
-            if path.is_dir() and not path.is_symlink():
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                path.unlink(missing_ok=True)
-        with contextlib.suppress(OSError):
-            self.layout.state.rmdir()  # unless something else lives there
-
-    def known_components(self) -> list[str]:
-        """The components in start order, then any stray pid files."""
-        names = list(COMPONENTS)
-        pid_dir = self.layout.state / "pids"
-        if pid_dir.is_dir():
-            names += sorted(p.stem for p in pid_dir.glob("*.pid") if p.stem not in names)
-        return names
-
-    def running(self) -> dict[str, int]:
-        """Component name -> pid, for the components that run."""
-        alive = {}
-        for name in self.known_components():
-            entry = read_pid(self.layout.pid_file(name))
-            if entry and pid_alive(*entry):
-                alive[name] = entry[0]
-        return alive
-
-    def rss_bytes(self) -> dict[str, int]:
-        """Resident memory of each running component (``VmRSS``)."""
-        sizes = {}
-        for name, pid in self.running().items():
-            with contextlib.suppress(OSError, ValueError):
-                for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                    if line.startswith("VmRSS:"):
-                        sizes[name] = int(line.split()[1]) * 1024
-        return sizes
-
-    def start(self, *names: str, timeout: float = 60.0) -> None:
-        """Start components whose arguments are known, all at once, and wait until each
-        is ready."""
-        for name in names:
-            component, pid_file = self.components[name], self.layout.pid_file(name)
-            self._log(f"starting {name} (log: {self.layout.log(name)})")
-            launch(component, log_path=self.layout.log(name), pid_file=pid_file,
-                   cwd=self.layout.state)  # fmt: skip
-            program = self._programs.get(name)
-            if program and component.process:  # started through env(1): record the program
-                pid_file.write_text(f"{component.process.pid}\n{program}\n", encoding="utf-8")
-        for name in names:
-            wait_ready(self.components[name], cafile=self.layout.pki / "ca.crt",
-                       log_path=self.layout.log(name), timeout=timeout)  # fmt: skip
-
-    def stop(self, name: str, timeout: float = 15.0) -> None:
-        """Stop one component (SIGTERM, then SIGKILL) and remove its pid file."""
-        pid_file = self.layout.pid_file(name)
-        entry = read_pid(pid_file)
-        component = self.components.get(name)
-        process = component.process if component else None
-        if entry and pid_alive(*entry):
-            self._log(f"stopping {name} (pid {entry[0]})")
-            terminate(entry, process, timeout)
-        if component and process:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                process.wait(5)
-            component.process = None
-        pid_file.unlink(missing_ok=True)
-
-    def kubectl(
-        self, *args: str, stdin: str | None = None, check: bool = True, timeout: float = 60.0
-    ) -> subprocess.CompletedProcess[str]:
-        """Run kubectl against this cluster."""
-        kubectl = self.layout.bin / "kubectl"
-        result = subprocess.run(
-            [str(kubectl if kubectl.is_file() else shutil.which("kubectl") or "kubectl"), *args],
-            input=stdin,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-            env={**os.environ, "KUBECONFIG": str(self.kubeconfig)},
-        )
-        if check and result.returncode != 0:
-            raise SandboxError(f"kubectl {' '.join(args)} failed: {result.stderr.strip()}")
-        return result
-
-    def apply(self, documents: Sequence[Mapping[str, Any]], *extra: str) -> str:
-        """``kubectl apply`` the documents; returns kubectl's stdout."""
-        text = yaml.safe_dump_all(list(documents), sort_keys=False)
-        return self.kubectl("apply", *extra, "-f", "-", stdin=text).stdout
+    def component_order(self) -> list[str]:
+        return list(COMPONENTS)
 
     # ----------------------------------------------------------------- steps
 
@@ -293,7 +187,6 @@ class WorkloadCluster:
         )  # fmt: skip
         scheduler = f"{LOOPBACK}:{ports['kube-scheduler']}"
         kwok_stages = lay.shared / "crds" / "karpenter-kwok" / "kwok-controller"
-        self._programs["karpenter"] = str(lay.binary("karpenter-kwok"))
         carbonshift = f"https://{LOOPBACK}:{ports['carbonshift']}"
         return {
             "etcd": etcd(lay, "etcd", ports["etcd"], ports["etcd-peer"]),
@@ -318,15 +211,16 @@ class WorkloadCluster:
                 f"--server-address={LOOPBACK}:{ports['kwok']}",
                 f"--node-ip={LOOPBACK}",
             ], f"http://{LOOPBACK}:{ports['kwok']}/healthz"),
-            # Karpenter has no --kubeconfig flag: KUBECONFIG comes through env(1).
+            # Karpenter has no --kubeconfig flag: KUBECONFIG comes through its environment.
             "karpenter": Component("karpenter", [
-                "env", f"KUBECONFIG={kubeconfig}", self._programs["karpenter"],
+                str(lay.binary("karpenter-kwok")),
                 "--disable-leader-election=true",
                 f"--metrics-port={ports['karpenter-metrics']}",
                 f"--health-probe-port={ports['karpenter']}",
                 # Provision for pending pods within ~1 s (defaults: 10 s / 1 s).
                 "--batch-max-duration=2s", "--batch-idle-duration=500ms",
-            ], f"http://{LOOPBACK}:{ports['karpenter']}/readyz"),
+            ], f"http://{LOOPBACK}:{ports['karpenter']}/readyz",
+                env={"KUBECONFIG": kubeconfig}),
             "carbonshift": Component("carbonshift", [
                 *self.carbonshift_command, "serve",
                 f"--config={lay.carbonshift_config}",

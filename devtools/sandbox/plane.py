@@ -1,0 +1,159 @@
+"""What every cluster the sandbox runs shares: its processes, recorded in a state folder
+and started, checked and stopped by name, and kubectl against its API server."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from devtools.sandbox.layout import Layout, SandboxError
+from devtools.sandbox.processes import (
+    Component,
+    launch,
+    pid_alive,
+    read_pid,
+    terminate,
+    wait_ready,
+)
+
+
+class Plane:
+    """The processes of one cluster under ``layout.state`` (pid files, logs, state)."""
+
+    STATE_ENTRIES: tuple[str, ...] = ()
+    """What ``up`` writes under the state folder (``down`` removes them)."""
+
+    def __init__(self, layout: Layout, log: Callable[[str], None]) -> None:
+        self.layout = layout
+        self._log = log
+        self.ports: dict[str, int] = {}
+        self.components: dict[str, Component] = {}
+
+    def component_order(self) -> list[str]:
+        """The components in start order (``down`` stops them in reverse)."""
+        raise NotImplementedError
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.layout.kubeconfig
+
+    def known_components(self) -> list[str]:
+        """The components in start order, then any added to ``components``, then stray
+        pid files."""
+        names = self.component_order()
+        names += [name for name in self.components if name not in names]
+        pid_dir = self.layout.state / "pids"
+        if pid_dir.is_dir():
+            names += sorted(p.stem for p in pid_dir.glob("*.pid") if p.stem not in names)
+        return names
+
+    def running(self) -> dict[str, int]:
+        """Component name -> pid, for the components that run."""
+        alive = {}
+        for name in self.known_components():
+            entry = read_pid(self.layout.pid_file(name))
+            if entry and pid_alive(*entry):
+                alive[name] = entry[0]
+        return alive
+
+    def rss_bytes(self) -> dict[str, int]:
+        """Resident memory of each running component (``VmRSS``)."""
+        sizes = {}
+        for name, pid in self.running().items():
+            with contextlib.suppress(OSError, ValueError):
+                for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                    if line.startswith("VmRSS:"):
+                        sizes[name] = int(line.split()[1]) * 1024
+        return sizes
+
+    def start(self, *names: str, timeout: float = 60.0) -> None:
+        """(Re)start components whose arguments are known, all at once, and wait until
+        each is ready."""
+        for name in names:
+            self._log(f"starting {name} (log: {self.layout.log(name)})")
+            launch(
+                self.components[name],
+                log_path=self.layout.log(name),
+                pid_file=self.layout.pid_file(name),
+                cwd=self.layout.state,
+            )
+        for name in names:
+            wait_ready(
+                self.components[name],
+                cafile=self.layout.pki / "ca.crt",
+                log_path=self.layout.log(name),
+                timeout=timeout,
+            )
+            self._log(f"{name} is ready")
+
+    def stop(self, name: str, timeout: float = 15.0) -> None:
+        """Stop one component (SIGTERM, then SIGKILL) and remove its pid file."""
+        pid_file = self.layout.pid_file(name)
+        entry = read_pid(pid_file)
+        component = self.components.get(name)
+        process = component.process if component else None
+        if entry and pid_alive(*entry):
+            self._log(f"stopping {name} (pid {entry[0]})")
+            terminate(entry, process, timeout)
+        if component and process:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(5)
+            component.process = None
+        pid_file.unlink(missing_ok=True)
+
+    def down(self, *, keep_state: bool = False) -> None:
+        """Stop every component this state folder knows of, newest first; then remove
+        what ``up`` wrote there unless ``keep_state``."""
+        for name in reversed(self.known_components()):
+            self.stop(name)
+        if not keep_state:
+            self._remove_state()
+
+    def _remove_state(self) -> None:
+        state = self.layout.state
+        for entry in self.STATE_ENTRIES:
+            path = state / entry
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            state.rmdir()  # unless something else lives there
+
+    def kubectl(
+        self, *args: str, stdin: str | None = None, check: bool = True, timeout: float = 60.0
+    ) -> subprocess.CompletedProcess[str]:
+        """Run kubectl against this cluster."""
+        result = subprocess.run(
+            [str(self.kubectl_binary()), *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            env={**os.environ, "KUBECONFIG": str(self.kubeconfig)},
+        )
+        if check and result.returncode != 0:
+            raise SandboxError(f"kubectl {' '.join(args)} failed: {result.stderr.strip()}")
+        return result
+
+    def kubectl_binary(self) -> Path:
+        built = self.layout.bin / "kubectl"
+        if built.is_file():
+            return built
+        found = shutil.which("kubectl")
+        if not found:
+            raise SandboxError("no kubectl: run hack/build-binaries.sh")
+        return Path(found)
+
+    def apply(self, documents: Sequence[Mapping[str, Any]], *extra: str) -> str:
+        """``kubectl apply`` the documents; returns kubectl's stdout."""
+        text = yaml.safe_dump_all(list(documents), sort_keys=False)
+        return self.kubectl("apply", *extra, "-f", "-", stdin=text).stdout
