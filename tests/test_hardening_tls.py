@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+import subprocess
+import sys
 import warnings
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -222,3 +224,15 @@ def test_a_bad_client_ca_file_is_a_configuration_error(
         bundle.write_bytes(content)
     with pytest.raises(InvalidInput, match=f"service.client_ca: .*{problem}"):
         ReloadingTLS(tmp_path, bundle)
+
+
+def test_serve_with_a_missing_client_ca_exits_2_naming_the_key(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(f"service: {{client_ca: {tmp_path / 'nowhere.crt'}}}\n")
+    result = subprocess.run(
+        [str(Path(sys.executable).with_name("carbonshift")), "serve", f"--config={config}",
+         "--host=127.0.0.1", "--port=0", f"--cert-dir={tmp_path / 'certs'}"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().startswith("carbonshift: config error: service.client_ca: cannot")
