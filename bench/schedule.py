@@ -7,10 +7,11 @@ carbonshift knows (Ready, with API enablements and a resource summary, as
 karmada-controller-manager would report them; the controller-manager is stopped so it
 does not dial clusters that do not exist). Then, once with the plugin and once with
 ``--plugins=*,-CarbonAware`` (the same binary, the same run, the same machine), 500
-ResourceBindings are created at once and the time until each has ``spec.clusters`` is
-taken from a watch. Every binding is Divided by available replicas over the clusters a
-``spreadConstraints`` picks (3 by score), so every scheduling cycle filters and scores
-all 1,003 clusters and asks carbonshift for their scores.
+ResourceBindings (their Deployments created beforehand) are created at once and the time
+until each has ``spec.clusters`` is taken from a watch. Every binding is Divided by
+available replicas over the clusters a ``spreadConstraints`` picks (3 by score), so every
+scheduling cycle filters and scores all 1,003 clusters and asks carbonshift for their
+scores.
 
 Target: throughput with the plugin at least 90 % of the scheduler without it; p50 and
 p99 of the time from creation to placement both ways.
@@ -100,6 +101,21 @@ def binding(name: str, namespace: str) -> dict[str, Any]:
     }
 
 
+def deployment(name: str, namespace: str) -> dict[str, Any]:
+    labels = {"app": name}
+    container = {"name": "app", "image": "registry.k8s.io/pause:3.10"}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": {
+            "replicas": 6,
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": {"containers": [container]}},
+        },
+    }
+
+
 async def _gather(limit: int, jobs: Sequence[Any]) -> None:
     queue = list(jobs)
 
@@ -161,6 +177,10 @@ async def schedule(kubeconfig: Path, namespace: str, count: int) -> dict[str, fl
                         done.set()
                         return
 
+    # The templates exist, as they would (the plugin reads their carbonshift.io annotations).
+    await _gather(16, [objects.create_namespaced_custom_object(
+        "apps", "v1", namespace, "deployments", deployment(f"b-{i:04d}", namespace)
+    ) for i in range(count)])  # fmt: skip
     follower = asyncio.create_task(follow())
     await asyncio.sleep(0.5)  # the watch is open before the first binding exists
     started = time.monotonic()

@@ -3,6 +3,8 @@ package carbon
 import (
 	"context"
 	"strings"
+	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -11,8 +13,10 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	clusterv1alpha1 "github.com/karmada-io/karmada/pkg/apis/cluster/v1alpha1"
@@ -24,11 +28,18 @@ import (
 )
 
 // KubeFacts reads Clusters from an informer and workload annotations from the Karmada
-// API server (the template's, over its PropagationPolicy's).
+// API server (the template's, over its PropagationPolicy's). Annotations come from a
+// metadata-only informer per resource kind, started the first time a binding of that kind
+// is scheduled, so a scheduling cycle asks the API server nothing; an object the informer
+// does not hold yet (just created, or its cache still syncing) is read with one GET.
 type KubeFacts struct {
 	clusters clusterlisters.ClusterLister
 	meta     metadata.Interface
 	mapper   meta.ResettableRESTMapper
+	// done ends the informers (the plugin's lifetime); nil: no informers, GETs only.
+	done    <-chan struct{}
+	mu      sync.Mutex
+	watched map[schema.GroupVersionResource]cache.SharedIndexInformer
 }
 
 // NewKubeFacts starts a Cluster informer that lives as long as ctx.
@@ -54,6 +65,8 @@ func NewKubeFacts(ctx context.Context, cfg *rest.Config) (*KubeFacts, error) {
 		clusters: lister,
 		meta:     metaClient,
 		mapper:   restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc)),
+		done:     ctx.Done(),
+		watched:  map[schema.GroupVersionResource]cache.SharedIndexInformer{},
 	}, nil
 }
 
@@ -107,12 +120,10 @@ func (k *KubeFacts) annotationsOf(ctx context.Context, apiVersion, kind, ns, nam
 		klog.V(2).InfoS("carbonshift: no REST mapping", "kind", kind, "err", err)
 		return nil
 	}
-	var obj *metav1.PartialObjectMetadata
-	if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
-		obj, err = k.meta.Resource(mapping.Resource).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
-	} else {
-		obj, err = k.meta.Resource(mapping.Resource).Get(ctx, name, metav1.GetOptions{})
+	if mapping.Scope.Name() != meta.RESTScopeNameNamespace {
+		ns = ""
 	}
+	obj, err := k.object(ctx, mapping.Resource, ns, name)
 	if err != nil {
 		klog.V(2).InfoS("carbonshift: cannot read annotations", "kind", kind, "name", name, "err", err)
 		return nil
@@ -121,4 +132,44 @@ func (k *KubeFacts) annotationsOf(ctx context.Context, apiVersion, kind, ns, nam
 		return map[string]string{}
 	}
 	return obj.Annotations
+}
+
+// object is the metadata of one object: from the informer of its resource when it holds
+// it, else one GET.
+func (k *KubeFacts) object(ctx context.Context, gvr schema.GroupVersionResource, ns, name string,
+) (*metav1.PartialObjectMetadata, error) {
+	if informer := k.informer(gvr); informer != nil && informer.HasSynced() {
+		key := name
+		if ns != "" {
+			key = ns + "/" + name
+		}
+		if item, ok, _ := informer.GetStore().GetByKey(key); ok {
+			if obj, ok := item.(*metav1.PartialObjectMetadata); ok {
+				return obj, nil
+			}
+		}
+	}
+	client := k.meta.Resource(gvr)
+	if ns != "" {
+		return client.Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+	}
+	return client.Get(ctx, name, metav1.GetOptions{})
+}
+
+// informer returns the metadata informer of gvr, starting it the first time.
+func (k *KubeFacts) informer(gvr schema.GroupVersionResource) cache.SharedIndexInformer {
+	if k.done == nil {
+		return nil
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	informer, ok := k.watched[gvr]
+	if !ok {
+		informer = metadatainformer.NewFilteredMetadataInformer(
+			k.meta, gvr, metav1.NamespaceAll, 10*time.Minute, cache.Indexers{}, nil,
+		).Informer()
+		k.watched[gvr] = informer
+		go informer.Run(k.done)
+	}
+	return informer
 }

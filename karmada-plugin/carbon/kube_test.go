@@ -3,6 +3,7 @@ package carbon
 import (
 	"context"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -88,5 +89,45 @@ func TestKubeFactsUnknownKindOrObjectGivesNothing(t *testing.T) {
 		if got := facts.Annotations(context.Background(), ref); got != nil {
 			t.Errorf("%s: annotations = %v, want nil", ref.Kind, got)
 		}
+	}
+}
+
+func TestKubeFactsReadAnnotationsFromAnInformerOnceItHasSynced(t *testing.T) {
+	facts := kubeFactsFor(t,
+		objectMeta("apps/v1", "Deployment", "ns", "app", map[string]string{"carbonshift.io/max-intensity": "300"}),
+	)
+	done := make(chan struct{})
+	defer close(done)
+	facts.done = done
+	facts.watched = map[schema.GroupVersionResource]cache.SharedIndexInformer{}
+	client := facts.meta.(*metadatafake.FakeMetadataClient)
+	ref := workv1alpha2.ObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "ns", Name: "app"}
+	if got := facts.Annotations(context.Background(), ref); got["carbonshift.io/max-intensity"] != "300" {
+		t.Fatalf("first read: %v", got) // the informer is only starting: one GET
+	}
+	deployments := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
+	deadline := time.Now().Add(5 * time.Second)
+	for !facts.informer(deployments).HasSynced() {
+		if time.Now().After(deadline) {
+			t.Fatal("the informer did not sync")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	client.ClearActions()
+	for range 3 {
+		if got := facts.Annotations(context.Background(), ref); got["carbonshift.io/max-intensity"] != "300" {
+			t.Fatalf("annotations = %v", got)
+		}
+	}
+	for _, action := range client.Actions() {
+		if action.GetVerb() == "get" {
+			t.Fatalf("a synced informer must answer without a GET, saw %v", action)
+		}
+	}
+	// Not in the informer (yet): one GET, which finds nothing here.
+	missing := ref
+	missing.Name = "missing"
+	if got := facts.Annotations(context.Background(), missing); got != nil {
+		t.Fatalf("missing: %v", got)
 	}
 }

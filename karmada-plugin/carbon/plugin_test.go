@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -354,4 +355,29 @@ func TestOptionsFromEnv(t *testing.T) {
 
 func pemOf(srv *httptest.Server) []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+}
+
+// BenchmarkFilterAndScoreAThousandClusters is one scheduling cycle of a binding over 1,000
+// clusters: 1,000 Filter and 1,000 Score calls, the answers already cached.
+func BenchmarkFilterAndScoreAThousandClusters(b *testing.B) {
+	api := newFakeAPI(&testing.T{}, 0)
+	defer api.server.Close()
+	clusters := make([]*clusterv1alpha1.Cluster, 1000)
+	for i := range clusters {
+		clusters[i] = cluster("c"+strconv.Itoa(i), "aws", "eu-west-3")
+	}
+	p, err := New(Options{URL: api.server.URL, Timeout: time.Second, CacheTTL: time.Hour},
+		fakeFacts{clusters: clusters})
+	if err != nil {
+		b.Fatal(err)
+	}
+	spec := binding("1")
+	ctx := context.Background()
+	b.ResetTimer()
+	for range b.N {
+		for _, c := range clusters {
+			p.Filter(ctx, spec, nil, c)
+			p.Score(ctx, spec, c)
+		}
+	}
 }
