@@ -17,10 +17,8 @@ import pytest
 from tests.providers.test_secrets import (
     EM_TOKEN,
     FAILURES,
-    WT_BEARER,
-    WT_PASSWORD,
-    WT_USER,
     assert_clean,
+    failing_providers,
 )
 from tests.serving import Running, serve_process
 from tests.support import FLEET, FakeUpstream, Reply
@@ -54,25 +52,8 @@ def decoded(answer: str) -> str:
 async def test_no_secret_in_anything_a_running_server_hands_out(
     fake: FakeUpstream, tmp_path: Path, failure: Reply
 ) -> None:
-    fake.on("/v3/carbon-intensity/latest", failure)
-    fake.on("/v3/carbon-intensity/forecast", failure)
-    fake.on("/login", Reply({"token": WT_BEARER}))
-    fake.on("/v3/forecast", failure)
-    fake.on("/v3/signal-index", failure)
-    password = tmp_path / "password"
-    password.write_text(WT_PASSWORD)
-    config = {
-        **FLEET,
-        "providers": ["electricitymaps", "watttime", "static"],
-        "electricitymaps": {"url": f"{fake.url}/v3", "timeout_seconds": 0.3, "retries": 1},
-        "watttime": {"url": fake.url, "timeout_seconds": 0.3, "retries": 1},
-        "feed": {"backoff_seconds": 0.01},
-    }
-    env = {
-        "ELECTRICITY_MAPS_API_TOKEN": EM_TOKEN,
-        "WATTTIME_USERNAME": WT_USER,
-        "WATTTIME_PASSWORD_FILE": str(password),
-    }
+    sections, env = failing_providers(fake, tmp_path, failure)
+    config = {**FLEET, **sections, "feed": {"backoff_seconds": 0.01}}
     async with serve_process(config, tmp_path, "--log-level=debug", env=env) as server:
         run = server.run
         for _ in range(100):  # the providers were asked (and failed) before we look

@@ -13,7 +13,7 @@ import yaml
 from e2e_support import Kube, unique
 
 from devtools.sandbox import Sandbox
-from tests.providers.test_secrets import EM_TOKEN, WT_BEARER, WT_PASSWORD, WT_USER, assert_clean
+from tests.providers.test_secrets import EM_TOKEN, assert_clean, failing_providers
 from tests.serving import serve_process
 from tests.support import FakeUpstream, Reply
 from webhook import vocabulary
@@ -34,24 +34,9 @@ async def test_no_secret_in_what_the_leader_writes(
     sandbox: Sandbox, kube: Kube, fake: FakeUpstream, tmp_path: Path
 ) -> None:
     refused = Reply({"message": f"bad token {EM_TOKEN}"}, status=401)
-    for path in ("/v3/carbon-intensity/latest", "/v3/carbon-intensity/forecast", "/v3/forecast",
-                 "/v3/signal-index"):  # fmt: skip
-        fake.on(path, refused)
-    fake.on("/login", Reply({"token": WT_BEARER}))
-    password = tmp_path / "password"
-    password.write_text(WT_PASSWORD)
-    config = {
-        "providers": ["electricitymaps", "watttime", "static"],
-        "electricitymaps": {"url": f"{fake.url}/v3", "timeout_seconds": 0.3, "retries": 1},
-        "watttime": {"url": fake.url, "timeout_seconds": 0.3, "retries": 1},
-        "labels": {"interval_seconds": 1},
-    }
-    env = {
-        "ELECTRICITY_MAPS_API_TOKEN": EM_TOKEN,
-        "WATTTIME_USERNAME": WT_USER,
-        "WATTTIME_PASSWORD_FILE": str(password),
-        "POD_NAME": unique("secrets"),
-    }
+    sections, env = failing_providers(fake, tmp_path, refused)
+    config = {**sections, "labels": {"interval_seconds": 1}}
+    env["POD_NAME"] = unique("secrets")
     name, lease = unique("secrets"), unique("carbonshift-leader")
     kube.apply(cluster(name))
     args = (f"--kubeconfig={sandbox.kubeconfig}", "--lease-namespace=default",

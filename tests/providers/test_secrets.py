@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
 import pytest
 from prometheus_client import REGISTRY, generate_latest
@@ -33,6 +34,31 @@ FAILURES = [
     Reply({}, status=404),
     Reply({}, delay=1.0),
 ]
+
+
+def failing_providers(
+    fake: FakeUpstream, folder: Path, failure: Reply
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """Electricity Maps and WattTime (credentials from the environment, WattTime's password
+    in a file under ``folder``) answering every data request with ``failure``: the config
+    sections and the environment of a ``carbonshift serve`` that holds every secret."""
+    for path in ("/v3/carbon-intensity/latest", "/v3/carbon-intensity/forecast", "/v3/forecast",
+                 "/v3/signal-index"):  # fmt: skip
+        fake.on(path, failure)
+    fake.on("/login", Reply({"token": WT_BEARER}))
+    password = folder / "password"
+    password.write_text(WT_PASSWORD)
+    config = {
+        "providers": ["electricitymaps", "watttime", "static"],
+        "electricitymaps": {"url": f"{fake.url}/v3", "timeout_seconds": 0.3, "retries": 1},
+        "watttime": {"url": fake.url, "timeout_seconds": 0.3, "retries": 1},
+    }
+    env = {
+        "ELECTRICITY_MAPS_API_TOKEN": EM_TOKEN,
+        "WATTTIME_USERNAME": WT_USER,
+        "WATTTIME_PASSWORD_FILE": str(password),
+    }
+    return config, env
 
 
 def assert_clean(*texts: object) -> None:
