@@ -14,7 +14,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -23,14 +22,9 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+from devtools.sandbox.layout import free_port
 from webhook import certs, server
 from webhook.config import Config
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Running:

@@ -33,6 +33,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from devtools.sandbox.layout import free_port
 from tests.semantics.checker import CRD_FILES, schema_problems
 from tests.support import FLEET
 
@@ -57,9 +58,7 @@ class Server:
     """``carbonshift serve`` as a child process and one keep-alive HTTPS connection to it."""
 
     def __init__(self, directory: Path) -> None:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = int(s.getsockname()[1])
+        self.port = free_port()
         (directory / "config.yaml").write_text(json.dumps(FLEET))
         self.log = directory / "serve.log"
         command = [str(Path(sys.executable).with_name("carbonshift")), "serve",

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from devtools.sandbox.layout import free_port
 from tests.feed.test_shared_cache import WindowedProvider
 from tests.serving import serve_process
 from tests.support import FakeUpstream
@@ -77,9 +78,7 @@ def redis() -> Iterator[Redis]:
         if os.environ.get("CI") == "true":
             pytest.fail(message)
         pytest.skip(message)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
+    port = free_port()
     server = Redis(exe, port)
     server.start()
     try:

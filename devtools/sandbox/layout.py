@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
+import random
 import socket
 from pathlib import Path
 
@@ -98,9 +100,26 @@ class Layout:
         return files
 
 
+LISTEN_PORTS = (10000, 32768)
+"""Where listening ports are chosen: below the kernel's ephemeral range (by default
+32768-60999), which outgoing connections take their source ports from. A port chosen
+there could be taken by one of the many connections the fleet opens before the component
+it was reserved for starts listening."""
+
+
 def free_port() -> int:
-    """A TCP port that is free on the loopback address right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((LOOPBACK, 0))
-        port: int = sock.getsockname()[1]
-        return port
+    """A TCP port that is free on the loopback address right now, outside the ephemeral
+    range (:data:`LISTEN_PORTS`)."""
+    low, high = LISTEN_PORTS
+    with contextlib.suppress(OSError, ValueError):
+        ephemeral = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        high = min(high, int(ephemeral[0]))
+    for _ in range(200):
+        port = random.randrange(low, high)  # noqa: S311 - spreading ports, not a secret
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((LOOPBACK, port))
+            except OSError:
+                continue
+            return port
+    raise SandboxError(f"no free port on {LOOPBACK} between {low} and {high}")

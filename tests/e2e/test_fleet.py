@@ -19,6 +19,7 @@ from e2e_support import Kube, unique
 from kubernetes_asyncio.client import ApiClient
 
 from devtools.sandbox import Sandbox
+from devtools.sandbox.layout import free_port
 from webhook import vocabulary
 from webhook.config import Config, load
 from webhook.kube.client import Settings, connect
@@ -236,7 +237,7 @@ async def test_serve_with_a_kubeconfig_reports_the_inventory_in_readyz(
     from webhook import server  # noqa: PLC0415
 
     stop = asyncio.Event()
-    port = _free_port()
+    port = free_port()
     kube = Settings(sandbox.kubeconfig, "default", "serve-e2e", unique("carbonshift-leader"))
     task = asyncio.create_task(
         server.serve(Config(), host="127.0.0.1", port=port, cert_dir=tmp_path, stop=stop, kube=kube)
@@ -262,12 +263,3 @@ async def test_serve_with_a_kubeconfig_reports_the_inventory_in_readyz(
         stop.set()
         await task
     assert body["inventorySynced"] is True
-
-
-def _free_port() -> int:
-    import socket  # noqa: PLC0415
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import socket
 import ssl
 import subprocess
 import time
@@ -23,6 +22,7 @@ import yaml
 from e2e_support import Kube, unique
 
 from devtools.sandbox import Sandbox
+from devtools.sandbox.layout import free_port
 from webhook import vocabulary
 
 CLUSTERS = "cluster.cluster.karmada.io"
@@ -38,13 +38,6 @@ def eventually(check: Callable[[], Any], timeout: float = 15.0, what: str = "con
             return got
         assert time.monotonic() < deadline, f"{what} not reached in {timeout:g} s"
         time.sleep(0.2)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 class Replica:

@@ -25,6 +25,7 @@ import yaml
 from e2e_support import Kube, propagation_policy, unique, weights
 
 from devtools.sandbox import Sandbox
+from devtools.sandbox.layout import free_port
 from webhook import vocabulary
 from webhook.config import load
 from webhook.kube.client import Settings
@@ -247,7 +248,7 @@ async def test_admissions_answer_from_memory_while_the_api_server_is_out_of_reac
     kubeconfig["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{proxy.port}"
     (tmp_path / "kubeconfig").write_text(yaml.safe_dump(kubeconfig))
     config = load(sandbox.layout.carbonshift_config)
-    port = _free_port()
+    port = free_port()
     settings = Settings(tmp_path / "kubeconfig", "default", "outage-e2e", unique("outage-leader"))
     group, name = unique("g"), unique("outage")
     policy = propagation_policy(unique("web"), "shop", placement=selected(group))
@@ -342,12 +343,3 @@ def named(value: Any) -> set[str]:
         for inner in value:
             found |= named(inner)
     return found
-
-
-def _free_port() -> int:
-    import socket  # noqa: PLC0415
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 import ssl
 import subprocess
 import sys
@@ -30,13 +29,6 @@ def session(config: Path) -> aiohttp.ClientSession:
     return aiohttp.ClientSession(
         timeout=aiohttp.ClientTimeout(total=5), connector=aiohttp.TCPConnector(ssl=tls(config))
     )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def review(i: int) -> bytes:
