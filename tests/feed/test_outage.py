@@ -19,8 +19,9 @@ import orjson
 import pytest
 from aiohttp import web
 
+from devtools.sandbox.layout import free_port
 from tests.feed import replicas
-from tests.feed.replicas import free_port, review, start_replicas, wait_ready
+from tests.feed.replicas import review, start_replicas, wait_ready
 from tests.support import FakeUpstream, Reply, em_latest
 
 LATEST = "/v3/carbon-intensity/latest"

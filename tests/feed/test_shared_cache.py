@@ -22,8 +22,9 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
+from devtools.sandbox.layout import free_port
 from tests.feed import replicas
-from tests.feed.replicas import free_port, review, start_replicas, wait_ready
+from tests.feed.replicas import review, start_replicas, wait_ready
 from tests.support import FakeUpstream, Reply, em_latest, iso
 
 WINDOW = 3
