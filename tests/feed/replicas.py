@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import shutil
+import signal
+import socket
 import ssl
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +20,7 @@ import aiohttp
 import orjson
 import pytest
 
+from devtools.sandbox.layout import free_port
 from webhook import certs
 
 
@@ -105,3 +110,67 @@ async def wait_ready(session: aiohttp.ClientSession, port: int) -> None:
             pass
         await asyncio.sleep(0.1)
     pytest.fail(f"replica on port {port} never became ready")
+
+
+class Redis:
+    """A private redis-server on a fixed loopback port that a test can kill, freeze,
+    thaw and start again (an empty one, as after a crash without persistence)."""
+
+    def __init__(self, exe: str, port: int) -> None:
+        self.exe, self.port = exe, port
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        command = [self.exe, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                   "--appendonly", "no"]  # fmt: skip
+        self.proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while self.command(b"PING") != b"+PONG":
+            assert time.monotonic() < deadline, "redis-server did not start"
+            time.sleep(0.02)
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.kill()
+        self.proc.wait()
+
+    def freeze(self, frozen: bool) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGSTOP if frozen else signal.SIGCONT)
+
+    def command(self, line: bytes) -> bytes:
+        """One inline command's first reply line (b"" when Redis cannot be reached)."""
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as conn:
+                conn.sendall(line + b"\r\n")
+                return conn.recv(64).split(b"\r\n")[0]
+        except OSError:
+            return b""
+
+    def keys(self) -> int:
+        reply = self.command(b"DBSIZE")
+        return int(reply[1:]) if reply.startswith(b":") else 0
+
+
+@contextlib.contextmanager
+def running_redis() -> Iterator[Redis]:
+    """A private redis-server on a free loopback port, stopped afterwards (skipped without
+    redis-server, failed under CI)."""
+    exe = shutil.which("redis-server")
+    if exe is None:
+        message = "redis-server is not installed (Debian: apt-get install -y redis-server)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    server = Redis(exe, free_port())
+    server.start()
+    try:
+        yield server
+    finally:
+        if server.proc is not None:
+            server.freeze(False)
+            server.kill()

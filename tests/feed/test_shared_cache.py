@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
-import socket
-import subprocess
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -24,7 +21,7 @@ from aiohttp import web
 
 from devtools.sandbox.layout import free_port
 from tests.feed import replicas
-from tests.feed.replicas import review, start_replicas, wait_ready
+from tests.feed.replicas import review, running_redis, start_replicas, wait_ready
 from tests.support import FakeUpstream, Reply, em_latest, iso
 
 WINDOW = 3
@@ -36,35 +33,8 @@ ZONES = ("DE", "FR", "PL")
 @pytest.fixture
 def redis_url() -> Iterator[str]:
     """A private redis-server on a free loopback port, stopped afterwards."""
-    exe = shutil.which("redis-server")
-    if exe is None:
-        message = "redis-server is not installed (Debian: apt-get install -y redis-server)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
-    port = free_port()
-    proc = subprocess.Popen(
-        [exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.5) as conn:
-                    conn.sendall(b"PING\r\n")
-                    if conn.recv(16).startswith(b"+PONG"):
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline or proc.poll() is not None:
-                pytest.fail("redis-server did not start")
-            time.sleep(0.05)
-        yield f"redis://127.0.0.1:{port}/0"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    with running_redis() as server:
+        yield server.url
 
 
 class WindowedProvider:
