@@ -12,26 +12,16 @@ skips them with the reason.
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
-from typing import NoReturn
 
 import pytest
-from e2e_support import Kube
+from e2e_support import Kube, build_binaries, unavailable
 
 from devtools.sandbox import Layout, Sandbox, SandboxError
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
 CERT_RELOAD_SECONDS = 1.0
-
-
-def unavailable(reason: str) -> NoReturn:
-    """Fail under CI, skip elsewhere."""
-    if IN_CI:
-        pytest.fail(reason, pytrace=False)
-    pytest.skip(reason)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -41,24 +31,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.e2e)
 
 
-def _build_binaries(layout: Layout, log: Path) -> None:
-    script = layout.root / "hack" / "build-binaries.sh"
-    if shutil.which("go") is None and not (layout.bin / "kube-apiserver").is_file():
-        unavailable("Go is not installed, so the control-plane binaries cannot be built")
-    with log.open("w") as out:
-        result = subprocess.run(
-            [str(script)], stdout=out, stderr=subprocess.STDOUT, check=False, timeout=3600
-        )
-    if result.returncode != 0:
-        tail = "\n".join(log.read_text().splitlines()[-30:])
-        unavailable(f"hack/build-binaries.sh failed ({result.returncode}):\n{tail}")
-
-
 @pytest.fixture(scope="session")
 def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
     state = tmp_path_factory.mktemp("sandbox")
     layout = Layout.default(state)
-    _build_binaries(layout, state / "build.log")
+    build_binaries(layout, state / "build.log")
     box = Sandbox(layout, cert_reload_seconds=CERT_RELOAD_SECONDS, log=lambda _msg: None)
     try:
         box.up()

@@ -29,11 +29,11 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from e2e_support import build_binaries
 from test_fleet_labels import eventually
 from test_reevaluate_policies import Grid
 
@@ -222,19 +222,6 @@ class NodeClaimLog:
 # --------------------------------------------------------------------- the cluster
 
 
-def build_binaries(layout: Layout, log: Path) -> None:
-    """The binaries this module runs (cached by version stamps: a warm run builds none)."""
-    script = layout.root / "hack" / "build-binaries.sh"
-    with log.open("w") as out:
-        result = subprocess.run([str(script), *BINARIES], stdout=out, stderr=subprocess.STDOUT,
-                                check=False, timeout=3600)  # fmt: skip
-    if result.returncode != 0:
-        reason = "hack/build-binaries.sh failed:\n" + "\n".join(log.read_text().splitlines()[-30:])
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(reason, pytrace=False)
-        pytest.skip(reason)
-
-
 @pytest.fixture(scope="module")
 def grid() -> Iterator[Grid]:
     with Grid() as running:
@@ -246,7 +233,7 @@ def grid() -> Iterator[Grid]:
 def cluster(grid: Grid, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkloadCluster]:
     state = tmp_path_factory.mktemp("karpenter")
     layout = workload_layout(Layout.default(state))
-    build_binaries(layout, state / "build.log")
+    build_binaries(layout, state / "build.log", *BINARIES)
     token = state / "token"
     token.write_text("e2e\n")
     config = {

@@ -13,15 +13,14 @@ builds them). Under ``CI=true`` a binary that is missing or does not start fails
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, NoReturn, TypeVar
+from typing import Any, TypeVar
 
 import pytest
 import yaml
-from e2e_support import DEMO, Kube, propagation_policy, unique, weights
+from e2e_support import DEMO, Kube, propagation_policy, unavailable, unique, weights
 
 from devtools.sandbox import Component, KeyPair, Sandbox, SandboxError, free_port, serving_pair
 
@@ -34,13 +33,6 @@ REPLICAS = 10
 T = TypeVar("T")
 
 
-def cannot_run(reason: str) -> NoReturn:
-    """Fail under CI (a scheduler that cannot start is a failure), skip elsewhere."""
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(reason, pytrace=False)
-    pytest.skip(reason)
-
-
 def start(sandbox: Sandbox, component: Component, timeout: float = 90.0) -> None:
     """Register ``component`` with the sandbox and start it (stopped by the fixture)."""
     sandbox.components[component.name] = component
@@ -48,14 +40,14 @@ def start(sandbox: Sandbox, component: Component, timeout: float = 90.0) -> None
         sandbox.start(component.name, timeout=timeout)
     except SandboxError as exc:
         sandbox.stop(component.name)
-        cannot_run(f"{component.name} did not start: {exc}")
+        unavailable(f"{component.name} did not start: {exc}")
 
 
 def binary(sandbox: Sandbox, name: str) -> str:
     try:
         return str(sandbox.layout.binary(name))
     except SandboxError as exc:
-        cannot_run(str(exc))
+        unavailable(str(exc))
 
 
 def eventually(probe: Callable[[], T | None], what: str, timeout: float = 90.0) -> T:
@@ -87,7 +79,7 @@ def karmada(sandbox: Sandbox) -> Sandbox:
     """The sandbox's karmada-controller-manager and karmada-scheduler (with the plugin)."""
     missing = {"karmada-controller-manager", "karmada-scheduler"} - set(sandbox.running())
     if missing:
-        cannot_run(f"the sandbox does not run {', '.join(sorted(missing))}")
+        unavailable(f"the sandbox does not run {', '.join(sorted(missing))}")
     return sandbox
 
 
