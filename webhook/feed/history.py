@@ -58,9 +58,7 @@ class History:
         """Take in a reading: it becomes its hour's value (the latest of the hour wins)."""
         held = self._held.setdefault((provider, reading.zone), {})
         held[hour_of(reading.valid_from)] = reading.value
-        oldest = max(held) - (self.hours - 1) * HOUR
-        for hour in [h for h in held if h < oldest]:
-            del held[hour]
+        self._trim(held)
 
     def seed(self, provider: str, zone: str, readings: Iterable[Reading]) -> None:
         """Take in a provider's past readings for ``zone``: each fills its hour unless the
@@ -69,10 +67,15 @@ class History:
         for reading in readings:
             if reading.zone == zone:
                 held.setdefault(hour_of(reading.valid_from), reading.value)
-        if held:
-            oldest = max(held) - (self.hours - 1) * HOUR
-            for hour in [h for h in held if h < oldest]:
-                del held[hour]
+        self._trim(held)
+
+    def _trim(self, held: dict[datetime, float]) -> None:
+        """Forget the hours older than what is kept before the newest one."""
+        if not held:
+            return
+        oldest = max(held) - (self.hours - 1) * HOUR
+        for hour in [h for h in held if h < oldest]:
+            del held[hour]
 
     def short(self, provider: str, zone: str) -> bool:
         """True while less than a day (and the current hour) is held for ``zone``: the
