@@ -185,3 +185,13 @@ def test_wheel_holds_the_product_and_no_dev_tooling(tmp_path: Path) -> None:
     assert not [n for n in names if "sandbox" in n or n.startswith(("devtools/", "bench/"))]
     assert "webhook/py.typed" in names
     assert "webhook/data/static_intensity.csv" in names
+    # The Electricity Maps traces ship compressed with their attribution, and stay small.
+    shipped = "webhook/data/traces/electricitymaps-hourly-2023/"
+    assert {shipped + "NOTICE", shipped + "README.md", shipped + "SHA256SUMS"} <= set(names)
+    assert len([n for n in names if n.startswith(shipped) and n.endswith(".csv.gz")]) == 10
+    assert not [n for n in names if n.endswith(".csv") and n.startswith(shipped)]
+    assert _build_wheel_size(tmp_path) < 3_000_000
+
+
+def _build_wheel_size(tmp_path: Path) -> int:
+    return sum(w.stat().st_size for w in (tmp_path / "dist").glob("carbonshift-*.whl"))

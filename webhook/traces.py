@@ -2,18 +2,25 @@
 
 Columns are matched by meaning, not exact text: export vintages differ
 (``Carbon Intensity gCO₂eq/kWh (LCA)`` vs ``Carbon intensity gCO₂eq/kWh (Life cycle)``,
-``Zone Id`` vs ``Zone id``). Used by the ``trace`` provider and by the simulator.
+``Zone Id`` vs ``Zone id``). Files may be gzip-compressed (``*.csv.gz``). Used by the
+``trace`` provider and by the simulator.
 """
 
 from __future__ import annotations
 
 import csv
 import dataclasses
+import gzip
 from array import array
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
+from typing import TextIO
+
+SHIPPED = Path(__file__).resolve().parent / "data" / "traces" / "electricitymaps-hourly-2023"
+"""The trace set shipped in the package: Electricity Maps hourly 2023 exports for 10 zones,
+gzip-compressed (ODbL 1.0; attribution and changes in its ``NOTICE``)."""
 
 
 class Column(StrEnum):
@@ -69,54 +76,66 @@ def _parse_time(text: str) -> datetime:
     return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
 
 
+def _open(path: Path) -> TextIO:
+    if path.name.endswith(".gz"):
+        return gzip.open(path, "rt", encoding="utf-8", newline="")
+    return path.open(encoding="utf-8", newline="")
+
+
 def read(path: str | Path) -> Trace:
-    """Load one export file. Rows must be hourly and in time order."""
+    """Load one export file (``*.gz``: gzip-compressed). Rows must be hourly and in time order."""
     path = Path(path)
     try:
-        handle = path.open(encoding="utf-8", newline="")
+        handle = _open(path)
     except OSError as exc:
         raise TraceError(f"cannot open trace {path}: {exc.strerror}") from None
     with handle:
-        rows = csv.reader(handle)
         try:
-            header = next(rows)
-        except StopIteration:
-            raise TraceError(f"trace {path} is empty") from None
-        t_col = _find(header, "datetime")
-        z_col = _find(header, "zone id")
-        d_col = _find(header, "(direct)")
-        l_col = _find(header, "(lca)", required=False)
-        if l_col < 0:
-            l_col = _find(header, "(life cycle)")
-        e_col = _find(header, "estimated", required=False)
-        times: list[datetime] = []
-        direct, lifecycle, estimated = array("d"), array("d"), array("b")
-        zone = ""
-        for lineno, row in enumerate(rows, start=2):
-            if not row:
-                continue
-            try:
-                when = _parse_time(row[t_col])
-                direct.append(float(row[d_col]))
-                lifecycle.append(float(row[l_col]))
-            except (ValueError, IndexError):
-                raise TraceError(f"{path}:{lineno}: not a valid row") from None
-            if times and when - times[-1] != timedelta(hours=1):
-                raise TraceError(f"{path}:{lineno}: rows must be consecutive hours")
-            times.append(when)
-            zone = zone or row[z_col].strip()
-            estimated.append(1 if e_col >= 0 and row[e_col].strip().lower() == "true" else 0)
+            return _parse(path, csv.reader(handle))
+        except (OSError, EOFError) as exc:  # a damaged .gz shows up while reading
+            raise TraceError(f"cannot read trace {path}: {exc}") from None
+
+
+def _parse(path: Path, rows: Iterator[list[str]]) -> Trace:
+    try:
+        header = next(rows)
+    except StopIteration:
+        raise TraceError(f"trace {path} is empty") from None
+    t_col = _find(header, "datetime")
+    z_col = _find(header, "zone id")
+    d_col = _find(header, "(direct)")
+    l_col = _find(header, "(lca)", required=False)
+    if l_col < 0:
+        l_col = _find(header, "(life cycle)")
+    e_col = _find(header, "estimated", required=False)
+    times: list[datetime] = []
+    direct, lifecycle, estimated = array("d"), array("d"), array("b")
+    zone = ""
+    for lineno, row in enumerate(rows, start=2):
+        if not row:
+            continue
+        try:
+            when = _parse_time(row[t_col])
+            direct.append(float(row[d_col]))
+            lifecycle.append(float(row[l_col]))
+        except (ValueError, IndexError):
+            raise TraceError(f"{path}:{lineno}: not a valid row") from None
+        if times and when - times[-1] != timedelta(hours=1):
+            raise TraceError(f"{path}:{lineno}: rows must be consecutive hours")
+        times.append(when)
+        zone = zone or row[z_col].strip()
+        estimated.append(1 if e_col >= 0 and row[e_col].strip().lower() == "true" else 0)
     if not times:
         raise TraceError(f"trace {path} has no rows")
     return Trace(zone, times, direct, lifecycle, estimated, str(path))
 
 
 def discover(folder: str | Path) -> Iterator[Path]:
-    """Every ``*.csv`` below ``folder``, sorted (the shared trace set nests one per zone)."""
+    """Every ``*.csv`` and ``*.csv.gz`` below ``folder``, sorted (one or more per zone)."""
     folder = Path(folder)
     if not folder.is_dir():
         raise TraceError(f"trace folder {folder} does not exist")
-    yield from sorted(folder.rglob("*.csv"))
+    yield from sorted([*folder.rglob("*.csv"), *folder.rglob("*.csv.gz")])
 
 
 def read_folder(folder: str | Path) -> dict[str, Trace]:
@@ -126,5 +145,5 @@ def read_folder(folder: str | Path) -> dict[str, Trace]:
         trace = read(path)
         traces[trace.zone] = trace
     if not traces:
-        raise TraceError(f"no *.csv traces below {folder}")
+        raise TraceError(f"no *.csv or *.csv.gz traces below {folder}")
     return traces

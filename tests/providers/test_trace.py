@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from tests.support import Clock
+from webhook import traces
 from webhook.providers.base import ZoneNotSupported
 from webhook.providers.http import HttpSettings
 from webhook.providers.trace import TraceProvider
@@ -98,15 +98,8 @@ async def test_zones_and_options(tmp_path: Path) -> None:
         TraceProvider.from_options({"path": str(tmp_path), "forecast_hours": 1000}, HTTP, {})
 
 
-SHARED = Path(__file__).resolve().parents[3] / "shared" / "traces" / "electricitymaps-hourly-2023"
-
-
-@pytest.mark.skipif(
-    not SHARED.is_dir() and os.environ.get("CI") != "true",  # CI always has it: fail there
-    reason="the shared trace set is not next to the repo",
-)
-async def test_shared_trace_set_loads_every_zone() -> None:
-    provider = TraceProvider.from_options({"path": str(SHARED)}, HTTP, {})
+async def test_shipped_trace_set_loads_every_zone() -> None:
+    provider = TraceProvider.from_options({"path": str(traces.SHIPPED)}, HTTP, {})
     assert {"DE", "GB", "US-CAL-CISO", "JP-TK"} <= set(provider.zones())
     reading = await provider.latest("GB")
     assert 0 < reading.value < 1000

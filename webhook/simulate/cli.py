@@ -14,11 +14,8 @@ from webhook.simulate import grid as grid_mod
 from webhook.simulate import report
 from webhook.simulate.outcome import Outcome, simulate
 from webhook.simulate.scenario import PolicySettings, load
-from webhook.traces import TraceError
+from webhook.traces import SHIPPED, TraceError
 from webhook.validation import InvalidInput
-
-TRACES_RELATIVE = Path("..") / "shared" / "traces" / "electricitymaps-hourly-2023"
-"""Default trace folder, relative to the repository root."""
 
 _DESCRIPTION = """\
 Replay hourly grid-intensity traces (Electricity Maps export format) through carbonshift's
@@ -45,13 +42,8 @@ examples:
 
 
 def default_traces() -> Path | None:
-    """``../shared/traces/electricitymaps-hourly-2023`` next to the repository, if present."""
-    root = Path(__file__).resolve().parents[2]
-    for base in (root, Path.cwd()):
-        candidate = (base / TRACES_RELATIVE).resolve()
-        if candidate.is_dir():
-            return candidate
-    return None
+    """The Electricity Maps 2023 traces shipped in the package (``webhook.traces.SHIPPED``)."""
+    return SHIPPED if SHIPPED.is_dir() else None
 
 
 def add_parser(subparsers: Any) -> None:
