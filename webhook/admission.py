@@ -20,6 +20,7 @@ import structlog
 
 from webhook import kinds, validation
 from webhook.decision.outcome import Change, short
+from webhook.decision.record import unchanged_text
 from webhook.kinds import Context, Kind
 from webhook.patch import build
 from webhook.vocabulary import DECISION, ENABLED, REFRESH, ours
@@ -403,7 +404,8 @@ def _decide(request: AdmissionRequest, ctx: Context, outcome: Outcome) -> None:
     # The record goes with every change, and alone when carbonshift left a rule unapplied
     # (``left``): the object itself then says why it was not changed.
     if record is not None and (changes or record.body.get("left")):
-        outcome.decision = record.encode()
+        stored = _strings(_metadata(obj), "annotations").get(DECISION)
+        outcome.decision = unchanged_text(stored, record.encode())
         changes.append(Change(("metadata", "annotations", DECISION), outcome.decision))
     outcome.patch = build(obj, changes)
     outcome.result = "patched" if outcome.patch else "unchanged"

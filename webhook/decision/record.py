@@ -38,11 +38,17 @@ class Record:
     """Field name -> fingerprint of the value carbonshift wrote."""
 
     def encode(self) -> str:
-        """Compact JSON for the annotation value."""
+        """Compact JSON for the annotation value: the same text in every process.
+
+        ``own`` and ``orig`` are keyed by field names that deciders may collect in sets,
+        whose order follows the process's string hash seed: they are written sorted, so
+        a replica, the leader and ``carbonshift mutate`` all write the same annotation
+        for the same decision (and an object stored by one is left alone by another).
+        """
         doc: dict[str, Any] = {"v": VERSION, **self.body}
         if self.own:
-            doc["own"] = self.own
-            doc["orig"] = self.orig
+            doc["own"] = dict(sorted(self.own.items()))
+            doc["orig"] = dict(sorted(self.orig.items()))
         return orjson.dumps(doc).decode()
 
     @classmethod
@@ -66,6 +72,20 @@ class Record:
     def owns(self, field: str, current: object) -> bool:
         """True when ``current`` is still exactly what carbonshift wrote to ``field``."""
         return field in self.own and self.own[field] == fingerprint(current)
+
+
+def unchanged_text(stored: str | None, encoded: str) -> str:
+    """The annotation to write for a record encoded as ``encoded``: ``stored`` when it
+    already holds the same record with its keys in another order (written before they
+    were sorted), so an unchanged decision never rewrites the annotation; else
+    ``encoded``."""
+    if stored is None or stored == encoded:
+        return encoded
+    try:
+        same = orjson.loads(stored) == orjson.loads(encoded)
+    except orjson.JSONDecodeError:
+        same = False
+    return stored if same else encoded
 
 
 def user_view(current: Mapping[str, Any], previous: Record, prefix: str) -> dict[str, Any]:
