@@ -42,7 +42,9 @@ AGAIN = ("again-create", "again-update")
 """Case suffixes of the stored object submitted again: these answers carry no patch."""
 
 
-def review(obj: Mapping[str, Any], operation: str, old: Mapping[str, Any] | None) -> bytes:
+def review(
+    obj: Mapping[str, Any], operation: str = "CREATE", old: Mapping[str, Any] | None = None
+) -> bytes:
     """The raw AdmissionReview kube-apiserver would send for ``obj``."""
     request = preview.review_for(obj, operation)
     request.update(uid="uid-1", oldObject=old, dryRun=False)
@@ -64,7 +66,7 @@ def stored(obj: Mapping[str, Any], answer: bytes) -> dict[str, Any]:
 
 
 def admissions() -> Iterator[Answer]:
-    ctx, memo = _context(), admission.DecisionMemo()
+    ctx, memo = context(), admission.DecisionMemo()
     for case, _, _, obj in fleet.cases():
         first = admission.respond(admission.review(review(obj, "CREATE", None), ctx, memo))
         yield case, first
@@ -80,14 +82,15 @@ def admissions() -> Iterator[Answer]:
 
 def readmissions(lines: Iterable[bytes]) -> Iterator[Answer]:
     """CREATE answers for objects stored by another process (its ``stored`` lines)."""
-    ctx, memo = _context(), admission.DecisionMemo()
+    ctx, memo = context(), admission.DecisionMemo()
     for line in lines:
         case, text = orjson.loads(line)
         obj = orjson.loads(text)
         yield case, admission.respond(admission.review(review(obj, "CREATE", None), ctx, memo))
 
 
-def _context() -> kinds.Context:
+def context() -> kinds.Context:
+    """The fixed fleet, its intensities and time (memo on, as in the server)."""
     return kinds.Context(config=fleet.CONFIG, table=fleet.table(), now=NOW, generation=1)
 
 

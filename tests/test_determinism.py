@@ -19,6 +19,9 @@ import orjson
 import pytest
 
 from tests import answers
+from tests.semantics import fleet
+from webhook import admission
+from webhook.vocabulary import DECISION
 
 ROOT = Path(__file__).resolve().parents[1]
 SEEDS = ("0", "1", "2", "3", "random")
@@ -79,3 +82,27 @@ def test_an_object_stored_by_another_process_gets_no_patch(
     again = lines(run(seed, "--again", given=given), answers.STORED)
     assert len(again) == len(stored) > 500
     assert patched(again) == []
+
+
+def test_an_annotation_written_in_another_key_order_is_left_as_stored() -> None:
+    obj = fleet.with_variant(
+        {
+            "apiVersion": "policy.karmada.io/v1alpha1",
+            "kind": "PropagationPolicy",
+            "metadata": {"name": "web", "namespace": "shop"},
+            "spec": {
+                "placement": {"clusterAffinity": {"clusterNames": ["member-fr", "member-de"]}}
+            },
+        },
+        {"carbonshift.io/max-clusters": "1"},
+    )
+    ctx = answers.context()
+    kept = answers.stored(obj, admission.respond(admission.review(answers.review(obj), ctx)))
+    annotations = kept["metadata"]["annotations"]
+    doc = orjson.loads(annotations[DECISION])
+    assert len(doc["own"]) > 1
+    for key in ("own", "orig"):  # as a process with another hash seed wrote them before
+        doc[key] = dict(reversed(doc[key].items()))
+    annotations[DECISION] = orjson.dumps(doc).decode()
+    again = admission.respond(admission.review(answers.review(kept), ctx))
+    assert answers.patch_of(again) == []
