@@ -11,7 +11,7 @@ PY_DIRS := webhook devtools tests bench
 # are kept while they satisfy pyproject.toml; add --upgrade to move to the newest releases.
 LOCK := uv pip compile pyproject.toml --generate-hashes --python-version 3.11.14 --python-platform linux --output-file requirements.lock
 
-.PHONY: help venv run test unit lint typecheck bench soak clean binaries sandbox sandbox-down e2e plugin-test lock
+.PHONY: help venv run test unit lint typecheck bench soak clean binaries crds sandbox sandbox-down e2e plugin-test lock
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -36,10 +36,10 @@ lint: $(STAMP) ## ruff + mypy --strict + hadolint
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-unit: $(STAMP) ## Unit, property and wire tests (no control plane)
+unit: $(STAMP) crds ## Unit, property and wire tests (no control plane)
 	$(BIN)/pytest -m "not e2e" -q
 
-test: $(STAMP) lint ## Everything: lint, unit, wire, Go plugin and end-to-end tests
+test: $(STAMP) lint crds ## Everything: lint, unit, wire, Go plugin and end-to-end tests
 	$(BIN)/pytest -m "not e2e" -q
 	$(MAKE) plugin-test
 	$(MAKE) e2e
@@ -49,8 +49,12 @@ plugin-test: ## go vet + go test of the Karmada scheduler plugin (karmada-plugin
 		cd karmada-plugin && test -z "$$(gofmt -l .)" && GOTOOLCHAIN=local go vet ./... && GOTOOLCHAIN=local go test ./...; \
 	else echo "go not found: skipping the plugin's Go tests"; fi
 
-binaries: ## Build the pinned etcd, kube-apiserver, kubectl, karmada-* into .cache/bin (Go)
+binaries: ## Build the pinned etcd, kube-apiserver, kubectl, karmada-* into .cache/bin and fetch their CRDs (Go)
 	hack/build-binaries.sh
+	hack/crds.sh
+
+crds: ## Fetch the CRDs the tests read from the pinned Go modules into .cache/bin/crds (cached; offline once fetched)
+	hack/crds.sh --no-generate
 
 e2e: $(STAMP) ## End-to-end tests: kubectl apply against a real kube-apiserver (builds binaries)
 	@# Build outside pytest's per-test timeout; without Go (and not in CI) the tests skip.
@@ -78,5 +82,5 @@ clean: ## Remove the virtualenv and caches (not the Go binary cache)
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
 
 .PHONY: fuzz
-fuzz: $(STAMP) ## Full fuzz run (~10,000 reviews from the CRD schemas + malformed envelopes) against carbonshift serve
+fuzz: $(STAMP) crds ## Full fuzz run (~10,000 reviews from the CRD schemas + malformed envelopes) against carbonshift serve
 	CARBONSHIFT_FUZZ_SCALE=5 $(BIN)/pytest -q -s tests/test_hardening_fuzz.py

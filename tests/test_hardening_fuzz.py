@@ -1,6 +1,6 @@
 """Fuzzing a real ``carbonshift serve`` over TLS with admission reviews generated from the
-real CRD schemas (``../shared/crds``; :func:`from_schema` turns each ``openAPIV3Schema``
-into a Hypothesis strategy) and with malformed envelopes.
+real CRD schemas (from the pinned Go modules, fetched by ``make crds``; :func:`from_schema`
+turns each ``openAPIV3Schema`` into a Hypothesis strategy) and with malformed envelopes.
 
 Every answer must be a valid AdmissionReview for the request's uid (allowed; a patch, if
 any, that applies and leaves the object valid against its CRD schema) or a 4xx with a
@@ -34,7 +34,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from devtools.sandbox.layout import free_port
-from tests.semantics.checker import CRD_FILES, schema_problems
+from tests.semantics.checker import crd_file, schema_problems
 from tests.support import FLEET
 
 SCALE = float(os.environ.get("CARBONSHIFT_FUZZ_SCALE", "1"))
@@ -187,7 +187,7 @@ def _object(schema: dict[str, Any]) -> st.SearchStrategy[dict[str, Any]]:
 
 def _schema(kind: str) -> dict[str, Any]:
     group, version, _, _ = KINDS[kind]
-    crd = yaml.safe_load(CRD_FILES[kind].read_text())
+    crd = yaml.safe_load(crd_file(kind).read_text())
     (found,) = [v for v in crd["spec"]["versions"] if v["name"] == version]
     schema: dict[str, Any] = copy.deepcopy(found["schema"]["openAPIV3Schema"])
     properties = schema["properties"]

@@ -4,8 +4,8 @@
 
 * the Karmada API server: etcd, kube-apiserver and kube-controller-manager (built from Go
   modules by ``hack/build-binaries.sh``), with a freshly generated PKI and an admin client
-  certificate (``O=system:masters``), and the Karmada and Karpenter CRDs from the shared
-  reference folder;
+  certificate (``O=system:masters``), and the Karmada and Karpenter CRDs of the pinned Go
+  modules (``hack/crds.sh``, into the binary cache);
 * three member clusters in grids of clearly different carbon intensity, each its own
   etcd, kube-apiserver, kube-controller-manager and kube-scheduler with one Node that KWOK
   simulates (Deployments get ReplicaSets and Running pods), joined to Karmada in Push

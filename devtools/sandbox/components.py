@@ -161,11 +161,10 @@ def kube_scheduler(lay: Layout, name: str, kubeconfig: Path, port: int) -> Compo
 def kwok(lay: Layout, name: str, kubeconfig: Path, port: int) -> Component:
     """The KWOK controller: the annotated Nodes become Ready and keep their lease, Pods
     bound to them Running (the stages Karpenter's kwok provider is tested with)."""
-    stages = lay.shared / "crds" / "karpenter-kwok" / "kwok-controller"
     return Component(name, [
         str(lay.binary("kwok")),
         f"--kubeconfig={kubeconfig}",
-        f"--config={stages / 'kwok-controller-config.yaml'}",
+        f"--config={lay.crd('kwok', 'kwok-controller-config.yaml')}",
         f"--manage-nodes-with-annotation-selector={KWOK_NODES}",
         f"--server-address={LOOPBACK}:{port}",
         f"--node-ip={LOOPBACK}",

@@ -161,7 +161,7 @@ class Sandbox(Plane):
 
     def _install_crds(self) -> None:
         files = self.layout.crd_files()
-        self._log(f"installing {len(files)} CRDs from {self.layout.shared / 'crds'}")
+        self._log(f"installing {len(files)} CRDs from {self.layout.crds}")
         args = ["apply", "--server-side", "--force-conflicts"]
         for path in files:
             args += ["-f", str(path)]

@@ -5,14 +5,15 @@
 
 * its own etcd and kube-apiserver (the sandbox's command lines and PKI helpers), with the
   Karpenter kwok-provider CRDs (NodePool, NodeClaim, KWOKNodeClass) from
-  ``<shared>/crds/karpenter-kwok`` and one ``KWOKNodeClass`` named ``default``;
+  ``<cache>/crds/karpenter-kwok`` (``hack/crds.sh``, from the pinned module) and one
+  ``KWOKNodeClass`` named ``default``;
 * kube-controller-manager (its node-lifecycle controller lifts the ``not-ready`` taint
   every new Node gets; Deployments get ReplicaSets and pods) and kube-scheduler (it marks
   pods ``Unschedulable``, which is what Karpenter provisions for, and binds them);
 * Karpenter ``v1.14.1`` with its kwok cloud provider (``karpenter-kwok``): NodeClaims
   become Node objects instead of instances;
 * the KWOK controller (``kwok``), with the stages of
-  ``<shared>/crds/karpenter-kwok/kwok-controller/kwok-controller-config.yaml``, which makes
+  ``<cache>/crds/kwok/kwok-controller-config.yaml`` (``hack/crds.sh``), which makes
   Karpenter's Nodes Ready and the pods bound to them Running;
 * ``carbonshift serve --kubeconfig`` for this API server: the production mutating webhook
   registration (so NodePools are decided at admission), and as leader the re-evaluation of
@@ -46,7 +47,7 @@ from devtools.sandbox.components import (
     kube_apiserver,
     kube_controller_manager,
 )
-from devtools.sandbox.layout import LOOPBACK, Layout, SandboxError, free_port
+from devtools.sandbox.layout import KWOK_PROVIDER_CRDS, LOOPBACK, Layout, SandboxError, free_port
 from devtools.sandbox.objects import carbonshift_webhook_configuration, user_config
 from devtools.sandbox.plane import Plane
 from devtools.sandbox.processes import (
@@ -186,7 +187,7 @@ class WorkloadCluster(Plane):
             CONTROLLERS,
         )  # fmt: skip
         scheduler = f"{LOOPBACK}:{ports['kube-scheduler']}"
-        kwok_stages = lay.shared / "crds" / "karpenter-kwok" / "kwok-controller"
+        kwok_config = lay.crd("kwok", "kwok-controller-config.yaml")
         carbonshift = f"https://{LOOPBACK}:{ports['carbonshift']}"
         return {
             "etcd": etcd(lay, "etcd", ports["etcd"], ports["etcd-peer"]),
@@ -206,7 +207,7 @@ class WorkloadCluster(Plane):
             "kwok": Component("kwok", [
                 str(lay.binary("kwok")),
                 f"--kubeconfig={kubeconfig}",
-                f"--config={kwok_stages / 'kwok-controller-config.yaml'}",
+                f"--config={kwok_config}",
                 f"--manage-nodes-with-annotation-selector={KWOK_NODES}",
                 f"--server-address={LOOPBACK}:{ports['kwok']}",
                 f"--node-ip={LOOPBACK}",
@@ -233,11 +234,8 @@ class WorkloadCluster(Plane):
         }  # fmt: skip
 
     def _install_crds(self) -> None:
-        folder = self.layout.shared / "crds" / "karpenter-kwok"
-        files = sorted(folder.glob("*.yaml"))  # the three CRDs, not kwok-controller/
-        if not files:
-            raise SandboxError(f"no CRDs in {folder}: set CARBONSHIFT_SHARED to the shared folder")
-        self._log(f"installing {len(files)} CRDs from {folder}")
+        files = [self.layout.crd("karpenter-kwok", n) for n in KWOK_PROVIDER_CRDS]
+        self._log(f"installing {len(files)} CRDs from {files[0].parent}")
         args = ["apply", "--server-side", "--force-conflicts"]
         for path in files:
             args += ["-f", str(path)]

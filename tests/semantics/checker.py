@@ -31,23 +31,29 @@ import dataclasses
 import functools
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import jsonschema  # type: ignore[import-untyped]
 import yaml
 
-from devtools.sandbox import Layout
+from devtools.sandbox.layout import crd
 from webhook.config import ClusterConfig
 
-CRDS = Layout.default().shared / "crds"
-"""The upstream CRDs (``CARBONSHIFT_SHARED``, else ``../shared`` beside the checkout)."""
-CRD_FILES = {
-    "PropagationPolicy": CRDS / "karmada" / "policy.karmada.io_propagationpolicies.yaml",
-    "ClusterPropagationPolicy": CRDS
-    / "karmada"
-    / "policy.karmada.io_clusterpropagationpolicies.yaml",
-    "NodePool": CRDS / "karpenter" / "karpenter.sh_nodepools.yaml",
+CRDS = {
+    "PropagationPolicy": ("karmada", "policy.karmada.io_propagationpolicies.yaml"),
+    "ClusterPropagationPolicy": ("karmada", "policy.karmada.io_clusterpropagationpolicies.yaml"),
+    "NodePool": ("karpenter", "karpenter.sh_nodepools.yaml"),
 }
+"""The upstream CRD (project, file) per kind, fetched from the pinned Go modules into the
+binary cache by ``hack/crds.sh`` (``make crds``)."""
+
+
+def crd_file(kind: str) -> Path:
+    """The CRD file of ``kind``; a one-line error naming ``make binaries`` when missing."""
+    return crd(*CRDS[kind])
+
+
 PREFIX = "carbonshift.io/"
 OVERRIDE = PREFIX + "override"
 STRATEGY = PREFIX + "strategy"
@@ -96,11 +102,10 @@ class World:
 
 @functools.cache
 def _validator(kind: str, version: str) -> jsonschema.protocols.Validator | None:
-    path = CRD_FILES.get(kind)
-    if path is None:
+    if kind not in CRDS:
         return None
-    crd = yaml.safe_load(path.read_text())
-    for v in crd["spec"]["versions"]:
+    definition = yaml.safe_load(crd_file(kind).read_text())
+    for v in definition["spec"]["versions"]:
         if v["name"] == version:
             schema = v["schema"]["openAPIV3Schema"]
             cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft4Validator)
