@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import argparse
 import base64
 import io
+import os
+import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
 import yaml
 from cryptography import x509
 
-from webhook.cli import main
+from webhook.cli import PIPE_CLOSED, main, parser
 
 PP = """\
 apiVersion: policy.karmada.io/v1alpha1
@@ -88,12 +93,14 @@ def test_mutate_json_output_and_stdin(
 @pytest.mark.parametrize(
     ("config", "message"),
     [
-        ("zone: [", "c.yaml: not valid YAML at line 1"),
-        ("providers: [nope]\n", "carbonshift: config error: providers[0]: unknown provider 'nope'"),
         (
-            "feed: {retries: -1}\n",
-            "carbonshift: config error: feed.retries: expected int >= 0, got -1",
+            "zone: [",
+            "c.yaml: not valid YAML: expected the node content, but found '<stream end>' "
+            "while parsing a flow node (line 1, column 8)",
         ),
+        ("providers: [nope]\n", "c.yaml: providers[0]: unknown provider 'nope'"),
+        ("feed: {retries: -1}\n", "c.yaml: feed.retries: expected int >= 0, got -1"),
+        ("feeds: {}\n", "c.yaml: feeds: unknown key (known: zone, clusters, providers,"),
     ],
 )
 def test_bad_config_exits_2_with_one_line(
@@ -105,6 +112,7 @@ def test_bad_config_exits_2_with_one_line(
         capsys, "mutate", "-f", str(tmp_path / "m.yaml"), "--config", str(tmp_path / "c.yaml")
     )
     assert code == 2
+    assert err.startswith(f"carbonshift: config {tmp_path / 'c.yaml'}: ")
     assert message in err
     assert err.count("\n") == 1
 
@@ -223,3 +231,169 @@ def test_mutate_reevaluate_leaves_kinds_it_does_not_follow(
     (result,) = orjson.loads(out)
     assert result["outcome"] == "ignored"
     assert result["reason"] == "v1 ConfigMap is not re-evaluated"
+
+
+# --- first-run rough edges ----------------------------------------------------------------
+
+WEB, POOL = PP.split("---\n")
+
+
+def test_mutate_reads_a_directory_as_kubectl_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every *.yaml, *.yml and *.json file of the directory, sorted by name; other files
+    and subdirectories (without -R) are left alone."""
+    (tmp_path / "b.yml").write_text(POOL)
+    (tmp_path / "a.yaml").write_text(WEB)
+    (tmp_path / "c.json").write_text(orjson.dumps(yaml.safe_load(WEB)).decode())
+    (tmp_path / "notes.txt").write_text("not a manifest")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "d.yaml").write_text(POOL.replace("name: np", "name: deep"))
+    code, out, err = run(capsys, "mutate", "-f", str(tmp_path), "-o", "json")
+    assert (code, err) == (0, "")
+    assert [(r["object"]["kind"], r["object"]["metadata"]["name"]) for r in orjson.loads(out)] == [
+        ("PropagationPolicy", "web"),
+        ("NodePool", "np"),
+        ("PropagationPolicy", "web"),
+    ]
+    code, out, _ = run(capsys, "mutate", "-R", "-f", str(tmp_path), "-o", "json")
+    assert code == 0
+    assert [r["object"]["metadata"]["name"] for r in orjson.loads(out)][-1] == "deep"
+
+
+def test_mutate_takes_several_files_and_stdin(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "web.yaml").write_text(WEB)
+    monkeypatch.setattr(sys, "stdin", io.StringIO(POOL))
+    code, out, _ = run(capsys, "mutate", "-f", str(tmp_path / "web.yaml"), "-f", "-", "-o", "json")
+    assert code == 0
+    assert [r["object"]["kind"] for r in orjson.loads(out)] == ["PropagationPolicy", "NodePool"]
+
+
+@pytest.mark.parametrize("content", ["", "\n# only a comment\n", "---\n---\n"])
+def test_mutate_of_input_with_no_object_is_a_one_line_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str
+) -> None:
+    (tmp_path / "empty.yaml").write_text(content)
+    code, out, err = run(capsys, "mutate", "-f", str(tmp_path / "empty.yaml"))
+    assert (code, out) == (2, "")
+    assert err == f"carbonshift: {tmp_path / 'empty.yaml'} holds no objects: nothing to mutate\n"
+
+
+def test_mutate_of_a_directory_without_manifests_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "x.yaml").write_text(WEB)
+    code, _, err = run(capsys, "mutate", "-f", str(tmp_path))
+    assert code == 2
+    assert err == (
+        f"carbonshift: {tmp_path}: no .yaml, .yml or .json files in this directory "
+        "(pass -R to read its subdirectories)\n"
+    )
+
+
+def test_a_yaml_syntax_error_gives_the_parsers_reason_and_the_files_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "m.yaml").write_text(WEB + "---\nkind: PropagationPolicy\n  name: x\n")
+    code, out, err = run(capsys, "mutate", "-f", str(tmp_path / "m.yaml"))
+    assert code == 1
+    assert "# carbonshift: PropagationPolicy web" in out
+    line = WEB.count("\n") + 3  # the document starts after the separator line
+    assert err == (
+        f"carbonshift: {tmp_path / 'm.yaml'}: document 2: not valid YAML or JSON: mapping "
+        f"values are not allowed here (line {line}, column 7); skipped\n"
+    )
+
+
+def test_certs_refuses_to_replace_a_ca_without_force(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["certs", "--service", "carbonshift", "--namespace", "ops", "--out", str(tmp_path)]
+    assert run(capsys, *args)[0] == 0
+    ca = (tmp_path / "ca.crt").read_bytes()
+    code, out, err = run(capsys, *args)
+    assert (code, out) == (2, "")
+    assert err.startswith(f"carbonshift: {tmp_path / 'ca.crt'} exists: pass --force to replace")
+    assert err.count("\n") == 1
+    assert (tmp_path / "ca.crt").read_bytes() == ca
+    (tmp_path / "ca.crt").unlink()  # any one of the four files is enough to refuse
+    assert run(capsys, *args)[0] == 2
+    code, out, _ = run(capsys, *args, "--force")
+    assert code == 0
+    assert base64.b64decode(out.strip()) == (tmp_path / "ca.crt").read_bytes() != ca
+
+
+def test_help_of_every_command_is_plain_text() -> None:
+    """No reStructuredText or Markdown markup from docstrings in --help."""
+    top = parser()
+    (commands,) = [a for a in top._actions if isinstance(a, argparse._SubParsersAction)]
+    assert set(commands.choices) >= {"serve", "certs", "mutate", "intensity", "simulate"}
+    for name, sub in [("carbonshift", top), *commands.choices.items()]:
+        text = sub.format_help()
+        assert "`" not in text, (name, text)
+        assert not re.search(r":(class|func|meth|data|mod|attr):", text), name
+
+
+def _carbonshift(*argv: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    kwargs.setdefault("stdout", subprocess.PIPE)
+    return subprocess.run(
+        [sys.executable, "-m", "webhook.cli", *argv],
+        stderr=subprocess.PIPE, text=True, timeout=60, check=False, **kwargs,
+    )  # fmt: skip
+
+
+def test_serve_on_a_busy_port_says_so_in_one_line(tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = _carbonshift(
+            "serve", "--host", "127.0.0.1", "--port", str(port),
+            "--cert-dir", str(tmp_path / "certs"), "--shutdown-seconds", "0.1",
+            env={k: v for k, v in os.environ.items() if k != "KUBECONFIG"},
+        )  # fmt: skip
+    assert result.returncode == 1
+    assert result.stderr == (
+        f"carbonshift: cannot listen on 127.0.0.1:{port}: address already in use "
+        "(another process listens there; stop it or pass another --port)\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["certs", "--service", "s", "--namespace", "n", "--out", "{tmp}/certs"],
+        ["mutate", "-f", "{tmp}/m.yaml"],
+        ["intensity", "DE", "FR"],
+        ["--help"],
+    ],
+)
+def test_a_closed_pipe_ends_every_command_quietly(tmp_path: Path, argv: list[str]) -> None:
+    """`carbonshift ... | head`: the reader is gone before anything is written."""
+    (tmp_path / "m.yaml").write_text(PP)
+    read, write = os.pipe()
+    os.close(read)
+    with os.fdopen(write, "wb") as closed:
+        result = _carbonshift(*(a.format(tmp=tmp_path) for a in argv), stdout=closed)
+    assert result.stderr == ""
+    assert result.returncode in (0, PIPE_CLOSED)
+
+
+def test_every_command_reports_a_config_error_the_same_way(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text("feed: {retries: 99}\n")
+    (tmp_path / "m.yaml").write_text(PP)
+    expected = f"carbonshift: config {config}: feed.retries: expected int <= 10, got 99\n"
+    for argv in (
+        ["mutate", "-f", str(tmp_path / "m.yaml")],
+        ["intensity", "DE"],
+        ["intensity", "--clusters"],
+        ["serve", "--port", "0", "--cert-dir", str(tmp_path / "certs")],
+    ):
+        code, out, err = run(capsys, *argv, "--config", str(config))
+        assert (code, out, err) == (2, "", expected), argv

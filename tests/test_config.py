@@ -48,10 +48,10 @@ def test_an_empty_file_is_the_default(tmp_path: Path) -> None:
 BAD_CONFIGS = [
     # top level
     ([1, 2], "", "expected mapping, got list"),
-    ({"zon": "DE"}, "zon", "unknown field"),
+    ({"zon": "DE"}, "zon", "unknown key (known: "),
     ({"zone": 5}, "zone", "expected str | null, got int"),
     ({"zone": "not a zone"}, "zone", "expected a grid zone key such as DE or US-CAL-CISO"),
-    ({"provider_options": {}}, "provider_options", "unknown field"),
+    ({"provider_options": {}}, "provider_options", "unknown key (known: "),
     ({1: "x"}, "1", "invalid key: expected str, got int"),
     # providers and provider sections
     ({"providers": ["electricmaps"]}, "providers[0]", "unknown provider 'electricmaps'"),
@@ -64,7 +64,7 @@ BAD_CONFIGS = [
     # clusters
     ({"clusters": []}, "clusters", "expected mapping, got list"),
     ({"clusters": {"m": None}}, "clusters.m", "expected mapping, got null"),
-    ({"clusters": {"m": {"zone": "FR", "color": "x"}}}, "clusters.m.color", "unknown field"),
+    ({"clusters": {"m": {"zone": "FR", "color": "x"}}}, "clusters.m.color", "unknown key (known: "),
     ({"clusters": {"m": {"zone": "FR", "name": "n"}}}, "clusters.m.name", "unknown field"),
     ({"clusters": {"m": {"region": "mars-1"}}}, "clusters.m", "no grid zone"),
     ({"clusters": {"Bad_Name": {"zone": "FR"}}}, "clusters.Bad_Name", "invalid key: expected a"),
@@ -81,17 +81,17 @@ BAD_CONFIGS = [
     ({"weighting": {"exponent": 9}}, "weighting.exponent", "expected float <= 8.0, got 9"),
     ({"weighting": {"scale": 0}}, "weighting.scale", "expected int >= 1, got 0"),
     ({"weighting": {"scale": 1.5}}, "weighting.scale", "expected int, got float"),
-    ({"weighting": {"sharpness": 1}}, "weighting.sharpness", "unknown field"),
+    ({"weighting": {"sharpness": 1}}, "weighting.sharpness", "unknown key (known: "),
     # hysteresis
     ({"hysteresis": {"margin": 1}}, "hysteresis.margin", "expected float < 1.0, got 1"),
     ({"hysteresis": {"dwell_hours": "12h"}}, "hysteresis.dwell_hours", "expected float, got str"),
-    ({"hysteresis": {"dwell": 1}}, "hysteresis.dwell", "unknown field"),
+    ({"hysteresis": {"dwell": 1}}, "hysteresis.dwell", "unknown key (known: "),
     # nodepools
     ({"nodepools": {"low_below": 500, "high_from": 100}}, "nodepools.high_from", ">= low_below"),
     ({"nodepools": {"low_below": -1}}, "nodepools.low_below", "expected float >= 0.0, got -1"),
     ({"nodepools": {"mutate_on_update": "yes"}}, "nodepools.mutate_on_update", "expected bool"),
     ({"nodepools": {"topology_zones": {"a": "b c"}}}, "nodepools.topology_zones.a", "grid zone"),
-    ({"nodepools": {"zones": {}}}, "nodepools.zones", "unknown field"),
+    ({"nodepools": {"zones": {}}}, "nodepools.zones", "unknown key (known: "),
     ({"nodepools": {"min_zones": 0}}, "nodepools.min_zones", "expected int >= 1, got 0"),
     ({"nodepools": {"min_zones": 1.5}}, "nodepools.min_zones", "expected int, got float"),
     ({"nodepools": {"min_zones": "2"}}, "nodepools.min_zones", "expected int, got str"),
@@ -103,7 +103,7 @@ BAD_CONFIGS = [
     ({"labels": {"min_interval_seconds": -1}}, "labels.min_interval_seconds", ">= 0.0, got -1"),
     ({"labels": {"interval_seconds": 0}}, "labels.interval_seconds", ">= 1.0, got 0"),
     ({"labels": {"low_below": -5}}, "labels.low_below", "expected float >= 0.0, got -5"),
-    ({"labels": {"colour": 1}}, "labels.colour", "unknown field"),
+    ({"labels": {"colour": 1}}, "labels.colour", "unknown key (known: "),
     ({"labels": {"high_from": 100}}, "labels.high_from", "low_below 150 and high_from 100"),
     ({"labels": {"low_below": 500}}, "labels.low_below", "low_below 500 and high_from 400"),
     # reevaluate
@@ -115,11 +115,11 @@ BAD_CONFIGS = [
         "reevaluate.forecast",
         "expected one of day-ahead-profile, none, provider, got 'tomorrow'",
     ),
-    ({"reevaluate": {"dwell": 1}}, "reevaluate.dwell", "unknown field"),
+    ({"reevaluate": {"dwell": 1}}, "reevaluate.dwell", "unknown key (known: "),
     # service
     ({"service": {"name": "Web Hook"}}, "service.name", "expected a DNS-1123 label"),
     ({"service": {"namespace": "x" * 64}}, "service.namespace", "at most 63"),
-    ({"service": {"port": 443}}, "service.port", "unknown field"),
+    ({"service": {"port": 443}}, "service.port", "unknown key (known: "),
     # feed
     ({"feed": None}, "feed", "expected mapping, got null"),
     ({"feed": {"refresh_seconds": 0}}, "feed.refresh_seconds", "expected float >= 1.0, got 0"),
@@ -128,7 +128,7 @@ BAD_CONFIGS = [
     ({"feed": {"retries": 99}}, "feed.retries", "expected int <= 10, got 99"),
     ({"feed": {"breaker_failures": 0}}, "feed.breaker_failures", "expected int >= 1, got 0"),
     ({"feed": {"forecasts": "no"}}, "feed.forecasts", "expected bool, got str"),
-    ({"feed": {"colour": 1}}, "feed.colour", "unknown field"),
+    ({"feed": {"colour": 1}}, "feed.colour", "unknown key (known: "),
     (
         {"feed": {"min_ttl_seconds": 100, "max_ttl_seconds": 10}},
         "feed.max_ttl_seconds",
@@ -151,11 +151,66 @@ def test_unreadable_and_invalid_files(tmp_path: Path) -> None:
     missing = tmp_path / "missing.yaml"
     with pytest.raises(InvalidInput, match="cannot read") as info:
         load(missing)
-    assert info.value.path == str(missing)
+    assert info.value.path == f"config {missing}"
     bad = tmp_path / "bad.yaml"
-    bad.write_text("zone: [unclosed\n")
-    with pytest.raises(InvalidInput, match="not valid YAML at line"):
+    bad.write_text("zone: DE\nclusters: [unclosed\n")
+    with pytest.raises(InvalidInput) as info:
         load(bad)
+    assert str(info.value) == (
+        f"config {bad}: not valid YAML: expected ',' or ']', but got '<stream end>' while "
+        "parsing a flow sequence (line 3, column 1)"
+    )
+
+
+def test_errors_in_a_file_name_the_file_then_the_key(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("feed: {retries: 99}\n")
+    with pytest.raises(InvalidInput) as info:
+        load(path)
+    assert str(info.value) == f"config {path}: feed.retries: expected int <= 10, got 99"
+
+
+@pytest.mark.parametrize(
+    ("doc", "known"),
+    [
+        (
+            {"zon": "DE"},
+            "zone, clusters, providers, weighting, hysteresis, nodepools, labels, reevaluate, "
+            "service, feed, electricitymaps, watttime, ukgrid, static, trace",
+        ),
+        (
+            {"clusters": {"m": {"zone": "FR", "color": "x"}}},
+            "zone, provider, region, zones, labels",
+        ),
+        ({"service": {"port": 443}}, "name, namespace, client_ca, client_auth,"),
+        ({"weighting": {"sharpness": 1}}, "exponent, scale"),
+    ],
+)
+def test_an_unknown_key_lists_the_keys_valid_at_its_level(doc: object, known: str) -> None:
+    with pytest.raises(InvalidInput) as info:
+        parse(doc)
+    assert info.value.message.startswith(f"unknown key (known: {known}")
+
+
+@pytest.mark.parametrize(
+    ("section", "key", "env"),
+    [
+        ("electricitymaps", "token", "ELECTRICITY_MAPS_API_TOKEN"),
+        ("watttime", "password", "WATTTIME_PASSWORD"),
+    ],
+)
+def test_a_credential_in_the_file_is_refused_even_for_a_provider_not_in_use(
+    section: str, key: str, env: str
+) -> None:
+    """Config files end up in ConfigMaps and git: a credential in one is an error at once,
+    not only once someone adds the provider to the chain."""
+    with pytest.raises(InvalidInput) as info:
+        parse({"providers": ["static"], section: {key: "s3cr3t"}})
+    assert info.value.path == f"{section}.{key}"
+    assert f"do not put credentials in the config file; use {key}_file" in info.value.message
+    assert env in info.value.message
+    assert "s3cr3t" not in str(info.value)
+    assert parse({"providers": ["static"], section: {f"{key}_file": "/x"}}).providers == ("static",)
 
 
 def test_nodepools_min_zones_defaults_to_two_and_accepts_any_whole_number_from_one() -> None:

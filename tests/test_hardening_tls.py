@@ -235,4 +235,6 @@ def test_serve_with_a_missing_client_ca_exits_2_naming_the_key(tmp_path: Path) -
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert result.returncode == 2, result.stderr
-    assert result.stderr.strip().startswith("carbonshift: config error: service.client_ca: cannot")
+    assert result.stderr.strip().startswith(
+        f"carbonshift: config {config}: service.client_ca: cannot"
+    )

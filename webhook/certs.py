@@ -23,6 +23,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 CA_CERT, CA_KEY, TLS_CERT, TLS_KEY = "ca.crt", "ca.key", "tls.crt", "tls.key"
+BUNDLE_FILES = (CA_CERT, CA_KEY, TLS_CERT, TLS_KEY)
+"""What :meth:`Bundle.write` writes."""
 CA_DAYS = 3650
 SERVING_DAYS = 365
 

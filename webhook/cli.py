@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import re
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -17,11 +19,15 @@ import orjson
 import yaml
 
 from webhook import __version__, certs, cli_intensity, logs
-from webhook.config import Config, load
+from webhook.config import Config, error_line, load
 from webhook.simulate import cli as simulate_cli
-from webhook.validation import InvalidInput
+from webhook.validation import InvalidInput, yaml_reason
 
 Handler = Callable[[argparse.Namespace], int]
+
+
+PIPE_CLOSED = 128 + signal.SIGPIPE
+"""Exit status when the reader of stdout went away (``carbonshift ... | head``)."""
 
 
 class UsageError(Exception):
@@ -53,17 +59,21 @@ def _serve(args: argparse.Namespace) -> int:
         runner: Callable[[Any], Any] = uvloop.run
     except ImportError:
         runner = asyncio.run
-    runner(
-        server.serve(
-            config,
-            host=args.host,
-            port=args.port,
-            cert_dir=Path(args.cert_dir),
-            cert_reload_seconds=args.cert_reload_seconds,
-            shutdown_seconds=args.shutdown_seconds,
-            kube=kube,
+    try:
+        runner(
+            server.serve(
+                config,
+                host=args.host,
+                port=args.port,
+                cert_dir=Path(args.cert_dir),
+                cert_reload_seconds=args.cert_reload_seconds,
+                shutdown_seconds=args.shutdown_seconds,
+                kube=kube,
+            )
         )
-    )
+    except server.ListenError as exc:  # a runtime failure, not a usage error
+        print(f"carbonshift: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -132,6 +142,12 @@ def _add_serve(sub: Any) -> None:
 
 def _certs(args: argparse.Namespace) -> int:
     out = Path(args.out)
+    existing = [out / name for name in certs.BUNDLE_FILES if (out / name).exists()]
+    if existing and not args.force:
+        raise UsageError(
+            f"{existing[0]} exists: pass --force to replace the CA and certificate in {out} "
+            "(every caBundle that trusts the old CA must then be updated)"
+        )
     hosts = certs.service_hosts(args.service, args.namespace, [*args.dns, *args.ip])
     bundle = certs.issue(hosts)
     bundle.write(out)
@@ -145,13 +161,19 @@ def _add_certs(sub: Any) -> None:
         "certs",
         help="create a CA and serving certificate for the webhook Service",
         description="Write ca.crt, ca.key, tls.crt and tls.key to --out and print the base64 "
-        "caBundle for the MutatingWebhookConfiguration on stdout.",
+        "caBundle for the MutatingWebhookConfiguration on stdout. Files already in --out "
+        "are not replaced without --force.",
     )
     p.add_argument("--service", required=True, help="Service name, e.g. carbonshift")
     p.add_argument("--namespace", required=True, help="Service namespace")
     p.add_argument("--ip", action="append", default=[], help="extra IP SAN (repeatable)")
     p.add_argument("--dns", action="append", default=[], help="extra DNS SAN (repeatable)")
     p.add_argument("--out", required=True, metavar="DIR", help="directory to write to")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace a CA or certificate already in --out (default: refuse)",
+    )
     p.set_defaults(handler=_certs)
 
 
@@ -159,26 +181,60 @@ def _add_certs(sub: Any) -> None:
 
 
 _DOCUMENT_START = re.compile(r"^---[ \t]*(?:#.*)?$", re.MULTILINE)
+MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+"""The files ``-f DIR`` reads, as ``kubectl apply -f DIR`` does."""
 
 
-def _read_documents(path: str) -> tuple[list[dict[str, Any]], list[str]]:
-    """The objects in a manifest file (multi-document YAML, JSON, or a List), and one
-    problem per document that could not be read, naming it; the others are still read."""
+def manifest_files(path: str, *, recursive: bool) -> list[str]:
+    """The files behind one ``-f`` argument: the file itself (``-`` is stdin), or every
+    ``*.yaml``, ``*.yml`` and ``*.json`` file of a directory, sorted (with ``recursive``,
+    of its subdirectories too), as kubectl reads them."""
+    if path == "-" or not Path(path).is_dir():
+        return [path]
+    pattern = "**/*" if recursive else "*"
+    found = sorted(
+        str(p) for p in Path(path).glob(pattern) if p.suffix in MANIFEST_SUFFIXES and p.is_file()
+    )
+    if not found:
+        deeper = "" if recursive else " (pass -R to read its subdirectories)"
+        raise UsageError(f"{path}: no .yaml, .yml or .json files in this directory{deeper}")
+    return found
+
+
+def _read_documents(
+    paths: Sequence[str], *, recursive: bool = False
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """The objects in the manifest files or directories (multi-document YAML, JSON, or a
+    List), and one problem per document that could not be read, naming it; the others are
+    still read. Input with no object at all is a usage error."""
+    objects: list[dict[str, Any]] = []
+    problems: list[str] = []
+    for path in paths:
+        for name in manifest_files(path, recursive=recursive):
+            _read_file(name, objects, problems)
+    if not objects and not problems:
+        shown = "stdin" if list(paths) == ["-"] else ", ".join(paths)
+        raise UsageError(f"{shown} holds no objects: nothing to mutate")
+    return objects, problems
+
+
+def _read_file(path: str, objects: list[dict[str, Any]], problems: list[str]) -> None:
     try:
         text = sys.stdin.read() if path == "-" else Path(path).read_text("utf-8")
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror}") from None
-    objects: list[dict[str, Any]] = []
-    problems: list[str] = []
-    chunks = [c for c in _DOCUMENT_START.split(text) if c.strip()]
-    for index, chunk in enumerate(chunks, start=1):
+    except UnicodeDecodeError:
+        raise UsageError(f"cannot read {path}: not UTF-8 text") from None
+    starts = [0, *(m.end() for m in _DOCUMENT_START.finditer(text))]
+    ends = [*(m.start() for m in _DOCUMENT_START.finditer(text)), len(text)]
+    chunks = [(a, text[a:b]) for a, b in zip(starts, ends, strict=True) if text[a:b].strip()]
+    for index, (offset, chunk) in enumerate(chunks, start=1):
         where = f"{path}: document {index}"
         try:
             doc = yaml.safe_load(chunk)
         except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            at = f" (line {mark.line + 1} of the document)" if mark is not None else ""
-            problems.append(f"{where}: not valid YAML or JSON{at}; skipped")
+            reason = yaml_reason(exc, first_line=text.count("\n", 0, offset) + 1)
+            problems.append(f"{where}: not valid YAML or JSON: {reason}; skipped")
             continue
         if doc is None:
             continue
@@ -190,7 +246,6 @@ def _read_documents(path: str) -> tuple[list[dict[str, Any]], list[str]]:
                 problems.append(f"{name}: needs apiVersion and kind; skipped")
                 continue
             objects.append(item)
-    return objects, problems
 
 
 async def _preview(config: Config, docs: list[dict[str, Any]], *, again: bool) -> list[Any]:
@@ -212,7 +267,7 @@ async def _preview(config: Config, docs: list[dict[str, Any]], *, again: bool) -
 
 def _mutate(args: argparse.Namespace) -> int:
     config = _config(args)
-    docs, problems = _read_documents(args.filename)
+    docs, problems = _read_documents(args.filename, recursive=args.recursive)
     for problem in problems:
         sys.stderr.write(f"carbonshift: {problem}\n")
     results = asyncio.run(_preview(config, docs, again=args.reevaluate))
@@ -250,19 +305,26 @@ def _add_mutate(sub: Any) -> None:
     p = sub.add_parser(
         "mutate",
         help="preview what the webhook would store for some manifests",
-        description="Read YAML or JSON manifests (multi-document, or a List), run each through "
-        "the webhook's admission code as a CREATE, and print the objects as they would be "
-        "stored, each preceded by comment lines with the outcome and the decision. Pipe it "
-        "into `kubectl apply -f -` if you like what you see. A document that cannot be read "
-        "is named on stderr and skipped; the others are still shown, and the exit status is "
-        "then 1. With --reevaluate, each manifest is taken as already stored (e.g. `kubectl "
-        "get -o yaml`) and put through the leader's re-evaluation instead: the outcome (kept, "
-        "switched, too_soon, stale, user_owned, skipped) and the object as the leader would "
-        "write it.",
+        description="Read YAML or JSON manifests (multi-document, or a List; files, "
+        "directories as kubectl reads them, or stdin), run each through the webhook's "
+        "admission code as a CREATE, and print the objects as they would be stored, each "
+        "preceded by comment lines with the outcome and the decision. Pipe it into "
+        "kubectl apply -f - if you like what you see. A document that cannot be read is "
+        "named on stderr and skipped; the others are still shown, and the exit status is "
+        "then 1. Input with no object at all is an error (exit status 2). With --reevaluate, "
+        "each manifest is taken as already stored (e.g. from kubectl get -o yaml) and put "
+        "through the leader's re-evaluation instead: the outcome (kept, switched, too_soon, "
+        "stale, user_owned, skipped) and the object as the leader would write it.",
     )
     p.add_argument(
-        "-f", "--filename", required=True, metavar="FILE", help="manifest file, - = stdin"
-    )
+        "-f", "--filename", required=True, action="append", metavar="FILE",
+        help="manifest file, directory (its .yaml, .yml and .json files, sorted) or - for "
+        "stdin; repeatable",
+    )  # fmt: skip
+    p.add_argument(
+        "-R", "--recursive", action="store_true",
+        help="with -f DIR, also read the files of its subdirectories",
+    )  # fmt: skip
     p.add_argument("--config", metavar="FILE", help="YAML config (default: built-in, static data)")
     p.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml", help="output format")
     p.add_argument(
@@ -307,15 +369,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler: Handler = args.handler
     logs.configure("warning", stream=sys.stderr)  # `serve` switches to JSON on stdout
     try:
-        return handler(args)
+        code = handler(args)
+        sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
     except InvalidInput as exc:  # the config file, a provider section, CARBONSHIFT_REDIS_URL
-        print(f"carbonshift: config error: {exc}", file=sys.stderr)
+        print(error_line(exc, getattr(args, "config", None)), file=sys.stderr)
         return 2
     except UsageError as exc:
         print(f"carbonshift: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `carbonshift ... | head`: the reader has gone, say nothing
+        return _closed_pipe()
     except KeyboardInterrupt:
         return 130
+    return code
+
+
+def _closed_pipe() -> int:
+    """Exit quietly when stdout's reader has gone, as Python's documentation recommends
+    (``signal``, "Note on SIGPIPE"): point stdout at /dev/null so the interpreter's final
+    flush cannot fail again, and return 141, the status of a process killed by SIGPIPE."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return PIPE_CLOSED
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ import argparse
 import asyncio
 import dataclasses
 import logging
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
@@ -44,7 +45,7 @@ def add_parser(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "intensity",
         help="show the current carbon intensity per zone and where it came from",
-        description=__doc__.split("\n\n")[0] if __doc__ else None,
+        description=plain(__doc__.split("\n\n")[0]) if __doc__ else None,
     )
     parser.add_argument(
         "zones", nargs="*", metavar="ZONE",
@@ -68,6 +69,15 @@ def add_parser(subparsers: Any) -> None:
     parser.set_defaults(handler=run)
 
 
+_MARKUP = re.compile(r"``(?P<literal>[^`]+)``|:[a-z]+:`~?(?P<role>[^`]+)`")
+
+
+def plain(text: str) -> str:
+    """A docstring paragraph as plain help text: reStructuredText literals and roles
+    (double backticks, ``:class:`...```) become their bare text."""
+    return _MARKUP.sub(lambda m: m["literal"] or m["role"].rsplit(".", 1)[-1], text)
+
+
 def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
     """Entry point for the parsed ``intensity`` command; returns the exit status."""
     out = out or sys.stdout
@@ -85,7 +95,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
             return 2
         feed = IntensityFeed.from_config(cfg, zones)
     except (InvalidInput, ValueError) as exc:  # bad configuration or Redis URL
-        err.write(f"carbonshift intensity: {exc}\n")
+        err.write(config_mod.error_line(exc, args.config) + "\n")
         return 2
     statuses = asyncio.run(_collect(feed, zones))
     if _wants_json(args):
@@ -202,8 +212,8 @@ def run_clusters(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     try:
         cfg = config_mod.load(args.config)
         found, skipped, statuses = asyncio.run(_collect_clusters(args, cfg))
-    except (InvalidInput, ValueError) as exc:
-        err.write(f"carbonshift intensity: {exc}\n")
+    except (InvalidInput, ValueError) as exc:  # bad configuration or Redis URL
+        err.write(config_mod.error_line(exc, args.config) + "\n")
         return 2
     if _wants_json(args):
         rows = [_member_json(m, statuses.get(m.zone) if m.zone else None) for m in found]

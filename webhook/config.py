@@ -13,6 +13,7 @@ checks them and ``Config.provider_options`` keeps them for the provider's factor
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -21,7 +22,15 @@ import msgspec
 
 from webhook.providers.registry import PROVIDERS
 from webhook.regions import zone_for_region
-from webhook.validation import GridZone, Schema, check, convert, pattern, read_yaml
+from webhook.validation import (
+    GridZone,
+    InvalidInput,
+    Schema,
+    check,
+    convert,
+    pattern,
+    read_yaml,
+)
 
 DnsLabel = Annotated[
     str,
@@ -233,12 +242,82 @@ class Config(Schema, frozen=True):
 
 
 def load(path: str | Path | None) -> Config:
-    """Read and validate a config file; ``None`` gives the default configuration."""
-    return Config() if path is None else parse(read_yaml(path))
+    """Read and validate a config file; ``None`` gives the default configuration.
+
+    A problem raises :class:`InvalidInput` whose path starts with ``config FILE`` (what
+    :func:`error_line` prints)."""
+    if path is None:
+        return Config()
+    try:
+        return parse(read_yaml(path))
+    except InvalidInput as exc:
+        where = f"config {path}"
+        path_in_file = where if exc.path == str(path) else f"{where}: {exc.path}"
+        raise InvalidInput(path_in_file, exc.message) from None
+
+
+def error_line(exc: ValueError, file: str | Path | None = None) -> str:
+    """The one line every command prints for a configuration problem (exit status 2):
+    ``carbonshift: config FILE: KEY: message`` for a key of the config file ``file`` (also
+    when found after loading, e.g. an unreadable ``service.client_ca``), ``carbonshift:
+    config: KEY: message`` for a flag (``--kubeconfig``) or an environment variable."""
+    text = str(exc)
+    if text.startswith("config "):  # from load(): names its file already
+        return f"carbonshift: {text}"
+    key = exc.path if isinstance(exc, InvalidInput) else ""
+    if file is None or not key or _NOT_IN_FILE.match(key):
+        return f"carbonshift: config: {text}"
+    return f"carbonshift: config {file}: {text}"
+
+
+_NOT_IN_FILE = re.compile(r"^(--|[A-Z][A-Z0-9_]*$)")
+"""Error paths that name a flag or an environment variable, not a key of the file."""
 
 
 def parse(data: object) -> Config:
     """Validate an already-parsed document (a mapping)."""
+    try:
+        return _parse(data)
+    except InvalidInput as exc:
+        known = known_keys(exc.path) if exc.message == "unknown field" else None
+        if known is None:
+            raise
+        raise InvalidInput(exc.path, f"unknown key (known: {', '.join(known)})") from None
+
+
+def known_keys(path: str) -> list[str] | None:
+    """The keys valid next to the last key of ``path`` (``feed.x``: the ``feed`` keys; a
+    top-level key: every section and provider name), None when ``path`` is not in a
+    section the schema describes."""
+    *parents, _ = path.split(".")
+    node: msgspec.inspect.Type = msgspec.inspect.type_info(Config)
+    steps = list(parents)
+    while True:
+        if isinstance(node, msgspec.inspect.Metadata):
+            node = node.type
+        elif isinstance(node, msgspec.inspect.DictType) and steps:
+            node, steps = node.value_type, steps[1:]
+        elif isinstance(node, msgspec.inspect.StructType) and steps:
+            fields = {f.encode_name: f.type for f in node.fields}
+            if steps[0] not in fields:
+                return None
+            node, steps = fields[steps[0]], steps[1:]
+        elif isinstance(node, msgspec.inspect.StructType):
+            hidden = _NOT_KEYS.get(node.cls, ())
+            names = [f.encode_name for f in node.fields if f.encode_name not in hidden]
+            return names + list(PROVIDERS) if node.cls is Config else names
+        else:
+            return None
+
+
+_NOT_KEYS: Mapping[type, tuple[str, ...]] = {
+    ClusterConfig: ("name",),
+    Config: ("provider_options",),
+}
+"""Fields of the structs that are not keys of the file (filled in by :func:`parse`)."""
+
+
+def _parse(data: object) -> Config:
     doc = dict(convert(data, dict[str, Any]))
     options: dict[str, dict[str, Any]] = {}
     for name in [name for name in PROVIDERS if name in doc]:  # provider sections: options

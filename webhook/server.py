@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import functools
 import gc
+import os
 import signal
 import time
 from collections.abc import Awaitable, Callable
@@ -265,18 +267,18 @@ async def serve(
     )
     await runner.setup()
     site = GuardedSite(runner, host, port, ssl_context=tls.front, reuse_address=True, limits=limits)
-    await site.start()
-    log.info("serving", url=f"https://{host}:{port}", config_zones=list(config.zones_in_use()))
-
-    if stop is None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-    await feed.start(wait=False)  # /readyz answers 503 until every zone has data
-    gc.freeze()  # start-up objects never need collecting: shorter GC pauses per request
-    tasks = [asyncio.create_task(tls.watch(cert_reload_seconds), name="cert-watch")]
-    try:
+    tasks: list[asyncio.Task[None]] = []
+    try:  # a failure to listen stops what started above, as a shutdown does
+        await listen(site, host, port)
+        log.info("serving", url=f"https://{host}:{port}", config_zones=list(config.zones_in_use()))
+        if stop is None:
+            stop = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, stop.set)
+        await feed.start(wait=False)  # /readyz answers 503 until every zone has data
+        gc.freeze()  # start-up objects never need collecting: shorter GC pauses per request
+        tasks.append(asyncio.create_task(tls.watch(cert_reload_seconds), name="cert-watch"))
         await stop.wait()
     finally:
         log.info("shutting_down", in_progress=app[DRAIN].active)
@@ -297,6 +299,31 @@ async def serve(
         if fleet is not None:
             await _stop_fleet(*fleet)
         log.info("stopped", seconds=round(time.monotonic() - started, 3))
+
+
+class ListenError(Exception):
+    """The server cannot listen on its address (a busy port, no permission): one line for
+    the operator, exit status 1."""
+
+
+_LISTEN_HINTS = {
+    errno.EADDRINUSE: "another process listens there; stop it or pass another --port",
+    errno.EACCES: "ports below 1024 need privileges; pass --port 8443",
+    errno.EADDRNOTAVAIL: "no interface of this machine has that address; check --host",
+}
+
+
+async def listen(site: web.BaseSite, host: str, port: int) -> None:
+    """Start ``site``; an address it cannot bind raises :class:`ListenError` saying why
+    (``cannot listen on 127.0.0.1:8443: address already in use (...)``)."""
+    try:
+        await site.start()
+    except OSError as exc:
+        reason = os.strerror(exc.errno).lower() if exc.errno else str(exc)
+        hint = _LISTEN_HINTS.get(exc.errno or 0)
+        raise ListenError(
+            f"cannot listen on {host}:{port}: {reason}" + (f" ({hint})" if hint else "")
+        ) from None
 
 
 async def _drain(

@@ -233,10 +233,21 @@ def read_yaml(path: str | Path) -> object:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise InvalidInput(str(path), f"not valid YAML{where}") from None
+        raise InvalidInput(str(path), f"not valid YAML: {yaml_reason(exc)}") from None
     return {} if data is None else data
+
+
+def yaml_reason(exc: yaml.YAMLError, first_line: int = 1) -> str:
+    """The parser's own reason for a syntax error and where it is: ``expected ',' or ']',
+    but got '<stream end>' (line 3, column 1)``. ``first_line`` is the file line the parsed
+    text starts on (for one document of several)."""
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    context = getattr(exc, "context", None)
+    reason = f"{problem} {context}" if context else problem
+    mark = getattr(exc, "problem_mark", None)
+    if mark is None:
+        return reason
+    return f"{reason} (line {mark.line + first_line}, column {mark.column + 1})"
 
 
 def decoder(kind: type[T]) -> msgspec.json.Decoder[T]:

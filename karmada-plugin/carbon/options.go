@@ -16,7 +16,8 @@ const (
 // Options say where carbonshift is and how long to wait for it. Each setting comes from
 // a flag, else from an environment variable, else from the default.
 type Options struct {
-	// URL of the carbonshift server, e.g. https://carbonshift.carbonshift-system.svc:8443
+	// URL of the carbonshift server, e.g. https://carbonshift.carbonshift-system.svc:443
+	// (the port of the Service, manifests/base/service.yaml)
 	// (CARBONSHIFT_URL).
 	URL string
 	// CAFile is a PEM bundle to trust for the server certificate (CARBONSHIFT_CA_FILE);

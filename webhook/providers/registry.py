@@ -22,6 +22,7 @@ import msgspec
 
 from webhook.providers import electricitymaps, static, trace, ukgrid, watttime
 from webhook.providers.base import Provider
+from webhook.providers.credentials import resolve_secret
 from webhook.providers.http import HttpSettings
 from webhook.providers.options import NetworkOptions, NoOptions, parse
 from webhook.validation import InvalidInput
@@ -45,10 +46,19 @@ class ProviderRow:
     """The struct its YAML section must fit (unknown keys are refused)."""
     summary: str
     """One line for listings: what it is and what it needs."""
+    secrets: tuple[tuple[str, str], ...] = ()
+    """(credential option, the environment variable to use instead): a literal value in
+    the file is refused whether or not the provider is in the chain."""
 
     def check(self, section: Mapping[str, Any] | None) -> None:
-        """Validate the section's shape only (no files or environment are read)."""
+        """Validate the section's shape (no files or environment are read) and refuse
+        credentials written into it."""
         parse(section, self.options, self.name)
+        for option, env_name in self.secrets:
+            resolve_secret(
+                key=f"{self.name}.{option}", literal=(section or {}).get(option), file=None,
+                env_name=env_name, env={},
+            )  # fmt: skip
 
 
 PROVIDERS: Mapping[str, ProviderRow] = MappingProxyType(
@@ -60,12 +70,14 @@ PROVIDERS: Mapping[str, ProviderRow] = MappingProxyType(
                 electricitymaps.ElectricityMapsProvider.from_options,
                 electricitymaps.Options,
                 "Electricity Maps API v3, average intensity; needs an API token",
+                (("token", electricitymaps.TOKEN_ENV),),
             ),
             ProviderRow(
                 watttime.NAME,
                 watttime.WattTimeProvider.from_options,
                 watttime.Options,
                 "WattTime API v3, marginal intensity (MOER); needs an account",
+                (("password", watttime.PASSWORD_ENV),),
             ),
             ProviderRow(
                 ukgrid.NAME,
