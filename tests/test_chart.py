@@ -398,11 +398,30 @@ def self_managed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return copy_dir
 
 
+def with_network_policy(manifests: Path, overlay: str, cidr: str) -> Path:
+    """An overlay of ``manifests/overlays/<overlay>`` with the opt-in NetworkPolicy
+    component and the API server's CIDR set, as README "Deploying to a cluster" shows."""
+    directory = manifests / "overlays" / f"{overlay}-network-policy"
+    directory.mkdir()
+    patch = f"- {{op: replace, path: /spec/ingress/0/from/0/ipBlock/cidr, value: {cidr}}}"
+    kustomization = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": [f"../{overlay}"],
+        "components": ["../../components/networkpolicy"],
+        "patches": [{"target": {"kind": "NetworkPolicy", "name": "carbonshift"}, "patch": patch}],
+    }
+    (directory / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
+    return directory
+
+
 def test_the_chart_renders_what_the_cert_manager_overlay_renders(
-    render: Callable[..., list[Doc]], kubectl: Path
+    render: Callable[..., list[Doc]], kubectl: Path, tmp_path: Path
 ) -> None:
     chart = render("-f", _values("cluster-values.yaml"))
-    kust = kustomize(kubectl, MANIFESTS / "overlays" / "cert-manager")
+    manifests = tmp_path / "manifests"
+    shutil.copytree(MANIFESTS, manifests, ignore=shutil.ignore_patterns("certs"))
+    kust = kustomize(kubectl, with_network_policy(manifests, "cert-manager", "10.0.0.0/8"))
     # The namespace: Helm installs into one (`-n carbonshift-system --create-namespace`,
     # labelled as README "Install" says); it does not own it.
     _assert_agree(chart, kust, ignore={("Namespace", NAMESPACE)})
@@ -420,7 +439,7 @@ def test_the_chart_renders_what_the_self_managed_overlay_renders(
         "--set", "networkPolicy.enabled=true",
         "--set", "networkPolicy.apiServerCIDRs={10.0.0.0/8}",
     )  # fmt: skip
-    kust = kustomize(kubectl, self_managed / "overlays" / "self-managed")
+    kust = kustomize(kubectl, with_network_policy(self_managed, "self-managed", "10.0.0.0/8"))
     # kustomize names the generated Secret by its content (carbonshift-tls-<hash>) and
     # points the Deployment at that name; the chart's is carbonshift-tls.
     secret = next(d for d in kust if d["kind"] == "Secret")

@@ -6,14 +6,18 @@ the real API server.)"""
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from webhook.server import serve
 
-BASE = Path(__file__).resolve().parents[1] / "manifests" / "base"
+MANIFESTS = Path(__file__).resolve().parents[1] / "manifests"
+BASE = MANIFESTS / "base"
+NETWORK_POLICY = MANIFESTS / "components" / "networkpolicy"
 
 
 def documents() -> dict[str, dict[str, Any]]:
@@ -62,8 +66,29 @@ def test_shutdown_fits_the_grace_period() -> None:
     assert sleep + drain + 5 <= POD["spec"]["terminationGracePeriodSeconds"]
 
 
+def _component() -> dict[str, Any]:
+    kustomization = yaml.safe_load((NETWORK_POLICY / "kustomization.yaml").read_text())
+    assert kustomization["kind"] == "Component"
+    (name,) = kustomization["resources"]
+    policy: dict[str, Any] = yaml.safe_load((NETWORK_POLICY / name).read_text())
+    return policy
+
+
+def test_the_network_policy_is_opt_in_and_ships_no_guessed_api_server_address() -> None:
+    """A guessed API-server range silently blocks admissions wherever it is wrong (the
+    webhook fails open), so the policy is not in the base, and its ipBlock is a placeholder
+    the API server refuses until an overlay sets it."""
+    assert "NetworkPolicy" not in DOCS
+    blocks = [p["ipBlock"]["cidr"] for r in _component()["spec"]["ingress"] for p in r["from"]
+              if "ipBlock" in p]  # fmt: skip
+    assert blocks == ["REQUIRED-api-server-CIDR"]
+    for cidr in blocks:
+        with pytest.raises(ValueError, match="does not appear to be an IPv4 or IPv6 network"):
+            ipaddress.ip_network(cidr)
+
+
 def test_the_network_policy_admits_only_the_callers_on_the_https_port() -> None:
-    policy = DOCS["NetworkPolicy"]["spec"]
+    policy = _component()["spec"]
     assert policy["policyTypes"] == ["Ingress"]
     selected = policy["podSelector"]["matchLabels"]
     assert selected.items() <= POD["metadata"]["labels"].items()
