@@ -10,6 +10,7 @@ status 400 and the body ``{"error": "<path>: <message>"}`` (:func:`error_body`).
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -257,7 +258,25 @@ def decoder(kind: type[T]) -> msgspec.json.Decoder[T]:
 
 def decode(raw: bytes | msgspec.Raw, using: msgspec.json.Decoder[T], prefix: str = "") -> T:
     """Decode and validate a JSON body with a decoder from :func:`decoder`; error paths
-    start with ``prefix`` (for a part of a larger document)."""
+    start with ``prefix`` (for a part of a larger document).
+
+    ``null`` reads as Go's decoders read it (:func:`go_nulls`): a field that cannot hold
+    it takes its default, as if absent, and a map value or list item its type's zero
+    value. Bodies without such nulls decode in one pass; only a refused one is read again.
+    """
+    try:
+        return _decode(raw, using, prefix)
+    except InvalidInput as first:
+        try:
+            data = orjson.loads(bytes(raw))
+        except orjson.JSONDecodeError:  # not JSON, or beyond what orjson reads
+            raise first from None
+        if not go_nulls(data, using.type):
+            raise
+        return _decode(orjson.dumps(data), using, prefix)
+
+
+def _decode(raw: bytes | msgspec.Raw, using: msgspec.json.Decoder[T], prefix: str) -> T:
     try:
         return using.decode(raw)
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
@@ -266,6 +285,95 @@ def decode(raw: bytes | msgspec.Raw, using: msgspec.json.Decoder[T], prefix: str
         raise InvalidInput(prefix, "not valid JSON: a string is not valid UTF-8") from None
     except RecursionError:  # a free-form part (decoded as Any) nested thousands deep
         raise InvalidInput(prefix, "not valid JSON: nested too deeply") from None
+
+
+def go_nulls(data: object, kind: Any) -> bool:
+    """Rewrite, in place, the ``null`` values of decoded JSON ``data`` that ``kind`` (a
+    msgspec type) cannot hold, the way Kubernetes' Go decoders read them: a struct field
+    is left out (its default applies; Go leaves the zero value), a required one becomes
+    its type's zero value, and a map value or list item becomes the zero value of its
+    type (``""``, ``0``, ``false``, ``{}``, ``[]``). Fields that may be ``null`` (Go
+    pointers: ``X | None``) keep it. Returns whether anything changed."""
+    return _nulls(_type_info(kind), data)
+
+
+@functools.cache
+def _type_info(kind: Any) -> msgspec.inspect.Type:
+    return msgspec.inspect.type_info(kind)
+
+
+def _nulls(node: msgspec.inspect.Type, data: object) -> bool:
+    inspect = msgspec.inspect
+    node = _bare(node)
+    if isinstance(node, inspect.UnionType):
+        shape = dict if isinstance(data, dict) else list if isinstance(data, list) else None
+        found = [t for t in map(_bare, node.types) if shape is not None and _holds(t, shape)]
+        return _nulls(found[0], data) if found else False
+    changed = False
+    if isinstance(node, inspect.StructType) and isinstance(data, dict):
+        for field in node.fields:
+            key = field.encode_name
+            if key not in data:
+                continue
+            if data[key] is not None or _nullable(field.type):
+                changed |= _nulls(field.type, data[key])
+            elif field.required:
+                data[key] = _zero(field.type)
+                changed = True
+            else:
+                del data[key]
+                changed = True
+    elif isinstance(node, inspect.DictType | inspect.FrozenDictType) and isinstance(data, dict):
+        for key, value in data.items():
+            changed |= _item(node.value_type, data, key, value)
+    elif isinstance(node, inspect.CollectionType) and isinstance(data, list):
+        for index, value in enumerate(data):
+            changed |= _item(node.item_type, data, index, value)
+    return changed
+
+
+def _item(node: msgspec.inspect.Type, data: Any, where: object, value: object) -> bool:
+    if value is None and not _nullable(node):
+        data[where] = _zero(node)
+        return True
+    return _nulls(node, value)
+
+
+def _bare(node: msgspec.inspect.Type) -> msgspec.inspect.Type:
+    return _bare(node.type) if isinstance(node, msgspec.inspect.Metadata) else node
+
+
+def _holds(node: msgspec.inspect.Type, shape: type) -> bool:
+    """Whether ``node`` is read from a JSON object (``shape`` dict) or array (list)."""
+    inspect = msgspec.inspect
+    if shape is dict:
+        return isinstance(node, inspect.StructType | inspect.DictType | inspect.FrozenDictType)
+    return isinstance(node, inspect.CollectionType)
+
+
+def _nullable(node: msgspec.inspect.Type) -> bool:
+    inspect = msgspec.inspect
+    node = _bare(node)
+    if isinstance(node, inspect.UnionType):
+        return any(map(_nullable, node.types))
+    return isinstance(node, inspect.NoneType | inspect.AnyType | inspect.RawType)
+
+
+def _zero(node: msgspec.inspect.Type) -> object:
+    """Go's zero value of a type, as JSON data."""
+    inspect = msgspec.inspect
+    node = _bare(node)
+    if isinstance(node, inspect.StructType | inspect.DictType | inspect.FrozenDictType):
+        return {}
+    if isinstance(node, inspect.CollectionType):
+        return []
+    zeros: dict[type, object] = {
+        inspect.StrType: "",
+        inspect.IntType: 0,
+        inspect.FloatType: 0.0,
+        inspect.BoolType: False,
+    }
+    return zeros.get(type(node))
 
 
 def error_body(exc: InvalidInput | str) -> bytes:
