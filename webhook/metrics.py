@@ -48,6 +48,12 @@ SCHEDULER_REQUESTS = Counter(
     "Filter/score requests from schedulers, by endpoint and outcome.",
     ["endpoint", "outcome"],
 )
+SCHEDULER_IGNORED_ANNOTATIONS = Counter(
+    "carbonshift_scheduler_ignored_annotations_total",
+    "carbonshift.io/* annotations with a malformed value that a filter/score request "
+    "ignored (answered without them, with a warning), by API (karmada, extender).",
+    ["api", "annotation"],
+)
 SCHEDULER_SECONDS = Histogram(
     "carbonshift_scheduler_duration_seconds",
     "Server time to answer one filter/score request.",

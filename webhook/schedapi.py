@@ -13,6 +13,10 @@ Routes (registered by :func:`add_routes`):
 Handlers answer from memory only (:meth:`IntensityFeed.snapshot`); a zone without data is
 registered with :meth:`IntensityFeed.want` for the background refresher and scored
 neutral. Malformed requests get 400 with ``{"error": "<field>: <problem>"}``, never 500.
+A malformed ``carbonshift.io/*`` annotation value on the workload is not a malformed
+request: the knob is ignored, the rest answered, the Karmada answers carry a ``warnings``
+entry naming it and ``carbonshift_scheduler_ignored_annotations_total`` counts it (a 400
+would make the Karmada plugin let every cluster through).
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ from webhook.decision.clusters import (
     node_zone,
 )
 from webhook.intensity import utcnow
-from webhook.metrics import SCHEDULER_REQUESTS, SCHEDULER_SECONDS
+from webhook.metrics import SCHEDULER_IGNORED_ANNOTATIONS, SCHEDULER_REQUESTS, SCHEDULER_SECONDS
 from webhook.state import STATE, ServerState
 from webhook.validation import InvalidInput
 
@@ -71,11 +75,14 @@ def _unique(names: list[str], where: str) -> None:
         raise InvalidInput(where, "names must be unique")
 
 
-def _limit(annotations: Annotations | None, where: str) -> float | None:
+def _limit(annotations: Annotations | None, where: str, api: str) -> tuple[float | None, list[str]]:
+    """The workload's ``max-intensity`` and the warnings about it: a malformed value is
+    ignored (no limit), named in a warning and counted, never a 400."""
     try:
-        return vocabulary.limit_of(annotations)
+        return vocabulary.limit_of(annotations), []
     except InvalidInput as exc:
-        raise exc.within(where) from None
+        SCHEDULER_IGNORED_ANNOTATIONS.labels(api, vocabulary.MAX_INTENSITY).inc()
+        return None, [f"{exc.within(where)}; ignored, answered without it"]
 
 
 class KarmadaCluster(msgspec.Struct, frozen=True, gc=False):
@@ -119,6 +126,8 @@ class KarmadaRequest:
     clusters: list[KarmadaCluster]
     limit: float | None
     """The workload's ``carbonshift.io/max-intensity`` in gCO2eq/kWh, None when absent."""
+    warnings: list[str]
+    """Annotations ignored because their value is malformed."""
 
 
 def parse_karmada(raw: bytes) -> KarmadaRequest:
@@ -127,7 +136,8 @@ def parse_karmada(raw: bytes) -> KarmadaRequest:
     body = validation.decode(raw, _karmada_decoder)
     _unique([c.name for c in body.clusters], "clusters")
     annotations = body.workload.annotations if body.workload is not None else None
-    return KarmadaRequest(body.clusters, _limit(annotations, "workload.annotations"))
+    limit, warnings = _limit(annotations, "workload.annotations", "karmada")
+    return KarmadaRequest(body.clusters, limit, warnings)
 
 
 class _Meta(msgspec.Struct, frozen=True, gc=False):
@@ -191,7 +201,7 @@ def parse_extender(raw: bytes) -> ExtenderRequest:
     "NodeNames": [...]}``; :class:`InvalidInput` names the offending field."""
     args = validation.decode(raw, _extender_decoder)
     pod = args.pod.metadata.annotations if args.pod is not None else None
-    limit = _limit(pod, "Pod.metadata.annotations")
+    limit, _ = _limit(pod, "Pod.metadata.annotations", "extender")  # no room for warnings
     if args.nodes is not None:
         items = args.nodes.items or []
         candidates = []
@@ -238,8 +248,8 @@ def karmada_filter(state: ServerState, raw: bytes) -> bytes:
         "clusters": verdict.kept,
         "filtered": [{"name": n, "reason": r} for n, r in verdict.removed],
     }
-    if verdict.warnings:
-        out["warnings"] = verdict.warnings
+    if req.warnings or verdict.warnings:
+        out["warnings"] = [*req.warnings, *verdict.warnings]
     return orjson.dumps(out)
 
 
@@ -255,10 +265,11 @@ class ClusterScore(msgspec.Struct, gc=False, omit_defaults=True, rename="camel")
     reason: str | None = None
 
 
-class ScoreAnswer(msgspec.Struct, gc=False):
-    """``{"scores": [...]}``, request order."""
+class ScoreAnswer(msgspec.Struct, gc=False, omit_defaults=True):
+    """``{"scores": [...]}``, request order; ``warnings`` only when there are some."""
 
     scores: list[ClusterScore]
+    warnings: list[str] | None = None
 
 
 _encode = msgspec.json.Encoder().encode
@@ -275,7 +286,7 @@ def karmada_score(state: ServerState, raw: bytes) -> bytes:
         if shared is None:
             shared = facts[id(v)] = _score_facts(v, now)
         scores.append(ClusterScore(name, *shared))
-    return _encode(ScoreAnswer(scores))
+    return _encode(ScoreAnswer(scores, req.warnings or None))
 
 
 def _score_facts(v: Verdict, now: datetime) -> tuple[Any, ...]:

@@ -197,7 +197,6 @@ BAD_KARMADA = [
     {"clusters": [{"name": "a"}], "workload": []},
     {"clusters": [{"name": "a"}], "workload": {"replicas": -1}},
     {"clusters": [{"name": "a"}], "workload": {"replicas": True}},
-    {"clusters": [{"name": "a"}], "workload": {"annotations": {MAX: "lots"}}},
     {"clusters": [{"name": "a"}], "workload": {"annotations": {MAX: 300}}},
     {"clusters": [{"name": f"c{i}"} for i in range(10_001)]},
 ]
@@ -218,7 +217,6 @@ BAD_EXTENDER = [
     b"{",
     b"1",
     {"Pod": []},
-    {"Pod": {"metadata": {"annotations": {MAX: "-4"}}}},
     {"Nodes": []},
     {"Nodes": {"items": {}}},
     {"Nodes": {"items": [{}]}},
@@ -262,4 +260,54 @@ async def test_metrics_count_requests(client: Client) -> None:
     counter = SCHEDULER_REQUESTS.labels("karmada/filter", "bad_request")
     before = counter._value.get()
     await post(client, "/v1/karmada/filter", b"x")
+    assert counter._value.get() == before + 1
+
+
+MALFORMED = "workload.annotations.carbonshift.io/max-intensity: must be a number >= 0"
+
+
+async def test_karmada_filter_ignores_only_a_malformed_annotation_and_warns(
+    client: Client,
+) -> None:
+    """A 400 would make the Karmada plugin fail open for every cluster: the malformed knob
+    is ignored, the rest answered, the warning names it and a metric counts it."""
+    from webhook.metrics import SCHEDULER_IGNORED_ANNOTATIONS  # noqa: PLC0415
+
+    counter = SCHEDULER_IGNORED_ANNOTATIONS.labels("karmada", MAX)
+    before = counter._value.get()
+    body = {**ISSUE_REQUEST, "workload": {"annotations": {MAX: "lots"}}}
+    status, answer = await post(client, "/v1/karmada/filter", body)
+    assert status == 200
+    assert (answer["clusters"], answer["filtered"]) == (["m1", "m2"], [])
+    (warning,) = answer["warnings"]
+    assert warning.startswith(MALFORMED)
+    assert "'lots'; ignored" in warning
+    assert counter._value.get() == before + 1
+
+
+async def test_karmada_score_ignores_a_malformed_annotation_and_warns(client: Client) -> None:
+    body = {**ISSUE_REQUEST, "workload": {"annotations": {MAX: "-4"}}}
+    status, answer = await post(client, "/v1/karmada/score", body)
+    _, plain = await post(client, "/v1/karmada/score", {"clusters": ISSUE_REQUEST["clusters"]})
+    assert status == 200
+    assert [s["score"] for s in answer["scores"]] == [s["score"] for s in plain["scores"]]
+    (warning,) = answer["warnings"]
+    assert warning.startswith(MALFORMED)
+    assert "warnings" not in plain
+
+
+@pytest.mark.parametrize("path", ["/v1/extender/filter", "/v1/extender/prioritize"])
+async def test_extender_ignores_a_malformed_annotation(client: Client, path: str) -> None:
+    from webhook.metrics import SCHEDULER_IGNORED_ANNOTATIONS  # noqa: PLC0415
+
+    counter = SCHEDULER_IGNORED_ANNOTATIONS.labels("extender", MAX)
+    before = counter._value.get()
+    body = {"Pod": {"metadata": {"annotations": {MAX: "-4"}}}, "NodeNames": ["a", "b"]}
+    status, answer = await post(client, path, body)
+    assert status == 200
+    if path.endswith("filter"):
+        assert answer["NodeNames"] == ["a", "b"]
+        assert answer["FailedAndUnresolvableNodes"] == {}
+    else:
+        assert [h["Host"] for h in answer] == ["a", "b"]
     assert counter._value.get() == before + 1

@@ -25,6 +25,7 @@ from tests.schedapi.test_schedapi_http import (
     GREEN,
     GRID,
     ISSUE_REQUEST,
+    MAX,
 )
 
 DOC: dict[str, Any] = orjson.loads(
@@ -55,8 +56,13 @@ GOOD = {
             "clusters": [{"name": "a", "zone": "PL"}],
             "workload": {"annotations": {"carbonshift.io/max-intensity": "1"}},
         },
+        {"clusters": [{"name": "a"}], "workload": {"annotations": {MAX: "lots"}}},
     ],
-    "/v1/karmada/score": [ISSUE_REQUEST, {"clusters": [{"name": "u", "region": "nowhere"}]}],
+    "/v1/karmada/score": [
+        ISSUE_REQUEST,
+        {"clusters": [{"name": "u", "region": "nowhere"}]},
+        {"clusters": [{"name": "a"}], "workload": {"annotations": {MAX: "lots"}}},
+    ],
     "/v1/extender/filter": [
         {
             "Pod": {"metadata": {"annotations": {"carbonshift.io/max-intensity": "300"}}},
