@@ -51,7 +51,6 @@ plugin-test: ## go vet + go test of the Karmada scheduler plugin (karmada-plugin
 
 binaries: ## Build the pinned etcd, kube-apiserver, kubectl, karmada-* into .cache/bin and fetch their CRDs (Go)
 	hack/build-binaries.sh
-	hack/crds.sh
 
 crds: ## Fetch the CRDs the tests read from the pinned Go modules into .cache/bin/crds (cached; offline once fetched)
 	hack/crds.sh --no-generate

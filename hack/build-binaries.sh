@@ -7,7 +7,8 @@
 #
 # Output goes to $CARBONSHIFT_CACHE (default: .cache/bin in the repository). Each binary
 # has a stamp file <name>.version; a binary whose stamp matches the pinned version is
-# not rebuilt. Usage: hack/build-binaries.sh [NAME ...]   (default: all)
+# not rebuilt. Every run ends with hack/crds.sh: the CRDs of the same pinned modules into
+# $CARBONSHIFT_CACHE/crds, stamped alike. Usage: hack/build-binaries.sh [NAME ...]   (default: all)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -151,13 +152,14 @@ main() {
     done
     if wanted karmada-scheduler; then build_karmada_scheduler; fi
     build_karpenter
+    CARBONSHIFT_CACHE="$CACHE" "$ROOT/hack/crds.sh"
     log "done in $((SECONDS - total))s"
 }
 
 case "${1:-}" in
     -h|--help)
         printf 'usage: hack/build-binaries.sh [NAME ...]\n\n'
-        sed -n '2,10p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+        sed -n '2,11p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
         printf '\nnames: %s\n' "$(for b in "${TOOL_BINARIES[@]}"; do printf '%s ' "${b%%|*}"; done)karmada-scheduler$(for b in "${KARPENTER_BINARIES[@]}"; do printf ' %s' "${b%%|*}"; done)"
         exit 0 ;;
 esac
