@@ -108,7 +108,7 @@ KEYS = (
 INTENSITY_CLASSES = ("low", "medium", "high")
 """Values of :data:`INTENSITY_CLASS`, greenest first."""
 
-POLICY_STRATEGIES = ("weighted", "none")
+POLICY_STRATEGIES = ("fill", "weighted", "none")
 NODEPOOL_STRATEGIES = ("efficiency", "zones", "weight", "pause")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from webhook.config import ClusterConfig
-from webhook.simulate.karmada import (
+from webhook.decision.division import (
     divide_available,
     divide_static,
     fnv32a,

@@ -23,6 +23,8 @@ from webhook.patch import build
 from webhook.vocabulary import DECISION
 
 NAMES = ["member-fr", "member-de", "member-pl", "unknown-x"]
+WEIGHTED = {"carbonshift.io/strategy": "weighted"}
+"""Static carbon weights instead of the default ordered fill (``tests/decision/test_fill.py``)."""
 
 
 def policy(placement: dict[str, Any] | None = None, **annotations: str) -> dict[str, Any]:
@@ -63,7 +65,7 @@ def weights_of(obj: dict[str, Any]) -> dict[str, int]:
 def test_divided_policy_gets_weighted_division_greener_higher(
     config: Config, table: dict[str, Reading]
 ) -> None:
-    stored, warnings = mutate(policy(divided()), PolicyInputs(config.clusters, table))
+    stored, warnings = mutate(policy(divided(), **WEIGHTED), PolicyInputs(config.clusters, table))
     scheduling = stored["spec"]["placement"]["replicaScheduling"]
     assert scheduling["replicaDivisionPreference"] == "Weighted"
     w = weights_of(stored)
@@ -87,12 +89,12 @@ def test_weights_only_cover_clusters_the_policy_allows(
     config: Config, table: dict[str, Reading]
 ) -> None:
     placement = divided() | {"clusterAffinity": {"clusterNames": ["member-de", "member-pl"]}}
-    stored, _ = mutate(policy(placement), PolicyInputs(config.clusters, table))
+    stored, _ = mutate(policy(placement, **WEIGHTED), PolicyInputs(config.clusters, table))
     assert set(weights_of(stored)) == {"member-de", "member-pl"}
     placement = divided() | {
         "clusterAffinity": {"labelSelector": {"matchLabels": {"tier": "prod"}}}
     }
-    stored, _ = mutate(policy(placement), PolicyInputs(config.clusters, table))
+    stored, _ = mutate(policy(placement, **WEIGHTED), PolicyInputs(config.clusters, table))
     assert set(weights_of(stored)) == {"member-fr", "member-de"}
 
 
@@ -129,11 +131,11 @@ def test_max_clusters_builds_ordered_terms_keeping_selectors(
 def test_max_intensity_excludes_dirty_clusters_and_keeps_the_greenest_if_all_are(
     config: Config, table: dict[str, Reading]
 ) -> None:
-    obj = policy(divided(), **{"carbonshift.io/max-intensity": "400"})
+    obj = policy(divided(), **WEIGHTED, **{"carbonshift.io/max-intensity": "400"})
     stored, _ = mutate(obj, PolicyInputs(config.clusters, table))
     assert stored["spec"]["placement"]["clusterAffinity"]["exclude"] == ["member-pl"]
     assert set(weights_of(stored)) == {"member-fr", "member-de"}
-    obj = policy(divided(), **{"carbonshift.io/max-intensity": "10"})
+    obj = policy(divided(), **WEIGHTED, **{"carbonshift.io/max-intensity": "10"})
     stored, warnings = mutate(obj, PolicyInputs(config.clusters, table))
     assert stored["spec"]["placement"]["clusterAffinity"]["exclude"] == ["member-de", "member-pl"]
     assert any("keeping member-fr" in w for w in warnings)
@@ -191,7 +193,8 @@ def test_a_refresh_recomputes_from_the_users_placement(
     config: Config, table: dict[str, Reading]
 ) -> None:
     inputs = PolicyInputs(config.clusters, table)
-    stored, _ = mutate(policy(divided(), **{"carbonshift.io/max-clusters": "1"}), inputs)
+    obj = policy(divided(), **WEIGHTED, **{"carbonshift.io/max-clusters": "1"})
+    stored, _ = mutate(obj, inputs)
     greener_pl = dict(table) | {"PL": dataclasses.replace(table["PL"], value=10.0)}
     again, _ = mutate(stored, PolicyInputs(config.clusters, greener_pl))
     terms = again["spec"]["placement"]["clusterAffinities"]
@@ -226,7 +229,7 @@ annotation_sets = st.fixed_dictionaries(
     optional={
         "carbonshift.io/max-clusters": st.sampled_from(["1", "2", "5", "x"]),
         "carbonshift.io/max-intensity": st.sampled_from(["50", "400", "1000", "-1"]),
-        "carbonshift.io/strategy": st.sampled_from(["weighted", "none", "bogus"]),
+        "carbonshift.io/strategy": st.sampled_from(["fill", "weighted", "none", "bogus"]),
     },
 )
 
@@ -282,7 +285,7 @@ def _refreshed(
 def test_a_refresh_keeps_the_placement_within_the_dwell_time_and_margin(
     config: Config, table: dict[str, Reading]
 ) -> None:
-    obj = policy(divided(), **{"carbonshift.io/max-clusters": "1"})
+    obj = policy(divided(), **WEIGHTED, **{"carbonshift.io/max-clusters": "1"})
     stored, _ = mutate(obj, PolicyInputs(config.clusters, table, now=NOW))
     assert Record.decode(stored["metadata"]["annotations"][DECISION]).body["since"]
     # DE gets a little greener: new weights, but the greenest term (where Karmada places

@@ -52,6 +52,7 @@ UNIVERSE = parse(
 KNOWN = parse(FLEET).clusters
 VALUES = {"member-fr": 60.0, "member-de": 380.0, "member-pl": 700.0}
 OURS = (GREEN_TERM, FALLBACK_TERM)
+WEIGHTED = {"carbonshift.io/strategy": "weighted"}
 
 
 def _inputs() -> PolicyInputs:
@@ -357,7 +358,7 @@ def test_green_first_fallback_keeps_the_users_selection() -> None:
 
 
 def test_static_weights_keep_unknown_clusters_of_an_open_selection() -> None:
-    stored, _, record = check(policy(_divided()))
+    stored, _, record = check(policy(_divided(), **WEIGHTED))
     entries = stored["spec"]["placement"]["replicaScheduling"]["weightPreference"][
         "staticWeightList"
     ]
@@ -371,7 +372,7 @@ def test_static_weights_keep_unknown_clusters_of_an_open_selection() -> None:
 
 def test_named_clusters_get_no_catch_all() -> None:
     named = {"clusterAffinity": {"clusterNames": ["member-fr", "member-pl"]}}
-    stored, _, _ = check(policy(_divided() | named))
+    stored, _, _ = check(policy(_divided() | named, **WEIGHTED))
     entries = stored["spec"]["placement"]["replicaScheduling"]["weightPreference"][
         "staticWeightList"
     ]
@@ -468,7 +469,7 @@ annotation_sets = st.fixed_dictionaries(
     optional={
         "carbonshift.io/max-clusters": st.sampled_from(["1", "2", "5"]),
         "carbonshift.io/max-intensity": st.sampled_from(["50", "100", "400", "1000"]),
-        "carbonshift.io/strategy": st.sampled_from(["weighted", "none"]),
+        "carbonshift.io/strategy": st.sampled_from(["fill", "weighted", "none"]),
         "carbonshift.io/override": st.sampled_from(["true", "false"]),
     },
 )

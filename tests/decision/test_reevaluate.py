@@ -46,7 +46,7 @@ def ctx(at: datetime, values: Mapping[str, Reading]) -> kinds.Context:
 
 
 def admitted(at: datetime, **values: float) -> dict[str, Any]:
-    """A Divided policy as admission stored it at ``at``."""
+    """A Divided policy with static carbon weights as admission stored it at ``at``."""
     policy: dict[str, Any] = {
         "apiVersion": "policy.karmada.io/v1alpha1",
         "kind": "PropagationPolicy",
@@ -54,6 +54,7 @@ def admitted(at: datetime, **values: float) -> dict[str, Any]:
             "name": "web",
             "namespace": "shop",
             "creationTimestamp": at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "annotations": {"carbonshift.io/strategy": "weighted"},
         },
         "spec": {"placement": {"replicaScheduling": {"replicaSchedulingType": "Divided"}}},
     }

@@ -1,4 +1,4 @@
-"""How Karmada turns a placement into replica counts, replicated for the simulator.
+"""How Karmada divides replicas among clusters: one implementation for the leader and the simulator.
 
 - :func:`webster`: the Webster / Sainte-Laguë highest-averages method Karmada's
   ``AllocateWebsterSeats`` uses: seats go one at a time to the party with the largest

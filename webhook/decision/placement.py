@@ -5,8 +5,15 @@ decide (see README "Annotations"):
 
 - candidates: the clusters the policy already allows (never more);
 - ``carbonshift.io/max-intensity``: exclude candidates above the limit;
-- ``carbonshift.io/max-clusters``: ordered ``clusterAffinities``, greenest N first;
-- Divided policies (or ``carbonshift.io/strategy: weighted``): a static weight list.
+- Divided policies (strategy ``fill``, the default): ordered fill. One
+  ``clusterAffinities`` term whose inline affinity is the greenest cluster and whose
+  ``overflowAffinities`` are the others, greenest first, divided by
+  ``dynamicWeight: AvailableReplicas``: Karmada fills the greenest cluster up to its
+  room, then the next (:mod:`webhook.decision.capacity`);
+- ``carbonshift.io/max-clusters``: the greenest N share the first tier (ordered fill), or
+  green-first ``clusterAffinities`` where the fill cannot be written;
+- ``carbonshift.io/strategy: weighted``: a static weight list (also where the ordered fill
+  cannot be written).
 
 Fields the user set are never overwritten unless ``carbonshift.io/override: "true"``.
 The user's intent is never changed, with or without override (README "PropagationPolicy
@@ -35,8 +42,17 @@ from webhook.decision.selectors import SelectorError, allowed_clusters, is_open
 from webhook.intensity import IntensityTable
 from webhook.vocabulary import DECISION, MAX_CLUSTERS, MAX_INTENSITY, Knobs
 
+Tiers = list[list[str]]
+
 GREEN_TERM = "carbonshift-greenest"
 FALLBACK_TERM = "carbonshift-fallback"
+TIER_TERM = "carbonshift-tier-"
+"""Overflow tiers of the ordered fill: ``carbonshift-tier-1``, ``-2``... (greenest first)."""
+OTHERS_TERM = "carbonshift-others"
+"""Last overflow tier of an open selection: the clusters carbonshift does not know."""
+FILL = "ordered fill"
+_TIER_DEPTH = 10
+"""Tiers the hysteresis tells apart in an ordered fill (:func:`in_force`)."""
 _OWN = "placement."
 _SELECTOR_KEYS = ("labelSelector", "fieldSelector", "exclude")
 
@@ -174,17 +190,12 @@ def decide(policy: Mapping[str, Any], inputs: PolicyInputs) -> Decision:
         # carbonshift does not know, or that join later, must stay reachable.
         opened=_open_selection(base) and (reach is None or any(map(is_open, reach))),
         known=known,
+        unweighted=_unweighted_terms(base, known, reach),
     )
     limits = _Limits(user_terms and not override, groups, shape.spread, known)
     intensities = _apply_limit(new, dict(data.values), knobs.max_intensity, limits, notes)
-    green = False
-    if knobs.max_clusters is not None:
-        if user_terms and not override:
-            notes.leave(MAX_CLUSTERS, "the policy has its own clusterAffinities")
-        else:
-            green = shape.green_first(new, order_greenest(intensities), knobs.max_clusters, notes)
-    weights, others = _apply_weights(
-        new, intensities, knobs, shape, green, weighting=inputs.weighting, notes=notes
+    tiers, weights, others = _place(
+        new, intensities, knobs, shape, user_terms, weighting=inputs.weighting, notes=notes
     )
 
     changes = _diff(current, new)
@@ -193,6 +204,9 @@ def decide(policy: Mapping[str, Any], inputs: PolicyInputs) -> Decision:
         decision.record = previous
         return decision
     body = data.body(weights) | notes.body(others)
+    for k, tier in enumerate(tiers):
+        for name in tier:
+            body["clusters"][name]["t"] = k
     # When this placement came into force: the data time of the decision that made it
     # (deterministic for given inputs, so identical reviews get identical answers).
     body["since"] = (not changes and previous.body.get("since")) or body["at"]
@@ -211,6 +225,40 @@ class _Shape:
     """The user's static weight targets (Karmada's reach), None: no user static weights."""
     opened: bool
     known: Mapping[str, ClusterConfig]
+    unweighted: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    """Open user terms none of whose known clusters has a user static weight: Karmada
+    weighs all their clusters 1, so their unknown clusters stay reachable too."""
+
+    def fill(
+        self,
+        placement: dict[str, Any],
+        intensities: Mapping[str, float | None],
+        first: int | None,
+    ) -> Tiers:
+        """Ordered fill: one term, the greenest tier inline, the others as overflow tiers.
+
+        ``first``: how many clusters share the first tier (``max-clusters``; default:
+        the greenest, with any equally green). Each tier keeps the user's selectors; an
+        open selection ends in a tier for the clusters carbonshift does not know.
+        Returns the tiers written, greenest first.
+        """
+        tiers = fill_order(intensities, first)
+        affinity = placement.get("clusterAffinity") or {}
+        selectors = {k: affinity[k] for k in _SELECTOR_KEYS if affinity.get(k)}
+        term: dict[str, Any] = {"affinityName": GREEN_TERM, **selectors, "clusterNames": tiers[0]}
+        overflow = [
+            {"affinityName": f"{TIER_TERM}{k}", **selectors, "clusterNames": names}
+            for k, names in enumerate(tiers[1:], 1)
+        ]
+        if self.opened:
+            named = {n for t in tiers for n in t} | set(selectors.get("exclude") or [])
+            overflow.append({"affinityName": OTHERS_TERM, **selectors, "exclude": sorted(named)})
+        if overflow:
+            term["overflowAffinities"] = overflow
+        placement["clusterAffinities"] = [term]
+        placement.pop("clusterAffinity", None)
+        placement["replicaScheduling"] = _dynamic(placement.get("replicaScheduling"))
+        return tiers
 
     def green_first(
         self, placement: dict[str, Any], order: list[str], n: int, notes: _Notes
@@ -236,6 +284,36 @@ class _Shape:
         placement["clusterAffinities"] = terms
         placement.pop("clusterAffinity", None)
         return True
+
+
+def _place(
+    placement: dict[str, Any],
+    intensities: Mapping[str, float | None],
+    knobs: Knobs,
+    shape: _Shape,
+    user_terms: bool,
+    *,
+    weighting: WeightingConfig,
+    notes: _Notes,
+) -> tuple[Tiers, dict[str, int] | None, int | None]:
+    """Write the ordered fill, or else green-first terms and carbon weights.
+
+    Returns the fill's tiers (empty: not written), the static weights and the catch-all
+    weight (:func:`_apply_weights`).
+    """
+    if _wants_fill(placement.get("replicaScheduling"), knobs, shape, user_terms, notes):
+        return shape.fill(placement, intensities, knobs.max_clusters), None, None
+    green = False
+    if knobs.max_clusters is not None:
+        if user_terms and not knobs.override:
+            notes.leave(MAX_CLUSTERS, "the policy has its own clusterAffinities")
+        else:
+            order = order_greenest(intensities)
+            green = shape.green_first(placement, order, knobs.max_clusters, notes)
+    weights, others = _apply_weights(
+        placement, intensities, knobs, shape, green, weighting=weighting, notes=notes
+    )
+    return [], weights, others
 
 
 def _apply_weights(
@@ -272,6 +350,7 @@ def _apply_weights(
     if shape.opened:
         reach = shape.reach or [{}]
         targets = [dict(t) for t in reach if is_open(t)]
+    targets += shape.unweighted
     if not targets:
         weights = carbon_weights(intensities, exponent=weighting.exponent, scale=weighting.scale)
         placement["replicaScheduling"] = _weighted(scheduling, weights, [], 0)
@@ -302,6 +381,10 @@ def in_force(
     weights it never fails) at their static weights, else weight 1; without one, the
     static weights. None: neither. The simulator compares placements through this too.
     """
+    tiers = fill_tiers(placement)
+    if tiers:
+        # Karmada fills the tiers in order: each weighs twice the next (from the tenth on, 1).
+        return {n: 2 ** max(0, _TIER_DEPTH - k) for k, tier in enumerate(tiers) for n in tier}
     for term in placement.get("clusterAffinities") or []:
         if isinstance(term, dict) and term.get("affinityName") == GREEN_TERM:
             names = term.get("clusterNames") or []
@@ -309,6 +392,37 @@ def in_force(
             weighted = {n: known[n] for n in names if n in known}
             return weighted or dict.fromkeys(names, 1)
     return dict(weights) if weights else None
+
+
+def fill_order(intensities: Mapping[str, float | None], first: int | None = None) -> Tiers:
+    """Candidates in tiers, greenest first; equally green clusters share a tier.
+
+    ``first``: the greenest ``first`` clusters share the first tier (``max-clusters``).
+    Clusters of unknown intensity come last, together.
+    """
+    order = order_greenest(intensities)
+    tiers: Tiers = [order[:first]] if first else []
+    for name in order[len(tiers[0]) if tiers else 0 :]:
+        last = tiers[-1][-1] if tiers and (len(tiers) > 1 or not first) else None
+        if last is not None and intensities[last] == intensities[name]:
+            tiers[-1].append(name)
+        else:
+            tiers.append([name])
+    return [t for t in tiers if t]
+
+
+def fill_tiers(placement: Mapping[str, Any]) -> Tiers | None:
+    """The ordered-fill tiers carbonshift wrote into a placement (named clusters only);
+    None when the placement is not an ordered fill."""
+    for term in placement.get("clusterAffinities") or []:
+        if not isinstance(term, dict) or term.get("affinityName") != GREEN_TERM:
+            continue
+        overflow = term.get("overflowAffinities")
+        if not isinstance(overflow, list):
+            return None
+        named = [o for o in overflow if isinstance(o, dict) and o.get("clusterNames")]
+        return [list(term.get("clusterNames") or []), *(list(o["clusterNames"]) for o in named)]
+    return None
 
 
 def _hours(when: datetime) -> float:
@@ -468,6 +582,25 @@ def _open_selection(placement: Mapping[str, Any]) -> bool:
     return is_open(placement.get("clusterAffinity"))
 
 
+def _unweighted_terms(
+    placement: Mapping[str, Any],
+    known: Mapping[str, ClusterConfig],
+    reach: list[Mapping[str, Any]] | None,
+) -> list[dict[str, Any]]:
+    """The selectors of open user terms whose known clusters have no user static weight."""
+    terms = placement.get("clusterAffinities")
+    if reach is None or not isinstance(terms, list):
+        return []
+    within = {n for target in reach for n in allowed_clusters(target, known)}
+    out = []
+    for term in terms:
+        open_ = isinstance(term, dict) and is_open(term)
+        if open_ and within.isdisjoint(allowed_clusters(term, known)):
+            keys = (*_SELECTOR_KEYS, "clusterNames")
+            out.append({k: term[k] for k in keys if term.get(k)})
+    return out
+
+
 def _weight_reach(scheduling: object) -> list[Mapping[str, Any]] | None:
     """The user's static weight targets when Karmada divides by them, else None.
 
@@ -531,6 +664,48 @@ def _green_first(
         out.append({"affinityName": FALLBACK_TERM, **selectors})
     elif rest:
         out.append({"affinityName": FALLBACK_TERM, **selectors, "clusterNames": rest})
+    return out
+
+
+def _wants_fill(
+    scheduling: object, knobs: Knobs, shape: _Shape, user_terms: bool, notes: _Notes
+) -> bool:
+    """Whether the ordered fill is written; what keeps a wanted one out is left (warned)."""
+    names = knobs.strategies
+    if "none" in names or ("weighted" in names and "fill" not in names):
+        return False
+    kind = (
+        scheduling.get("replicaSchedulingType", "Divided") if isinstance(scheduling, dict) else None
+    )
+    if kind != "Divided":
+        if "fill" not in names:
+            return False
+        if kind == "Duplicated":
+            notes.leave(FILL, "Duplicated gives every cluster all replicas; set Divided")
+            return False
+        # No replicaScheduling: written as Divided, unless something below keeps it out.
+    reason = None
+    if user_terms:
+        reason = "the policy has its own clusterAffinities"
+    elif shape.spread.present:
+        reason = "spreadConstraints choose the clusters"
+    elif shape.reach is not None:
+        reason = "the policy's own static weights bound where replicas go"
+    if reason is not None:
+        notes.leave(FILL, reason + "; carbon weights instead" if shape.reach is None else reason)
+        return False
+    return True
+
+
+def _dynamic(scheduling: object) -> dict[str, Any]:
+    """Divided by available replicas (the user's Aggregated division stays: it overflows too)."""
+    out = dict(scheduling) if isinstance(scheduling, dict) else {}
+    out["replicaSchedulingType"] = "Divided"
+    if out.get("replicaDivisionPreference") == "Aggregated":
+        out.pop("weightPreference", None)
+        return out
+    out["replicaDivisionPreference"] = "Weighted"
+    out["weightPreference"] = {"dynamicWeight": "AvailableReplicas"}
     return out
 
 

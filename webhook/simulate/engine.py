@@ -4,7 +4,7 @@ Spatial model
     Each workload instance is one PropagationPolicy. At creation every policy places it;
     policies that re-evaluate may place movable instances again every
     ``interval_hours``. An intent becomes replica counts as Karmada would divide it
-    (:mod:`webhook.simulate.karmada`): static weights by Webster, then replicas that
+    (:mod:`webhook.decision.division`): static weights by Webster, then replicas that
     do not fit a cluster's free capacity spill, carbon-blind, to the clusters with the
     most free capacity (Karmada's available-replicas division). Affinity terms are
     tried in order: with static weights (what carbonshift writes for Divided policies)
@@ -37,7 +37,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from webhook.decision.forecast import Method, history_needed, outlook, ranking_value
 from webhook.simulate.grid import Grid
-from webhook.simulate.karmada import divide_available, divide_static, names_descending
+from webhook.decision.division import divide_available, divide_static, names_descending
 from webhook.simulate.metrics import Role, Run
 from webhook.simulate.policies import (
     Held,

@@ -1,0 +1,264 @@
+"""Capacity: how Karmada fills ordered tiers, what room a cluster has, when to move back.
+
+carbonshift's default placement (:mod:`webhook.decision.placement`, strategy ``fill``)
+writes the candidates as ordered ``overflowAffinities`` tiers, greenest first, divided by
+``dynamicWeight: AvailableReplicas``. Karmada (v1.18, ``pkg/scheduler/core/common.go``)
+then fills tier 0 up to its estimated room, the rest goes to tier 1, and so on. This
+module holds the pure pieces every caller shares (the leader, ``carbonshift mutate``,
+the simulator):
+
+- :func:`tier_fill`: Karmada's tier-fill of one binding (Steady and Fresh modes).
+- :func:`room`: Karmada's general estimator, replicas a cluster can still take from its
+  ``status.resourceSummary`` and the binding's per-replica requests.
+- :func:`plan_move`: the move-back rule. Karmada never moves replicas back to a greener
+  tier by itself when room returns (Steady mode); the leader asks for a Fresh
+  reschedule (a WorkloadRebalancer) only when the saving over the horizon beats the
+  cost of the moves by a margin, within a move budget.
+
+No I/O and no clock: data in, decision out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from collections.abc import Mapping, Sequence
+from decimal import Decimal, InvalidOperation
+
+from webhook.decision.division import divide_available
+
+Tiers = Sequence[Sequence[str]]
+"""Cluster names per tier, greenest tier first (Karmada's ``OverflowOrder``)."""
+Counts = Mapping[str, int]
+"""Replicas per cluster."""
+
+
+def _fit(replicas: int, votes: Mapping[str, int], *, descending: bool) -> dict[str, int]:
+    if replicas <= 0:
+        return {}
+    out = divide_available(replicas, votes, descending=descending)
+    if out is None:  # callers never ask for more than the votes hold
+        raise ValueError(f"{replicas} replicas do not fit {dict(votes)}")
+    return out
+
+
+def tier_fill(
+    replicas: int,
+    tiers: Tiers,
+    room: Counts,
+    previous: Counts | None = None,
+    *,
+    fresh: bool = False,
+    descending: bool = False,
+) -> dict[str, int] | None:
+    """Replicas per cluster as Karmada's overflow scheduling assigns them; None: unschedulable.
+
+    ``room``: replicas each cluster can still take besides this binding's own
+    (``AllocatableReplicas``); ``previous``: the binding's replicas per cluster now.
+    Tier *i* gets ``min(remaining, Σ(room + previous))`` over its clusters. Inside a tier,
+    Steady mode (``fresh=False``) adds a scale-up by room and shrinks a scale-down in
+    proportion to the previous replicas; Fresh mode (a rescheduling trigger) divides the
+    tier's target anew by room + previous. A cluster in no tier keeps nothing (Karmada
+    filters it out). None when the tiers together cannot hold ``replicas`` (Karmada then
+    keeps the previous result).
+    """
+    before = previous or {}
+    remaining = replicas
+    out: dict[str, int] = {}
+    seen: set[str] = set()
+    for tier in tiers:
+        names = [n for n in tier if n not in seen]  # first tier a cluster appears in wins
+        seen.update(names)
+        if not names or remaining <= 0:
+            continue
+        have = {n: max(0, before.get(n, 0)) for n in names}
+        free = {n: max(0, room.get(n, 0)) for n in names}
+        target = min(remaining, sum(have.values()) + sum(free.values()))
+        remaining -= target
+        held = sum(have.values())
+        if fresh:
+            part = _fit(target, {n: free[n] + have[n] for n in names}, descending=descending)
+        elif held < target:
+            part = _fit(target - held, free, descending=descending)
+            for n, k in have.items():
+                part[n] = part.get(n, 0) + k
+        elif held > target:
+            part = _fit(target, have, descending=descending)
+        else:
+            part = dict(have)
+        out.update({n: k for n, k in part.items() if k > 0})
+    if remaining > 0:
+        return None
+    return out
+
+
+# --- room: Karmada's general estimator ---------------------------------------------------
+
+_SUFFIX = {
+    "": Decimal(1),
+    "m": Decimal("0.001"),
+    "k": Decimal(10) ** 3,
+    "M": Decimal(10) ** 6,
+    "G": Decimal(10) ** 9,
+    "T": Decimal(10) ** 12,
+    "P": Decimal(10) ** 15,
+    "E": Decimal(10) ** 18,
+    "Ki": Decimal(2) ** 10,
+    "Mi": Decimal(2) ** 20,
+    "Gi": Decimal(2) ** 30,
+    "Ti": Decimal(2) ** 40,
+    "Pi": Decimal(2) ** 50,
+    "Ei": Decimal(2) ** 60,
+}
+_QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?$")
+
+
+def quantity(text: object) -> Decimal | None:
+    """A Kubernetes resource quantity (``"500m"``, ``"2"``, ``"1Gi"``); None when malformed."""
+    if isinstance(text, bool):
+        return None
+    if isinstance(text, int | float):
+        return Decimal(str(text))
+    if not isinstance(text, str):
+        return None
+    match = _QUANTITY.match(text.strip())
+    if match is None:
+        return None
+    try:
+        return Decimal(match.group(1)) * _SUFFIX[match.group(2) or ""]
+    except InvalidOperation:
+        return None
+
+
+def _amounts(values: object) -> dict[str, Decimal]:
+    if not isinstance(values, Mapping):
+        return {}
+    out = {}
+    for name, raw in values.items():
+        amount = quantity(raw)
+        if isinstance(name, str) and amount is not None:
+            out[name] = amount
+    return out
+
+
+def room(summary: object, requests: object) -> int | None:
+    """Replicas a cluster can still take: Karmada's general estimator (``general.go``).
+
+    ``summary`` is the Cluster's ``status.resourceSummary``, ``requests`` the binding's
+    ``replicaRequirements.resourceRequest`` (None or empty: only the pod count bounds it).
+    None when the summary is missing or unreadable (the room is not known).
+    """
+    if not isinstance(summary, Mapping):
+        return None
+    allocatable = _amounts(summary.get("allocatable"))
+    if not allocatable:
+        return None
+    allocated = _amounts(summary.get("allocated"))
+    allocating = _amounts(summary.get("allocating"))
+
+    def free(resource: str) -> Decimal:
+        zero = Decimal(0)
+        return (
+            allocatable.get(resource, zero)
+            - allocated.get(resource, zero)
+            - allocating.get(resource, zero)
+        )
+
+    bound = free("pods") if "pods" in allocatable else Decimal(2**31 - 1)
+    if bound <= 0:
+        return 0
+    for resource, request in _amounts(requests).items():
+        if request <= 0:
+            continue
+        if resource not in allocatable:
+            return 0
+        left = free(resource)
+        if left <= 0:
+            return 0
+        bound = min(bound, left / request)
+    return math.floor(bound)
+
+
+# --- moving back ---------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MoveRule:
+    """When the leader asks Karmada to move replicas back to greener tiers."""
+
+    move_cost_hours: float = 1.0
+    """Cost of moving one replica, as hours of running it at its new cluster's intensity
+    (start-up, image pull, warm-up)."""
+    margin: float = 0.2
+    """The saving must beat the cost by this much (relative)."""
+    horizon_hours: float = 24.0
+    """Hours over which the saving is counted (the forecast window)."""
+    max_moves_per_policy: int = 50
+    """At most this many replicas moved per policy per hour."""
+    replica_watts: float = 100.0
+    """Power of one replica, only to state the expected saving in grams."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Move:
+    """A Fresh reschedule worth asking for."""
+
+    target: dict[str, int]
+    """Replicas per cluster after it (as :func:`tier_fill` predicts)."""
+    moved: int
+    """Replicas that change cluster."""
+    saving_grams: float
+    """Expected saving over the horizon, net of the moves' cost."""
+
+    def describe(self, current: Counts) -> str:
+        """``member-pl -3, member-fr +3``: what moves."""
+        names = sorted(set(current) | set(self.target))
+        deltas = [(n, self.target.get(n, 0) - current.get(n, 0)) for n in names]
+        return ", ".join(f"{n} {d:+d}" for n, d in deltas if d)
+
+
+def _cost(counts: Counts, intensities: Mapping[str, float | None], neutral: float) -> float:
+    total = 0.0
+    for name, n in counts.items():
+        value = intensities.get(name)
+        total += n * (value if value is not None else neutral)
+    return total
+
+
+def plan_move(
+    current: Counts,
+    tiers: Tiers,
+    room_now: Counts,
+    intensities: Mapping[str, float | None],
+    rule: MoveRule,
+    *,
+    budget: int,
+    descending: bool = False,
+) -> Move | None:
+    """The Fresh reschedule to ask for now, or None (not worth it, or over ``budget``).
+
+    ``current``: where the binding's replicas run; ``room_now``: what each cluster can
+    still take besides them; ``intensities``: what the replicas will see over the horizon
+    (the forecast mean); ``budget``: replicas that may still move this hour (the policy's
+    and the fleet's budgets, the smaller).
+    """
+    replicas = sum(current.values())
+    if replicas <= 0:
+        return None
+    target = tier_fill(replicas, tiers, room_now, current, fresh=True, descending=descending)
+    if target is None:
+        return None
+    moved = sum(max(0, n - current.get(c, 0)) for c, n in target.items())
+    if moved == 0 or moved > min(budget, rule.max_moves_per_policy):
+        return None
+    known = [v for v in intensities.values() if v is not None]
+    neutral = sum(known) / len(known) if known else 0.0
+    per_hour = _cost(current, intensities, neutral) - _cost(target, intensities, neutral)
+    arriving = {c: max(0, n - current.get(c, 0)) for c, n in target.items()}
+    cost = rule.move_cost_hours * _cost(arriving, intensities, neutral)
+    saving = per_hour * rule.horizon_hours
+    if saving <= cost * (1.0 + rule.margin):
+        return None
+    grams = (saving - cost) * rule.replica_watts / 1000.0
+    return Move(target, moved, grams)
