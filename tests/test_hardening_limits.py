@@ -190,9 +190,31 @@ async def test_oversized_headers_are_refused(strict: Running, headers: str) -> N
     body = review("big-headers")
     head = f"POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Length: {len(body)}\r\n"
     await conn.send((head + headers + "Content-Type: application/json\r\n\r\n").encode() + body)
-    status, text = await conn.response()
+    status, payload = await conn.response()
     assert status == 400
-    assert "Too many headers" in text or "Got more than 8190 bytes" in text
+    assert conn.headers["Content-Type"].startswith("application/json")
+    assert "Too many headers" in payload["error"] or "Got more than 8190 bytes" in payload["error"]
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"GARBAGE\r\n\r\n",  # no method, path or version
+        b"GET /healthz HTTP/9.9\r\nHost: localhost\r\n\r\n",  # an unknown version
+        b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nBad Header\r\n\r\n",  # no colon
+        b"GET /he\x00lthz HTTP/1.1\r\nHost: localhost\r\n\r\n",  # a NUL in the target
+    ],
+    ids=["request-line", "version", "header-line", "nul"],
+)
+async def test_malformed_requests_get_the_json_error(strict: Running, head: bytes) -> None:
+    conn = await Conn.open(strict)
+    await conn.send(head)
+    status, payload = await conn.response()
+    assert status == 400
+    assert conn.headers["Content-Type"].startswith("application/json")
+    assert isinstance(payload["error"], str)
+    assert payload["error"]
+    assert await conn.closed_within(3.0)
 
 
 # admission bound ---------------------------------------------------------------------------

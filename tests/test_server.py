@@ -15,7 +15,7 @@ import pytest
 
 from tests.serving import Running, serving
 from tests.support import FLEET
-from webhook import certs
+from webhook import certs, server
 from webhook.config import parse
 
 REVIEW = {
@@ -179,3 +179,43 @@ async def test_deeply_nested_scheduler_requests_get_a_json_error(running: Runnin
     ):
         assert resp.status == 400
         assert "nested too deeply" in (await resp.json())["error"]
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status", "error"),
+    [
+        ("GET", "/nope", 404, "GET /nope: Not Found"),
+        ("POST", "/v1/karmada/nope", 404, "POST /v1/karmada/nope: Not Found"),
+        ("GET", "/mutate", 405, "GET /mutate: Method Not Allowed (allowed: POST)"),
+        ("DELETE", "/healthz", 405, "DELETE /healthz: Method Not Allowed (allowed: GET, HEAD)"),
+    ],
+)
+async def test_unknown_paths_and_methods_get_the_json_error(
+    running: Running, method: str, path: str, status: int, error: str
+) -> None:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.request(method, running.url + path, ssl=running.client_ssl()) as resp,
+    ):
+        assert resp.status == status
+        assert resp.content_type == "application/json"
+        assert await resp.json() == {"error": error}
+        if status == 405:
+            assert resp.headers["Allow"]
+
+
+async def test_a_handler_that_fails_gets_the_json_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def broken(_request: aiohttp.web.Request) -> aiohttp.web.Response:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(server, "healthz", broken)
+    async with (
+        serving(parse(FLEET), tmp_path) as run,
+        aiohttp.ClientSession() as session,
+        session.get(run.url + "/healthz", ssl=run.client_ssl()) as resp,
+    ):
+        assert resp.status == 500
+        assert resp.content_type == "application/json"
+        assert await resp.json() == {"error": "Internal Server Error"}

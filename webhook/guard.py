@@ -22,6 +22,12 @@
   hundred for a decision) drains the queue.
 
 Every refusal is counted (:data:`~webhook.metrics.SHED`, :data:`~webhook.metrics.TIMEOUTS`).
+
+Every error answer, carbonshift's own and aiohttp's (404 for an unknown path, 405 for a
+wrong method, 400 for a request line or headers it cannot parse, 500), has one shape:
+``{"error": "..."}`` as ``application/json`` (:func:`error_response`): aiohttp's HTTP
+exceptions through the :func:`json_errors` middleware, its protocol-level answers
+through :class:`JsonErrorHandler`.
 """
 
 from __future__ import annotations
@@ -29,15 +35,17 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import dataclasses
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from http import HTTPStatus
 from typing import Any
 
 import structlog
-from aiohttp import web
+from aiohttp import hdrs, web
+from aiohttp.web_protocol import RequestHandler
 
 from webhook.config import ServiceConfig
 from webhook.metrics import SHED, TIMEOUTS
-from webhook.validation import error_body
+from webhook.validation import InvalidInput, error_body
 
 log = structlog.get_logger("carbonshift.guard")
 
@@ -157,6 +165,13 @@ class _HeaderDeadline(asyncio.Protocol):
             self._transport.close()
 
 
+def _one_line(message: str | None) -> str:
+    """A parser's message without the lines that point at the offending byte
+    (``Invalid method encountered: b'GARBAGE'``)."""
+    lines = [line.strip() for line in (message or "").splitlines()]
+    return " ".join(line for line in lines if line.strip("^"))
+
+
 class GuardedSite(web.TCPSite):
     """``TCPSite`` with a TLS handshake timeout and the header deadline on every
     connection."""
@@ -174,7 +189,9 @@ class GuardedSite(web.TCPSite):
         seconds = self._limits.header_seconds
 
         def protocol() -> asyncio.Protocol:
-            return _HeaderDeadline(server(), seconds)
+            handler = server()
+            handler.__class__ = JsonErrorHandler  # same slots: only handle_error differs
+            return _HeaderDeadline(handler, seconds)
 
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
@@ -194,6 +211,64 @@ class GuardedSite(web.TCPSite):
 
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def error_response(
+    status: int, error: InvalidInput | str, headers: Mapping[str, str] | None = None
+) -> web.Response:
+    """The answer for an error: ``status`` with ``{"error": "..."}`` as JSON."""
+    return web.Response(
+        status=status, body=error_body(error), content_type="application/json", headers=headers
+    )
+
+
+def _from_http(request: web.BaseRequest, exc: web.HTTPException) -> web.Response:
+    """aiohttp's exception as a JSON error: its own text when it has one, else
+    ``<method> <path>: <reason>`` (a 405 adds the methods allowed); headers such as
+    ``Allow`` are kept."""
+    text = exc.text or ""
+    if not text or text == f"{exc.status}: {exc.reason}":
+        text = f"{request.method} {request.path}: {exc.reason}"
+        if isinstance(exc, web.HTTPMethodNotAllowed):
+            text += f" (allowed: {', '.join(sorted(exc.allowed_methods))})"
+    kept = {k: v for k, v in exc.headers.items() if k not in _BODY_HEADERS}
+    return error_response(exc.status, text, kept)
+
+
+_BODY_HEADERS = frozenset({hdrs.CONTENT_TYPE, hdrs.CONTENT_LENGTH})
+
+
+@web.middleware
+async def json_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """The middleware that answers aiohttp's HTTP errors (no route: 404, wrong method:
+    405...) with the JSON error body; the outermost one, so it sees every handler's."""
+    try:
+        return await handler(request)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        return _from_http(request, exc)
+
+
+class JsonErrorHandler(RequestHandler):
+    """aiohttp's protocol for one connection, whose own error answers (a request line or
+    headers it cannot parse: 400; an unhandled exception: 500) carry the JSON error body.
+    aiohttp logs and closes as before; only the body changes."""
+
+    __slots__ = ()
+
+    def handle_error(
+        self,
+        request: web.BaseRequest,
+        status: int = 500,
+        exc: BaseException | None = None,
+        message: str | None = None,
+    ) -> web.StreamResponse:
+        plain = super().handle_error(request, status, exc, message)
+        text = _one_line(message) if status != HTTPStatus.INTERNAL_SERVER_ERROR else ""
+        response = error_response(plain.status, text or plain.reason or str(plain.status))
+        response.force_close()
+        return response
 
 
 class Drain:
@@ -271,11 +346,7 @@ async def _with_body_deadline(
             return await handler(request)
     except TimeoutError:
         _body_timeouts.inc()
-        response = web.Response(
-            status=408,
-            body=error_body(f"request body not received within {seconds:g} s"),
-            content_type="application/json",
-        )
+        response = error_response(408, f"request body not received within {seconds:g} s")
         response.force_close()
         return response
 

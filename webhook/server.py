@@ -32,12 +32,21 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from webhook import admission, certs, schedapi
 from webhook.config import ClientAuthPath, Config
 from webhook.feed import IntensityFeed
-from webhook.guard import WAITED, AdmissionGate, Drain, GuardedSite, Limits, deadlines
+from webhook.guard import (
+    WAITED,
+    AdmissionGate,
+    Drain,
+    GuardedSite,
+    Limits,
+    deadlines,
+    error_response,
+    json_errors,
+)
 from webhook.journal import admissions
 from webhook.metrics import CLIENT_CERT_REFUSED
 from webhook.state import STATE, ServerState
 from webhook.tls import ReloadingTLS, has_client_certificate
-from webhook.validation import InvalidInput, error_body
+from webhook.validation import InvalidInput
 
 if TYPE_CHECKING:
     from kubernetes_asyncio.client import ApiClient
@@ -83,10 +92,6 @@ def _json(status: int, payload: object) -> web.Response:
     return web.Response(status=status, body=orjson.dumps(payload), content_type="application/json")
 
 
-def _error(status: int, error: InvalidInput | str) -> web.Response:
-    return web.Response(status=status, body=error_body(error), content_type="application/json")
-
-
 @functools.lru_cache(maxsize=64)
 def _is_json(content_type: str) -> bool:
     """``Content-Type: application/json`` (any parameters, any case), by header value:
@@ -100,7 +105,7 @@ async def mutate(request: web.Request) -> web.Response:
     started = time.perf_counter()
     if not _is_json(request.headers.get(hdrs.CONTENT_TYPE, "")):
         _bad_requests.inc()
-        return _error(415, "Content-Type must be application/json")
+        return error_response(415, "Content-Type must be application/json")
     gate = request.app[GATE]
     shed = gate.enter(WAITED.get())
     try:
@@ -108,7 +113,7 @@ async def mutate(request: web.Request) -> web.Response:
             body = await request.read()  # refuses bodies over MAX_BODY before reading them
         except web.HTTPRequestEntityTooLarge:
             _bad_requests.inc()
-            return _error(413, f"body larger than {MAX_BODY} bytes")
+            return error_response(413, f"body larger than {MAX_BODY} bytes")
         state = request.app[STATE]
         try:
             if shed:
@@ -118,7 +123,7 @@ async def mutate(request: web.Request) -> web.Response:
         except InvalidInput as exc:
             _bad_requests.inc()
             log.info("admission_rejected", error=str(exc))
-            return _error(400, exc)
+            return error_response(400, exc)
     finally:
         gate.leave()
     response = admission.respond(outcome)
@@ -174,7 +179,7 @@ def client_auth(groups: tuple[ClientAuthPath, ...]) -> Any:
             peer = transport.get_extra_info("peercert") if transport is not None else None
             if not has_client_certificate(peer):
                 CLIENT_CERT_REFUSED.labels(group).inc()
-                return _error(403, f"{request.path}: a client certificate is required")
+                return error_response(403, f"{request.path}: a client certificate is required")
         return await handler(request)
 
     return middleware
@@ -184,7 +189,7 @@ def build_app(state: ServerState, limits: Limits | None = None) -> web.Applicati
     """The aiohttp application with every route."""
     limits = limits or Limits.of(state.config.service)
     service = state.config.service
-    middlewares = [deadlines(limits, drain := Drain())]
+    middlewares = [json_errors, deadlines(limits, drain := Drain())]
     if service.client_ca is not None:
         middlewares.append(client_auth(service.client_auth))
     app = web.Application(client_max_size=MAX_BODY, middlewares=middlewares)
