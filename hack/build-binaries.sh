@@ -152,6 +152,7 @@ main() {
     done
     if wanted karmada-scheduler; then build_karmada_scheduler; fi
     build_karpenter
+    if wanted helm; then CARBONSHIFT_CACHE="$CACHE" "$ROOT/hack/build-helm.sh"; fi  # charts/ tests
     CARBONSHIFT_CACHE="$CACHE" "$ROOT/hack/crds.sh"
     log "done in $((SECONDS - total))s"
 }
