@@ -13,10 +13,12 @@ import dataclasses
 import gzip
 from array import array
 from collections.abc import Iterator, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
 from typing import TextIO
+
+from webhook.vocabulary import parse_time
 
 SHIPPED = Path(__file__).resolve().parent / "data" / "traces" / "electricitymaps-hourly-2023"
 """The trace set shipped in the package: Electricity Maps hourly 2023 exports for 10 zones,
@@ -70,12 +72,6 @@ def _find(header: Sequence[str], *needles: str, required: bool = True) -> int:
     return -1
 
 
-def _parse_time(text: str) -> datetime:
-    text = text.strip().replace("Z", "+00:00")
-    when = datetime.fromisoformat(text)
-    return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
-
-
 def _open(path: Path) -> TextIO:
     if path.name.endswith(".gz"):
         return gzip.open(path, "rt", encoding="utf-8", newline="")
@@ -115,7 +111,7 @@ def _parse(path: Path, rows: Iterator[list[str]]) -> Trace:
         if not row:
             continue
         try:
-            when = _parse_time(row[t_col])
+            when = parse_time(row[t_col], provider=True)
             direct.append(float(row[d_col]))
             lifecycle.append(float(row[l_col]))
         except (ValueError, IndexError):

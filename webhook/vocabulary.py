@@ -174,21 +174,73 @@ def intensity_class(raw: str) -> str:
     return text
 
 
-def timestamp(key: str, raw: str) -> datetime.datetime:
-    """An RFC 3339 time with a zone (``2026-11-23T11:00:00Z``), as UTC."""
+_DATE = r"(?P<y>\d{4})-(?P<mo>\d{2})-(?P<d>\d{2})"
+_FRACTION = r"(?:[.,](?P<f>\d+))?"
+_RFC3339 = re.compile(
+    _DATE
+    + r"T(?P<h>\d{2}):(?P<mi>\d{2}):(?P<s>\d{2})"
+    + _FRACTION
+    + r"(?:(?P<z>Z)|(?P<sign>[+-])(?P<oh>\d{2}):(?P<om>\d{2}))",
+    re.ASCII,
+)
+"""What Go's ``time.Parse(time.RFC3339, ...)`` accepts (Kubernetes reads every time so):
+upper-case ``T`` and ``Z``, seconds, an optional fraction (``.`` or ``,``, any number of
+digits) and a zone, ``Z`` or ``+hh:mm``."""
+_ISO8601 = re.compile(
+    _DATE
+    + r"[Tt ](?P<h>\d{2}):(?P<mi>\d{2})(?::(?P<s>\d{2})"
+    + _FRACTION
+    + r")?(?:(?P<z>[Zz])|(?P<sign>[+-])(?P<oh>\d{2})(?::?(?P<om>\d{2}))?)?",
+    re.ASCII,
+)
+"""The ISO 8601 times providers and their exports write: also a space or ``t`` for ``T``,
+no seconds, ``z``, ``+hh``, ``+hhmm``, or no zone at all (UTC)."""
+
+
+def parse_time(raw: str, *, provider: bool = False) -> datetime.datetime:
+    """An RFC 3339 time (``2026-11-23T11:00:00Z``, ``2026-11-23T12:00:00.5+01:00``) read
+    as Go reads ``time.RFC3339``, as aware UTC; raises ValueError for anything else
+    (out-of-range fields included: month 13, second 60, offset 24:00).
+
+    ``provider``: the laxer ISO 8601 of intensity providers and their CSV exports
+    (:data:`_ISO8601`), a time without a zone being UTC. Every time carbonshift reads goes
+    through here; it writes them with :func:`format_time`."""
+    found = (_ISO8601 if provider else _RFC3339).fullmatch(raw.strip())
+    if found is None:
+        raise ValueError(f"not an RFC 3339 time: {raw!r}")
+    part = found.groupdict()
+    hours, minutes = int(part["oh"] or 0), int(part["om"] or 0)
+    if hours >= 24 or minutes >= 60:
+        raise ValueError(f"time zone offset out of range: {raw!r}")
+    offset = datetime.timedelta(hours=hours, minutes=minutes)
     try:
-        value = datetime.datetime.fromisoformat(raw.strip().replace("Z", "+00:00"))
+        value = datetime.datetime(
+            int(part["y"]),
+            int(part["mo"]),
+            int(part["d"]),
+            int(part["h"]),
+            int(part["mi"]),
+            int(part["s"] or 0),
+            int((part["f"] or "")[:6].ljust(6, "0")),  # Python keeps microseconds
+            tzinfo=datetime.timezone(-offset if part["sign"] == "-" else offset),
+        )
+        return value.astimezone(datetime.UTC)
+    except OverflowError:  # year 9999 west of UTC, year 1 east of it
+        raise ValueError(f"time out of range: {raw!r}") from None
+
+
+def timestamp(key: str, raw: str) -> datetime.datetime:
+    """The value of ``key``: an RFC 3339 time (:func:`parse_time`), as UTC."""
+    try:
+        return parse_time(raw)
     except ValueError:
-        value = None
-    if value is None or value.tzinfo is None:
         raise InvalidInput(
             key, f"must be an RFC 3339 time such as 2026-01-01T00:00:00Z, got {raw!r}"
-        )
-    return value.astimezone(datetime.UTC)
+        ) from None
 
 
 def format_time(at: datetime.datetime) -> str:
-    """What :func:`timestamp` reads: RFC 3339 in UTC, whole seconds, ``Z``."""
+    """What :func:`parse_time` reads: RFC 3339 in UTC, whole seconds, ``Z``."""
     return at.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 

@@ -9,6 +9,7 @@ from typing import Any, Final
 
 from webhook.decision.record import Record
 from webhook.intensity import IntensityTable, Reading
+from webhook.vocabulary import format_time
 
 
 class _Remove:
@@ -108,4 +109,4 @@ def lookup(zones: Mapping[str, str | None], table: IntensityTable) -> Lookup:
 
 def iso(when: datetime) -> str:
     """UTC timestamp as the decision record writes it (``2026-01-01T12:00:00Z``)."""
-    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return format_time(when)

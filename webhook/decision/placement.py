@@ -451,7 +451,7 @@ class _Proposal:
         if not all(previous.owns(k, self.current.get(k[len(_OWN) :])) for k in previous.own):
             return False
         try:
-            started = _hours(datetime.fromisoformat(since.replace("Z", "+00:00")))
+            started = _hours(vocabulary.parse_time(since))
         except ValueError:
             return False
         clusters = previous.body.get("clusters") or {}

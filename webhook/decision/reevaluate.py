@@ -409,7 +409,7 @@ def _last_write(obj: Mapping[str, Any], previous: Record) -> datetime | None:
     if not isinstance(text, str):
         return None
     try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+        return vocabulary.parse_time(text)
     except ValueError:
         return None
 

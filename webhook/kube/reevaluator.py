@@ -41,7 +41,7 @@ from webhook.kube.client import FIELD_MANAGER, REQUEST_TIMEOUT, absent, error_na
 from webhook.kube.events import EventRecorder
 from webhook.kube.writes import Gate, NotLeader
 from webhook.reevaluation import TARGETS, Outlook, Reevaluation, Target
-from webhook.vocabulary import DECISION, ENABLED
+from webhook.vocabulary import DECISION, ENABLED, parse_time
 
 log = structlog.get_logger("carbonshift.reevaluate")
 
@@ -241,7 +241,7 @@ class Reevaluator:
         if self.events is None or entry is None:
             return
         with contextlib.suppress(ValueError):
-            at = datetime.datetime.fromisoformat(str(entry.get("t")).replace("Z", "+00:00"))
+            at = parse_time(str(entry.get("t")))
             age = (datetime.datetime.now(datetime.UTC) - at).total_seconds()
             if age > 2 * self.interval + 60:
                 return

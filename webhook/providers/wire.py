@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from webhook.providers.base import ProviderError
+from webhook.vocabulary import parse_time
 
 
 def malformed(provider: str, what: str) -> ProviderError:
@@ -37,14 +38,10 @@ def timestamp(value: Any, provider: str, what: str) -> datetime:
     """An ISO-8601 timestamp (``Z``, an offset, or none meaning UTC) as aware UTC."""
     if not isinstance(value, str) or not value:
         raise malformed(provider, what)
-    text = value.strip()
-    if text.endswith(("Z", "z")):
-        text = text[:-1] + "+00:00"
     try:
-        when = datetime.fromisoformat(text)
+        return parse_time(value, provider=True)
     except ValueError:
         raise malformed(provider, what) from None
-    return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
 
 
 def number(value: Any) -> float | None:
