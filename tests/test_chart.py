@@ -222,6 +222,21 @@ def test_the_karmada_host_pod_reads_the_karmada_apiserver_through_the_kubeconfig
     assert not {k for k, _ in docs} & API_KINDS
 
 
+def test_install_all_renders_both_halves_once(
+    render: Callable[..., list[Doc]], ca_file: Path
+) -> None:
+    """`install: all` (for `helm template`) is the host half and the karmada-apiserver half
+    together, each object once."""
+    docs = render(
+        "--set", "target=karmada", "--set", "install=all",
+        "--set", "karmada.kubeconfigSecret.name=kubeconfig",
+        "--set-file", f"certificates.caBundle={ca_file}",
+    )  # fmt: skip
+    keys = [(d["kind"], d["metadata"]["name"]) for d in docs]
+    assert len(keys) == len(set(keys)), keys
+    assert kinds(docs) >= HOST_KINDS | API_KINDS
+
+
 def test_provider_credentials_come_from_the_existing_secret(
     render: Callable[..., list[Doc]],
 ) -> None:
