@@ -157,3 +157,13 @@ CLIENT_CERT_REFUSED = Counter(
     "(scheduler, metrics).",
     ["group"],
 )
+REBALANCES = Counter(
+    "carbonshift_rebalances_total",
+    "Bindings of managed ordered-fill policies the leader looked at for a move back to "
+    "greener tiers, by outcome (moved, not_worth_it, over_budget, no_room, in_flight, error).",
+    ["outcome"],
+)
+REPLICAS_MOVED = Counter(
+    "carbonshift_replicas_moved_total",
+    "Replicas the leader asked Karmada to move back to greener tiers (WorkloadRebalancers).",
+)

@@ -235,6 +235,10 @@ ALLOWED = [
     ("create", "leases.coordination.k8s.io", "-n", "carbonshift-system"),
     ("update", "leases.coordination.k8s.io/carbonshift-leader", "-n", "carbonshift-system"),
     ("get", "configmaps/carbonshift-config", "-n", "carbonshift-system"),
+    ("list", "resourcebindings.work.karmada.io", "-A"),
+    ("watch", "clusterresourcebindings.work.karmada.io"),
+    ("create", "workloadrebalancers.apps.karmada.io"),
+    ("delete", "workloadrebalancers.apps.karmada.io"),
 ]
 REFUSED = [
     ("delete", "clusters.cluster.karmada.io"),
@@ -244,6 +248,9 @@ REFUSED = [
     ("delete", "propagationpolicies.policy.karmada.io", "-A"),
     ("update", "namespaces"),
     ("patch", "nodepools.karpenter.sh"),
+    ("update", "resourcebindings.work.karmada.io", "-A"),
+    ("patch", "clusterresourcebindings.work.karmada.io"),
+    ("update", "workloadrebalancers.apps.karmada.io"),
     ("delete", "nodepools.karpenter.sh"),
     ("delete", "events.events.k8s.io", "-n", "default"),
     ("create", "leases.coordination.k8s.io", "-n", "default"),

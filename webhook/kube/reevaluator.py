@@ -17,6 +17,10 @@ records one ``Warning`` Event ``CarbonFieldReleased`` (the annotation then remem
 so it is said once). Metrics: ``carbonshift_reevaluations_total{kind,outcome}``,
 ``carbonshift_writes_total{kind}``, ``carbonshift_reevaluation_duration_seconds`` and
 ``carbonshift_paused_nodepools``.
+
+After each pass the :class:`~webhook.kube.rebalancer.Rebalancer` (``rebalance.enabled``)
+looks at the managed ordered-fill policies as the pass left them and asks Karmada to move
+replicas back to greener tiers where that is worth it.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from webhook.decision.record import Record, fingerprint, switches
 from webhook.kinds import Context, Kind
 from webhook.kube.client import FIELD_MANAGER, REQUEST_TIMEOUT, absent, error_name, refused
 from webhook.kube.events import EventRecorder
+from webhook.kube.rebalancer import Rebalancer
 from webhook.kube.writes import Gate, NotLeader
 from webhook.reevaluation import TARGETS, Outlook, Reevaluation, Target
 from webhook.vocabulary import DECISION, ENABLED, parse_time
@@ -76,6 +81,10 @@ class Reevaluator:
         self.targets = targets
         self.rules = Reevaluation(config, outlook)
         self.interval = config.reevaluate.interval_seconds
+        self.rebalancer = (
+            Rebalancer(api, config, gate, events=events) if config.rebalance.enabled else None
+        )
+        self._policies: list[Obj] = []
         self._task: asyncio.Task[None] | None = None
 
     # --- one pass -------------------------------------------------------------------------
@@ -84,6 +93,7 @@ class Reevaluator:
         """Re-evaluate every managed object once; the number written."""
         started = time.monotonic()
         written = 0
+        self._policies = []
         try:
             namespaces = await self._namespaces()
             for target in self.targets:
@@ -92,6 +102,8 @@ class Reevaluator:
                 if target.row.namespaced and namespaces is None:
                     continue
                 written += await self._kind(target, namespaces or {})
+            if self.rebalancer is not None and self.gate.leading:
+                await self.rebalancer.pass_once(self._policies, self.rules.ranked(self.context()))
         except NotLeader:
             pass
         finally:
@@ -140,6 +152,8 @@ class Reevaluator:
             obj.setdefault("kind", row.kind)
             try:
                 done, stands = await self._one(target, obj, namespaces)
+                if not target.local:
+                    self._policies.append(stands)
                 written += done
                 paused += target.local and reevaluate.paused(stands)
             except (NotLeader, asyncio.CancelledError):

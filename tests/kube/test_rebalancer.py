@@ -1,0 +1,299 @@
+"""The leader's moves back to greener tiers against a fake Karmada API (Clusters with
+resource summaries, ResourceBindings, WorkloadRebalancers, Events): a move becomes one
+WorkloadRebalancer and one Event; room is shared by the bindings of one pass; a binding
+in flight waits; the budgets are per policy and for the fleet over an hour; nothing is
+written without the Lease."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import orjson
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+from kubernetes_asyncio import client
+
+from tests.support import NOW, reading
+from webhook import metrics
+from webhook.config import ClusterConfig, Config, parse
+from webhook.decision.placement import GREEN_TERM, TIER_TERM
+from webhook.kinds import Context
+from webhook.kube.events import EventRecorder
+from webhook.kube.rebalancer import Rebalancer, owner, pending, with_allocating
+from webhook.kube.writes import NotLeader
+from webhook.vocabulary import DECISION
+
+ZONES = {"green": "SE-SE3", "mid": "FR", "dirty": "PL"}
+VALUES = {"SE-SE3": 25.0, "FR": 100.0, "PL": 800.0}
+
+
+def summary(cpus: int, used: int = 0) -> dict[str, Any]:
+    return {
+        "allocatable": {"cpu": str(cpus), "memory": "256Gi", "pods": "1000"},
+        "allocated": {"cpu": str(used), "pods": str(used)},
+    }
+
+
+def cluster(name: str, cpus: int, used: int = 0) -> dict[str, Any]:
+    return {"metadata": {"name": name}, "status": {"resourceSummary": summary(cpus, used)}}
+
+
+def fill_policy(name: str, namespace: str = "shop", *, managed: bool = True) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": namespace, "uid": f"uid-{name}"}
+    if managed:
+        meta["annotations"] = {DECISION: "{}"}
+    return {
+        "apiVersion": "policy.karmada.io/v1alpha1",
+        "kind": "PropagationPolicy",
+        "metadata": meta,
+        "spec": {"placement": {"clusterAffinities": [{
+            "affinityName": GREEN_TERM, "clusterNames": ["green"],
+            "overflowAffinities": [
+                {"affinityName": f"{TIER_TERM}1", "clusterNames": ["mid"]},
+                {"affinityName": f"{TIER_TERM}2", "clusterNames": ["dirty"]},
+            ],
+        }]}},
+    }  # fmt: skip
+
+
+def binding(policy: str, clusters: Mapping[str, int], namespace: str = "shop") -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": f"{policy}-deployment", "namespace": namespace, "uid": f"rb-{policy}",
+            "annotations": {"propagationpolicy.karmada.io/name": policy,
+                            "propagationpolicy.karmada.io/namespace": namespace},
+        },
+        "spec": {
+            "resource": {"apiVersion": "apps/v1", "kind": "Deployment", "name": policy,
+                         "namespace": namespace},
+            "replicas": sum(clusters.values()),
+            "replicaRequirements": {"resourceRequest": {"cpu": "1", "memory": "64Mi"}},
+            "clusters": [{"name": c, "replicas": n} for c, n in clusters.items()],
+        },
+        "status": {"lastScheduledTime": "2026-01-01T11:00:00Z"},
+    }  # fmt: skip
+
+
+@dataclasses.dataclass
+class FakeKarmada:
+    clusters: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    bindings: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    rebalancers: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    events: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    selectors: list[str] = dataclasses.field(default_factory=list)
+
+    @staticmethod
+    def _reply(body: object, status: int = 200) -> web.Response:
+        return web.Response(status=status, body=orjson.dumps(body), content_type="application/json")
+
+    async def list(self, request: web.Request) -> web.Response:
+        plural = request.match_info["plural"]
+        if plural == "workloadrebalancers":
+            self.selectors.append(request.query.get("labelSelector", ""))
+        items = {
+            "clusters": self.clusters,
+            "resourcebindings": self.bindings,
+            "clusterresourcebindings": [],
+            "workloadrebalancers": self.rebalancers,
+        }[plural]
+        return self._reply({"items": items})
+
+    async def create(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        self.rebalancers.append(body)
+        return self._reply(body, 201)
+
+    async def event(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        self.events.append(body)
+        return self._reply(body, 201)
+
+
+class Gate:
+    leading = True
+
+
+@pytest.fixture
+async def karmada() -> AsyncIterator[tuple[FakeKarmada, client.ApiClient]]:
+    fake = FakeKarmada()
+    app = web.Application()
+    app.router.add_get("/apis/{group}/{version}/{plural}", fake.list)
+    app.router.add_post("/apis/apps.karmada.io/v1alpha1/workloadrebalancers", fake.create)
+    app.router.add_post("/apis/events.k8s.io/v1/namespaces/{ns}/events", fake.event)
+    async with TestServer(app) as http:
+        api = client.ApiClient(client.Configuration(host=f"http://{http.host}:{http.port}"))
+        try:
+            yield fake, api
+        finally:
+            await api.close()
+
+
+def context(config: Config) -> Context:
+    fleet = {n: ClusterConfig(name=n, zone=z) for n, z in ZONES.items()}
+    table = {z: reading(z, v) for z, v in VALUES.items()}
+    return Context(config, table, NOW, fleet=fleet)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def rebalancer(
+    api: client.ApiClient, gate: Gate | None = None, clock: Clock | None = None, **rules: Any
+) -> tuple[Rebalancer, Config]:
+    config = parse({"rebalance": rules})
+    gate = gate or Gate()
+    events = EventRecorder(api, "test", gate)
+    return Rebalancer(api, config, gate, events=events, clock=clock or Clock()), config
+
+
+def moved_total() -> float:
+    return metrics.REPLICAS_MOVED._value.get()  # type: ignore[no-any-return]
+
+
+async def test_a_move_back_is_one_workload_rebalancer_and_one_event(
+    karmada: tuple[FakeKarmada, client.ApiClient],
+) -> None:
+    fake, api = karmada
+    fake.clusters = [cluster("green", 4, used=1), cluster("mid", 8, used=8), cluster("dirty", 64)]
+    fake.bindings = [binding("web", {"green": 1, "mid": 8, "dirty": 1})]
+    before = moved_total()
+    planner, config = rebalancer(api)
+    got = await planner.pass_once([fill_policy("web")], context(config))
+    assert got == {"moved": 1}
+    assert moved_total() - before == 3
+    [created] = fake.rebalancers
+    assert created["metadata"]["name"].startswith("carbonshift-")
+    assert created["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "carbonshift"}
+    assert created["spec"] == {
+        "workloads": [
+            {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "namespace": "shop"}
+        ],
+        "ttlSecondsAfterFinished": 600,
+    }
+    assert fake.selectors == ["app.kubernetes.io/managed-by=carbonshift"]
+    [event] = fake.events
+    assert event["reason"] == "CarbonReplicasMoved"
+    assert event["regarding"]["kind"] == "PropagationPolicy"
+    assert event["metadata"]["namespace"] == "shop"
+    note = event["note"]
+    assert "dirty -1, green +3, mid -2" in note, note
+    assert "expected intensity 162 -> 70 gCO2eq/kWh" in note, note
+    assert "expected saving" in note, note
+
+
+async def test_bindings_of_one_pass_share_the_room_and_moves_in_flight_wait(
+    karmada: tuple[FakeKarmada, client.ApiClient],
+) -> None:
+    fake, api = karmada
+    fake.clusters = [cluster("green", 4, used=1), cluster("mid", 8, used=6), cluster("dirty", 64)]
+    fake.bindings = [binding("a", {"mid": 3}), binding("b", {"mid": 3})]
+    planner, config = rebalancer(api)
+    policies = [fill_policy("a"), fill_policy("b")]
+    # green has room for 3: the first binding takes it all, the second finds none.
+    assert await planner.pass_once(policies, context(config)) == {"moved": 1, "no_room": 1}
+    assert len(fake.rebalancers) == 1
+    # The next pass: our rebalancer has not finished, and the room it claimed stays taken.
+    assert await planner.pass_once(policies, context(config)) == {"in_flight": 1, "no_room": 1}
+    # Finished, and the binding rescheduled: still claimed for the grace period.
+    fake.rebalancers[0]["status"] = {"finishTime": "2026-01-01T12:00:01Z"}
+    fake.bindings[0] = binding("a", {"green": 3})
+    assert await planner.pass_once(policies, context(config)) == {"no_room": 1}
+    assert len(fake.rebalancers) == 1
+
+
+def test_a_reschedule_asked_for_and_not_done_is_pending() -> None:
+    waiting = binding("web", {"mid": 3})
+    waiting["spec"]["rescheduleTriggeredAt"] = "2026-01-01T11:30:00Z"
+    assert pending(waiting)
+    waiting["status"]["lastScheduledTime"] = "2026-01-01T11:30:02Z"
+    assert not pending(waiting)
+    waiting["spec"]["replicas"] = 4  # scaled, not divided yet
+    assert pending(waiting)
+
+
+async def test_budgets_per_policy_and_fleet_over_a_sliding_hour(
+    karmada: tuple[FakeKarmada, client.ApiClient],
+) -> None:
+    fake, api = karmada
+    fake.clusters = [cluster("green", 64), cluster("mid", 8), cluster("dirty", 64)]
+    fake.bindings = [binding("a", {"dirty": 3}), binding("b", {"dirty": 3})]
+    clock = Clock()
+    planner, config = rebalancer(api, clock=clock, max_moves_per_policy=3, max_moves_per_hour=4)
+    ctx = context(config)
+    policies = [fill_policy("a"), fill_policy("b")]
+    assert await planner.pass_once(policies, ctx) == {"moved": 1, "over_budget": 1}
+    # An hour later the fleet budget is back (a's move has landed by now).
+    fake.rebalancers.clear()
+    fake.bindings[0] = binding("a", {"green": 3})
+    clock.now += 3600 + 1
+    assert await planner.pass_once(policies, ctx) == {"moved": 1}
+    # A policy allowed fewer moves than it needs never moves.
+    small, config = rebalancer(api, max_moves_per_policy=2)
+    fake.rebalancers.clear()
+    fake.bindings = [binding("c", {"dirty": 3})]
+    assert await small.pass_once([fill_policy("c")], context(config)) == {"over_budget": 1}
+
+
+async def test_a_move_not_worth_its_cost_is_not_asked_for(
+    karmada: tuple[FakeKarmada, client.ApiClient],
+) -> None:
+    fake, api = karmada
+    fake.clusters = [cluster("green", 64), cluster("mid", 8), cluster("dirty", 64)]
+    fake.bindings = [binding("web", {"mid": 2})]
+    planner, config = rebalancer(api, horizon_hours=0.25, move_cost_hours=1, margin=1)
+    assert await planner.pass_once([fill_policy("web")], context(config)) == {"not_worth_it": 1}
+    assert fake.rebalancers == []
+
+
+async def test_unmanaged_policies_and_other_bindings_are_left_alone(
+    karmada: tuple[FakeKarmada, client.ApiClient],
+) -> None:
+    fake, api = karmada
+    fake.clusters = [cluster("green", 64), cluster("mid", 8), cluster("dirty", 64)]
+    weighted = fill_policy("weighted")
+    weighted["spec"]["placement"] = {"replicaScheduling": {"replicaSchedulingType": "Divided"}}
+    fake.bindings = [
+        binding("plain", {"dirty": 2}),
+        binding("weighted", {"dirty": 2}),
+        binding("web", {"green": 2}),  # where it belongs
+        binding("web", {"dirty": 2}, namespace="other"),  # another namespace's policy
+    ]
+    planner, config = rebalancer(api)
+    policies = [fill_policy("plain", managed=False), weighted, fill_policy("web")]
+    assert await planner.pass_once(policies, context(config)) == {}
+    assert fake.rebalancers == []
+    assert planner.window.used(None) == 0
+
+
+async def test_nothing_is_written_without_the_lease(
+    karmada: tuple[FakeKarmada, client.ApiClient],
+) -> None:
+    fake, api = karmada
+    fake.clusters = [cluster("green", 64), cluster("mid", 8), cluster("dirty", 64)]
+    fake.bindings = [binding("web", {"dirty": 3})]
+    gate = Gate()
+    gate.leading = False
+    planner, config = rebalancer(api, gate=gate)
+    with pytest.raises(NotLeader):
+        await planner.pass_once([fill_policy("web")], context(config))
+    assert fake.rebalancers == []
+    assert fake.events == []
+
+
+def test_links_and_room_arithmetic() -> None:
+    cpp = {"metadata": {"annotations": {"clusterpropagationpolicy.karmada.io/name": "all"}}}
+    assert owner(cpp) == ("ClusterPropagationPolicy", "", "all")
+    assert owner({"metadata": {}}) is None
+    from decimal import Decimal  # noqa: PLC0415
+
+    grown = with_allocating(summary(4), {"cpu": Decimal(3), "pods": Decimal(3)})
+    assert isinstance(grown, dict)
+    assert grown["allocating"] == {"cpu": "3", "pods": "3"}

@@ -1,0 +1,478 @@
+"""The leader moves replicas back to greener tiers of an ordered fill (issue 20).
+
+Karmada fills an ordered fill's tiers greenest first, but never moves replicas back when
+room returns on a greener cluster (Steady mode). After each re-evaluation pass the leader
+looks at every managed policy whose placement is an ordered fill
+(:func:`~webhook.decision.placement.fill_tiers`): for each of its ResourceBindings
+(``work.karmada.io/v1alpha2``, ClusterResourceBindings too) it reads where the replicas
+run (``spec.clusters``), the room each cluster has for one more of them (Karmada's
+general estimator, :func:`~webhook.decision.capacity.room`, on the Cluster's
+``status.resourceSummary`` and the binding's ``replicaRequirements``) and the intensities
+the re-evaluation ranks on, and asks :func:`~webhook.decision.capacity.plan_move` whether
+a Fresh reschedule is worth it within the move budgets (per policy and for the fleet,
+sliding one-hour windows kept in memory). A planned move becomes a ``WorkloadRebalancer``
+(``apps.karmada.io/v1alpha1``) for the binding's workload and a ``Normal`` Event
+``CarbonReplicasMoved`` on the policy (what moves, intensity before -> after, expected
+saving).
+
+Many bindings in one pass must not all chase the same green cluster: what a planned move
+sends to a cluster is counted as allocating there for the rest of the pass and until the
+move has landed (:data:`CLAIM_GRACE_SECONDS` after the binding is scheduled again). A
+binding whose previous WorkloadRebalancer of ours has not finished, or whose reschedule
+is still pending, waits (``in_flight``). Metrics: ``carbonshift_rebalances_total{outcome}``
+and ``carbonshift_replicas_moved_total``.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import datetime
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from decimal import Decimal
+from typing import Any, Literal
+
+import structlog
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.rest import ApiException
+
+from webhook import metrics
+from webhook.config import Config
+from webhook.decision.capacity import Move, MoveRule, plan_move, quantity, room, tier_fill
+from webhook.decision.placement import fill_tiers
+from webhook.decision.record import fingerprint
+from webhook.kinds import Context
+from webhook.kube.client import FIELD_MANAGER, REQUEST_TIMEOUT, absent, error_name, refused
+from webhook.kube.events import EventRecorder
+from webhook.kube.writes import Gate, NotLeader
+from webhook.vocabulary import DECISION
+
+log = structlog.get_logger("carbonshift.rebalance")
+
+Obj = dict[str, Any]
+Counter = collections.Counter[str]
+Outcome = Literal["moved", "not_worth_it", "over_budget", "no_room", "in_flight", "error"]
+
+CLUSTERS = ("cluster.karmada.io", "v1alpha1", "clusters")
+BINDINGS = (
+    ("work.karmada.io", "v1alpha2", "resourcebindings"),
+    ("work.karmada.io", "v1alpha2", "clusterresourcebindings"),
+)
+REBALANCERS = ("apps.karmada.io", "v1alpha1", "workloadrebalancers")
+REBALANCER_RESOURCE = "workloadrebalancers.apps.karmada.io"
+MANAGED_BY = ("app.kubernetes.io/managed-by", "carbonshift")
+TTL_SECONDS = 600
+"""``ttlSecondsAfterFinished`` of our WorkloadRebalancers."""
+WINDOW_SECONDS = 3600.0
+"""The move budgets count the replicas moved in the last hour."""
+CLAIM_GRACE_SECONDS = 30.0
+"""How long what a move sends to a cluster still counts as allocating there once the
+binding is scheduled again: the member's Pods and the Cluster's resource summary follow
+within seconds (karmada-controller-manager reports every 10 s)."""
+
+# Karmada's links from a binding to the policy that made it (well_known_constants.go).
+PP_NAME = "propagationpolicy.karmada.io/name"
+PP_NAMESPACE = "propagationpolicy.karmada.io/namespace"
+CPP_NAME = "clusterpropagationpolicy.karmada.io/name"
+
+PolicyKey = tuple[str, str, str]
+"""(kind, namespace, name) of a (Cluster)PropagationPolicy; namespace "" when cluster-scoped."""
+Workload = tuple[str, str, str, str]
+"""(apiVersion, kind, namespace, name) of a binding's resource."""
+
+
+class Window:
+    """Replicas moved in the last :data:`WINDOW_SECONDS`, per key (one key: the fleet)."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self.clock = clock
+        self._moves: dict[object, collections.deque[tuple[float, int]]] = {}
+
+    def used(self, key: object) -> int:
+        moves = self._moves.get(key)
+        if not moves:
+            return 0
+        start = self.clock() - WINDOW_SECONDS
+        while moves and moves[0][0] <= start:
+            moves.popleft()
+        return sum(n for _, n in moves)
+
+    def add(self, key: object, replicas: int) -> None:
+        self._moves.setdefault(key, collections.deque()).append((self.clock(), replicas))
+
+
+@dataclasses.dataclass(slots=True)
+class _Claim:
+    """Resources a move sends to clusters, counted until it has landed."""
+
+    amounts: dict[str, dict[str, Decimal]]
+    """cluster -> resource -> amount (``pods`` included)."""
+    until: float | None = None
+    """None while the move is in flight; then when the claim lapses."""
+
+
+@dataclasses.dataclass(slots=True)
+class _View:
+    """What one pass reads: clusters' resource summaries, intensities, busy workloads."""
+
+    summaries: Mapping[str, object]
+    intensities: Mapping[str, float | None]
+    busy: set[Workload]
+
+
+def _time(value: object) -> datetime.datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, Mapping) else {}
+
+
+def policy_key(obj: Mapping[str, Any]) -> PolicyKey:
+    meta = _meta(obj)
+    return str(obj.get("kind") or ""), str(meta.get("namespace") or ""), str(meta.get("name"))
+
+
+def owner(binding: Mapping[str, Any]) -> PolicyKey | None:
+    """The policy that made a (Cluster)ResourceBinding, from Karmada's annotations."""
+    annotations = _meta(binding).get("annotations") or {}
+    if annotations.get(PP_NAME):
+        namespace = annotations.get(PP_NAMESPACE) or _meta(binding).get("namespace") or ""
+        return "PropagationPolicy", str(namespace), str(annotations[PP_NAME])
+    if annotations.get(CPP_NAME):
+        return "ClusterPropagationPolicy", "", str(annotations[CPP_NAME])
+    return None
+
+
+def workload(binding: Mapping[str, Any]) -> Workload | None:
+    resource = (binding.get("spec") or {}).get("resource") or {}
+    parts = tuple(str(resource.get(k) or "") for k in ("apiVersion", "kind", "namespace", "name"))
+    if not (parts[0] and parts[1] and parts[3]):
+        return None
+    return parts[0], parts[1], parts[2], parts[3]
+
+
+def placed(binding: Mapping[str, Any]) -> dict[str, int]:
+    """Where the binding's replicas are: ``spec.clusters``."""
+    out: dict[str, int] = {}
+    for target in (binding.get("spec") or {}).get("clusters") or []:
+        if isinstance(target, Mapping) and isinstance(target.get("replicas"), int):
+            out[str(target.get("name"))] = out.get(str(target.get("name")), 0) + target["replicas"]
+    return {name: n for name, n in out.items() if n > 0}
+
+
+def pending(binding: Mapping[str, Any]) -> bool:
+    """Karmada has not scheduled the binding as it stands: a reschedule asked for and not
+    done yet, or replicas not yet divided."""
+    spec, status = binding.get("spec") or {}, binding.get("status") or {}
+    asked, done = _time(spec.get("rescheduleTriggeredAt")), _time(status.get("lastScheduledTime"))
+    if asked is not None and (done is None or asked > done):
+        return True
+    replicas = spec.get("replicas")
+    return isinstance(replicas, int) and replicas != sum(placed(binding).values())
+
+
+def requests(binding: Mapping[str, Any]) -> Mapping[str, Any]:
+    needs = (binding.get("spec") or {}).get("replicaRequirements") or {}
+    asked = needs.get("resourceRequest") if isinstance(needs, Mapping) else None
+    return asked if isinstance(asked, Mapping) else {}
+
+
+def with_allocating(summary: object, extra: Mapping[str, Decimal]) -> object:
+    """``summary`` with ``extra`` added to what it counts as allocating."""
+    if not extra or not isinstance(summary, Mapping):
+        return summary
+    allocating = dict(summary.get("allocating") or {})
+    for resource, amount in extra.items():
+        before = quantity(allocating.get(resource, "0")) or Decimal(0)
+        allocating[resource] = str(before + amount)
+    return {**summary, "allocating": allocating}
+
+
+def mean_intensity(counts: Mapping[str, int], intensities: Mapping[str, float | None]) -> float:
+    """Replica-weighted mean intensity of a placement (clusters without a value left out)."""
+    known = [(n, v) for c, n in counts.items() if (v := intensities.get(c)) is not None]
+    total = sum(n for n, _ in known)
+    return sum(n * v for n, v in known) / total if total else 0.0
+
+
+class Rebalancer:
+    """Plans and asks for moves back to greener tiers; writes only while leading."""
+
+    def __init__(
+        self,
+        api: client.ApiClient,
+        config: Config,
+        gate: Gate,
+        *,
+        events: EventRecorder | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.objects = client.CustomObjectsApi(api)
+        self.gate = gate
+        self.events = events
+        self.settings = config.rebalance
+        self.rule = MoveRule.of(config.rebalance)
+        self.clock = clock
+        self.window = Window(clock)
+        self._claims: dict[Workload, _Claim] = {}
+
+    # --- one pass -------------------------------------------------------------------------
+
+    async def pass_once(self, policies: Iterable[Mapping[str, Any]], ctx: Context) -> Counter:
+        """Plan and ask for the moves of every managed ordered-fill policy in ``policies``
+        (as the re-evaluation left them), ranked on ``ctx``'s table; the outcomes."""
+        outcomes: Counter = collections.Counter()
+        managed = {policy_key(p): (p, tiers) for p in policies if (tiers := _managed(p))}
+        if not managed:
+            return outcomes
+        listed = await self._list_all()
+        if listed is None:
+            return outcomes
+        clusters, bindings, rebalancers = listed
+        busy = {w for r in rebalancers if not _finished(r) for w in _targets(r)}
+        self._settle(bindings, busy)
+        summaries = {str(_meta(c).get("name")): (c.get("status") or {}).get("resourceSummary")
+                     for c in clusters}  # fmt: skip
+        view = _View(summaries, _intensities(ctx, summaries), busy)
+        for binding in bindings:
+            key = owner(binding)
+            if key is None or key not in managed:
+                continue
+            if not self.gate.leading:
+                raise NotLeader("not leading")
+            policy, tiers = managed[key]
+            try:
+                outcome = await self._one(policy, tiers, binding, view)
+            except (NotLeader, ApiException) as exc:
+                if isinstance(exc, NotLeader):
+                    raise
+                outcome = "error"
+                if not refused(exc, "create", REBALANCER_RESOURCE):
+                    log.warning("rebalance_failed", binding=_name(binding), error=error_name(exc))
+            if outcome is not None:
+                outcomes[outcome] += 1
+                metrics.REBALANCES.labels(outcome).inc()
+        return outcomes
+
+    async def _one(
+        self,
+        policy: Mapping[str, Any],
+        tiers: list[list[str]],
+        binding: Mapping[str, Any],
+        view: _View,
+    ) -> Outcome | None:
+        """Plan one binding; ask for its move when there is one. None: nothing to move."""
+        target_workload = workload(binding)
+        current = placed(binding)
+        if target_workload is None or not current:
+            return None
+        if target_workload in view.busy or pending(binding):
+            return "in_flight"
+        tiers = [*tiers, [c for c in current if not any(c in t for t in tiers)]]
+        need = requests(binding)
+        claimed = self._claimed()
+        room_now = {
+            name: room(with_allocating(summary, claimed.get(name, {})), need) or 0
+            for name, summary in view.summaries.items()
+        }
+        key = policy_key(policy)
+        budget = min(
+            self.settings.max_moves_per_policy - self.window.used(key),
+            self.settings.max_moves_per_hour - self.window.used(None),
+        )
+        move = plan_move(current, tiers, room_now, view.intensities, self.rule, budget=budget)
+        if move is None:
+            return self._why_not(current, tiers, room_now, budget)
+        await self._ask(policy, binding, move, view.intensities)
+        self.window.add(key, move.moved)
+        self.window.add(None, move.moved)
+        self._claims[target_workload] = _Claim(_arriving(current, move, need))
+        view.busy.add(target_workload)
+        metrics.REPLICAS_MOVED.inc(move.moved)
+        return "moved"
+
+    def _why_not(
+        self, current: Mapping[str, int], tiers: list[list[str]], room_now: Mapping[str, int],
+        budget: int,
+    ) -> Outcome | None:  # fmt: skip
+        """Why :func:`plan_move` found no move (None: the replicas are where they belong)."""
+        replicas = sum(current.values())
+        target = tier_fill(replicas, tiers, room_now, current, fresh=True)
+        if target is None:
+            return "no_room"
+        moved = sum(max(0, n - current.get(c, 0)) for c, n in target.items())
+        if moved == 0:
+            first = set(tiers[0]) if tiers else set()
+            return "no_room" if any(c not in first for c in current) else None
+        if moved > min(budget, self.rule.max_moves_per_policy):
+            return "over_budget"
+        return "not_worth_it"
+
+    async def _ask(
+        self,
+        policy: Mapping[str, Any],
+        binding: Mapping[str, Any],
+        move: Move,
+        intensities: Mapping[str, float | None],
+    ) -> None:
+        """Create the WorkloadRebalancer for the binding's workload and record the Event."""
+        target, current = workload(binding), placed(binding)
+        assert target is not None  # checked by the caller
+        api_version, kind, namespace, name = target
+        now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        rebalancer = f"carbonshift-{fingerprint([_meta(binding).get('uid'), _name(binding), now])}"
+        body = {
+            "apiVersion": f"{REBALANCERS[0]}/{REBALANCERS[1]}",
+            "kind": "WorkloadRebalancer",
+            "metadata": {"name": rebalancer, "labels": dict([MANAGED_BY])},
+            "spec": {
+                "workloads": [{"apiVersion": api_version, "kind": kind, "name": name,
+                               **({"namespace": namespace} if namespace else {})}],
+                "ttlSecondsAfterFinished": TTL_SECONDS,
+            },
+        }  # fmt: skip
+        if not self.gate.leading:
+            raise NotLeader("not leading")
+        await self.objects.create_cluster_custom_object(
+            *REBALANCERS, body, field_manager=FIELD_MANAGER, _request_timeout=REQUEST_TIMEOUT
+        )
+        before = mean_intensity(current, intensities)
+        after = mean_intensity(move.target, intensities)
+        what = move.describe(current)
+        log.info(
+            "replicas_moved",
+            policy="/".join(filter(None, policy_key(policy)[1:])),
+            binding=_name(binding),
+            moves=what,
+            before=round(before, 1),
+            after=round(after, 1),
+            saving_grams=round(move.saving_grams, 1),
+            rebalancer=rebalancer,
+        )
+        if self.events is not None:
+            note = (
+                f"moving {move.moved} replicas of {kind} {name} back to greener clusters "
+                f"({what}): expected intensity {before:.0f} -> {after:.0f} gCO2eq/kWh, "
+                f"expected saving {move.saving_grams:.0f} g over {self.rule.horizon_hours:g} h "
+                f"(WorkloadRebalancer {rebalancer})"
+            )
+            await self.events.emit(
+                policy, reason="CarbonReplicasMoved", note=note, action="Move",
+                key=rebalancer.removeprefix("carbonshift-"),
+            )  # fmt: skip
+
+    # --- what is in flight ----------------------------------------------------------------
+
+    def _settle(self, bindings: Sequence[Mapping[str, Any]], busy: set[Workload]) -> None:
+        """Start the grace of claims whose move has landed; drop the lapsed ones."""
+        now = self.clock()
+        waiting = {w for b in bindings if pending(b) and (w := workload(b))} | busy
+        for key, claim in list(self._claims.items()):
+            if key in waiting:
+                claim.until = None
+            elif claim.until is None:
+                claim.until = now + CLAIM_GRACE_SECONDS
+            elif claim.until <= now:
+                del self._claims[key]
+
+    def _claimed(self) -> dict[str, dict[str, Decimal]]:
+        """cluster -> resource -> amount that moves asked for and that has not landed."""
+        out: dict[str, dict[str, Decimal]] = {}
+        for claim in self._claims.values():
+            for cluster, amounts in claim.amounts.items():
+                mine = out.setdefault(cluster, {})
+                for resource, amount in amounts.items():
+                    mine[resource] = mine.get(resource, Decimal(0)) + amount
+        return out
+
+    # --- reading --------------------------------------------------------------------------
+
+    async def _list_all(self) -> tuple[list[Obj], list[Obj], list[Obj]] | None:
+        """Clusters, bindings of both kinds, our WorkloadRebalancers; None when any of
+        them cannot be listed now (the next pass tries again)."""
+        clusters = await self._list(CLUSTERS)
+        bindings = [b for kind in BINDINGS for b in (await self._list(kind) or [])]
+        selector = "=".join(MANAGED_BY)
+        rebalancers = await self._list(REBALANCERS, label_selector=selector)
+        if clusters is None or rebalancers is None:
+            return None
+        return clusters, bindings, rebalancers
+
+    async def _list(self, kind: tuple[str, str, str], **options: Any) -> list[Obj] | None:
+        group, version, plural = kind
+        resource = f"{plural}.{group}"
+        try:
+            listed = await self.objects.list_cluster_custom_object(
+                group, version, plural, _request_timeout=REQUEST_TIMEOUT, **options
+            )
+        except ApiException as exc:
+            metrics.KUBE_ERRORS.labels(resource, error_name(exc)).inc()
+            if not (refused(exc, "list", resource) or absent(exc, resource)):
+                log.warning("rebalance_list_failed", resource=resource, error=error_name(exc))
+            return None
+        items: list[Obj] = listed.get("items") or []
+        return items
+
+
+def _managed(policy: Mapping[str, Any]) -> list[list[str]] | None:
+    """The tiers of a policy carbonshift decided as an ordered fill, else None."""
+    if DECISION not in (_meta(policy).get("annotations") or {}):
+        return None
+    placement = (policy.get("spec") or {}).get("placement")
+    if not isinstance(placement, Mapping):
+        return None
+    tiers = fill_tiers(placement)
+    return [list(t) for t in tiers] if tiers else None
+
+
+def _finished(rebalancer: Mapping[str, Any]) -> bool:
+    return bool((rebalancer.get("status") or {}).get("finishTime"))
+
+
+def _targets(rebalancer: Mapping[str, Any]) -> list[Workload]:
+    items = (rebalancer.get("spec") or {}).get("workloads") or []
+    found = [workload({"spec": {"resource": i}}) for i in items if isinstance(i, Mapping)]
+    return [w for w in found if w is not None]
+
+
+def _intensities(ctx: Context, names: Iterable[str]) -> dict[str, float | None]:
+    """Cluster -> the intensity its grid zone is ranked on (None: unknown)."""
+    out: dict[str, float | None] = {}
+    for name in names:
+        member = ctx.clusters.get(name)
+        zone = member.grid_zone if member is not None else None
+        reading = ctx.table.get(zone) if zone else None
+        out[name] = reading.value if reading is not None else None
+    return out
+
+
+def _arriving(
+    current: Mapping[str, int], move: Move, need: Mapping[str, Any]
+) -> dict[str, dict[str, Decimal]]:
+    """cluster -> resources the move sends there (``pods`` counts replicas)."""
+    out: dict[str, dict[str, Decimal]] = {}
+    for cluster, n in move.target.items():
+        extra = n - current.get(cluster, 0)
+        if extra <= 0:
+            continue
+        amounts = {"pods": Decimal(extra)}
+        for resource, raw in need.items():
+            amount = quantity(raw)
+            if amount is not None and amount > 0:
+                amounts[str(resource)] = amount * extra
+        out[cluster] = amounts
+    return out
+
+
+def _name(obj: Mapping[str, Any]) -> str:
+    meta = _meta(obj)
+    namespace = meta.get("namespace")
+    return f"{namespace}/{meta.get('name')}" if namespace else str(meta.get("name"))
