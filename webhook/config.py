@@ -148,6 +148,31 @@ class ReevaluateConfig(Schema, frozen=True):
     on the forecast mean over the next 24 h; NodePool pauses wait for a cleaner hour."""
 
 
+class RebalanceConfig(Schema, frozen=True):
+    """Moving replicas back to greener tiers of an ordered fill (the leader only).
+
+    Karmada never moves replicas back when room returns on a greener cluster; the leader
+    asks for a Fresh reschedule (a WorkloadRebalancer) when the saving over the forecast
+    window beats the cost of the moves by ``margin``, within the move budgets
+    (:func:`webhook.decision.capacity.plan_move`).
+    """
+
+    enabled: bool = True
+    """Move replicas back (needs a cluster connection and re-evaluation)."""
+    move_cost_hours: AtLeast0 = 1.0
+    """Cost of moving one replica, as hours of running it where it goes."""
+    margin: Annotated[float, msgspec.Meta(ge=0, le=10)] = 0.2
+    """The saving must beat the moves' cost by this much (relative)."""
+    horizon_hours: Annotated[float, msgspec.Meta(gt=0, le=168)] = 24.0
+    """Hours the saving is counted over (the forecast window)."""
+    max_moves_per_policy: Annotated[int, msgspec.Meta(ge=1)] = 50
+    """At most this many replicas moved per policy and hour."""
+    max_moves_per_hour: Annotated[int, msgspec.Meta(ge=1)] = 500
+    """At most this many replicas moved in the whole fleet per hour."""
+    replica_watts: Annotated[float, msgspec.Meta(gt=0)] = 100.0
+    """Power of one replica, to state the expected saving in grams in Events."""
+
+
 ClientAuthPath = Literal["scheduler", "metrics"]
 Seconds = Annotated[float, msgspec.Meta(gt=0, le=3600)]
 
@@ -228,6 +253,7 @@ class Config(Schema, frozen=True):
     nodepools: NodePoolConfig = NodePoolConfig()
     labels: LabelsConfig = LabelsConfig()
     reevaluate: ReevaluateConfig = ReevaluateConfig()
+    rebalance: RebalanceConfig = RebalanceConfig()
     service: ServiceConfig = ServiceConfig()
     feed: FeedConfig = FeedConfig()
 

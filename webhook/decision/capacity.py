@@ -26,6 +26,7 @@ import re
 from collections.abc import Mapping, Sequence
 from decimal import Decimal, InvalidOperation
 
+from webhook.config import RebalanceConfig
 from webhook.decision.division import divide_available
 
 Tiers = Sequence[Sequence[str]]
@@ -198,6 +199,17 @@ class MoveRule:
     """At most this many replicas moved per policy per hour."""
     replica_watts: float = 100.0
     """Power of one replica, only to state the expected saving in grams."""
+
+    @classmethod
+    def of(cls, config: RebalanceConfig) -> MoveRule:
+        """The rule as the configuration sets it."""
+        return cls(
+            move_cost_hours=config.move_cost_hours,
+            margin=config.margin,
+            horizon_hours=config.horizon_hours,
+            max_moves_per_policy=config.max_moves_per_policy,
+            replica_watts=config.replica_watts,
+        )
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
