@@ -47,14 +47,23 @@ MEMBER_CONTROLLERS = "namespace,garbagecollector,deployment,replicaset,nodelifec
 Pods; the node lifecycle lifts the ``not-ready`` taint of the member's Node once KWOK
 reports it Ready."""
 
-KARMADA_CONTROLLERS = "cluster,clusterStatus,binding,bindingStatus,execution,workStatus,namespace"
+KARMADA_CONTROLLERS = (
+    "cluster,clusterStatus,binding,bindingStatus,execution,workStatus,namespace,workloadRebalancer"
+)
 """What Push-mode members need: Cluster status from the member (``clusterStatus``),
 ResourceBinding -> Work (``binding``), Work -> the member (``execution``) and back
-(``workStatus``, ``bindingStatus``), namespaces propagated to every member (``namespace``)."""
+(``workStatus``, ``bindingStatus``), namespaces propagated to every member (``namespace``);
+and WorkloadRebalancers (carbonshift's leader moves replicas back to greener tiers)."""
 
-KARMADA_SCHEDULER_FLAGS = ("--carbonshift-timeout=1s", "--carbonshift-cache-ttl=5s")
+KARMADA_SCHEDULER_FLAGS = (
+    "--carbonshift-timeout=1s",
+    "--carbonshift-cache-ttl=5s",
+    "--feature-gates=SchedulingOvercommitProtection=true",
+)
 """The plugin's deadline on a busy laptop, and a short cache so a restarted carbonshift
-or a changed grid shows within seconds."""
+or a changed grid shows within seconds. ``SchedulingOvercommitProtection`` (alpha, v1.18):
+the scheduler counts the replicas it just assigned until the member reports them, so many
+bindings scheduled at once do not all fill the same green member past its room."""
 
 
 def member_component(member: str, part: str) -> str:

@@ -69,7 +69,7 @@ def add_node(kubectl: Kubectl, member: str) -> None:
     kubectl(context, "apply", "-f", "-", stdin=json.dumps(simulated_node()))
     kubectl(
         context, "patch", "node", SIMULATED_NODE, "--subresource=status", "--type=merge",
-        "-p", json.dumps(simulated_node_capacity()),
+        "-p", json.dumps(simulated_node_capacity(member)),
     )  # fmt: skip
 
 

@@ -128,9 +128,18 @@ def demo_cluster(name: str, spec: Mapping[str, Any], endpoint: str) -> dict[str,
 
 SIMULATED_NODE = "kwok-node"
 NODE_RESOURCES: Mapping[str, str] = {"cpu": "64", "memory": "256Gi", "pods": "1000"}
-"""What each member's one simulated Node offers: Karmada's resource summary (and so
-Aggregated and dynamic-weight division) is computed from it. The same on every member,
-so no member wins a placement on capacity alone."""
+"""What a member's one simulated Node offers unless :data:`MEMBER_CPUS` says otherwise:
+Karmada's resource summary (and so Aggregated, dynamic-weight division and the ordered
+fill's tiers) is computed from it."""
+MEMBER_CPUS: Mapping[str, str] = {"member-se": "4", "member-fr": "8", "member-pl": "64"}
+"""CPUs of each member's Node: the greener the member, the less room, so capacity matters.
+The greenest (member-se) holds four one-CPU replicas, member-fr eight; workloads that ask
+for no CPU are bounded by pods only (1000 on every member)."""
+
+
+def node_resources(member: str) -> dict[str, str]:
+    """What ``member``'s simulated Node offers."""
+    return {**NODE_RESOURCES, "cpu": MEMBER_CPUS.get(member, NODE_RESOURCES["cpu"])}
 
 
 def simulated_node() -> dict[str, Any]:
@@ -147,9 +156,10 @@ def simulated_node() -> dict[str, Any]:
     }
 
 
-def simulated_node_capacity() -> dict[str, Any]:
-    """The Node's capacity (KWOK keeps it; its conditions are KWOK's)."""
-    return {"status": {"capacity": dict(NODE_RESOURCES), "allocatable": dict(NODE_RESOURCES)}}
+def simulated_node_capacity(member: str) -> dict[str, Any]:
+    """The Node's capacity on ``member`` (KWOK keeps it; its conditions are KWOK's)."""
+    resources = node_resources(member)
+    return {"status": {"capacity": resources, "allocatable": dict(resources)}}
 
 
 def carbonshift_webhook_configuration(manifest: Path, url: str, ca_bundle: str) -> dict[str, Any]:
