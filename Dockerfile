@@ -7,17 +7,20 @@
 # all into the virtualenv /opt/carbonshift.
 #
 # BASE is any Debian bookworm image with python3 (3.11) and its venv module: by default
-# the official python image; `make image` (hack/build-image.sh) builds one from Debian's
-# own packages with mmdebstrap, and this same file with buildah, where no registry can
-# be reached.
+# the official python image of the lock's Python (stage python-base); `make image`
+# (hack/build-image.sh) builds one from Debian's own packages with mmdebstrap, and this
+# same file with buildah and --build-arg BASE=<it>, where no registry can be reached.
 
-ARG BASE=python:3.11.14-slim-bookworm
+ARG BASE=python-base
+
+FROM python:3.11.14-slim-bookworm AS python-base
 
 FROM ${BASE} AS build
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
-COPY requirements.lock pyproject.toml README.md ./
+COPY requirements.lock /tmp/requirements.lock
+COPY pyproject.toml README.md ./
 COPY webhook ./webhook
 # Behind a TLS-intercepting proxy, pass its CA bundle as the build secret "ca"
 # (--secret id=ca,src=FILE); it is mounted for this step only and never stored.
@@ -26,8 +29,8 @@ COPY webhook ./webhook
 RUN --mount=type=secret,id=ca,required=false \
     if [ -s /run/secrets/ca ]; then export PIP_CERT=/run/secrets/ca; fi \
     && python3 -m venv /opt/carbonshift \
-    && /opt/carbonshift/bin/pip install --no-compile --no-deps --require-hashes \
-        --only-binary :all: -r requirements.lock \
+    && /opt/carbonshift/bin/pip install --no-compile --no-deps --require-hashes --only-binary :all: \
+        -r /tmp/requirements.lock \
     && if python3 -c 'import sys; sys.exit(sys.version_info >= (3, 11, 3))'; then \
         echo 'async-timeout==5.0.1 --hash=sha256:39e3809566ff85354557ec2398b55e096c8364bacac9405a7a1fa429e77fe76c' \
             > /tmp/before-3.11.3.txt \
