@@ -187,9 +187,7 @@ def test_helm_installs_the_karmada_apiserver_objects_and_uninstalls_them(
         assert all(h["failurePolicy"] == "Ignore" for h in registration["webhooks"])
         settles(kube, policies, expected=True)
         stored = kube.apply_json(propagation_policy(unique("web"), policies))
-        scheduling = stored["spec"]["placement"]["replicaScheduling"]
-        assert scheduling["replicaDivisionPreference"] == "Weighted"
-        assert scheduling["weightPreference"]["staticWeightList"]
+        assert stored["metadata"]["annotations"][DECISION]  # what carbonshift decided, and why
 
         # The identity the host's pod uses may do what carbonshift does, and no more.
         account = f"system:serviceaccount:{namespace}:{release}"
