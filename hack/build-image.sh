@@ -141,7 +141,9 @@ run_rootfs() {
     local ctr mnt spec
     ctr="$(buildah from --pull-never --quiet "$IMAGE")"
     # shellcheck disable=SC2064  # the container's name is known now
-    trap "buildah umount '$ctr' >/dev/null 2>&1; buildah rm '$ctr' >/dev/null 2>&1 || true" EXIT
+    local root="$WORK/root.$$"  # where the private mount namespace assembles the root
+    mkdir -p "$root"
+    trap "rmdir '$root' 2>/dev/null; buildah umount '$ctr' >/dev/null 2>&1; buildah rm '$ctr' >/dev/null 2>&1 || true" EXIT
     trap 'exit 143' TERM INT
     mnt="$(buildah mount "$ctr")"
     # The mount points for the config and certificates, in this throw-away container's copy
@@ -169,9 +171,8 @@ print("RUN_ENTRYPOINT=(" + " ".join(shlex.quote(e) for e in c.get("Entrypoint") 
     # enters it; setpriv (the image's own, util-linux) drops to the image's user with no
     # capabilities and no_new_privs before the entrypoint runs.
     unshare --mount --pid --fork --kill-child --propagation private -- /bin/bash -euc '
-        mnt=$1 certs=$2 config=$3 uid=$4 gid=$5 workdir=$6 count=$7; shift 7
+        root=$1 mnt=$2 certs=$3 config=$4 uid=$5 gid=$6 workdir=$7 count=$8; shift 8
         env=("${@:1:$count}"); shift "$count"
-        root=$(mktemp -d /tmp/carbonshift-root.XXXXXX)
         mount --bind "$mnt" "$root"
         mount -t proc proc "$root/proc"
         mount --rbind /dev "$root/dev"
@@ -185,7 +186,7 @@ print("RUN_ENTRYPOINT=(" + " ".join(shlex.quote(e) for e in c.get("Entrypoint") 
             /usr/bin/setpriv --reuid="$uid" --regid="$gid" --clear-groups \
                 --inh-caps=-all --bounding-set=-all --no-new-privs -- \
             /bin/sh -c "cd \"\$0\" && exec \"\$@\"" "$workdir" "$@"
-    ' run "$mnt" "$certs" "$config" "$RUN_UID" "$RUN_GID" "$RUN_WORKDIR" "${#RUN_ENV[@]}" \
+    ' run "$root" "$mnt" "$certs" "$config" "$RUN_UID" "$RUN_GID" "$RUN_WORKDIR" "${#RUN_ENV[@]}" \
         "${RUN_ENV[@]}" "${RUN_ENTRYPOINT[@]}" "$@"
 }
 

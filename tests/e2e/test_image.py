@@ -183,7 +183,7 @@ def test_the_image_answers_an_admission_review_as_non_root_on_a_read_only_root(
     # the decision core's business, tested elsewhere).
     paths = {op["path"] for op in patch}
     assert any(path.startswith("/spec/placement") for path in paths), patch
-    decision = [op for op in patch if "carbonshift.io/decision" in json.dumps(op["value"])]
+    decision = [op for op in patch if "carbonshift.io/decision" in json.dumps(op.get("value"))]
     assert decision, patch
 
     pid = server_pid(port)
