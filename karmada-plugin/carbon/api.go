@@ -49,6 +49,8 @@ type Filtered struct {
 type FilterResponse struct {
 	Clusters []string   `json:"clusters"`
 	Filtered []Filtered `json:"filtered"`
+	// Warnings name what carbonshift ignored or relaxed (e.g. a malformed annotation).
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // ClusterScore is one entry of a score answer.
@@ -65,6 +67,8 @@ type ClusterScore struct {
 // ScoreResponse is the answer of POST /v1/karmada/score.
 type ScoreResponse struct {
 	Scores []ClusterScore `json:"scores"`
+	// Warnings name what carbonshift ignored (e.g. a malformed annotation).
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // maxResponseBytes bounds what the client reads from the server (1000 clusters fit easily).

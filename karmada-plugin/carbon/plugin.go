@@ -7,9 +7,11 @@
 // clusters and those annotations only (its scheduler API reads nothing else of the
 // workload), so a burst of bindings costs one request per operation, not one per binding.
 // The annotations are read once per template revision (and TTL).
-// When carbonshift cannot be reached it fails open:
-// every cluster passes the filter and gets the neutral score, and the failure is
-// logged once until carbonshift answers again.
+// When carbonshift cannot be reached or refuses the request it fails open: every
+// cluster passes the filter and gets the neutral score. Every failed call is counted
+// (carbonshift_plugin_api_calls_total{result="error"} on karmada-scheduler's metrics
+// endpoint) and logged, at most once per 30 s with the number held back; warnings in
+// carbonshift's answers are counted and logged the same way.
 package carbon
 
 import (
@@ -22,7 +24,6 @@ import (
 	"time"
 
 	"golang.org/x/sync/singleflight"
-	"k8s.io/klog/v2"
 
 	clusterv1alpha1 "github.com/karmada-io/karmada/pkg/apis/cluster/v1alpha1"
 	workv1alpha2 "github.com/karmada-io/karmada/pkg/apis/work/v1alpha2"
@@ -91,6 +92,9 @@ type Plugin struct {
 	flight    singleflight.Group
 	failing   atomic.Bool
 	calls     atomic.Int64
+	failures  atomic.Int64
+	failLog   limiter
+	warnLog   limiter
 }
 
 var (
@@ -119,6 +123,8 @@ func New(opts Options, facts Facts) (*Plugin, error) {
 		now:       time.Now,
 		entries:   map[string]*verdict{},
 		workloads: map[string]*workloadEntry{},
+		failLog:   limiter{every: logEvery},
+		warnLog:   limiter{every: logEvery},
 	}, nil
 }
 
@@ -268,29 +274,25 @@ func (p *Plugin) fetch(ctx context.Context, op string, workload *WorkloadFacts,
 	p.calls.Add(1)
 	v := &verdict{covered: map[string]struct{}{}, removed: map[string]string{}, scores: map[string]int64{}}
 	var err error
+	var warnings []string
 	if op == "filter" {
-		err = p.fillFilter(ctx, req, v)
+		warnings, err = p.fillFilter(ctx, req, v)
 	} else {
-		err = p.fillScore(ctx, req, v)
+		warnings, err = p.fillScore(ctx, req, v)
 	}
 	if err != nil {
-		if p.failing.CompareAndSwap(false, true) {
-			klog.ErrorS(err, "carbonshift API unavailable; clusters pass with a neutral score until it answers",
-				"plugin", Name)
-		}
+		p.reportFailure(op, err)
 		return &verdict{failed: true, expires: p.now().Add(p.failTTL)}
 	}
-	if p.failing.CompareAndSwap(true, false) {
-		klog.InfoS("carbonshift API answers again", "plugin", Name)
-	}
+	p.reportSuccess(op, warnings)
 	v.expires = p.now().Add(p.ttl)
 	return v
 }
 
-func (p *Plugin) fillFilter(ctx context.Context, req *Request, v *verdict) error {
+func (p *Plugin) fillFilter(ctx context.Context, req *Request, v *verdict) ([]string, error) {
 	resp, err := p.api.Filter(ctx, req)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for _, name := range resp.Clusters {
 		v.covered[name] = struct{}{}
@@ -299,19 +301,19 @@ func (p *Plugin) fillFilter(ctx context.Context, req *Request, v *verdict) error
 		v.covered[f.Name] = struct{}{}
 		v.removed[f.Name] = f.Reason
 	}
-	return nil
+	return resp.Warnings, nil
 }
 
-func (p *Plugin) fillScore(ctx context.Context, req *Request, v *verdict) error {
+func (p *Plugin) fillScore(ctx context.Context, req *Request, v *verdict) ([]string, error) {
 	resp, err := p.api.Score(ctx, req)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for _, s := range resp.Scores {
 		v.covered[s.Name] = struct{}{}
 		v.scores[s.Name] = s.Score
 	}
-	return nil
+	return resp.Warnings, nil
 }
 
 // candidates lists every known cluster (sorted by the lister's order) and the one at hand.

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	clusterv1alpha1 "github.com/karmada-io/karmada/pkg/apis/cluster/v1alpha1"
@@ -379,5 +380,52 @@ func BenchmarkFilterAndScoreAThousandClusters(b *testing.B) {
 			p.Filter(ctx, spec, nil, c)
 			p.Score(ctx, spec, c)
 		}
+	}
+}
+
+func TestFailedCallsAreCountedAndLoggedAtMostOncePerInterval(t *testing.T) {
+	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, `{"error": "boom"}`, http.StatusBadRequest)
+	}))
+	defer down.Close()
+	p := newPlugin(t, down.URL, fakeFacts{clusters: fleet})
+	now := time.Now()
+	p.now = func() time.Time { return now }
+	before := testutil.ToFloat64(apiCalls.WithLabelValues("filter", "error"))
+	for i := range 3 {
+		p.Filter(context.Background(), binding(strconv.Itoa(i)), nil, fleet[0])
+		now = now.Add(p.failTTL + time.Second) // past the cached failure, within logEvery
+	}
+	if p.Failures() != 3 {
+		t.Fatalf("Failures() = %d, want 3: every failed call counts", p.Failures())
+	}
+	if got := testutil.ToFloat64(apiCalls.WithLabelValues("filter", "error")) - before; got != 3 {
+		t.Fatalf("carbonshift_plugin_api_calls_total{filter,error} rose by %v, want 3", got)
+	}
+	// The first failure was logged; the next two fell in the same interval.
+	if ok, _ := p.failLog.allow(now); ok {
+		t.Fatal("a fourth log line within the interval should be held back")
+	}
+	if ok, dropped := p.failLog.allow(now.Add(logEvery)); !ok || dropped != 3 {
+		t.Fatalf("after the interval: allow = %v with %d held back, want true and 3", ok, dropped)
+	}
+}
+
+func TestWarningsInAnswersAreCountedAndTheAnswerIsUsed(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte(`{"clusters":["green"],"filtered":[{"name":"dirty","reason":"r"}],` +
+			`"warnings":["workload.annotations.carbonshift.io/max-intensity: bad; ignored"]}`))
+	}))
+	defer srv.Close()
+	p := newPlugin(t, srv.URL, fakeFacts{clusters: fleet})
+	before := testutil.ToFloat64(apiWarnings.WithLabelValues("filter"))
+	if res := p.Filter(context.Background(), binding("1"), nil, cluster("dirty", "", "")); res.IsSuccess() {
+		t.Fatal("the answer's filtered cluster should stay filtered despite the warning")
+	}
+	if got := testutil.ToFloat64(apiWarnings.WithLabelValues("filter")) - before; got != 1 {
+		t.Fatalf("carbonshift_plugin_api_warnings_total{filter} rose by %v, want 1", got)
+	}
+	if p.Failures() != 0 {
+		t.Fatalf("an answer with warnings is not a failure, got %d", p.Failures())
 	}
 }
