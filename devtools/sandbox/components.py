@@ -226,6 +226,10 @@ def define_components(
             f"--kubeconfig={lay.kubeconfig}",
             "--leader-elect=false",
             f"--controllers={KARMADA_CONTROLLERS}",
+            # Resource summaries every second instead of 10 s: karmada-scheduler's estimate
+            # (and its overcommit protection, which lets go of a binding's replicas once the
+            # member reports them healthy) follows what the members run.
+            "--cluster-status-update-frequency=1s",
             "--metrics-bind-address=0",
             f"--health-probe-bind-address={manager_health}",
         ], f"http://{manager_health}/healthz"),

@@ -15,10 +15,13 @@ import pytest
 import yaml
 
 from devtools.sandbox import Layout, Sandbox
+from webhook.decision.placement import fill_tiers
 
 DEMO = ("member-se", "member-fr", "member-pl")  # greenest first
 DECISION = "carbonshift.io/decision"
 ENABLED = "carbonshift.io/enabled"
+WEIGHTED = {"carbonshift.io/strategy": "weighted"}
+"""Static carbon weights instead of the default ordered fill."""
 
 
 def unavailable(reason: str) -> NoReturn:
@@ -116,12 +119,16 @@ def propagation_policy(
     *,
     labels: Mapping[str, str] | None = None,
     placement: Mapping[str, Any] | None = None,
+    annotations: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """A PropagationPolicy for Deployment ``name``; Divided over any cluster by default."""
+    meta: dict[str, Any] = {"name": name, "namespace": namespace, "labels": dict(labels or {})}
+    if annotations:
+        meta["annotations"] = dict(annotations)
     return {
         "apiVersion": "policy.karmada.io/v1alpha1",
         "kind": "PropagationPolicy",
-        "metadata": {"name": name, "namespace": namespace, "labels": dict(labels or {})},
+        "metadata": meta,
         "spec": {
             "resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": name}],
             "placement": dict(
@@ -129,6 +136,32 @@ def propagation_policy(
             ),
         },
     }
+
+
+def deployment(
+    name: str,
+    namespace: str,
+    *,
+    replicas: int,
+    cpu: str | None = None,
+    annotations: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """A Deployment of ``replicas`` pause containers, each asking for ``cpu`` (if any)."""
+    labels = {"app": name}
+    container: dict[str, Any] = {"name": "app", "image": "registry.k8s.io/pause:3.10"}
+    if cpu is not None:
+        container["resources"] = {"requests": {"cpu": cpu, "memory": "64Mi"}}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": namespace,
+                     "annotations": dict(annotations or {})},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": {"containers": [container]}},
+        },
+    }  # fmt: skip
 
 
 def cluster_propagation_policy(name: str, *, labels: Mapping[str, str]) -> dict[str, Any]:
@@ -187,11 +220,14 @@ def weights(policy: Mapping[str, Any]) -> dict[str, int]:
     return out
 
 
-def others(policy: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The entry that weighs every other matching cluster (an open selection keeps
-    clusters that join later reachable), if the policy has one."""
-    rest = [e for e in static_weights(policy) if "clusterNames" not in e["targetCluster"]]
-    return rest[0] if rest else None
+def carbon_order(policy: Mapping[str, Any]) -> list[str]:
+    """The clusters carbonshift placed, greenest first: the ordered fill's tiers, or the
+    static weights from heaviest (empty when carbonshift wrote neither)."""
+    tiers = fill_tiers(policy["spec"]["placement"])
+    if tiers is not None:
+        return [name for tier in tiers for name in tier]
+    got = weights(policy)
+    return sorted(got, key=lambda c: -got[c])
 
 
 def annotations(obj: Mapping[str, Any]) -> dict[str, str]:

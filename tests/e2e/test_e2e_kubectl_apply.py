@@ -18,10 +18,10 @@ from e2e_support import (
     DEMO,
     ENABLED,
     Kube,
+    carbon_order,
     carbonshift_marks,
     cluster_propagation_policy,
     nodepool,
-    others,
     propagation_policy,
     unique,
     weights,
@@ -34,19 +34,21 @@ CPP_PERMANENT_ID = "clusterpropagationpolicy.karmada.io/permanent-id"
 WEBHOOK_TIMEOUT_SECONDS = 3
 
 
-def assert_carbon_weighted(policy: dict[str, Any]) -> None:
-    """Weights over the demo clusters, greener grids weighted higher, and a decision."""
-    scheduling = policy["spec"]["placement"]["replicaScheduling"]
-    assert scheduling["replicaDivisionPreference"] == "Weighted"
-    got = weights(policy)
-    assert set(got) == set(DEMO), got
-    assert all(isinstance(w, int) and w >= 1 for w in got.values()), got
-    se, fr, pl = (got[name] for name in DEMO)
-    assert se >= fr > pl, got
-    # The policy selects any cluster: clusters that join later keep a weight too.
-    rest = others(policy)
-    assert rest is not None
-    assert sorted(rest["targetCluster"]["exclude"]) == sorted(DEMO)
+def assert_carbon_placed(policy: dict[str, Any]) -> None:
+    """The ordered fill over the demo clusters, greenest first, and a decision."""
+    placement = policy["spec"]["placement"]
+    assert placement["replicaScheduling"] == {
+        "replicaSchedulingType": "Divided",
+        "replicaDivisionPreference": "Weighted",
+        "weightPreference": {"dynamicWeight": "AvailableReplicas"},
+    }
+    assert carbon_order(policy) == list(DEMO)
+    assert weights(policy) == {}
+    # The policy selects any cluster: clusters that join later are the last tier.
+    (term,) = placement["clusterAffinities"]
+    rest = term["overflowAffinities"][-1]
+    assert rest["affinityName"] == "carbonshift-others"
+    assert sorted(rest["exclude"]) == sorted(DEMO)
     decision = json.loads(carbonshift_marks(policy)[DECISION])
     assert decision, "the decision annotation is empty"
 
@@ -54,11 +56,11 @@ def assert_carbon_weighted(policy: dict[str, Any]) -> None:
 # 1 ---------------------------------------------------------------------------------------
 
 
-def test_policy_in_labelled_namespace_is_stored_with_carbon_weights(kube: Kube) -> None:
+def test_policy_in_labelled_namespace_is_stored_with_the_ordered_fill(kube: Kube) -> None:
     namespace = kube.namespace(enabled=True)
     kube.apply(propagation_policy("web", namespace))
     stored = kube.get("propagationpolicy", "web", namespace)
-    assert_carbon_weighted(stored)
+    assert_carbon_placed(stored)
 
 
 # 2 ---------------------------------------------------------------------------------------
@@ -100,7 +102,7 @@ def test_cluster_propagation_policy_opts_in_by_object_label(kube: Kube) -> None:
     opted_in, plain = unique("cpp-in"), unique("cpp-plain")
     kube.apply(cluster_propagation_policy(opted_in, labels={ENABLED: "true"}))
     kube.apply(cluster_propagation_policy(plain, labels={}))
-    assert_carbon_weighted(kube.get("clusterpropagationpolicy", opted_in))
+    assert_carbon_placed(kube.get("clusterpropagationpolicy", opted_in))
     untouched = kube.get("clusterpropagationpolicy", plain)
     assert carbonshift_marks(untouched) == {}
     assert weights(untouched) == {}
@@ -155,7 +157,7 @@ def test_karmada_webhook_and_carbonshift_both_mutate_and_reapply_is_a_no_op(
     manifest = propagation_policy("web", namespace)
     kube.apply(manifest, *APPLY_MODES[mode])
     stored = kube.get("propagationpolicy", "web", namespace)
-    assert_carbon_weighted(stored)
+    assert_carbon_placed(stored)
     # karmada-webhook: permanent id, finalizer, namespace filled into the selectors.
     assert stored["metadata"]["labels"].get(PP_PERMANENT_ID)
     assert "karmada.io/propagation-policy-controller" in stored["metadata"]["finalizers"]
@@ -179,7 +181,7 @@ def test_cluster_policy_gets_karmada_permanent_id_too(kube: Kube) -> None:
     kube.apply(manifest, *APPLY_MODES["server-side"])
     stored = kube.get("clusterpropagationpolicy", name)
     assert stored["metadata"]["labels"].get(CPP_PERMANENT_ID)
-    assert_carbon_weighted(stored)
+    assert_carbon_placed(stored)
     kube.apply(manifest, *APPLY_MODES["server-side"])
     again = kube.get("clusterpropagationpolicy", name)
     assert again["metadata"]["resourceVersion"] == stored["metadata"]["resourceVersion"]
@@ -191,7 +193,7 @@ def test_cluster_policy_gets_karmada_permanent_id_too(kube: Kube) -> None:
 def test_server_dry_run_returns_the_mutated_object_and_persists_nothing(kube: Kube) -> None:
     namespace = kube.namespace(enabled=True)
     answered = kube.apply_json(propagation_policy("web", namespace), "--dry-run=server")
-    assert_carbon_weighted(answered)
+    assert_carbon_placed(answered)
     missing = kube.run("get", "propagationpolicy", "web", "-n", namespace)
     assert missing.returncode != 0
     assert "NotFound" in missing.stderr

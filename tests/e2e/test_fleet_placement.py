@@ -22,7 +22,7 @@ from typing import Any
 import aiohttp
 import pytest
 import yaml
-from e2e_support import Kube, propagation_policy, unique, weights
+from e2e_support import Kube, carbon_order, propagation_policy, unique
 
 from devtools.sandbox import Sandbox
 from devtools.sandbox.layout import free_port
@@ -110,9 +110,7 @@ def test_discovered_cluster_gets_its_zone_and_a_label_selector_picks_exactly_the
         name = unique("web")
         policy = propagation_policy(name, namespace, placement=selected(group))
         stored = kube.apply_json(policy)
-        got = weights(stored)
-        assert set(got) == {aws, gcp}, got
-        assert got[aws] > got[gcp], got  # SE-SE3 is greener than PL
+        assert carbon_order(stored) == [aws, gcp]  # SE-SE3 is greener than PL
 
 
 def test_a_relabelled_cluster_is_seen_by_the_next_admission(sandbox: Sandbox, kube: Kube) -> None:
@@ -126,12 +124,14 @@ def test_a_relabelled_cluster_is_seen_by_the_next_admission(sandbox: Sandbox, ku
         until(lambda: score_zone(sandbox, second), what="inventory")
         namespace = kube.namespace(enabled=True)
         policy = propagation_policy(unique("web"), namespace, placement=selected(group))
-        assert set(weights(kube.apply_json(policy, "--dry-run=server"))) == {first}
+        assert carbon_order(kube.apply_json(policy, "--dry-run=server")) == [first]
 
         kube.ok("label", CLUSTERS, second, f"e2e-group={group}")
         started = time.monotonic()
         until(
-            lambda: set(weights(kube.apply_json(policy, "--dry-run=server"))) == {first, second},
+            lambda: (
+                set(carbon_order(kube.apply_json(policy, "--dry-run=server"))) == {first, second}
+            ),
             what="the relabelled cluster in the next admission",
         )
         assert time.monotonic() - started < SECONDS
@@ -330,13 +330,12 @@ async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = SECO
 
 
 def named(value: Any) -> set[str]:
-    """Every cluster name with a static weight anywhere in a JSON patch."""
+    """Every cluster a JSON patch names (ordered-fill tiers, static weights)."""
     found: set[str] = set()
     if isinstance(value, dict):
-        if isinstance(value.get("path"), str) and value["path"].endswith("/staticWeightList"):
-            value = {"staticWeightList": value.get("value")}
-        for item in value.get("staticWeightList") or []:
-            found.update(item["targetCluster"].get("clusterNames", []))
+        if isinstance(value.get("path"), str) and value["path"].endswith("/clusterNames"):
+            value = {"clusterNames": value.get("value")}
+        found.update(value.get("clusterNames") or [])
         for inner in value.values():
             found |= named(inner)
     elif isinstance(value, list):

@@ -17,7 +17,16 @@ from pathlib import Path
 
 import pytest
 import yaml
-from e2e_support import DEMO, Kube, MemberKube, propagation_policy, unique, weights
+from e2e_support import (
+    DEMO,
+    WEIGHTED,
+    Kube,
+    MemberKube,
+    carbon_order,
+    propagation_policy,
+    unique,
+    weights,
+)
 from test_schedulers import REPLICAS, deployment, eventually
 
 from devtools.sandbox import Layout, Sandbox
@@ -106,7 +115,7 @@ def test_members_are_ready_by_karmadas_own_status_collection(sandbox: Sandbox, k
 def test_divided_policy_replicas_land_on_the_members_by_carbonshifts_weights(kube: Kube) -> None:
     namespace = kube.namespace(enabled=True)
     name = unique("web")
-    policy = kube.apply_json(propagation_policy(name, namespace))
+    policy = kube.apply_json(propagation_policy(name, namespace, annotations=WEIGHTED))
     kube.apply(deployment(name, namespace))
     weighting = weights(policy)
     assert set(weighting) == set(DEMO), f"carbonshift did not weight the policy: {policy}"
@@ -160,15 +169,26 @@ def test_examples_land_as_the_walk_through_says(kube: Kube) -> None:
     try:
         kube.ok("apply", "-f", str(EXAMPLES))
         web = kube.get("propagationpolicy", "web", DEMO_NAMESPACE)
+        assert carbon_order(web) == list(DEMO)
+        # The ordered fill: six 100m replicas fit on the greenest member.
         replicas = landed(kube, DEMO_NAMESPACE, "web")
-        assert replicas == webster(weights(web), 6), (weights(web), replicas)
+        assert replicas == {GREENEST: 6}, replicas
         # Green-first over the two greenest members, divided by their capacity.
         report = landed(kube, DEMO_NAMESPACE, "report")
         assert set(report) == {"member-se", "member-fr"}, report
         assert sum(report.values()) == 4
         # Opted out: stored as written, all on member-pl.
         assert landed(kube, DEMO_NAMESPACE, "pinned") == {"member-pl": 2}
-        print(f"web {replicas}, report {report}")
+        # Past the greenest member's room the rest overflows to member-fr, not member-pl.
+        kube.ok("scale", "deployment", "web", "-n", DEMO_NAMESPACE, "--replicas=50")
+
+        def scaled() -> dict[str, int] | None:
+            got = landed(kube, DEMO_NAMESPACE, "web")
+            return got if sum(got.values()) == 50 else None
+
+        overflowed = eventually(scaled, "web at 50 replicas")
+        assert set(overflowed) == {GREENEST, "member-fr"}, overflowed
+        print(f"web {replicas}, report {report}, web at 50 {overflowed}")
     finally:
         cluster_scoped = [d for d in documents if "namespace" not in d["metadata"]
                           and d["kind"] != "Namespace"]  # fmt: skip

@@ -12,7 +12,7 @@ import contextlib
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 from aiohttp import web
-from e2e_support import Kube, propagation_policy, unique, weights
+from e2e_support import WEIGHTED, Kube, carbon_order, propagation_policy, unique
 from test_fleet_labels import Replica, eventually, holder
 
 from devtools.sandbox import Sandbox
@@ -78,11 +78,15 @@ class Grid:
 
 @contextlib.contextmanager
 def follower(
-    sandbox: Sandbox, tmp: Path, grid: Grid, forecast: str = "day-ahead-profile"
+    sandbox: Sandbox,
+    tmp: Path,
+    grid: Grid,
+    forecast: str = "day-ahead-profile",
+    extra: Mapping[str, Any] | None = None,
 ) -> Iterator[Replica]:
     """One leading replica re-evaluating every second against ``grid`` (``forecast``:
     ``reevaluate.forecast``; the default's history is too short here, so it ranks on the
-    current intensity)."""
+    current intensity); ``extra``: config sections set besides."""
     config = yaml.safe_load(sandbox.layout.carbonshift_config.read_text())
     token = tmp / "token"
     token.write_text("e2e\n")
@@ -95,6 +99,7 @@ def follower(
         "reevaluate": {"interval_seconds": 1, "min_interval_seconds": 1,
                        "forecast": forecast},
     }  # fmt: skip
+    config |= dict(extra or {})
     path = tmp / "config.yaml"
     path.write_text(yaml.safe_dump(config))
     lease = unique("reevaluate-leader")
@@ -138,8 +143,7 @@ def events(kube: Kube, namespace: str, name: str, reason: str) -> list[dict[str,
 
 
 def greenest(policy: dict[str, Any]) -> str:
-    got = weights(policy)
-    return max(got, key=got.__getitem__)
+    return carbon_order(policy)[0]
 
 
 def record(policy: dict[str, Any]) -> Record:
@@ -154,15 +158,16 @@ def grid() -> Iterator[Grid]:
 
 @pytest.fixture
 def managed(kube: Kube) -> Iterator[tuple[str, str]]:
-    """A Divided policy over the three demo members, decided by the sandbox's webhook
-    (deleted afterwards: the next test's replica skips it while it terminates)."""
+    """A Divided policy over the three demo members with static weights, decided by the
+    sandbox's webhook (deleted afterwards: the next test's replica skips it while it
+    terminates)."""
     namespace = kube.namespace(enabled=True)
     name = unique("follow")
     placement = {
         "clusterAffinity": {"clusterNames": MEMBERS},
         "replicaScheduling": {"replicaSchedulingType": "Divided"},
     }
-    kube.apply(propagation_policy(name, namespace, placement=placement))
+    kube.apply(propagation_policy(name, namespace, placement=placement, annotations=WEIGHTED))
     stored = kube.get(POLICIES, name, namespace)
     assert greenest(stored) == "member-se"  # static data: SE-SE3 ~23 g
     try:

@@ -20,7 +20,8 @@ from typing import Any, TypeVar
 
 import pytest
 import yaml
-from e2e_support import DEMO, Kube, propagation_policy, unavailable, unique, weights
+from e2e_support import DEMO, WEIGHTED, Kube, propagation_policy, unavailable, unique, weights
+from e2e_support import deployment as workload
 
 from devtools.sandbox import Component, KeyPair, Sandbox, SandboxError, free_port, serving_pair
 
@@ -86,23 +87,7 @@ def karmada(sandbox: Sandbox) -> Sandbox:
 def deployment(
     name: str, namespace: str, annotations: dict[str, str] | None = None
 ) -> dict[str, Any]:
-    labels = {"app": name}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name, "namespace": namespace, "annotations": annotations or {}},
-        "spec": {
-            "replicas": REPLICAS,
-            "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {"containers": [{
-                    "name": "app", "image": "registry.k8s.io/pause:3.10",
-                    "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}},
-                }]},
-            },
-        },
-    }  # fmt: skip
+    return workload(name, namespace, replicas=REPLICAS, cpu="100m", annotations=annotations)
 
 
 EQUAL_WEIGHTS = {
@@ -126,13 +111,16 @@ def place(
     *,
     placement: dict[str, Any] | None = None,
     annotations: dict[str, str] | None = None,
+    policy_annotations: dict[str, str] | None = None,
 ) -> tuple[dict[str, Any], dict[str, int]]:
-    """Create a policy and a Deployment; wait until Karmada schedules the binding.
+    """Create a policy (``policy_annotations``) and a Deployment (``annotations``); wait
+    until Karmada schedules the binding.
 
     Returns the policy as stored and cluster -> replicas from the ResourceBinding.
     """
     name = unique("app")
-    policy = kube.apply_json(propagation_policy(name, namespace, placement=placement))
+    body = propagation_policy(name, namespace, placement=placement, annotations=policy_annotations)
+    policy = kube.apply_json(body)
     kube.apply(deployment(name, namespace, annotations))
 
     def scheduled() -> dict[str, int] | None:
@@ -155,7 +143,7 @@ def test_divided_policy_gives_the_greenest_cluster_the_most_replicas(
     karmada: Sandbox, kube: Kube
 ) -> None:
     namespace = kube.namespace(enabled=True)
-    policy, replicas = place(kube, namespace)
+    policy, replicas = place(kube, namespace, policy_annotations=WEIGHTED)
     w = weights(policy)
     assert set(w) == set(DEMO), f"carbonshift did not weight the policy: {policy['spec']}"
     assert w[GREENEST] > w[DIRTIEST]
