@@ -35,11 +35,13 @@ import math
 from array import array
 from collections.abc import Callable, Mapping, Sequence
 
+from webhook.decision.capacity import plan_move, tier_fill
+from webhook.decision.division import divide_available, divide_static, names_descending
 from webhook.decision.forecast import Method, history_needed, outlook, ranking_value
 from webhook.simulate.grid import Grid
-from webhook.decision.division import divide_available, divide_static, names_descending
 from webhook.simulate.metrics import Role, Run
 from webhook.simulate.policies import (
+    Fill,
     Held,
     Intent,
     PausePolicy,
@@ -75,6 +77,15 @@ class Instance:
     leave: int
     descending: bool
     """Karmada's tie direction for this workload."""
+    daily_low: float | None = None
+    """Daily scaling (:attr:`Workload.daily_low`); None: always ``replicas``."""
+
+    def replicas_at(self, hour: int) -> int:
+        """Replicas wanted in ``hour`` (hours from the scenario start, which is at 00:00)."""
+        if self.daily_low is None:
+            return self.replicas
+        day = 0.5 - 0.5 * math.cos(2 * math.pi * (hour % 24) / 24)  # 0 at 00:00, 1 at 12:00
+        return max(1, round(self.replicas * (self.daily_low + (1 - self.daily_low) * day)))
 
 
 def instances(scenario: Scenario) -> list[Instance]:
@@ -90,7 +101,17 @@ def instances(scenario: Scenario) -> list[Instance]:
                 break
             leave = hours if w.run_hours is None else min(hours, arrive + w.run_hours)
             uid = f"{w.name}-{k}"
-            out.append(Instance(uid, w.replicas, w.movable, arrive, leave, names_descending(uid)))
+            out.append(
+                Instance(
+                    uid,
+                    w.replicas,
+                    w.movable,
+                    arrive,
+                    leave,
+                    names_descending(uid),
+                    w.daily_low,
+                )
+            )
     out.sort(key=lambda i: (i.arrive, i.uid))
     return out
 
@@ -98,13 +119,18 @@ def instances(scenario: Scenario) -> list[Instance]:
 def demand(items: Sequence[Instance], hours: int) -> list[int]:
     """Replicas present in each hour."""
     delta = [0] * (hours + 1)
+    out = [0] * hours
     for inst in items:
-        delta[inst.arrive] += inst.replicas
-        delta[inst.leave] -= inst.replicas
-    out, running = [], 0
+        if inst.daily_low is None:
+            delta[inst.arrive] += inst.replicas
+            delta[inst.leave] -= inst.replicas
+            continue
+        for h in range(inst.arrive, inst.leave):
+            out[h] += inst.replicas_at(h)
+    running = 0
     for h in range(hours):
         running += delta[h]
-        out.append(running)
+        out[h] += running
     return out
 
 
@@ -127,12 +153,30 @@ def capacities(scenario: Scenario, peak: int) -> dict[str, int]:
 
 
 def realise(
-    intent: Intent, replicas: int, free: Mapping[str, int], *, descending: bool
+    intent: Intent,
+    replicas: int,
+    free: Mapping[str, int],
+    *,
+    descending: bool,
+    previous: Mapping[str, int] | None = None,
 ) -> dict[str, int]:
-    """Replica counts for ``intent`` given each cluster's free capacity."""
+    """Replica counts for ``intent`` given each cluster's free capacity.
+
+    ``free`` counts this workload's own ``previous`` replicas as free. An ordered fill
+    is divided by Karmada's tier fill in Steady mode (:func:`capacity.tier_fill`, with
+    the room the other workloads leave); a fill that cannot hold every replica (a
+    ``max-intensity`` filter over a full fleet) spills like the rest below.
+    """
     counts: dict[str, int] = {}
     overflow = 0
-    if isinstance(intent, Weights):
+    if isinstance(intent, Fill):
+        mine = previous or {}
+        others = {c: free[c] - mine.get(c, 0) for c in free}
+        filled = tier_fill(replicas, intent.tiers, others, mine, descending=descending)
+        if filled is not None:
+            return filled
+        overflow = replicas
+    elif isinstance(intent, Weights):
         counts = divide_static(replicas, intent.as_weights(), descending=descending)
     elif intent.weights:
         # Static weights never fail a term: the first with a cluster wins, divided by weight.
@@ -211,23 +255,64 @@ class _Fleet:
         self.held[inst.uid] = held
         self.active[inst.uid] = inst
         free = self._free()
-        self._apply(inst, realise(held.intent, inst.replicas, free, descending=inst.descending))
+        counts = realise(held.intent, inst.replicas_at(t), free, descending=inst.descending)
+        self._apply(inst, counts)
+
+    def rescale(self, t: int) -> None:
+        """Workloads that scale: Karmada reschedules a changed replica count (Steady)."""
+        for uid, inst in self.active.items():
+            wanted = inst.replicas_at(t)
+            before = self.counts[uid]
+            if inst.daily_low is None or wanted == sum(before.values()):
+                continue
+            intent = self.held[uid].intent
+            after = realise(
+                intent, wanted, self._free(uid), descending=inst.descending, previous=before
+            )
+            self._apply(inst, after)
 
     def revisit(self, proposal: Intent, view: Mapping[str, float], t: int) -> None:
+        budget = self.policy.move_budget
         for uid, inst in self.active.items():
             if not inst.movable or inst.arrive == t:
                 continue
             old = self.held[uid]
             new = self.policy.decide(proposal, view, old, float(t))
             self.held[uid] = new
+            before = self.counts[uid]
             if new.intent == old.intent:
+                budget -= self._move_back(inst, new.intent, view, budget)
                 continue
             self.run.changes += 1  # the policy is rewritten
-            before = self.counts[uid]
-            after = realise(new.intent, inst.replicas, self._free(uid), descending=inst.descending)
+            after = realise(
+                new.intent,
+                sum(before.values()),
+                self._free(uid),
+                descending=inst.descending,
+                previous=before,
+            )
             if after != before:
                 self.run.moves += sum(max(0, n - before.get(c, 0)) for c, n in after.items())
                 self._apply(inst, after)
+
+    def _move_back(
+        self, inst: Instance, intent: Intent, view: Mapping[str, float], budget: int
+    ) -> int:
+        """The leader's move-back (:func:`capacity.plan_move`); returns the replicas moved."""
+        rule = self.policy.move
+        if rule is None or not isinstance(intent, Fill) or budget <= 0:
+            return 0
+        before = self.counts[inst.uid]
+        room = self._free()
+        move = plan_move(
+            before, intent.tiers, room, view, rule, budget=budget, descending=inst.descending
+        )
+        if move is None:
+            return 0
+        self.run.rebalances += 1
+        self.run.moves += move.moved
+        self._apply(inst, move.target)
+        return move.moved
 
     def account(self, t: int, current: Mapping[str, float], kw: float) -> None:
         day = t // 24
@@ -322,6 +407,7 @@ def simulate_spatial(
             assert view is not None
             for inst in leaving:
                 fleet.release(inst)
+            fleet.rescale(t)
             busy = arriving or (policy.reevaluate and reevaluate and fleet.active)
             proposal = policy.propose(view) if busy else None
             if proposal is not None:

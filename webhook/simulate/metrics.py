@@ -37,6 +37,8 @@ class Run:
     """Replicas that changed cluster after creation (spatial)."""
     changes: int = 0
     """Placement updates: PropagationPolicy rewrites or NodePool pause toggles."""
+    rebalances: int = 0
+    """Fresh reschedules the leader asked for to move replicas back (ordered fill)."""
     jobs: int = 0
     misses: int = 0
     """Batch jobs that started after their latest start (finished past the deadline)."""

@@ -28,8 +28,9 @@ from typing import Any
 
 import orjson
 
-from webhook.config import ClusterConfig, WeightingConfig
+from webhook.config import ClusterConfig, Config, WeightingConfig
 from webhook.decision import hysteresis, nodepool, pause, placement
+from webhook.decision.capacity import MoveRule
 from webhook.decision.forecast import Method, history_needed, outlook
 from webhook.decision.outcome import REMOVE, Change
 from webhook.decision.ranking import intensity_class, order_greenest
@@ -69,7 +70,21 @@ class Terms:
         return dict(self.compared)
 
 
-Intent = Weights | Terms
+@dataclasses.dataclass(frozen=True, slots=True)
+class Fill:
+    """Intent: an ordered fill, tiers filled one after another by Karmada by room."""
+
+    tiers: tuple[tuple[str, ...], ...]
+    """Each tier's clusters, greenest tier first."""
+    compared: tuple[tuple[str, int], ...] = ()
+    """The placement as the hysteresis compares it (:func:`placement.in_force`)."""
+
+    def as_weights(self) -> dict[str, int]:
+        """What the hysteresis compares."""
+        return dict(self.compared)
+
+
+Intent = Weights | Terms | Fill
 Propose = Callable[[Mapping[str, float]], Intent]
 """Turns intensities per cluster into an intent."""
 
@@ -98,14 +113,16 @@ def policy_object(
     max_clusters: int | None = None,
     max_intensity: float | None = None,
     available: bool = False,
+    strategy: str | None = None,
 ) -> dict[str, Any]:
     """The PropagationPolicy a carbonshift policy stands for.
 
-    Divided over ``clusters`` (``clusterAffinity.clusterNames``), so the webhook adds
-    static carbon weights, as in ``examples/``; ``available`` instead has Karmada divide
-    by available replicas (``dynamicWeight: AvailableReplicas``, ``strategy: none``).
+    Divided over ``clusters`` (``clusterAffinity.clusterNames``), so the webhook writes
+    its default (the ordered fill) or ``strategy``; ``available`` instead has Karmada
+    divide by available replicas (``dynamicWeight: AvailableReplicas``, ``strategy:
+    none``).
     """
-    annotations: dict[str, str] = {}
+    annotations: dict[str, str] = {STRATEGY: strategy} if strategy else {}
     if max_clusters is not None:
         annotations[MAX_CLUSTERS] = str(max_clusters)
     if max_intensity is not None:
@@ -204,6 +221,13 @@ class Members:
         """How Karmada reads a placement: candidates per affinity term, static weights or not."""
         static = self.static_weights(written.get("replicaScheduling") or {})
         terms = written.get("clusterAffinities")
+        if terms and placement.fill_tiers(written) is not None:
+            first = terms[0]
+            tiers = [first, *first["overflowAffinities"]]
+            return Fill(
+                tuple(tuple(self.allowed(t)) for t in tiers),
+                tuple(sorted((placement.in_force(written, None) or {}).items())),
+            )
         if not terms:
             group = self.allowed(written.get("clusterAffinity"))
             if static is not None:
@@ -296,6 +320,10 @@ class SpatialPolicy:
     horizon_hours: int = 1
     info: str = "current intensity"
     """Which intensity information the policy uses (shown in the results)."""
+    move: MoveRule | None = None
+    """The leader's move-back of an ordered fill (:func:`capacity.plan_move`); None: never."""
+    move_budget: int = 0
+    """Replicas the leader may move per hour across the fleet."""
 
     def decide(
         self, proposal: Intent, intensities: Mapping[str, float], held: Held | None, now: float
@@ -311,12 +339,13 @@ class SpatialPolicy:
         return held if record is held.record else Held(proposal, record)
 
 
-DEFAULT_SPATIAL = "weights-forecast"
+DEFAULT_SPATIAL = "fill-forecast"
 """The spatial row carbonshift's default behaviour stands for: what the webhook does with
-its default config to a plain Divided PropagationPolicy (no annotations). Static carbon
-weights at admission, then the leader's re-evaluation (``reevaluate.enabled``,
-``forecast: day-ahead-profile``) ranks on the forecast mean over the next 24 h and
-switches through the hysteresis (``hysteresis.margin`` / ``dwell_hours``)."""
+its default config to a plain Divided PropagationPolicy (no annotations). The ordered fill
+at admission, then the leader's re-evaluation (``reevaluate.enabled``, ``forecast:
+day-ahead-profile``) re-orders the tiers on the forecast mean over the next 24 h through
+the hysteresis (``hysteresis.margin`` / ``dwell_hours``) and moves replicas back to
+greener tiers (``rebalance``, :func:`webhook.decision.capacity.plan_move`)."""
 
 DEFAULT_TEMPORAL = "pause-over-time-forecast"
 """The temporal row carbonshift's default behaviour stands for: the NodePool pause the
@@ -345,23 +374,26 @@ def spatial_policies(
     rule = hysteresis.Hysteresis(margin=s.margin, dwell_hours=s.dwell_hours)
     forecast = f"{s.forecast.value} forecast, mean over {s.forecast_hours} h"
 
-    def held(key: str, label: str, propose: Propose, *, ahead: bool = False) -> SpatialPolicy:
-        """Re-evaluated every interval through the hysteresis, optionally on the forecast."""
-        if not ahead:
-            return SpatialPolicy(key, label, propose, reevaluate=True, rule=rule)
-        return SpatialPolicy(
-            key,
-            label,
-            propose,
-            reevaluate=True,
-            rule=rule,
-            forecast=s.forecast,
-            horizon_hours=s.forecast_hours,
-            info=forecast,
-        )
+    rebalance = Config().rebalance
+    move = MoveRule.of(rebalance)
 
-    carbon = webhook()
-    weighted_terms = webhook(max_clusters=s.max_clusters)
+    def held(
+        key: str, label: str, propose: Propose, *, ahead: bool = False, back: bool = False
+    ) -> SpatialPolicy:
+        """Re-evaluated every interval through the hysteresis, optionally on the forecast,
+        optionally moving replicas back (``back``)."""
+        out = SpatialPolicy(key, label, propose, reevaluate=True, rule=rule)
+        if ahead:
+            out = dataclasses.replace(
+                out, forecast=s.forecast, horizon_hours=s.forecast_hours, info=forecast
+            )
+        if back:
+            out = dataclasses.replace(out, move=move, move_budget=rebalance.max_moves_per_hour)
+        return out
+
+    fill = webhook()
+    carbon = webhook(strategy="weighted")
+    weighted_terms = webhook(max_clusters=s.max_clusters, strategy="weighted")
     available_terms = webhook(max_clusters=s.max_clusters, available=True)
     top_n = min(s.top_n, len(clusters))
     first = min(s.max_clusters, len(clusters))
@@ -413,7 +445,40 @@ def spatial_policies(
         held(
             "max-intensity",
             f"max-intensity filter ({s.max_intensity:g}) + carbon weights, hysteresis + dwell",
+            webhook(max_intensity=s.max_intensity, strategy="weighted"),
+        ),
+        SpatialPolicy(
+            "fill-static",
+            "ordered fill at creation only",
+            fill,
+            info="intensity at creation",
+        ),
+        held(
+            "fill",
+            "ordered fill on current intensity, hysteresis + dwell, move-back",
+            fill,
+            back=True,
+        ),
+        held(
+            "fill-forecast",
+            "ordered fill on a forecast, hysteresis + dwell, move-back",
+            fill,
+            ahead=True,
+            back=True,
+        ),
+        held(
+            "fill-max-clusters",
+            f"ordered fill, greenest {first} share the first tier, on a forecast, move-back",
+            webhook(max_clusters=s.max_clusters),
+            ahead=True,
+            back=True,
+        ),
+        held(
+            "fill-max-intensity",
+            f"ordered fill under max-intensity ({s.max_intensity:g}), on a forecast, move-back",
             webhook(max_intensity=s.max_intensity),
+            ahead=True,
+            back=True,
         ),
     ]
 

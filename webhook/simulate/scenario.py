@@ -86,6 +86,9 @@ class Workload(Schema, frozen=True):
     """A new instance arrives this often; None = a single instance."""
     offset_hours: Whole0 = 0
     """First arrival, in hours after the scenario start."""
+    daily_low: Annotated[float, msgspec.Meta(gt=0, le=1)] | None = None
+    """Scales up and down every day: ``replicas`` at 12:00 UTC, this fraction of them at
+    00:00, along a cosine (None: a constant replica count)."""
 
 
 class BatchPool(Schema, frozen=True):
