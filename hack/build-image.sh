@@ -62,6 +62,7 @@ build_base() {
     log "base: mmdebstrap $SUITE ($PACKAGES) from $MIRROR"
     # No documentation, manual pages or translations; no apt lists or caches. The merged-usr
     # hook lays out /usr as the usrmerge package would, without it and the perl it needs.
+    # shellcheck disable=SC2016  # $1 is the hook's argument, expanded by mmdebstrap
     mmdebstrap --quiet --variant=minbase --include="$PACKAGES" \
         --aptopt='APT::Install-Recommends "false"' \
         --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr \
@@ -140,9 +141,9 @@ run_rootfs() {
     [[ $EUID -eq 0 ]] || die "the chroot runner needs root (mount namespace, chroot)"
     local ctr mnt spec
     ctr="$(buildah from --pull-never --quiet "$IMAGE")"
-    # shellcheck disable=SC2064  # the container's name is known now
     local root="$WORK/root.$$"  # where the private mount namespace assembles the root
     mkdir -p "$root"
+    # shellcheck disable=SC2064  # the names are known now
     trap "rmdir '$root' 2>/dev/null; buildah umount '$ctr' >/dev/null 2>&1; buildah rm '$ctr' >/dev/null 2>&1 || true" EXIT
     trap 'exit 143' TERM INT
     mnt="$(buildah mount "$ctr")"
@@ -170,6 +171,7 @@ print("RUN_ENTRYPOINT=(" + " ".join(shlex.quote(e) for e in c.get("Entrypoint") 
     # /dev, a 16 MiB tmpfs /tmp and the config and certificates bound read-only. chroot
     # enters it; setpriv (the image's own, util-linux) drops to the image's user with no
     # capabilities and no_new_privs before the entrypoint runs.
+    # shellcheck disable=SC2016  # the inner script expands its own arguments
     unshare --mount --pid --fork --kill-child --propagation private -- /bin/bash -euc '
         root=$1 mnt=$2 certs=$3 config=$4 uid=$5 gid=$6 workdir=$7 count=$8; shift 8
         env=("${@:1:$count}"); shift "$count"
