@@ -13,8 +13,8 @@ from datetime import UTC, datetime
 
 import pytest
 
+from webhook.errors import ProviderError
 from webhook.providers import wire
-from webhook.providers.base import ProviderError
 from webhook.validation import InvalidInput
 from webhook.vocabulary import INTENSITY_SINCE, format_time, parse_time, timestamp
 

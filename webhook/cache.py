@@ -35,9 +35,9 @@ import structlog
 from aiocache import RedisCache, SimpleMemoryCache
 from aiocache.serializers import BaseSerializer
 
+from webhook import errors
 from webhook.intensity import Reading, Signal
 from webhook.metrics import CACHE_LOOKUPS
-from webhook.providers import base
 
 log = structlog.get_logger("carbonshift.cache")
 
@@ -46,15 +46,15 @@ REDIS_TIMEOUT_SECONDS = 2.0
 NAMESPACE = "carbonshift:v1"
 """Prefix of every key; bump the version when :class:`Entry`'s encoding changes."""
 
-_ERRORS: Mapping[str, type[base.ProviderError]] = {
+_ERRORS: Mapping[str, type[errors.ProviderError]] = {
     cls.__name__: cls
     for cls in (
-        base.ProviderError,
-        base.ZoneNotSupported,
-        base.AuthenticationFailed,
-        base.RateLimited,
-        base.IncomparableSignal,
-        base.CircuitOpen,
+        errors.ProviderError,
+        errors.ZoneNotSupported,
+        errors.AuthenticationFailed,
+        errors.RateLimited,
+        errors.IncomparableSignal,
+        errors.CircuitOpen,
     )
 }
 
@@ -82,9 +82,9 @@ class Entry:
         """True when the provider answered."""
         return self.error is None
 
-    def exception(self) -> base.ProviderError:
+    def exception(self) -> errors.ProviderError:
         """The cached error as an exception of its original class."""
-        cls = _ERRORS.get(self.error_type or "", base.ProviderError)
+        cls = _ERRORS.get(self.error_type or "", errors.ProviderError)
         message = (self.error or "unknown error").removeprefix(f"{self.provider}: ")
         return cls(self.provider, message)
 

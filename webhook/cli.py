@@ -20,6 +20,7 @@ import yaml
 
 from webhook import __version__, certs, cli_intensity, logs
 from webhook.config import Config, error_line, load
+from webhook.errors import UsageError
 from webhook.simulate import cli as simulate_cli
 from webhook.validation import InvalidInput, yaml_reason
 
@@ -28,10 +29,6 @@ Handler = Callable[[argparse.Namespace], int]
 
 PIPE_CLOSED = 128 + signal.SIGPIPE
 """Exit status when the reader of stdout went away (``carbonshift ... | head``)."""
-
-
-class UsageError(Exception):
-    """A mistake in how the command was called; printed on one line, exit status 2."""
 
 
 def _config(args: argparse.Namespace) -> Config:

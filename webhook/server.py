@@ -31,6 +31,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from webhook import admission, certs, schedapi
 from webhook.config import ClientAuthPath, Config
+from webhook.errors import ListenError as ListenError  # noqa: PLC0414 - callers import it here
 from webhook.feed import IntensityFeed
 from webhook.guard import (
     WAITED,
@@ -304,11 +305,6 @@ async def serve(
         if fleet is not None:
             await _stop_fleet(*fleet)
         log.info("stopped", seconds=round(time.monotonic() - started, 3))
-
-
-class ListenError(Exception):
-    """The server cannot listen on its address (a busy port, no permission): one line for
-    the operator, exit status 1."""
 
 
 _LISTEN_HINTS = {

@@ -18,6 +18,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TextIO
 
+from webhook.errors import TraceError as TraceError  # noqa: PLC0414 - callers import it here
 from webhook.vocabulary import parse_time
 
 SHIPPED = Path(__file__).resolve().parent / "data" / "traces" / "electricitymaps-hourly-2023"
@@ -32,10 +33,6 @@ class Column(StrEnum):
     """Life-cycle emissions (the Electricity Maps API default)."""
     DIRECT = "direct"
     """Operational (direct) emissions only."""
-
-
-class TraceError(ValueError):
-    """A trace file is missing, unreadable or not in the expected format."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -20,6 +20,9 @@ import msgspec.inspect
 import orjson
 import yaml
 
+from webhook.errors import InvalidInput as InvalidInput  # noqa: PLC0414 - callers import it here
+from webhook.errors import join
+
 T = TypeVar("T")
 
 _UNKNOWN = re.compile(r"^Object contains unknown field `(?P<field>[^`]*)`$")
@@ -54,28 +57,6 @@ GridZone = Annotated[
 class Schema(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Base of a document's structs: immutable, unknown keys refused (``x: unknown field``).
     Subclasses repeat ``frozen=True`` for type checkers."""
-
-
-class InvalidInput(ValueError):
-    """Input that does not fit its schema. ``path`` is the field (empty: the whole input)."""
-
-    def __init__(self, path: str, message: str) -> None:
-        self.path = path
-        self.message = message
-        super().__init__(f"{path}: {message}" if path else message)
-
-    def within(self, prefix: str) -> InvalidInput:
-        """The same error with its path under ``prefix`` (e.g. a provider's section)."""
-        return InvalidInput(join(prefix, self.path), self.message)
-
-
-def join(prefix: str, path: str) -> str:
-    """``prefix`` and ``path`` as one dotted path (list indexes stay ``[i]``)."""
-    if not prefix:
-        return path
-    if not path:
-        return prefix
-    return f"{prefix}{path}" if path.startswith("[") else f"{prefix}.{path}"
 
 
 def from_msgspec(

@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 
 from tests.support import FakeUpstream, Reply, em_latest, iso
-from webhook.intensity import Signal
-from webhook.providers.base import (
+from webhook.errors import (
     AuthenticationFailed,
     CircuitOpen,
     ProviderError,
     RateLimited,
     ZoneNotSupported,
 )
+from webhook.intensity import Signal
 from webhook.providers.credentials import Secret
 from webhook.providers.electricitymaps import ElectricityMapsProvider
 from webhook.providers.http import HttpSettings

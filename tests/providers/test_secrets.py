@@ -12,8 +12,8 @@ from structlog.testing import capture_logs
 
 from tests.support import FakeUpstream, Reply
 from webhook.config import parse
+from webhook.errors import ProviderError
 from webhook.feed import IntensityFeed
-from webhook.providers.base import ProviderError
 from webhook.providers.http import HttpSettings
 from webhook.providers.registry import build_providers
 from webhook.validation import InvalidInput

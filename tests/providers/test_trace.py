@@ -9,7 +9,7 @@ import pytest
 
 from tests.support import Clock
 from webhook import traces
-from webhook.providers.base import ZoneNotSupported
+from webhook.errors import ZoneNotSupported
 from webhook.providers.http import HttpSettings
 from webhook.providers.trace import TraceProvider
 from webhook.validation import InvalidInput

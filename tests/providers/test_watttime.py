@@ -11,8 +11,8 @@ import pytest
 from structlog.testing import capture_logs
 
 from tests.support import Clock, FakeUpstream, Reply
+from webhook.errors import AuthenticationFailed, IncomparableSignal
 from webhook.intensity import Signal
-from webhook.providers.base import AuthenticationFailed, IncomparableSignal
 from webhook.providers.credentials import Secret
 from webhook.providers.http import HttpSettings
 from webhook.providers.watttime import (

@@ -11,9 +11,9 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from webhook import schedapi
 from webhook.config import Config
+from webhook.errors import ZoneNotSupported
 from webhook.feed import IntensityFeed
 from webhook.intensity import Reading, Signal
-from webhook.providers.base import ZoneNotSupported
 from webhook.state import STATE, ServerState
 
 INTENSITIES: Mapping[str, float] = {

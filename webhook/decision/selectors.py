@@ -12,10 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from webhook.config import ClusterConfig
-
-
-class SelectorError(ValueError):
-    """A selector in the object is malformed."""
+from webhook.errors import SelectorError as SelectorError  # noqa: PLC0414 - callers import it here
 
 
 def _strings(value: object, what: str) -> list[str]:

@@ -18,10 +18,11 @@ import structlog
 
 from webhook.cache import Entry
 from webhook.config import FeedConfig
+from webhook.errors import ProviderError, ZoneNotSupported
 from webhook.feed.memory import HISTORY, LATEST
 from webhook.intensity import Reading
 from webhook.metrics import PROVIDER_ERRORS
-from webhook.providers.base import Provider, ProviderError, ZoneNotSupported
+from webhook.providers.base import Provider
 
 log = structlog.get_logger("carbonshift.feed")
 

@@ -19,6 +19,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
 from webhook import metrics
+from webhook.errors import NotLeader as NotLeader  # noqa: PLC0414 - callers import it here
 from webhook.kube.client import FIELD_MANAGER, REQUEST_TIMEOUT, refused
 
 Obj = dict[str, Any]
@@ -29,10 +30,6 @@ class Gate(Protocol):
 
     @property
     def leading(self) -> bool: ...
-
-
-class NotLeader(RuntimeError):
-    """A write was asked for while this replica does not hold the leader Lease."""
 
 
 def _check(gate: Gate | None) -> None:

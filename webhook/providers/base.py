@@ -18,42 +18,6 @@ from typing import Protocol, runtime_checkable
 from webhook.intensity import Reading
 
 
-class ProviderError(Exception):
-    """A provider could not produce a reading. The message never contains secrets."""
-
-    def __init__(self, provider: str, message: str) -> None:
-        super().__init__(f"{provider}: {message}")
-        self.provider = provider
-
-
-class ZoneNotSupported(ProviderError):
-    """The provider has no data for this zone; the next provider in the chain should answer."""
-
-
-class AuthenticationFailed(ProviderError):
-    """The provider refused the credentials (HTTP 401/403). ``status`` is the HTTP code."""
-
-    def __init__(self, provider: str, message: str, status: int | None = None) -> None:
-        super().__init__(provider, message)
-        self.status = status
-
-
-class RateLimited(ProviderError):
-    """The provider asked us to slow down (HTTP 429)."""
-
-    def __init__(self, provider: str, message: str, retry_after: float | None = None) -> None:
-        super().__init__(provider, message)
-        self.retry_after = retry_after
-
-
-class IncomparableSignal(ProviderError):
-    """The provider only has a relative signal (e.g. a percentile) for this zone."""
-
-
-class CircuitOpen(ProviderError):
-    """The provider's circuit breaker is open: no request was made."""
-
-
 @runtime_checkable
 class Provider(Protocol):
     """A source of carbon-intensity readings.

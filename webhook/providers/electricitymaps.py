@@ -23,9 +23,9 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from webhook.errors import ProviderError, ZoneNotSupported
 from webhook.intensity import Reading, Signal
 from webhook.providers import wire
-from webhook.providers.base import ProviderError, ZoneNotSupported
 from webhook.providers.credentials import Secret, resolve_secret
 from webhook.providers.http import HttpClient, HttpProvider, HttpSettings
 from webhook.providers.options import NetworkOptions, NonEmpty, base_url, parse

@@ -37,14 +37,14 @@ import aiohttp
 import orjson
 import structlog
 
-from webhook.metrics import UPSTREAM_REQUESTS
-from webhook.providers.base import (
+from webhook.errors import (
     AuthenticationFailed,
     CircuitOpen,
     ProviderError,
     RateLimited,
     ZoneNotSupported,
 )
+from webhook.metrics import UPSTREAM_REQUESTS
 from webhook.providers.breaker import CircuitBreaker
 from webhook.providers.options import NetworkOptions
 

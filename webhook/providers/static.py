@@ -10,8 +10,8 @@ from datetime import datetime, timedelta
 from importlib import resources
 from typing import Any
 
+from webhook.errors import ZoneNotSupported
 from webhook.intensity import Reading, Signal, utcnow
-from webhook.providers.base import ZoneNotSupported
 from webhook.providers.http import HttpSettings
 from webhook.providers.options import NoOptions, parse
 

@@ -29,8 +29,8 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from webhook import traces
+from webhook.errors import ZoneNotSupported
 from webhook.intensity import Reading, Signal, utcnow
-from webhook.providers.base import ZoneNotSupported
 from webhook.providers.http import HttpSettings
 from webhook.providers.options import NonEmpty, parse
 from webhook.validation import InvalidInput

@@ -23,9 +23,9 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from webhook.errors import ProviderError, ZoneNotSupported
 from webhook.intensity import Reading, Signal, utcnow
 from webhook.providers import wire
-from webhook.providers.base import ProviderError, ZoneNotSupported
 from webhook.providers.http import HttpClient, HttpProvider, HttpSettings
 from webhook.providers.options import NetworkOptions, base_url, parse
 

@@ -37,13 +37,9 @@ from typing import Annotated, Any
 import msgspec
 import structlog
 
+from webhook.errors import AuthenticationFailed, IncomparableSignal, ProviderError
 from webhook.intensity import Reading, Signal
 from webhook.providers import wire
-from webhook.providers.base import (
-    AuthenticationFailed,
-    IncomparableSignal,
-    ProviderError,
-)
 from webhook.providers.credentials import Secret, resolve_secret
 from webhook.providers.http import HttpClient, HttpProvider, HttpSettings
 from webhook.providers.options import NetworkOptions, NonEmpty, base_url, parse

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from webhook.providers.base import ProviderError
+from webhook.errors import ProviderError
 from webhook.vocabulary import parse_time
 
 

@@ -12,16 +12,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from webhook.errors import ReportUnavailable as ReportUnavailable  # noqa: PLC0414 - callers import it here
 from webhook.simulate.grid import Grid
 from webhook.simulate.metrics import Row, Run
 from webhook.simulate.outcome import Outcome, Part
 from webhook.simulate.policies import DEFAULT_SPATIAL, DEFAULT_TEMPORAL
 
 INSTALL_HINT = "pip install 'carbonshift[sim]'"
-
-
-class ReportUnavailable(RuntimeError):
-    """The HTML report cannot be written because matplotlib is not installed."""
 
 
 def years(grid: Grid) -> str:
