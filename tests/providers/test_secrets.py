@@ -123,7 +123,6 @@ def test_config_errors_do_not_echo_secrets(tmp_path: Path) -> None:
     ]
     for section in bad:
         name = next(iter(section))
-        config = parse({"providers": [name], **section})
-        with pytest.raises(InvalidInput) as info:
-            build_providers(config, env=env)
+        with pytest.raises(InvalidInput) as info:  # credentials in the file: at parse
+            build_providers(parse({"providers": [name], **section}), env=env)
         assert_clean(str(info.value))
