@@ -70,8 +70,8 @@ def test_mutate_prints_what_would_be_stored(
     )
     assert code == 0
     docs = list(yaml.safe_load_all(out))
-    weights = docs[0]["spec"]["placement"]["replicaScheduling"]["weightPreference"]
-    assert weights["staticWeightList"][0]["targetCluster"]["clusterNames"] == ["member-fr"]
+    terms = docs[0]["spec"]["placement"]["clusterAffinities"]
+    assert terms[0]["clusterNames"] == ["member-fr"]  # the ordered fill's greenest tier
     assert docs[1]["spec"]["limits"] == {"cpu": "0"}
     assert "# carbonshift: PropagationPolicy web: patched" in out
 
@@ -209,8 +209,8 @@ def test_mutate_reevaluate_shows_what_the_leader_would_write(
     policy, pool = orjson.loads(out)
     assert policy["outcome"] == "switched"
     assert "greener than the placement in force" in policy["reason"]
-    weights = policy["object"]["spec"]["placement"]["replicaScheduling"]["weightPreference"]
-    assert weights["staticWeightList"][0]["targetCluster"]["clusterNames"] == ["member-pl"]
+    terms = policy["object"]["spec"]["placement"]["clusterAffinities"]
+    assert terms[0]["clusterNames"] == ["member-pl"]
     (switch,) = policy["decision"]["switches"]
     assert switch["before"] > switch["after"]
     assert pool["outcome"] == "kept"

@@ -48,7 +48,11 @@ def review(placement: dict[str, Any] | None = None, uid: str = "u-1") -> bytes:
     obj = {
         "apiVersion": "policy.karmada.io/v1alpha1",
         "kind": "PropagationPolicy",
-        "metadata": {"name": "web", "namespace": "shop"},
+        "metadata": {
+            "name": "web",
+            "namespace": "shop",
+            "annotations": {"carbonshift.io/strategy": "weighted"},
+        },
         "spec": {
             "resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment"}],
             "placement": {

@@ -23,6 +23,7 @@ from webhook.decision import hysteresis, nodepool
 from webhook.decision.ranking import intensity_class
 from webhook.intensity import Reading, Signal
 from webhook.simulate.policies import (
+    Fill,
     PoolMoment,
     SpatialPolicy,
     Terms,
@@ -57,6 +58,7 @@ def test_every_carbon_policy_kind_is_covered() -> None:
         "green-first",
         "green-first-available",
         "max-intensity",
+        "fill-static",
     }
 
 
@@ -114,6 +116,11 @@ def test_the_simulator_places_as_the_webhook_writes(key: str, view: dict[str, fl
         assert names == ["carbonshift-greenest", "carbonshift-fallback"]
         assert isinstance(intent, Terms)
         assert intent.terms == tuple(tuple(t["clusterNames"]) for t in terms)
+    elif key.startswith("fill"):
+        (term,) = terms
+        assert isinstance(intent, Fill)
+        tiers = [term, *term.get("overflowAffinities", [])]
+        assert intent.tiers == tuple(tuple(t["clusterNames"]) for t in tiers)
     else:
         assert terms is None
         weights = written["replicaScheduling"]["weightPreference"]["staticWeightList"]

@@ -192,7 +192,7 @@ def decide(policy: Mapping[str, Any], inputs: PolicyInputs) -> Decision:
         known=known,
         unweighted=_unweighted_terms(base, known, reach),
     )
-    limits = _Limits(user_terms and not override, groups, shape.spread, known)
+    limits = _Limits(user_terms and not override, groups, shape.spread, known, reach is not None)
     intensities = _apply_limit(new, dict(data.values), knobs.max_intensity, limits, notes)
     tiers, weights, others = _place(
         new, intensities, knobs, shape, user_terms, weighting=inputs.weighting, notes=notes
@@ -418,6 +418,13 @@ def fill_tiers(placement: Mapping[str, Any]) -> Tiers | None:
         if not isinstance(term, dict) or term.get("affinityName") != GREEN_TERM:
             continue
         overflow = term.get("overflowAffinities")
+        if overflow is None and len(placement.get("clusterAffinities") or []) == 1:
+            scheduling = placement.get("replicaScheduling")
+            preference = (
+                scheduling.get("weightPreference") if isinstance(scheduling, dict) else None
+            )
+            if not (isinstance(preference, dict) and preference.get("staticWeightList")):
+                overflow = []  # every candidate equally green: one tier
         if not isinstance(overflow, list):
             return None
         named = [o for o in overflow if isinstance(o, dict) and o.get("clusterNames")]
@@ -481,6 +488,9 @@ class _Limits:
     """The candidates of each affinity term (with its overflow), or of the one affinity."""
     spread: _Spread
     known: Mapping[str, ClusterConfig]
+    weighted: bool = False
+    """The user's static weights bound the groups: a group left without a weighted
+    cluster would weigh all its clusters 1 (Karmada), reaching clusters it did not."""
 
 
 def _apply_limit(
@@ -524,6 +534,18 @@ def _apply_limit(
         notes.leave(
             MAX_INTENSITY, f"{', '.join(restored)} kept to meet spreadConstraints minGroups"
         )
+    if limits.weighted:
+        kept_for_weights = []
+        for group in limits.groups:
+            if group and all(n in dropped for n in group):
+                name = next(n for n in dropped if n in group)  # the greenest
+                dropped.remove(name)
+                kept_for_weights.append(name)
+        if kept_for_weights:
+            notes.leave(
+                MAX_INTENSITY,
+                f"{', '.join(kept_for_weights)} kept: the last with a static weight in a term",
+            )
     if not dropped:
         return intensities
     _exclude(placement, dropped)

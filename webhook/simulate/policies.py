@@ -223,7 +223,7 @@ class Members:
         terms = written.get("clusterAffinities")
         if terms and placement.fill_tiers(written) is not None:
             first = terms[0]
-            tiers = [first, *first["overflowAffinities"]]
+            tiers = [first, *first.get("overflowAffinities", [])]
             return Fill(
                 tuple(tuple(self.allowed(t)) for t in tiers),
                 tuple(sorted((placement.in_force(written, None) or {}).items())),
