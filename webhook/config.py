@@ -83,9 +83,9 @@ class WeightingConfig(Schema, frozen=True):
 class HysteresisConfig(Schema, frozen=True):
     """When a refresh may replace the placement in force (chosen with the simulator)."""
 
-    margin: Annotated[float, msgspec.Meta(ge=0, lt=1)] = 0.1
+    margin: Annotated[float, msgspec.Meta(ge=0, lt=1)] = 0.05
     """The new placement's expected intensity must be this much lower (relative)."""
-    dwell_hours: AtLeast0 = 12.0
+    dwell_hours: AtLeast0 = 4.0
     """A placement stays in force at least this long."""
 
 

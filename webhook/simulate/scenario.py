@@ -117,9 +117,9 @@ class PolicySettings(Schema, frozen=True):
     """Clusters in the green-first term; the one fallback term holds the others."""
     max_intensity: AtLeast0 = 400.0
     """Limit of the max-intensity filter (gCO2eq/kWh)."""
-    margin: Annotated[float, msgspec.Meta(ge=0, lt=1)] = 0.1
+    margin: Annotated[float, msgspec.Meta(ge=0, lt=1)] = 0.05
     """Hysteresis margin (relative improvement needed to switch)."""
-    dwell_hours: AtLeast0 = 12.0
+    dwell_hours: AtLeast0 = 4.0
     """Minimum dwell of a placement."""
     forecast: Method = Method.PROFILE
     """Forecast used by the forecast-aware variants."""
