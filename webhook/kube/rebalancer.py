@@ -46,7 +46,7 @@ from webhook.kinds import Context
 from webhook.kube.client import FIELD_MANAGER, REQUEST_TIMEOUT, absent, error_name, refused
 from webhook.kube.events import EventRecorder
 from webhook.kube.writes import Gate, NotLeader
-from webhook.vocabulary import DECISION
+from webhook.vocabulary import DECISION, parse_time
 
 log = structlog.get_logger("carbonshift.rebalance")
 
@@ -125,7 +125,7 @@ def _time(value: object) -> datetime.datetime | None:
     if not isinstance(value, str) or not value:
         return None
     try:
-        return datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        return parse_time(value)
     except ValueError:
         return None
 
