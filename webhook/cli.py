@@ -21,6 +21,7 @@ import yaml
 from webhook import __version__, certs, cli_intensity, logs
 from webhook.config import Config, error_line, load
 from webhook.errors import UsageError
+from webhook.report import cli as report_cli
 from webhook.simulate import cli as simulate_cli
 from webhook.validation import InvalidInput, yaml_reason
 
@@ -342,6 +343,7 @@ COMMANDS: tuple[Callable[[Any], None], ...] = (
     _add_mutate,
     cli_intensity.add_parser,
     simulate_cli.add_parser,
+    report_cli.add_parser,
 )
 
 

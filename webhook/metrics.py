@@ -167,3 +167,34 @@ REPLICAS_MOVED = Counter(
     "carbonshift_replicas_moved_total",
     "Replicas the leader asked Karmada to move back to greener tiers (WorkloadRebalancers).",
 )
+ACCOUNTING_LABELS = ["kind", "namespace", "name", "signal", "method"]
+"""One series per managed object (never per pod) and per signal and energy method."""
+ENERGY_KWH = Counter(
+    "carbonshift_energy_kwh_total",
+    "Energy the leader's carbon accounting counts for a managed object (kWh), by signal of the "
+    "intensity and energy method (coefficient, kepler); resumes from the persisted totals.",
+    ACCOUNTING_LABELS,
+)
+EMISSIONS_GRAMS = Counter(
+    "carbonshift_emissions_grams_total",
+    "Emissions of a managed object where its replicas really ran (gCO2eq, location-based, "
+    "embodied included when configured).",
+    ACCOUNTING_LABELS,
+)
+COUNTERFACTUAL_GRAMS = Counter(
+    "carbonshift_counterfactual_emissions_grams_total",
+    "Emissions the same replicas would have had as the user's own placement divides them, "
+    "without carbonshift (gCO2eq).",
+    ACCOUNTING_LABELS,
+)
+AVOIDED_GRAMS = Gauge(
+    "carbonshift_avoided_emissions_grams_total",
+    "Counterfactual minus actual emissions of a managed object so far (gCO2eq; negative when "
+    "carbonshift's placement emitted more).",
+    ACCOUNTING_LABELS,
+)
+ACCOUNTED = Counter(
+    "carbonshift_accounting_passes_total",
+    "Accounting passes of the leader, by outcome (accounted, skipped, error).",
+    ["outcome"],
+)

@@ -52,6 +52,7 @@ from webhook.validation import InvalidInput
 if TYPE_CHECKING:
     from kubernetes_asyncio.client import ApiClient
 
+    from webhook.kube.accounting import Accountant
     from webhook.kube.client import Settings
     from webhook.kube.events import EventRecorder
     from webhook.kube.inventory import FleetInventory
@@ -261,6 +262,7 @@ async def serve(
     labeler = _start_labeler(config, feed, fleet, events) if fleet and events else None
     state = ServerState(config=config, feed=feed, inventory=fleet[0] if fleet else None)
     reevaluator = _start_reevaluator(config, state, fleet, events) if fleet and events else None
+    accountant = _start_accounting(config, state, fleet, kube) if fleet and kube else None
     app = build_app(state, limits)
     runner = web.AppRunner(
         app,
@@ -301,6 +303,8 @@ async def serve(
             await labeler.stop()  # before the elector releases the Lease
         if reevaluator is not None:
             await reevaluator.stop()
+        if accountant is not None:
+            await accountant.stop()
         await feed.stop()
         if fleet is not None:
             await _stop_fleet(*fleet)
@@ -406,6 +410,22 @@ def _start_reevaluator(
     )
     reevaluator.start()
     return reevaluator
+
+
+def _start_accounting(
+    config: Config, state: ServerState, fleet: Fleet, kube: Settings
+) -> Accountant | None:
+    """The leader's carbon accounting (``accounting.enabled``), persisted in the lease
+    namespace."""
+    if not config.accounting.enabled:
+        log.info("accounting_disabled", hint="accounting.enabled is false")
+        return None
+    from webhook.kube.accounting import Accountant  # noqa: PLC0415 - only with a cluster
+
+    _, elector, api = fleet
+    accountant = Accountant(api, config, state.context, elector, namespace=kube.namespace)
+    accountant.start()
+    return accountant
 
 
 async def _stop_fleet(fleet: FleetInventory, elector: LeaderElector, api: ApiClient) -> None:

@@ -1,0 +1,622 @@
+"""The leader's carbon accounting: energy, emissions, the counterfactual, what was avoided.
+
+Every ``accounting.interval_seconds`` while this replica leads, the leader reads where the
+replicas of every managed object really ran and adds the interval since its last pass to
+that object's totals (:mod:`webhook.decision.accounting`, at the intensity the feed
+holds for each zone at the end of the interval):
+
+- a managed (Cluster)PropagationPolicy (``carbonshift.io/decision``): its
+  ResourceBindings (``spec.clusters``: replicas per member cluster; ``spec.replicas``,
+  ``replicaRequirements`` cpu per replica); the counterfactual divides the same replicas
+  as the user's own placement would
+  (:func:`~webhook.decision.accounting.counterfactual_placement`, room from the Clusters'
+  resource summaries);
+- a managed NodePool: its Nodes (label ``karpenter.sh/nodepool``, ``status.capacity.cpu``)
+  per topology zone (``nodepools.topology_zones`` -> grid zone, else ``zone``); the
+  counterfactual spreads the same vCPUs evenly over the zones the user's own requirements
+  allow.
+
+Totals survive restarts and leader changes: the leader keeps them in the ConfigMap
+``accounting.configmap`` of the lease namespace (``totals.json``: per object, per signal
+and method, and per cluster; ``series.json``: hourly fleet points for the report's plots;
+``meta.json``: the time of the last pass). A new leader resumes from it; the interval
+since the last pass is counted when it is at most two intervals long (else the gap is
+not counted: where the replicas ran meanwhile is not known).
+
+Metrics, one series per managed object and signal/method (never per pod):
+``carbonshift_energy_kwh_total``, ``carbonshift_emissions_grams_total``,
+``carbonshift_counterfactual_emissions_grams_total`` (counters that start from the
+persisted totals) and ``carbonshift_avoided_emissions_grams_total`` (a gauge: it falls
+when carbonshift's placement emits more). A replica that stops leading drops its series.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import datetime
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, cast
+
+import orjson
+import structlog
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.rest import ApiException
+
+from webhook import metrics, tasks
+from webhook.config import Config
+from webhook.decision.accounting import (
+    AccountingError,
+    Coefficients,
+    Intensity,
+    Interval,
+    Totals,
+    account,
+    counterfactual_placement,
+    nodepool_zones,
+)
+from webhook.decision.capacity import quantity, room
+from webhook.decision.division import divide_static
+from webhook.intensity import utcnow
+from webhook.kinds import Context
+from webhook.kube.client import FIELD_MANAGER, REQUEST_TIMEOUT, absent, error_name, refused
+from webhook.kube.rebalancer import BINDINGS, CLUSTERS, owner, placed, requests, workload
+from webhook.kube.writes import Gate
+from webhook.vocabulary import DECISION, format_time, parse_time
+
+log = structlog.get_logger("carbonshift.accounting")
+
+TICK_SECONDS = 1.0
+POLICIES = (
+    ("policy.karmada.io", "v1alpha1", "propagationpolicies", "PropagationPolicy"),
+    ("policy.karmada.io", "v1alpha1", "clusterpropagationpolicies", "ClusterPropagationPolicy"),
+)
+NODEPOOLS = ("karpenter.sh", "v1", "nodepools", "NodePool")
+NODEPOOL_LABEL = "karpenter.sh/nodepool"
+ZONE_LABEL = "topology.kubernetes.io/zone"
+SERIES_HOURS = 14 * 24
+"""Hourly fleet points kept for the report's plots (two weeks)."""
+MILLI = 0.001
+
+Obj = dict[str, Any]
+ObjectKey = tuple[str, str, str]
+"""(kind, namespace, name); namespace "" when cluster-scoped."""
+
+
+def key_text(key: ObjectKey) -> str:
+    return "/".join(key)
+
+
+def parse_key(text: str) -> ObjectKey | None:
+    parts = text.split("/")
+    return (parts[0], parts[1], parts[2]) if len(parts) == 3 else None
+
+
+@dataclasses.dataclass(slots=True)
+class ObjectTotals:
+    """One managed object's sums: per ``signal/method`` and per cluster (or zone)."""
+
+    totals: dict[str, Totals] = dataclasses.field(default_factory=dict)
+    places: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
+    """place -> ``kwh``, ``g`` (operational grams there), ``cf_g`` (counterfactual grams
+    there), ``rh`` (replica-hours, or vCPU-hours for a NodePool)."""
+
+    def add(self, interval: Interval, hours: float, counts: Mapping[str, float]) -> Totals:
+        """Add an interval; the totals it went to."""
+        actual = interval.actual
+        label = f"{actual.signal}/{actual.method}"
+        totals = self.totals.setdefault(label, Totals())
+        totals.add(interval, hours)
+        replicas = sum(counts.values())
+        kwh_each = actual.kwh / replicas if replicas else 0.0
+        for place, n in counts.items():
+            row = self._row(place)
+            row["kwh"] += n * kwh_each
+            row["rh"] += n * hours
+        for place, grams in actual.by_place.items():
+            self._row(place)["g"] += grams
+        for place, grams in interval.counterfactual.by_place.items():
+            self._row(place)["cf_g"] += grams
+        return totals
+
+    def _row(self, place: str) -> dict[str, float]:
+        return self.places.setdefault(place, {"kwh": 0.0, "g": 0.0, "cf_g": 0.0, "rh": 0.0})
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "totals": {k: t.to_json() for k, t in sorted(self.totals.items())},
+            "places": {p: {k: round(v, 9) for k, v in r.items()} for p, r in self.places.items()},
+        }
+
+    @classmethod
+    def from_json(cls, data: object) -> ObjectTotals:
+        if not isinstance(data, Mapping):
+            return cls()
+        totals = data.get("totals")
+        places = data.get("places")
+        return cls(
+            totals={str(k): Totals.from_json(v) for k, v in (totals or {}).items()}
+            if isinstance(totals, Mapping)
+            else {},
+            places={
+                str(p): {str(k): float(v) for k, v in r.items() if isinstance(v, int | float)}
+                for p, r in (places or {}).items()
+                if isinstance(r, Mapping)
+            }
+            if isinstance(places, Mapping)
+            else {},
+        )
+
+
+@dataclasses.dataclass(slots=True)
+class Ledger:
+    """Everything the leader persists."""
+
+    objects: dict[str, ObjectTotals] = dataclasses.field(default_factory=dict)
+    series: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    """Hourly fleet points, oldest first: ``t`` (hour), ``i`` (cluster -> gCO2eq/kWh),
+    ``r`` (cluster -> replicas), ``g``/``c`` (signal -> grams, counterfactual grams, of
+    that hour)."""
+    last: datetime.datetime | None = None
+    since: datetime.datetime | None = None
+
+    def to_data(self) -> dict[str, str]:
+        """ConfigMap ``data``."""
+        meta = {
+            "last": format_time(self.last) if self.last else None,
+            "since": format_time(self.since) if self.since else None,
+            "version": 1,
+        }
+        totals = {k: o.to_json() for k, o in sorted(self.objects.items())}
+        return {
+            "meta.json": orjson.dumps(meta).decode(),
+            "totals.json": orjson.dumps(totals).decode(),
+            "series.json": orjson.dumps(self.series[-SERIES_HOURS:]).decode(),
+        }
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, str] | None) -> Ledger:
+        """Read a ConfigMap's ``data``; what is unreadable starts afresh."""
+        data = data or {}
+
+        def load(name: str) -> Any:
+            try:
+                return orjson.loads(data.get(name) or "null")
+            except orjson.JSONDecodeError:
+                return None
+
+        meta, totals, series = load("meta.json"), load("totals.json"), load("series.json")
+        ledger = cls()
+        if isinstance(totals, Mapping):
+            ledger.objects = {str(k): ObjectTotals.from_json(v) for k, v in totals.items()}
+        if isinstance(series, list):
+            ledger.series = [p for p in series if isinstance(p, dict) and "t" in p]
+        if isinstance(meta, Mapping):
+            for field in ("last", "since"):
+                with contextlib.suppress(ValueError):
+                    setattr(ledger, field, parse_time(str(meta.get(field))))
+        return ledger
+
+    def point(self, at: datetime.datetime) -> dict[str, Any]:
+        """The hourly point ``at`` falls in (created at the end when new)."""
+        hour = format_time(at.replace(minute=0, second=0, microsecond=0))
+        if not self.series or self.series[-1].get("t") != hour:
+            self.series.append({"t": hour, "i": {}, "r": {}, "g": {}, "c": {}})
+            del self.series[:-SERIES_HOURS]
+        return self.series[-1]
+
+
+class Accountant:
+    """Accounts the managed objects' emissions while this replica leads."""
+
+    def __init__(
+        self,
+        api: client.ApiClient,
+        config: Config,
+        context: Callable[[], Context],
+        gate: Gate,
+        *,
+        namespace: str,
+        clock: Callable[[], datetime.datetime] = utcnow,
+    ) -> None:
+        self.objects = client.CustomObjectsApi(api)
+        self.core = client.CoreV1Api(api)
+        self.config = config
+        self.settings = config.accounting
+        self.context = context
+        self.gate = gate
+        self.namespace = namespace
+        self.clock = clock
+        self.coefficients = Coefficients(
+            watts_per_vcpu=self.settings.watts_per_vcpu,
+            pue=self.settings.pue,
+            embodied_g_per_vcpu_hour=self.settings.embodied_g_per_vcpu_hour,
+        )
+        self.interval = self.settings.interval_seconds
+        self.ledger: Ledger | None = None
+        self._version: str | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    # --- one pass -------------------------------------------------------------------------
+
+    async def pass_once(self) -> int:
+        """Account every managed object once; the number of objects accounted."""
+        if not self.gate.leading:
+            self.forget()
+            return 0
+        if self.ledger is None:
+            self.ledger = await self._load()
+            if self.ledger is None:
+                return 0
+            _publish_all(self.ledger)
+        ledger = self.ledger
+        now = self.clock()
+        hours = None
+        if ledger.last is not None:
+            seconds = (now - ledger.last).total_seconds()
+            if 0 < seconds <= 2 * self.interval + 60:
+                hours = seconds / 3600.0
+        ledger.last = now
+        ledger.since = ledger.since or now
+        done = 0
+        if hours is not None:
+            done = await self._account(ledger, now, hours)
+            metrics.ACCOUNTED.labels("accounted").inc()
+        else:
+            metrics.ACCOUNTED.labels("skipped").inc()
+        if self.gate.leading:
+            await self._save(ledger)
+        return done
+
+    async def _account(self, ledger: Ledger, now: datetime.datetime, hours: float) -> int:
+        ctx = self.context()
+        intensities = _cluster_intensities(ctx)
+        point = ledger.point(now)
+        point["i"].update({c: round(i.value, 1) for c, i in intensities.items()})
+        replicas: dict[str, float] = {}
+        done = 0
+        for key, interval, counts in await self._policies(intensities, hours):
+            for c, n in counts.items():
+                replicas[c] = replicas.get(c, 0) + n
+            done += self._add(ledger, point, key, interval, hours, counts)
+        for key, interval, counts in await self._nodepools(ctx, hours):
+            done += self._add(ledger, point, key, interval, hours, counts)
+        point["r"] = replicas
+        return done
+
+    def _add(  # noqa: PLR0917 - one call site
+        self,
+        ledger: Ledger,
+        point: dict[str, Any],
+        key: ObjectKey,
+        interval: Interval,
+        hours: float,
+        counts: Mapping[str, float],
+    ) -> int:
+        entry = ledger.objects.setdefault(key_text(key), ObjectTotals())
+        try:
+            totals = entry.add(interval, hours, counts)
+        except AccountingError as exc:
+            log.warning("accounting_refused", object=key_text(key), error=str(exc))
+            return 0
+        signal, method = str(interval.actual.signal), interval.actual.method
+        labels = (*key, signal, method)
+        metrics.ENERGY_KWH.labels(*labels).inc(interval.actual.kwh)
+        metrics.EMISSIONS_GRAMS.labels(*labels).inc(interval.actual.grams)
+        metrics.COUNTERFACTUAL_GRAMS.labels(*labels).inc(interval.counterfactual.grams)
+        metrics.AVOIDED_GRAMS.labels(*labels).set(totals.avoided_grams)
+        point["g"][signal] = point["g"].get(signal, 0.0) + interval.actual.grams
+        point["c"][signal] = point["c"].get(signal, 0.0) + interval.counterfactual.grams
+        return 1
+
+    async def _policies(
+        self, intensities: Mapping[str, Intensity], hours: float
+    ) -> list[tuple[ObjectKey, Interval, Mapping[str, float]]]:
+        managed: dict[ObjectKey, Obj] = {}
+        for group, version, plural, kind in POLICIES:
+            for policy in await self._list(group, version, plural) or []:
+                meta = policy.get("metadata") or {}
+                if DECISION in (meta.get("annotations") or {}):
+                    key = (kind, str(meta.get("namespace") or ""), str(meta.get("name")))
+                    managed[key] = policy
+        if not managed:
+            return []
+        clusters = await self._list(*CLUSTERS) or []
+        summaries = {
+            str((c.get("metadata") or {}).get("name")): (c.get("status") or {}).get(
+                "resourceSummary"
+            )
+            for c in clusters
+        }
+        out: list[tuple[ObjectKey, Interval, Mapping[str, float]]] = []
+        for group, version, plural in BINDINGS:
+            for binding in await self._list(group, version, plural) or []:
+                made_by = owner(binding)
+                if made_by is None or made_by not in managed:
+                    continue
+                got = self._binding(managed[made_by], binding, summaries, intensities, hours)
+                if got is not None:
+                    out.append((made_by, *got))
+        return out
+
+    def _binding(
+        self,
+        policy: Mapping[str, Any],
+        binding: Mapping[str, Any],
+        summaries: Mapping[str, object],
+        intensities: Mapping[str, Intensity],
+        hours: float,
+    ) -> tuple[Interval, Mapping[str, float]] | None:
+        actual = placed(binding)
+        if not actual:
+            return None
+        need = requests(binding)
+        cpu = quantity(need.get("cpu"))
+        if cpu is None or cpu <= 0:
+            return None  # no cpu request: no energy to estimate
+        spec = binding.get("spec") or {}
+        replicas = spec.get("replicas")
+        if not isinstance(replicas, int) or replicas <= 0:
+            replicas = sum(actual.values())
+        target = workload(binding)
+        uid = str((spec.get("resource") or {}).get("uid") or "") if target else ""
+        room_now = {
+            name: (room(summary, need) or 0) + actual.get(name, 0)
+            for name, summary in summaries.items()
+        }
+        counterfactual = counterfactual_placement(policy, replicas, uid=uid, room=room_now)
+        try:
+            interval = account(
+                actual,
+                actual if counterfactual is None else counterfactual,
+                intensities,
+                vcpu_per_replica=float(cpu),
+                hours=hours,
+                coefficients=self.coefficients,
+            )
+        except AccountingError as exc:
+            log.info("accounting_skipped", binding=_name(binding), reason=str(exc))
+            return None
+        return interval, actual
+
+    async def _nodepools(
+        self, ctx: Context, hours: float
+    ) -> list[tuple[ObjectKey, Interval, Mapping[str, float]]]:
+        group, version, plural, kind = NODEPOOLS
+        pools = [
+            p
+            for p in await self._list(group, version, plural) or []
+            if DECISION in ((p.get("metadata") or {}).get("annotations") or {})
+        ]
+        if not pools:
+            return []
+        try:
+            nodes = await self.core.list_node(
+                label_selector=NODEPOOL_LABEL, _request_timeout=REQUEST_TIMEOUT
+            )
+        except ApiException as exc:
+            if not refused(exc, "list", "nodes"):
+                log.warning("accounting_list_failed", resource="nodes", error=error_name(exc))
+            return []
+        topology = dict(self.config.nodepools.topology_zones)
+        millicores: dict[str, dict[str, int]] = {}
+        for node in nodes.items:
+            labels = node.metadata.labels or {}
+            owner_pool, zone = labels.get(NODEPOOL_LABEL), labels.get(ZONE_LABEL) or "local"
+            cpu = quantity(((node.status.capacity if node.status else None) or {}).get("cpu"))
+            if owner_pool and cpu is not None and cpu > 0:
+                per = millicores.setdefault(str(owner_pool), {})
+                per[zone] = per.get(zone, 0) + int(cpu * 1000)
+        out: list[tuple[ObjectKey, Interval, Mapping[str, float]]] = []
+        for pool in pools:
+            name = str((pool.get("metadata") or {}).get("name"))
+            actual = millicores.get(name)
+            if not actual:
+                continue
+            places = set(actual) | set(topology)
+            intensities = _zone_intensities(ctx, places, topology, self.config.zone)
+            allowed = nodepool_zones(pool, topology)
+            counterfactual = (
+                divide_static(sum(actual.values()), dict.fromkeys(allowed, 1))
+                if allowed
+                else actual
+            )
+            try:
+                interval = account(
+                    actual,
+                    counterfactual,
+                    intensities,
+                    vcpu_per_replica=MILLI,
+                    hours=hours,
+                    coefficients=self.coefficients,
+                )
+            except AccountingError as exc:
+                log.info("accounting_skipped", nodepool=name, reason=str(exc))
+                continue
+            vcpus = {z: m * MILLI for z, m in actual.items()}
+            out.append(((kind, "", name), interval, vcpus))
+        return out
+
+    # --- reading and writing --------------------------------------------------------------
+
+    async def _list(self, group: str, version: str, plural: str) -> list[Obj] | None:
+        resource = f"{plural}.{group}"
+        try:
+            listed = await self.objects.list_cluster_custom_object(
+                group, version, plural, _request_timeout=REQUEST_TIMEOUT
+            )
+        except ApiException as exc:
+            if not (refused(exc, "list", resource) or absent(exc, resource)):
+                log.warning("accounting_list_failed", resource=resource, error=error_name(exc))
+            return None
+        items: list[Obj] = listed.get("items") or []
+        return items
+
+    async def _load(self) -> Ledger | None:
+        """The persisted ledger (empty when there is none); None when it cannot be read."""
+        name = self.settings.configmap
+        try:
+            found = await self.core.read_namespaced_config_map(
+                name, self.namespace, _request_timeout=REQUEST_TIMEOUT
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                self._version = None
+                return Ledger()
+            metrics.KUBE_ERRORS.labels("configmaps", error_name(exc)).inc()
+            log.warning("accounting_load_failed", configmap=name, error=error_name(exc))
+            return None
+        self._version = found.metadata.resource_version
+        ledger = Ledger.from_data(found.data)
+        log.info("accounting_resumed", objects=len(ledger.objects), last=found.data is not None)
+        return ledger
+
+    async def _save(self, ledger: Ledger) -> None:
+        name = self.settings.configmap
+        body: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": name,
+                "namespace": self.namespace,
+                "labels": {"app.kubernetes.io/managed-by": "carbonshift"},
+                **({"resourceVersion": self._version} if self._version else {}),
+            },
+            "data": ledger.to_data(),
+        }
+        options: dict[str, Any] = {
+            "field_manager": FIELD_MANAGER,
+            "_request_timeout": REQUEST_TIMEOUT,
+        }
+        try:
+            for attempt in range(2):
+                try:
+                    if self._version is None:
+                        stored = await self.core.create_namespaced_config_map(
+                            self.namespace, cast(Any, body), **options
+                        )
+                    else:
+                        stored = await self.core.replace_namespaced_config_map(
+                            name, self.namespace, cast(Any, body), **options
+                        )
+                    self._version = stored.metadata.resource_version
+                    return  # noqa: TRY300
+                except ApiException as exc:
+                    if exc.status not in (404, 409) or attempt == 1:
+                        raise
+                    # Written by someone else (a former leader's last write) or gone:
+                    # this leader's ledger includes everything it read; write it over.
+                    metrics.KUBE_CONFLICTS.labels("configmaps").inc()
+                    try:
+                        current = await self.core.read_namespaced_config_map(
+                            name, self.namespace, _request_timeout=REQUEST_TIMEOUT
+                        )
+                        self._version = current.metadata.resource_version
+                    except ApiException as again:
+                        if again.status != 404:
+                            raise
+                        self._version = None
+                    body["metadata"].pop("resourceVersion", None)
+                    if self._version:
+                        body["metadata"]["resourceVersion"] = self._version
+        except ApiException as exc:
+            metrics.KUBE_ERRORS.labels("configmaps", error_name(exc)).inc()
+            if not refused(exc, "update", "configmaps"):
+                log.warning("accounting_save_failed", configmap=name, error=error_name(exc))
+
+    def forget(self) -> None:
+        """Not leading: drop the in-memory ledger and this replica's series."""
+        if self.ledger is not None:
+            self.ledger = None
+            for metric in (
+                metrics.ENERGY_KWH,
+                metrics.EMISSIONS_GRAMS,
+                metrics.COUNTERFACTUAL_GRAMS,
+                metrics.AVOIDED_GRAMS,
+            ):
+                metric.clear()
+
+    # --- running --------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Run in the background until :meth:`stop`."""
+        self._task = asyncio.create_task(self._run(), name="accounting")
+        log.info(
+            "accounting_started",
+            interval_seconds=self.interval,
+            watts_per_vcpu=self.settings.watts_per_vcpu,
+            pue=self.settings.pue,
+            embodied_g_per_vcpu_hour=self.settings.embodied_g_per_vcpu_hour,
+            configmap=f"{self.namespace}/{self.settings.configmap}",
+        )
+
+    async def _run(self) -> None:
+        last: float | None = None
+        while True:
+            await asyncio.sleep(TICK_SECONDS)
+            if not self.gate.leading:
+                last = None
+                self.forget()
+                continue
+            now = time.monotonic()
+            if last is not None and now - last < self.interval:
+                continue
+            last = now
+            try:
+                await self.pass_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # the loop must outlive any bug in one pass
+                metrics.ACCOUNTED.labels("error").inc()
+                log.exception("accounting_pass_failed")
+
+    async def stop(self) -> None:
+        await tasks.cancel(self._task)
+        self._task = None
+
+
+def _publish_all(ledger: Ledger) -> None:
+    """Start this term's series from the persisted totals."""
+    for text, entry in ledger.objects.items():
+        key = parse_key(text)
+        if key is None:
+            continue
+        for label, totals in entry.totals.items():
+            signal, _, method = label.partition("/")
+            labels = (*key, signal, method)
+            metrics.ENERGY_KWH.labels(*labels).inc(max(0.0, totals.kwh))
+            metrics.EMISSIONS_GRAMS.labels(*labels).inc(max(0.0, totals.grams))
+            metrics.COUNTERFACTUAL_GRAMS.labels(*labels).inc(max(0.0, totals.counterfactual_grams))
+            metrics.AVOIDED_GRAMS.labels(*labels).set(totals.avoided_grams)
+
+
+def _cluster_intensities(ctx: Context) -> dict[str, Intensity]:
+    """Member cluster -> the intensity of its grid zone now (clusters without one left out)."""
+    out = {}
+    for name, member in ctx.clusters.items():
+        zone = member.grid_zone
+        reading = ctx.table.get(zone) if zone else None
+        if reading is not None:
+            out[name] = Intensity(reading.value, reading.signal, reading.source)
+    return out
+
+
+def _zone_intensities(
+    ctx: Context, places: Iterable[str], topology: Mapping[str, str], local: str | None
+) -> dict[str, Intensity]:
+    """Topology zone -> the intensity of its grid zone (``local``: the config's zone)."""
+    out = {}
+    for place in places:
+        zone = topology.get(place) or local
+        reading = ctx.table.get(zone) if zone else None
+        if reading is not None:
+            out[place] = Intensity(reading.value, reading.signal, reading.source)
+    return out
+
+
+def _name(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    namespace = meta.get("namespace")
+    return f"{namespace}/{meta.get('name')}" if namespace else str(meta.get("name"))

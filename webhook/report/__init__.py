@@ -1,0 +1,1 @@
+"""``carbonshift report``: energy, emissions, the counterfactual and what was avoided."""

@@ -1,0 +1,203 @@
+"""What ``carbonshift report`` shows, built from plain data (no I/O).
+
+Inputs, as read from the API server (:mod:`webhook.report.fetch`) or a file:
+
+- ``ledger``: the ``data`` of the leader's ``carbonshift-accounting`` ConfigMap
+  (:class:`webhook.kube.accounting.Ledger`): totals per managed object, per signal and
+  energy method and per cluster, and the hourly fleet points;
+- ``events``: the Events carbonshift recorded (``CarbonRebalanced``,
+  ``CarbonReplicasMoved``, ``NodePoolPaused``, ``NodePoolResumed``,
+  ``CarbonFieldReleased``, ``IntensityClassChanged``) as ``events.k8s.io/v1`` objects;
+- ``objects``: the managed objects, for the ``switches`` their decision annotation keeps.
+
+Figures never add different signals or methods: rows and totals are kept apart per
+``signal/method`` (:class:`~webhook.decision.accounting.Totals` refuses to mix them).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from webhook.decision.accounting import Totals
+from webhook.kube.accounting import Ledger
+from webhook.report.history import Entry, entries
+from webhook.vocabulary import parse_time
+
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhdw])$")
+_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def duration(text: str) -> datetime.timedelta:
+    """``7d``, ``12h``, ``30m``, ``2w``, ``90s`` as a timedelta (ValueError otherwise)."""
+    match = _DURATION.match(text.strip())
+    if match is None:
+        raise ValueError(f"{text!r} is not a duration such as 7d, 12h or 30m")
+    return datetime.timedelta(seconds=float(match.group(1)) * _UNIT[match.group(2)])
+
+
+@dataclasses.dataclass(slots=True)
+class Row:
+    """One workload (or cluster) for one signal and method."""
+
+    kind: str
+    namespace: str
+    name: str
+    totals: Totals
+    moves: int = 0
+    replica_hours: float = 0.0
+
+    @property
+    def intensity(self) -> float | None:
+        """Mean intensity the energy ran at (operational grams per kWh)."""
+        t = self.totals
+        return (t.grams - t.embodied_grams) / t.kwh if t.kwh > 0 else None
+
+    def to_json(self) -> dict[str, Any]:
+        t = self.totals
+        return {
+            "kind": self.kind,
+            "namespace": self.namespace,
+            "name": self.name,
+            "signal": str(t.signal) if t.signal else None,
+            "method": t.method,
+            "provider": t.provider,
+            "energy_kwh": t.kwh,
+            "intensity_g_per_kwh": self.intensity,
+            "emissions_g": t.grams,
+            "embodied_g": t.embodied_grams,
+            "counterfactual_g": t.counterfactual_grams,
+            "avoided_g": t.avoided_grams,
+            "saved_percent": t.saved_percent,
+            "moves": self.moves,
+            "hours": t.hours,
+            "replica_hours": self.replica_hours,
+        }
+
+
+@dataclasses.dataclass(slots=True)
+class Report:
+    """Everything the renderers draw."""
+
+    generated: datetime.datetime
+    window_start: datetime.datetime
+    accounting_since: datetime.datetime | None
+    workloads: list[Row]
+    clusters: list[Row]
+    totals: list[Row]
+    """One row per signal/method: the fleet."""
+    history: list[Entry]
+    series: list[dict[str, Any]]
+    """Hourly fleet points inside the window, oldest first."""
+    source: str
+    """Where the figures come from (``configmap`` or ``prometheus``)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "generated": _iso(self.generated),
+            "window_start": _iso(self.window_start),
+            "accounting_since": _iso(self.accounting_since) if self.accounting_since else None,
+            "source": self.source,
+            "totals": [r.to_json() for r in self.totals],
+            "workloads": [r.to_json() for r in self.workloads],
+            "clusters": [r.to_json() for r in self.clusters],
+            "history": [e.to_json() for e in self.history],
+            "series": self.series,
+        }
+
+
+def _iso(at: datetime.datetime) -> str:
+    return at.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _key(kind: str, namespace: str, name: str) -> str:
+    return f"{kind}/{namespace}/{name}"
+
+
+def build(
+    ledger_data: Mapping[str, str] | None,
+    events: Iterable[Mapping[str, Any]],
+    objects: Iterable[Mapping[str, Any]],
+    *,
+    now: datetime.datetime,
+    since: datetime.timedelta,
+) -> Report:
+    """The report over ``[now - since, now]``.
+
+    The per-workload and per-cluster figures are the ledger's totals (since
+    ``accounting_since``); the history and the plots are cut to the window."""
+    ledger = Ledger.from_data(ledger_data)
+    start = now - since
+    history = [e for e in entries(events, objects) if e.at >= start]
+    moves: dict[str, int] = {}
+    for entry in history:
+        if entry.move:
+            moves[entry.object] = moves.get(entry.object, 0) + 1
+    workloads: list[Row] = []
+    clusters: dict[tuple[str, str], Row] = {}
+    fleet: dict[str, Row] = {}
+    for text, held in sorted(ledger.objects.items()):
+        kind, _, rest = text.partition("/")
+        namespace, _, name = rest.partition("/")
+        for label, totals in sorted(held.totals.items()):
+            workloads.append(
+                Row(kind, namespace, name, totals, moves.get(text, 0),
+                    sum(p.get("rh", 0.0) for p in held.places.values()))
+            )  # fmt: skip
+            fleet.setdefault(label, Row("fleet", "", "all", Totals())).totals.merge(totals)
+        first = next(iter(sorted(held.totals)), None)
+        if first is None or kind == "NodePool":
+            continue  # NodePool places are topology zones, not member clusters
+        only = held.totals[first]
+        for place, numbers in held.places.items():
+            row = clusters.setdefault(
+                (place, first), Row("Cluster", "", place, Totals(only.signal, only.method))
+            )
+            part = Totals(
+                signal=only.signal,
+                method=only.method,
+                provider=only.provider,
+                kwh=numbers.get("kwh", 0.0),
+                grams=numbers.get("g", 0.0),
+                counterfactual_grams=numbers.get("cf_g", 0.0),
+            )
+            row.totals.merge(part)
+            row.replica_hours += numbers.get("rh", 0.0)
+    for row in fleet.values():
+        row.moves = sum(moves.values())
+    series = [p for p in ledger.series if _in_window(p, start)]
+    return Report(
+        generated=now,
+        window_start=start,
+        accounting_since=ledger.since,
+        workloads=workloads,
+        clusters=[clusters[k] for k in sorted(clusters)],
+        totals=[fleet[k] for k in sorted(fleet)],
+        history=history,
+        series=series,
+        source="configmap",
+    )
+
+
+def _in_window(point: Mapping[str, Any], start: datetime.datetime) -> bool:
+    try:
+        return parse_time(str(point.get("t"))) > start - datetime.timedelta(hours=1)
+    except ValueError:
+        return False
+
+
+def overlay(
+    report: Report, increases: Mapping[tuple[str, str, str, str, str], Sequence[float]]
+) -> None:
+    """Replace the workloads' totals by what Prometheus counted in the window:
+    ``(kind, namespace, name, signal, method) -> (kWh, grams, counterfactual grams)``."""
+    for row in report.workloads:
+        t = row.totals
+        key = (row.kind, row.namespace, row.name, str(t.signal), str(t.method))
+        if key in increases:
+            t.kwh, t.grams, t.counterfactual_grams = increases[key][:3]
+            t.embodied_grams = 0.0
+    report.source = "prometheus"

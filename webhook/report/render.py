@@ -1,0 +1,257 @@
+"""The report as a table, JSON, or one self-contained HTML page with inline SVG plots."""
+
+from __future__ import annotations
+
+import datetime
+import html
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import orjson
+
+from webhook.report.data import Report, Row
+from webhook.vocabulary import parse_time
+
+PALETTE = ("#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d",
+           "#666666", "#1f78b4", "#b2df8a")  # fmt: skip
+
+
+def _num(value: float | None, digits: int = 1) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.{digits}f}"
+
+
+def _grams(value: float) -> str:
+    """Grams as g, kg or t."""
+    if abs(value) >= 1e6:
+        return f"{value / 1e6:,.2f} t"
+    if abs(value) >= 1e3:
+        return f"{value / 1e3:,.2f} kg"
+    return f"{value:,.1f} g"
+
+
+HEADERS = ("OBJECT", "SIGNAL/METHOD", "ENERGY kWh", "INTENSITY g/kWh", "EMISSIONS",
+           "COUNTERFACTUAL", "AVOIDED", "SAVED", "MOVES")  # fmt: skip
+
+
+def _cells(row: Row) -> list[str]:
+    t = row.totals
+    name = "/".join(p for p in (row.kind, row.namespace, row.name) if p)
+    saved = t.saved_percent
+    return [
+        name,
+        f"{t.signal}/{t.method}",
+        _num(t.kwh, 3),
+        _num(row.intensity),
+        _grams(t.grams),
+        _grams(t.counterfactual_grams),
+        _grams(t.avoided_grams),
+        "-" if saved is None else f"{saved:.1f} %",
+        str(row.moves),
+    ]
+
+
+def _table(rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+                     for r in rows)  # fmt: skip
+
+
+def table(report: Report) -> str:
+    """Plain text: fleet totals, workloads, clusters, then the decision history."""
+    since = report.accounting_since
+    lines = [
+        f"carbonshift report: generated {report.to_json()['generated']}, "
+        f"accounting since {report.to_json()['accounting_since'] or 'never'}, "
+        f"history since {report.to_json()['window_start']} (figures: {report.source})",
+        "",
+    ]
+    if since is None and not report.workloads:
+        lines.append("no accounting yet: the leader writes it every accounting.interval_seconds")
+    for title, rows in (("FLEET", report.totals), ("WORKLOADS", report.workloads),
+                        ("CLUSTERS", report.clusters)):  # fmt: skip
+        if rows:
+            lines += [title, _table([HEADERS, *(_cells(r) for r in rows)]), ""]
+    if report.history:
+        lines.append("DECISION HISTORY")
+        lines.append(_table([("TIME", "OBJECT", "WHAT", "NOTE")] + [
+            (e.to_json()["at"], e.object.replace("//", "/"), e.what, e.note[:120])
+            for e in report.history
+        ]))  # fmt: skip
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def to_json(report: Report) -> str:
+    return orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2).decode() + "\n"
+
+
+# --- HTML ----------------------------------------------------------------------------------
+
+Series = Mapping[str, Sequence[tuple[float, float]]]
+"""Line name -> (x: unix seconds, y) points."""
+
+
+def _ticks(low: float, high: float, count: int = 5) -> list[float]:
+    if high <= low:
+        high = low + 1
+    raw = (high - low) / count
+    step = 10 ** math.floor(math.log10(raw))
+    for k in (1, 2, 5, 10):
+        if raw <= k * step:
+            step *= k
+            break
+    first = math.floor(low / step) * step
+    return [first + i * step for i in range(count + 2) if first + i * step <= high + step / 2]
+
+
+def svg_chart(title: str, series: Series, y_label: str, *, width: int = 860,
+              height: int = 300) -> str:  # fmt: skip
+    """One line chart as inline SVG (time on x, in UTC)."""
+    left, right, top, bottom = 70, 200, 30, 40
+    points = [p for line in series.values() for p in line]
+    esc = html.escape
+    head = (f'<svg xmlns="http://www.w3.org/2000/svg" role="img" class="plot" '
+            f'viewBox="0 0 {width} {height}" width="{width}" height="{height}">'
+            f"<title>{esc(title)}</title>"
+            f'<text x="{left}" y="18" class="t">{esc(title)}</text>')  # fmt: skip
+    if not points:
+        return head + f'<text x="{left}" y="{height // 2}">no data in the window</text></svg>'
+    x0, x1 = min(p[0] for p in points), max(p[0] for p in points)
+    y_ticks = _ticks(min(0.0, *(p[1] for p in points)), max(p[1] for p in points))
+    y0, y1 = y_ticks[0], y_ticks[-1]
+    x1 = x1 if x1 > x0 else x0 + 3600
+    plot_w, plot_h = width - left - right, height - top - bottom
+
+    def sx(x: float) -> float:
+        return left + (x - x0) / (x1 - x0) * plot_w
+
+    def sy(y: float) -> float:
+        return top + plot_h - (y - y0) / ((y1 - y0) or 1) * plot_h
+
+    out = [head]
+    out.extend(
+        f'<line x1="{left}" x2="{left + plot_w}" y1="{sy(y):.1f}" y2="{sy(y):.1f}" class="g"/>'
+        f'<text x="{left - 6}" y="{sy(y) + 4:.1f}" class="yl">{y:g}</text>'
+        for y in y_ticks
+    )
+
+    for k in range(5):
+        x = x0 + (x1 - x0) * k / 4
+        label = datetime.datetime.fromtimestamp(x, datetime.UTC).strftime("%m-%d %H:%M")
+        out.append(f'<text x="{sx(x):.1f}" y="{height - bottom + 16}" class="xl">{label}</text>')
+    middle = f"{top + plot_h / 2:.0f}"
+    out.append(f'<text x="14" y="{middle}" class="yt" '
+               f'transform="rotate(-90 14 {middle})">{esc(y_label)}</text>')  # fmt: skip
+    for k, (name, line) in enumerate(sorted(series.items())):
+        color = PALETTE[k % len(PALETTE)]
+        dash = ' stroke-dasharray="6 4"' if "counterfactual" in name else ""
+        path = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in line)
+        out.append(f'<polyline fill="none" stroke="{color}" stroke-width="2"{dash} '
+                   f'points="{path}"><title>{esc(name)}</title></polyline>')  # fmt: skip
+        ly = top + 14 + k * 18
+        out.append(f'<line x1="{width - right + 10}" x2="{width - right + 30}" y1="{ly - 4}" '
+                   f'y2="{ly - 4}" stroke="{color}" stroke-width="3"{dash}/>'
+                   f'<text x="{width - right + 36}" y="{ly}">{esc(name[:30])}</text>')  # fmt: skip
+    out.append("</svg>")
+    return "".join(out)
+
+
+def _time(point: Mapping[str, Any]) -> float:
+    return parse_time(str(point["t"])).timestamp()
+
+
+def plots(report: Report) -> list[str]:
+    """Intensity per cluster, cumulative emissions vs counterfactual, replicas per cluster."""
+    intensity: dict[str, list[tuple[float, float]]] = {}
+    replicas: dict[str, list[tuple[float, float]]] = {}
+    cumulative: dict[str, list[tuple[float, float]]] = {}
+    sums: dict[str, float] = {}
+    for point in report.series:
+        x = _time(point)
+        for name, value in (point.get("i") or {}).items():
+            intensity.setdefault(name, []).append((x, float(value)))
+        for name, value in (point.get("r") or {}).items():
+            replicas.setdefault(name, []).append((x, float(value)))
+        for part, label in (("g", "actual"), ("c", "counterfactual")):
+            for signal, grams in (point.get(part) or {}).items():
+                key = f"{label} ({signal})"
+                sums[key] = sums.get(key, 0.0) + float(grams) / 1000.0
+                cumulative.setdefault(key, []).append((x, sums[key]))
+    return [
+        svg_chart("Carbon intensity per cluster", intensity, "gCO2eq/kWh"),
+        svg_chart("Cumulative emissions: actual vs counterfactual", cumulative, "kgCO2eq"),
+        svg_chart("Replicas per cluster", replicas, "replicas"),
+    ]
+
+
+STYLE = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em;color:#222}
+h1{font-size:1.5em}h2{font-size:1.15em;margin-top:1.6em}
+table{border-collapse:collapse;font-size:.9em}
+th,td{padding:.3em .7em;border-bottom:1px solid #ddd;text-align:right}
+th:first-child,td:first-child,td.l,th.l{text-align:left}
+.plot{display:block;margin:1em 0;background:#fafafa;border:1px solid #eee}
+.plot text{font-size:11px;fill:#333}.plot .t{font-size:14px;font-weight:600}
+.plot .g{stroke:#ddd}.plot .yl{text-anchor:end}.plot .xl{text-anchor:middle}
+.plot .yt{text-anchor:middle}.note{color:#666;font-size:.9em}
+.good{color:#1b7a3a}.bad{color:#b3261e}
+"""
+
+
+def _html_rows(rows: Sequence[Row]) -> str:
+    body = []
+    for row in rows:
+        cells = _cells(row)
+        avoided = row.totals.avoided_grams
+        mark = "good" if avoided > 0 else "bad" if avoided < 0 else ""
+        tds = "".join(
+            f'<td class="{mark}">{html.escape(c)}</td>' if i in (6, 7) else
+            f"<td>{html.escape(c)}</td>" for i, c in enumerate(cells)
+        )  # fmt: skip
+        body.append(f"<tr>{tds}</tr>")
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in HEADERS)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def page(report: Report) -> str:
+    """One self-contained HTML page (no script, no external resource)."""
+    doc = report.to_json()
+    esc = html.escape
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        "<title>carbonshift carbon report</title>",
+        f"<style>{STYLE}</style></head><body>",
+        "<h1>carbonshift carbon report</h1>",
+        f'<p class="note">Generated {esc(doc["generated"])}; accounting since '
+        f"{esc(doc['accounting_since'] or 'never')}; plots and history since "
+        f"{esc(doc['window_start'])}; figures from the {esc(report.source)}. Emissions are "
+        "location-based (energy x the intensity of the zone where the replicas ran); the "
+        "counterfactual places the same replicas as the user's own policy would have "
+        "without carbonshift.</p>",
+    ]
+    if report.totals:
+        parts += ["<h2>Fleet</h2>", _html_rows(report.totals)]
+    parts += ["<h2>Plots</h2>", *plots(report)]
+    if report.workloads:
+        parts += ["<h2>Workloads</h2>", _html_rows(report.workloads)]
+    if report.clusters:
+        parts += ["<h2>Clusters</h2>", _html_rows(report.clusters)]
+    parts.append("<h2>Decision history</h2>")
+    if report.history:
+        rows = "".join(
+            f'<tr><td class="l">{esc(e.to_json()["at"])}</td><td class="l">'
+            f'{esc(e.object.replace("//", "/"))}</td><td class="l">{esc(e.what)}</td>'
+            f'<td class="l">{esc(e.note)}</td></tr>'
+            for e in report.history
+        )
+        parts.append("<table><thead><tr><th>Time</th><th class=l>Object</th><th class=l>What</th>"
+                     "<th class=l>Note</th>"
+                     f"</tr></thead><tbody>{rows}</tbody></table>")  # fmt: skip
+    else:
+        parts.append('<p class="note">No decision recorded in the window.</p>')
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"
