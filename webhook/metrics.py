@@ -198,3 +198,9 @@ ACCOUNTED = Counter(
     "Accounting passes of the leader, by outcome (accounted, skipped, error).",
     ["outcome"],
 )
+ACCOUNTED_REPLICAS = Gauge(
+    "carbonshift_accounted_replicas",
+    "Replicas of the managed policies' bindings per member cluster, as of the leader's last "
+    "accounting pass.",
+    ["cluster"],
+)

@@ -284,6 +284,9 @@ class Accountant:
         for key, interval, counts in await self._nodepools(ctx, hours):
             done += self._add(ledger, point, key, interval, hours, counts)
         point["r"] = replicas
+        metrics.ACCOUNTED_REPLICAS.clear()
+        for cluster, n in replicas.items():
+            metrics.ACCOUNTED_REPLICAS.labels(cluster).set(n)
         return done
 
     def _add(  # noqa: PLR0917 - one call site
@@ -535,6 +538,7 @@ class Accountant:
                 metrics.EMISSIONS_GRAMS,
                 metrics.COUNTERFACTUAL_GRAMS,
                 metrics.AVOIDED_GRAMS,
+                metrics.ACCOUNTED_REPLICAS,
             ):
                 metric.clear()
 
