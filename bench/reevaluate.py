@@ -1,37 +1,63 @@
-"""One re-evaluation pass over 10,000 managed PropagationPolicies on 100 clusters.
+"""Re-evaluation passes over 10,000 managed ordered-fill policies on 100 clusters, with
+the move back to greener tiers.
 
-The objects are what the API server stores: each policy admitted by the webhook's own
-admission code (:func:`webhook.preview.preview`, a CREATE review and its JSON patch),
-with the metadata the API server adds. The leader's loop
-(:class:`webhook.kube.reevaluator.Reevaluator`) then runs :meth:`pass_once` against an
-in-memory API that answers the list calls with those objects, exactly as the loop
-receives them, and refuses every write. Nothing changed since admission (same readings,
-same clusters, a forecast as flat as the grid), so every policy must be ``kept`` and no
-write proposed. The pass ranks on the forecast, as the default config
-(``reevaluate.forecast: day-ahead-profile``) has it.
+The objects are what the API servers store, each kind parsed from one JSON document as a
+list call's answer is (keys shared across items, values not). Each PropagationPolicy is
+admitted by the webhook's own admission code (:func:`webhook.preview.preview`, a CREATE
+review and its JSON patch), with the metadata the API server adds; every one is Divided,
+so each comes back as an ordered fill (tiers greenest first). Each policy has a
+ResourceBinding as Karmada keeps it: the policy's annotations that link it to its
+policy, the workload's ``replicaRequirements`` (cpu and memory per replica), the
+policy's placement and ``spec.clusters`` where karmada-scheduler's tier fill put the
+replicas, the bindings scheduled one after another on the room the fleet had then
+(:func:`webhook.decision.capacity.tier_fill`, Steady); the greenest clusters fill up and
+the rest overflows. The 100 Karmada Clusters carry ``status.resourceSummary``
+(allocatable; allocated: the bindings' replicas plus what else runs there).
 
-Measured on one core (the process pinned to core 0): CPU seconds of the pass (target
-< 5 s) and resident memory with the 10,000 objects held (target < 300 MB).
+The leader's loop (:class:`webhook.kube.reevaluator.Reevaluator`, with its
+:class:`~webhook.kube.rebalancer.Rebalancer`, ``rebalance`` as shipped) then runs
+:meth:`pass_once` twice against an in-memory API that answers the list calls with those
+objects, exactly as the loop receives them, accepts WorkloadRebalancer creates and
+Events (counted), and refuses every other write:
+
+1. room as scheduled: nothing changed since admission (same readings, same clusters, a
+   forecast as flat as the grid), so every policy is ``kept``, no write proposed, and
+   the rebalancer finds the replicas where the room put them;
+2. room changed: every cluster's other workloads shrink (allocated drops by 10 to 70 %
+   of what else runs there), so room appears on greener clusters and the rebalancer
+   plans moves back (WorkloadRebalancers and ``CarbonReplicasMoved`` Events) within the
+   shipped move budgets.
+
+Measured on one core (the process pinned to core 0): CPU seconds of each pass (target
+< 5 s), split into re-evaluation and rebalancer, and resident memory with every object
+held (target < 300 MB).
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
+import contextlib
 import gc
 import json
 import os
 import random
 import resource
 import time
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 from bench.harness import RESULTS, SERVER_CPU, machine, write_table
-from webhook import kinds, metrics, preview
+from webhook import kinds, logs, metrics, preview
 from webhook.config import Config, parse
+from webhook.decision.capacity import tier_fill
+from webhook.decision.placement import fill_tiers
 from webhook.intensity import IntensityTable, Reading, Signal
+from webhook.kube import rebalancer
+from webhook.kube.events import EventRecorder
 from webhook.kube.reevaluator import Reevaluator
 
 POLICIES = 10_000
@@ -41,10 +67,20 @@ TARGET_CPU_SECONDS = 5.0
 TARGET_RSS_MB = 300.0
 ENABLED = "carbonshift.io/enabled"
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
+STAMP = "%Y-%m-%dT%H:%M:%SZ"
+KARMADA_WORK = ("work.karmada.io", "resourcebindings")
+KARMADA_CLUSTERS = ("cluster.karmada.io", "clusters")
+REBALANCERS = ("apps.karmada.io", "workloadrebalancers")
+
+REPLICAS = (1, 2, 3, 4, 5, 6, 8, 10)
+CPU_MILLI = (100, 250, 500, 1000)
+MEMORY_MI = (128, 256, 512, 1024, 2048)
+CLUSTER_CPUS = (96, 192, 384, 768)
+"""Allocatable cores of a member (4 GiB each; 110 pods per 16 cores)."""
 
 
 def config() -> Config:
-    """100 clusters over 50 grid zones; hysteresis and intervals as shipped."""
+    """100 clusters over 50 grid zones; hysteresis, intervals and rebalance as shipped."""
     clusters = {f"member-{i:03d}": {"zone": f"Z{i % 50:02d}"} for i in range(CLUSTERS)}
     return parse({"zone": "Z00", "clusters": clusters})
 
@@ -67,8 +103,8 @@ def table() -> IntensityTable:
 
 
 def policy(i: int, rng: random.Random) -> dict[str, Any]:
-    """A mix: Divided over 3-10 named clusters, some with max-clusters, some Duplicated,
-    some open (every cluster)."""
+    """Every one Divided (an ordered fill): over 3-10 named clusters, some with
+    max-clusters 2 or 3 (their first tier shared), some open (every cluster)."""
     names = sorted(rng.sample(range(CLUSTERS), rng.randint(3, 10)))
     placement: dict[str, Any] = {
         "clusterAffinity": {"clusterNames": [f"member-{n:03d}" for n in names]}
@@ -77,13 +113,9 @@ def policy(i: int, rng: random.Random) -> dict[str, Any]:
     shape = i % 10
     if shape == 9:
         placement = {}  # open: every known cluster
-    if shape in (7, 8):
-        placement["replicaScheduling"] = {"replicaSchedulingType": "Duplicated"}
-        annotations["carbonshift.io/max-clusters"] = "2"
-    else:
-        placement["replicaScheduling"] = {"replicaSchedulingType": "Divided"}
-        if shape in (5, 6):
-            annotations["carbonshift.io/max-clusters"] = "3"
+    placement["replicaScheduling"] = {"replicaSchedulingType": "Divided"}
+    if shape in (5, 6, 7, 8):
+        annotations["carbonshift.io/max-clusters"] = "3" if shape < 7 else "2"
     name, namespace = f"app-{i:05d}", f"team-{i % NAMESPACES:03d}"
     return {
         "apiVersion": "policy.karmada.io/v1alpha1",
@@ -96,34 +128,286 @@ def policy(i: int, rng: random.Random) -> dict[str, Any]:
     }
 
 
+def _uid(kind: int, i: int) -> str:
+    return f"00000000-0000-{kind:04d}-0000-{i:012d}"
+
+
+def listed(objs: list[Any]) -> list[dict[str, Any]]:
+    """``objs`` as a list call returns them: one JSON document parsed at once (plain dicts
+    and lists; the parser shares keys across the items, never values)."""
+    out: list[dict[str, Any]] = json.loads(json.dumps(objs))
+    return out
+
+
 def stored(ctx: kinds.Context) -> list[dict[str, Any]]:
-    """The policies as the API server holds them after admission (JSON round trip: plain
-    dicts and lists, as the list call returns them)."""
+    """The policies as the API server holds them after admission, as the list call
+    returns them; every one an ordered fill."""
     rng = random.Random(11)
-    created = (NOW - timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    created = (NOW - timedelta(days=1)).strftime(STAMP)
     out = []
     for i in range(POLICIES):
         [result] = preview.preview([policy(i, rng)], ctx)  # one at a time: nothing else held
         if result.outcome.result != "patched":
             raise RuntimeError(f"policy {i} not decided: {result.outcome.reason}")
-        obj = json.loads(json.dumps(result.stored))
-        obj["metadata"] |= {
-            "uid": f"00000000-0000-0000-0000-{i:012d}",
+        obj = dict(result.stored)
+        if not fill_tiers(obj["spec"]["placement"]):
+            raise RuntimeError(f"policy {i} is not an ordered fill")
+        obj["metadata"] = dict(obj["metadata"]) | {
+            "uid": _uid(1, i),
             "resourceVersion": str(1000 + i),
             "generation": 1,
             "creationTimestamp": created,
         }
         obj.pop("apiVersion")  # list items carry neither: the loop sets them
         obj.pop("kind")
-        out.append(obj)
-    return out
+        out.append(json.dumps(obj))
+    items: list[dict[str, Any]] = json.loads(f"[{','.join(out)}]")  # one list response
+    return items
+
+
+# --- capacity ------------------------------------------------------------------------------
+
+Amounts = dict[str, int]
+"""cpu (millicores), memory (KiB), pods."""
+
+
+class Fleet:
+    """What each member can hold and what runs there: other workloads and the bindings."""
+
+    def __init__(self) -> None:
+        rng = random.Random(13)
+        self.names = [f"member-{i:03d}" for i in range(CLUSTERS)]
+        self.allocatable: dict[str, Amounts] = {}
+        self.others: dict[str, Amounts] = {}
+        for name in self.names:
+            cores = rng.choice(CLUSTER_CPUS)
+            self.allocatable[name] = {
+                "cpu": cores * 1000,
+                "memory": cores * 4 * 1024 * 1024,
+                "pods": cores // 16 * 110,
+            }
+            share = rng.uniform(0.15, 0.35)  # what else runs there
+            self.others[name] = {k: int(v * share) for k, v in self.allocatable[name].items()}
+        self.bound: dict[str, Amounts] = {n: dict.fromkeys(("cpu", "memory", "pods"), 0)
+                                          for n in self.names}  # fmt: skip
+
+    def allocated(self, name: str) -> Amounts:
+        return {k: self.others[name][k] + self.bound[name][k] for k in self.allocatable[name]}
+
+    def room(self, name: str, need: Amounts) -> int:
+        """Replicas of ``need`` the member can still take (Karmada's general estimator)."""
+        allocated = self.allocated(name)
+        left = {k: v - allocated[k] for k, v in self.allocatable[name].items()}
+        fits = [left["pods"], left["cpu"] // need["cpu"], left["memory"] // need["memory"]]
+        return max(0, min(fits))
+
+    def place(self, name: str, need: Amounts, replicas: int) -> None:
+        for k in ("cpu", "memory"):
+            self.bound[name][k] += need[k] * replicas
+        self.bound[name]["pods"] += replicas
+
+    def shrink_others(self, rng: random.Random) -> None:
+        """Every member's other workloads shrink by 10 to 70 %: room appears."""
+        for name in self.names:
+            keep = 1 - rng.uniform(0.1, 0.7)
+            self.others[name] = {k: int(v * keep) for k, v in self.others[name].items()}
+
+    def clusters(self, version: int) -> list[dict[str, Any]]:
+        """The Karmada Clusters as the list call returns them."""
+        return listed([self._cluster(i, name, version) for i, name in enumerate(self.names)])
+
+    def _cluster(self, i: int, name: str, version: int) -> dict[str, Any]:
+        allocatable, allocated = self.allocatable[name], self.allocated(name)
+        ready = {"type": "Ready", "status": "True", "reason": "ClusterReady",
+                 "message": "cluster is healthy and ready to accept workloads",
+                 "lastTransitionTime": (NOW - timedelta(days=30)).strftime(STAMP)}  # fmt: skip
+        obj = {
+            "metadata": {
+                "name": name,
+                "uid": _uid(3, i),
+                "resourceVersion": str(500_000 + version * 1000 + i),
+                "generation": 3,
+                "creationTimestamp": (NOW - timedelta(days=90)).strftime(STAMP),
+                "labels": {"cluster.karmada.io/name": name},
+                "finalizers": ["karmada.io/cluster-controller"],
+            },
+            "spec": {
+                "id": _uid(4, i),
+                "syncMode": "Pull",
+                "provider": "bench",
+                "region": f"region-{i % 10}",
+                "zone": f"Z{i % 50:02d}",
+                "impersonatorSecretRef": {"namespace": "karmada-cluster", "name": name},
+                "resourceModels": [],
+            },
+            "status": {
+                "kubernetesVersion": "v1.31.4",
+                "apiEnablements": [
+                    {"groupVersion": gv, "resources": [{"name": r, "kind": k}]}
+                    for gv, r, k in (
+                        ("apps/v1", "deployments", "Deployment"),
+                        ("v1", "pods", "Pod"),
+                        ("batch/v1", "jobs", "Job"),
+                    )
+                ],
+                "conditions": [ready],
+                "nodeSummary": {
+                    "totalNum": allocatable["cpu"] // 16_000,
+                    "readyNum": allocatable["cpu"] // 16_000,
+                },
+                "resourceSummary": {
+                    "allocatable": _quantities(allocatable),
+                    "allocated": _quantities(allocated),
+                    "allocating": {"cpu": "0", "memory": "0", "pods": "0"},
+                },
+            },
+        }
+        return obj
+
+
+def _quantities(amounts: Amounts) -> dict[str, str]:
+    return {
+        "cpu": f"{amounts['cpu']}m",
+        "memory": f"{amounts['memory']}Ki",
+        "pods": str(amounts["pods"]),
+        "ephemeral-storage": "1500Gi",
+    }
+
+
+def bindings(items: list[dict[str, Any]], fleet: Fleet) -> list[dict[str, Any]]:
+    """One ResourceBinding per policy, scheduled in turn on the room the fleet had then
+    (Karmada's tier fill: the greenest tier up to its room, the rest to the next)."""
+    rng = random.Random(17)
+    scheduled = (NOW - timedelta(hours=6)).strftime(STAMP)
+    out = []
+    for i, obj in enumerate(items):
+        meta, placement = obj["metadata"], obj["spec"]["placement"]
+        tiers = fill_tiers(placement) or []
+        replicas = rng.choice(REPLICAS)
+        need = {"cpu": rng.choice(CPU_MILLI), "memory": rng.choice(MEMORY_MI) * 1024, "pods": 1}
+        names = [n for t in tiers for n in t]
+        spread = tier_fill(replicas, tiers, {n: fleet.room(n, need) for n in names})
+        if spread is None:  # the fleet is full: Karmada would fail; the last tier overcommits
+            spread = {tiers[-1][0]: replicas}
+        for name, n in spread.items():
+            fleet.place(name, need, n)
+        out.append(
+            _binding(
+                i,
+                meta,
+                placement=placement,
+                replicas=replicas,
+                need=need,
+                spread=spread,
+                scheduled=scheduled,
+            )
+        )
+    return listed(out)  # nothing shared with the policies
+
+
+def _binding(
+    i: int,
+    meta: Mapping[str, Any],
+    *,
+    placement: Mapping[str, Any],
+    replicas: int,
+    need: Amounts,
+    spread: Mapping[str, int],
+    scheduled: str,
+) -> dict[str, Any]:
+    name, namespace = meta["name"], meta["namespace"]
+    workload = {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": namespace,
+                "name": name, "uid": _uid(5, i), "resourceVersion": str(90_000 + i)}  # fmt: skip
+    clusters = [{"name": c, "replicas": n} for c, n in sorted(spread.items())]
+    condition = {"status": "True", "lastTransitionTime": scheduled}
+    obj = {
+        "metadata": {
+            "name": f"{name}-deployment",
+            "namespace": namespace,
+            "uid": _uid(2, i),
+            "resourceVersion": str(200_000 + i),
+            "generation": 2,
+            "creationTimestamp": meta["creationTimestamp"],
+            "labels": {"propagationpolicy.karmada.io/permanent-id": _uid(6, i)},
+            "annotations": {
+                rebalancer.PP_NAME: name,
+                rebalancer.PP_NAMESPACE: namespace,
+                "propagationpolicy.karmada.io/permanent-id": _uid(6, i),
+            },
+            "ownerReferences": [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "Deployment",
+                    "name": name,
+                    "uid": _uid(5, i),
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+            "finalizers": ["karmada.io/binding-controller"],
+        },
+        "spec": {
+            "resource": workload,
+            "replicas": replicas,
+            "replicaRequirements": {
+                "resourceRequest": {"cpu": f"{need['cpu']}m", "memory": f"{need['memory']}Ki"}
+            },
+            "clusters": clusters,
+            "placement": placement,
+            "schedulerName": "default-scheduler",
+            "conflictResolution": "Abort",
+        },
+        "status": {
+            "schedulerObservedGeneration": 2,
+            "lastScheduledTime": scheduled,
+            "conditions": [
+                {
+                    "type": "Scheduled",
+                    "reason": "Success",
+                    "message": "Binding has been scheduled successfully.",
+                    **condition,
+                },
+                {
+                    "type": "FullyApplied",
+                    "reason": "FullyAppliedSuccess",
+                    "message": "All works have been successfully applied",
+                    **condition,
+                },
+            ],
+            "aggregatedStatus": [
+                {
+                    "clusterName": c["name"],
+                    "applied": True,
+                    "health": "Healthy",
+                    "status": {
+                        "replicas": c["replicas"],
+                        "readyReplicas": c["replicas"],
+                        "availableReplicas": c["replicas"],
+                        "updatedReplicas": c["replicas"],
+                    },
+                }
+                for c in clusters
+            ],
+        },
+    }
+    return obj
+
+
+# --- the in-memory API --------------------------------------------------------------------
 
 
 class Memory:
-    """The two API groups the loop calls: lists answered from memory, writes refused."""
+    """The API groups the loop calls: lists answered from memory, WorkloadRebalancer
+    creates and Events accepted (counted), every other write refused."""
 
-    def __init__(self, items: list[dict[str, Any]]) -> None:
+    def __init__(
+        self, items: list[dict[str, Any]], bound: list[dict[str, Any]], clusters: list[Any]
+    ) -> None:
         self.items = items
+        self.bindings = bound
+        self.clusters = clusters
+        self.rebalancers: list[dict[str, Any]] = []
+        self.events = 0
         self.writes = 0
         labels = {ENABLED: "true"}
         self.namespaces = SimpleNamespace(items=[
@@ -137,9 +421,25 @@ class Memory:
     async def list_cluster_custom_object(
         self, group: str, version: str, plural: str, **_: Any
     ) -> dict[str, Any]:
-        if (group, plural) != (kinds.KARMADA, "propagationpolicies"):
-            return {"items": []}
-        return {"items": [dict(o) for o in self.items]}  # a fresh top level, as a new list
+        found = {
+            (kinds.KARMADA, "propagationpolicies"): self.items,
+            KARMADA_WORK: self.bindings,
+            KARMADA_CLUSTERS: self.clusters,
+            REBALANCERS: self.rebalancers,
+        }.get((group, plural), [])
+        return {"items": [dict(o) for o in found]}  # a fresh top level, as a new list
+
+    async def create_cluster_custom_object(
+        self, group: str, version: str, plural: str, body: dict[str, Any], **_: Any
+    ) -> dict[str, Any]:
+        if (group, plural) != REBALANCERS:
+            return await self._write()
+        self.rebalancers.append(body)
+        return body
+
+    async def create_namespaced_event(self, namespace: str, body: Any, **_: Any) -> Any:
+        self.events += 1
+        return body
 
     async def _write(self, *_: Any, **__: Any) -> dict[str, Any]:
         self.writes += 1
@@ -154,9 +454,11 @@ class Leading:
 
 
 def _kept() -> float:
-    counter = metrics.REEVALUATIONS
-    found = [counter.labels(k, "kept")._value.get() for k in ("PropagationPolicy",)]
-    return float(sum(found))
+    return float(metrics.REEVALUATIONS.labels("PropagationPolicy", "kept")._value.get())
+
+
+def _moved() -> float:
+    return float(metrics.REPLICAS_MOVED._value.get())
 
 
 def _rss_mb(field: str) -> float:
@@ -166,7 +468,16 @@ def _rss_mb(field: str) -> float:
     return 0.0
 
 
-async def _pass(cfg: Config, ctx: kinds.Context, api: Memory) -> tuple[int, float, float]:
+def _quiet_logs() -> None:
+    """Production logging (structlog JSON lines), written to /dev/null."""
+    sink = open(os.devnull, "w")  # noqa: SIM115 - held for the process
+    with contextlib.redirect_stdout(sink):
+        logs.configure("info")
+
+
+async def _passes(
+    cfg: Config, ctx: kinds.Context, api: Memory, fleet: Fleet
+) -> list[dict[str, Any]]:
     from kubernetes_asyncio import client  # noqa: PLC0415
 
     async with client.ApiClient() as kube:
@@ -175,61 +486,126 @@ async def _pass(cfg: Config, ctx: kinds.Context, api: Memory) -> tuple[int, floa
         def outlook(zone: str, hours: int, _method: object) -> list[float]:
             return [values[zone]] * (hours + 1)  # the grid holds still: nothing to switch
 
-        loop = Reevaluator(kube, cfg, lambda: ctx, Leading(), outlook=outlook)
+        events = EventRecorder(kube, "bench")
+        events.events = api  # type: ignore[assignment]
+        loop = Reevaluator(kube, cfg, lambda: ctx, Leading(), events=events, outlook=outlook)
         loop.objects = api  # type: ignore[assignment]
         loop.core = api  # type: ignore[assignment]
-        gc.collect()
-        cpu, wall = time.process_time(), time.perf_counter()
-        written = await loop.pass_once()
-        return written, time.process_time() - cpu, time.perf_counter() - wall
+        mover = loop.rebalancer
+        if mover is None:
+            raise RuntimeError("rebalance is not enabled in the config")
+        mover.objects = api  # type: ignore[assignment]
+        inner = mover.pass_once
+        spent: list[tuple[float, collections.Counter[str]]] = []
+
+        async def timed(policies: Any, ranked: kinds.Context) -> collections.Counter[str]:
+            cpu = time.process_time()
+            outcomes = await inner(policies, ranked)
+            spent.append((time.process_time() - cpu, outcomes))
+            return outcomes
+
+        mover.pass_once = timed  # type: ignore[method-assign,assignment]
+        results = []
+        for n, what in enumerate(("room as scheduled", "room changed on every cluster"), 1):
+            if n == 2:
+                fleet.shrink_others(random.Random(19))
+                api.clusters = fleet.clusters(n)
+            kept, moved = _kept(), _moved()
+            rebalancers, events_before = len(api.rebalancers), api.events
+            gc.collect()
+            cpu, wall = time.process_time(), time.perf_counter()
+            written = await loop.pass_once()
+            cpu_s, wall_s = time.process_time() - cpu, time.perf_counter() - wall
+            rebalance_s, outcomes = spent[-1]
+            looked = sum(outcomes.values())
+            results.append({
+                "pass": what,
+                "cpu_seconds": round(cpu_s, 2),
+                "reevaluate_cpu_seconds": round(cpu_s - rebalance_s, 2),
+                "rebalance_cpu_seconds": round(rebalance_s, 2),
+                "wall_seconds": round(wall_s, 2),
+                "kept": int(_kept() - kept),
+                "written": written,
+                "moves": len(api.rebalancers) - rebalancers,
+                "events": api.events - events_before,
+                "replicas_moved": int(_moved() - moved),
+                "outcomes": dict(sorted(outcomes.items())) | {"nothing_to_move": POLICIES - looked},
+            })  # fmt: skip
+        return results
 
 
 def main(**_: Any) -> dict[str, Any]:
     os.sched_setaffinity(0, {int(SERVER_CPU)})
+    _quiet_logs()
     cfg = config()
     ctx = kinds.Context(config=cfg, table=table(), now=NOW, generation=1)
+    stages = {"start": _rss_mb("VmRSS")}
     started = time.perf_counter()
     items = stored(ctx)
     admitted_s = time.perf_counter() - started
-    api = Memory(items)
-    kept_before = _kept()
-    written, cpu_s, wall_s = asyncio.run(_pass(cfg, ctx, api))
-    kept = int(_kept() - kept_before)
+    gc.collect()
+    stages["policies"] = _rss_mb("VmRSS")
+    fleet = Fleet()
+    bound = bindings(items, fleet)
+    api = Memory(items, bound, fleet.clusters(1))
+    gc.collect()
+    stages["bindings"] = _rss_mb("VmRSS")
+    passes = asyncio.run(_passes(cfg, ctx, api, fleet))
     rss, peak = _rss_mb("VmRSS"), _rss_mb("VmHWM")
+    stages["passes"] = rss
+    worst = max(p["cpu_seconds"] for p in passes)
+    first, second = passes
     result = {
         "policies": POLICIES,
+        "bindings": len(bound),
         "clusters": CLUSTERS,
-        "cpu_seconds": round(cpu_s, 2),
-        "wall_seconds": round(wall_s, 2),
-        "kept": kept,
+        "cpu_seconds": worst,
+        "passes": passes,
+        "moves_planned": second["moves"],
+        "replicas_moved": second["replicas_moved"],
         "writes_proposed": api.writes,
-        "written": written,
         "rss_mb": round(rss),
         "peak_rss_mb": round(peak),
         "maxrss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+        "rss_after_mb": {k: round(v) for k, v in stages.items()},
         "admission_seconds": round(admitted_s, 1),
         "machine": machine(),
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "reevaluate.json").write_text(json.dumps(result, indent=2) + "\n")
     met = (
-        cpu_s < TARGET_CPU_SECONDS
+        worst < TARGET_CPU_SECONDS
         and peak < TARGET_RSS_MB
         and api.writes == 0
-        and written == 0
-        and kept == POLICIES
+        and all(p["written"] == 0 and p["kept"] == POLICIES for p in passes)
+        and second["moves"] > 0
     )
     verdict = "Targets met" if met else "Targets NOT met"
-    table_md = f"""\
-| one pass, 10,000 managed PropagationPolicies, 100 clusters, nothing changed | measured | target |
-|---|---:|---:|
-| CPU seconds on one core | {cpu_s:.2f} s | < {TARGET_CPU_SECONDS:g} s |
-| wall time of the pass | {wall_s:.2f} s | |
-| policies kept / writes proposed | {kept:,} / {api.writes} | 10,000 / 0 |
-| resident memory after the pass (peak) | {rss:.0f} MB ({peak:.0f} MB) | < {TARGET_RSS_MB:g} MB |
 
-{verdict}. Admitting the 10,000 policies first took {admitted_s:.1f} s. Machine: {machine()}.
-"""
+    def cpu(p: Mapping[str, Any]) -> str:
+        return (
+            f"{p['cpu_seconds']:.2f} s ({p['reevaluate_cpu_seconds']:.2f} s re-evaluation "
+            f"+ {p['rebalance_cpu_seconds']:.2f} s rebalancer)"
+        )
+
+    def outcomes(p: Mapping[str, Any]) -> str:
+        return ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in p["outcomes"].items())
+
+    table_md = f"""\
+| two passes, 10,000 managed ordered-fill PropagationPolicies and their ResourceBindings, 100 clusters | measured | target |
+|---|---:|---:|
+| CPU seconds on one core, pass 1 (room as scheduled) | {cpu(first)} | < {TARGET_CPU_SECONDS:g} s |
+| CPU seconds on one core, pass 2 (room changed on every cluster) | {cpu(second)} | < {TARGET_CPU_SECONDS:g} s |
+| wall time of pass 1 / pass 2 | {first["wall_seconds"]:.2f} s / {second["wall_seconds"]:.2f} s | |
+| policies kept / writes proposed, each pass | {first["kept"]:,} / {api.writes} and {second["kept"]:,} / 0 | 10,000 / 0 |
+| moves planned, pass 1 / pass 2 (WorkloadRebalancers; Events) | {first["moves"]:,} / **{second["moves"]:,}** ({second["events"]:,} Events, {second["replicas_moved"]:,} replicas) | pass 2 > 0 |
+| bindings by outcome, pass 2 | {outcomes(second)} | |
+| resident memory after the passes, every object held (peak) | {rss:.0f} MB ({peak:.0f} MB) | < {TARGET_RSS_MB:g} MB |
+
+{verdict}. Resident memory after start-up {stages["start"]:.0f} MB, with the policies \
+{stages["policies"]:.0f} MB, with the bindings and Clusters {stages["bindings"]:.0f} MB, \
+after the passes {rss:.0f} MB. Pass 1 bindings by outcome: {outcomes(first)}. Admitting the 10,000 policies first took {admitted_s:.1f} s. Machine: {machine()}.
+"""  # noqa: E501
     write_table("reevaluate", table_md)
     print(table_md)
     return result
