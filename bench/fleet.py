@@ -133,7 +133,9 @@ def main(seconds: int = 10, count: int = CLUSTERS) -> dict[str, object]:
     """Run the fleet benchmark, print and record the results."""
     with tempfile.TemporaryDirectory() as tmp:
         state = Path(tmp)
-        box = Sandbox(Layout.default(state / "sandbox"), with_karmada_webhook=False, log=print)
+        box = Sandbox(
+            Layout.default(state / "sandbox"), with_karmada_webhook=False, log=print, quiet=True
+        )
         box.up()
         try:
             created = asyncio.run(create(box.kubeconfig, count))

@@ -221,7 +221,7 @@ def restart_scheduler(box: Sandbox, *, plugin: bool) -> None:
 def main(clusters: int = CLUSTERS, bindings: int = BINDINGS, **_: Any) -> dict[str, Any]:
     """Run the benchmark, print and record the results."""
     with tempfile.TemporaryDirectory() as tmp:
-        box = Sandbox(Layout.default(Path(tmp) / "sandbox"), log=print)
+        box = Sandbox(Layout.default(Path(tmp) / "sandbox"), log=print, quiet=True)
         box.up()
         try:
             box.stop("karmada-controller-manager")  # it would dial the made-up clusters

@@ -41,3 +41,12 @@ def test_the_sandbox_names_the_file_when_it_cannot_use_it(tmp_path: Path) -> Non
     good.write_text("reevaluate: {enabled: true}\n")
     box = Sandbox(Layout.default(tmp_path / "state"), user_config=good, log=lambda _m: None)
     assert box._carbonshift_config()["reevaluate"] == {"enabled": True}
+
+
+def test_the_sandbox_runs_the_products_defaults_and_the_tests_fleet_is_quiet() -> None:
+    product = carbonshift_config()
+    assert "labels" not in product  # cluster labels, re-evaluation and move-back: defaults
+    assert "reevaluate" not in product
+    quiet = carbonshift_config(quiet=True)
+    assert quiet["labels"] == {"enabled": False}
+    assert quiet["reevaluate"] == {"enabled": False}

@@ -59,12 +59,15 @@ class Sandbox(Plane):
         with_karmada_webhook: bool = True,
         log: Callable[[str], None] | None = None,
         user_config: Path | None = None,
+        quiet: bool = False,
     ) -> None:
         self.carbonshift_command = list(carbonshift_command or default_carbonshift())
         self.cert_reload_seconds = cert_reload_seconds
         self.with_karmada_webhook = with_karmada_webhook
         self.user_config = user_config
         """A carbonshift config laid over the sandbox's (``SANDBOX_CONFIG``); None: none."""
+        self.quiet = quiet
+        """No cluster labels and no re-evaluation (:func:`carbonshift_config`)."""
         super().__init__(layout or Layout.default(), log or print_progress)
 
     # ----------------------------------------------------------------- public API
@@ -138,7 +141,7 @@ class Sandbox(Plane):
 
     def _carbonshift_config(self) -> dict[str, Any]:
         """The sandbox's carbonshift config, with the user's on top when one was given."""
-        base = carbonshift_config()
+        base = carbonshift_config(quiet=self.quiet)
         if self.user_config is None:
             return base
         try:

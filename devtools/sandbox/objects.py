@@ -45,23 +45,25 @@ def user_config(base: Mapping[str, Any], user: Mapping[str, Any]) -> dict[str, A
     return merged
 
 
-def carbonshift_config() -> dict[str, Any]:
+def carbonshift_config(*, quiet: bool = False) -> dict[str, Any]:
     """carbonshift's config: local zone DE and the demo availability zones for NodePools.
 
     No ``clusters:``: carbonshift runs with the sandbox's kubeconfig and discovers the
     members from their Cluster objects (zones from ``spec.provider`` + ``spec.region``
-    through the region table). Cluster labels and re-evaluation stay off: tests that
-    exercise them run their own replicas, and one writer at a time keeps those tests
-    meaningful.
+    through the region table). Otherwise the product's defaults: the leader labels the
+    Clusters, re-evaluates managed policies and moves replicas back. ``quiet`` (the
+    end-to-end tests' fleet) switches cluster labels and re-evaluation off: the tests that
+    exercise them run their own replicas, and one writer at a time keeps them meaningful.
     """
     topology = {az: spec["zone"] for spec in DEMO_CLUSTERS.values() for az in spec["zones"]}
-    return {
+    config: dict[str, Any] = {
         "zone": "DE",
         "providers": ["static"],
         "nodepools": {"topology_zones": topology},
-        "labels": {"enabled": False},
-        "reevaluate": {"enabled": False},
     }
+    if quiet:
+        config |= {"labels": {"enabled": False}, "reevaluate": {"enabled": False}}
+    return config
 
 
 JOIN_NAMESPACE = "karmada-cluster"

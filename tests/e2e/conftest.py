@@ -36,7 +36,10 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
     state = tmp_path_factory.mktemp("sandbox")
     layout = Layout.default(state)
     build_binaries(layout, state / "build.log")
-    box = Sandbox(layout, cert_reload_seconds=CERT_RELOAD_SECONDS, log=lambda _msg: None)
+    # Quiet: tests that exercise labels and re-evaluation run their own replicas.
+    box = Sandbox(
+        layout, cert_reload_seconds=CERT_RELOAD_SECONDS, log=lambda _msg: None, quiet=True
+    )
     try:
         box.up()
     except SandboxError as exc:
