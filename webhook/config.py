@@ -13,6 +13,7 @@ checks them and ``Config.provider_options`` keeps them for the provider's factor
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -102,6 +103,11 @@ class NodePoolConfig(Schema, frozen=True):
     """Strategy ``zones`` keeps at least this many zones (when the pool allows that many)."""
     mutate_on_update: bool = False
     """Recompute on every UPDATE (changing requirements later makes Karpenter replace nodes)."""
+    ladder: Annotated[
+        tuple[Annotated[float, msgspec.Meta(ge=0, le=1)], ...], msgspec.Meta(min_length=2)
+    ] = (1.0, 0.5, 0.0)
+    """Strategy ``ladder``: the shares of the user's ``limits.cpu`` a pool steps through,
+    the whole limit (1.0) first, decreasing (:mod:`webhook.decision.ladder`)."""
 
 
 class LabelsConfig(Schema, frozen=True):
@@ -388,6 +394,12 @@ def _parse(data: object) -> Config:
             "no grid zone: set zone (e.g. FR) or a provider/region the region table knows",
         )
         clusters[name] = msgspec.structs.replace(cluster, name=name)
+    steps = config.nodepools.ladder
+    check(
+        steps[0] == 1.0 and all(a > b for a, b in itertools.pairwise(steps)),
+        "nodepools.ladder",
+        f"must start at 1.0 and decrease, got {list(steps)}",
+    )
     low, high = config.nodepools.low_below, config.nodepools.high_from
     check(high >= low, "nodepools.high_from", f"must be >= low_below ({low:g}), got {high:g}")
     low, high = config.labels.thresholds(config.nodepools)

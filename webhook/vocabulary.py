@@ -109,7 +109,7 @@ INTENSITY_CLASSES = ("low", "medium", "high")
 """Values of :data:`INTENSITY_CLASS`, greenest first."""
 
 POLICY_STRATEGIES = ("fill", "weighted", "none")
-NODEPOOL_STRATEGIES = ("efficiency", "zones", "weight", "pause")
+NODEPOOL_STRATEGIES = ("efficiency", "zones", "weight", "pause", "ladder")
 
 
 # --- parsers -------------------------------------------------------------------------------

@@ -4,8 +4,9 @@ The local grid's intensity (config ``zone``) is classed low / medium / high. Alw
 template label ``carbonshift.io/intensity``. Per ``carbonshift.io/strategy`` (comma
 list): ``efficiency`` (arm64 when high), ``zones`` (greenest topology zones),
 ``weight`` (``spec.weight`` from greenness), ``pause`` (``limits.cpu: "0"`` when high;
-over time by :mod:`webhook.decision.pause`). Everything written stays valid under the
-Karpenter v1 CRD's schema and CEL rules.
+over time by :mod:`webhook.decision.pause`), ``ladder`` (``limits.cpu`` a share of the
+user's, by :mod:`webhook.decision.ladder`; it replaces ``pause`` when both are listed).
+Everything written stays valid under the Karpenter v1 CRD's schema and CEL rules.
 
 Where a rule cannot act without changing what the user asked for (no arm64 instance fits
 the pool, ``spec.weight`` set by the user, a static pool, too few zones...) it leaves that
@@ -28,7 +29,7 @@ from typing import Any
 
 from webhook import vocabulary
 from webhook.config import NodePoolConfig
-from webhook.decision import arm64, pause
+from webhook.decision import arm64, ladder, pause
 from webhook.decision.outcome import REMOVE, Change, Decision, Lookup, lookup, short
 from webhook.decision.ranking import DISTINCT, greenness, intensity_class
 from webhook.decision.record import Record, fingerprint, history, user_view
@@ -90,7 +91,10 @@ def decide(nodepool: Mapping[str, Any], inputs: NodePoolInputs) -> Decision:
     if "weight" in strategies:
         plan.set_weight(max(1, greenness(intensity)), override)
     body = _body(data, level)
-    if "pause" in strategies and inputs.now is not None:
+    if "ladder" in strategies:
+        now = inputs.now
+        body.update(_ladder(plan, nodepool, inputs, now=now, level=level, intensity=intensity))
+    elif "pause" in strategies and inputs.now is not None:
         body.update(
             _pause_over_time(
                 plan, inputs, now=inputs.now, level=level, intensity=intensity, knobs=knobs
@@ -138,12 +142,14 @@ def reevaluate(nodepool: Mapping[str, Any], inputs: NodePoolInputs, now: datetim
         decision.warnings.extend(data.warnings())
         if "weight" in knobs.strategies:
             plan.set_weight(max(1, greenness(intensity)), knobs.override)
-    if "pause" in knobs.strategies:
+    if "ladder" in knobs.strategies:
+        body.update(_ladder(plan, nodepool, inputs, now=now, level=level, intensity=intensity))
+    elif "pause" in knobs.strategies:
         body.update(
             _pause_over_time(plan, inputs, now=now, level=level, intensity=intensity, knobs=knobs)
         )
     kept = [x for x in previous.body.get("left") or [] if isinstance(x, dict)]
-    left = [x for x in kept if x.get("rule") not in ("weight", "pause")] + plan.left
+    left = [x for x in kept if x.get("rule") not in ("weight", "pause", "ladder")] + plan.left
     if left:
         body["left"] = left
     record = plan.record(body, template=False)
@@ -184,6 +190,57 @@ def _pause_over_time(
     elif step.changed:
         plan.warn(short(f"carbonshift: pause: limits restored: {step.why}"))
     return step.state.body()
+
+
+def _ladder(
+    plan: _Plan,
+    nodepool: Mapping[str, Any],
+    inputs: NodePoolInputs,
+    *,
+    now: datetime | None,
+    level: str | None,
+    intensity: float | None,
+) -> dict[str, Any]:
+    """Apply :func:`webhook.decision.ladder.step` to ``plan``; the record body's entries.
+
+    ``now`` None (admission): the step by the class alone, with no state recorded."""
+    steps = inputs.settings.ladder
+    if plan.static:
+        plan.leave("ladder", "a static NodePool (spec.replicas) has no limits to step")
+        return {}
+    knobs = vocabulary.knobs(_annotations(nodepool), "nodepool")
+    if now is None:
+        if level is None:  # pragma: no cover - admission always has a reading here
+            return {}
+        share = steps[ladder.target(level, None, 0, steps)]
+        if share < 1.0:
+            plan.step_limits(share, ladder.usage(nodepool), f"{inputs.zone} is {level}")
+        return {ladder.STEP: share} if share < 1.0 else {}
+    previous = ladder.State.of(plan.previous.body)
+    if not plan.previous.owns(_SPEC + "limits", plan.spec.get("limits")):
+        previous = ladder.State(times=dataclasses.replace(previous.times, paused_at=None))
+    elif previous.times.paused_at is None and plan.previous.body.get("paused"):
+        # Stepped down without a start (admission): from the reading it was based on.
+        began = pause.State.of({pause.PAUSED_AT: plan.previous.body.get("at")}).paused_at
+        times = dataclasses.replace(previous.times, paused_at=began or now)
+        previous = ladder.State.of({**times.body(), **_kept_step(plan.previous.body)})
+    step = ladder.step(level, inputs.outlook, previous, now, knobs.max_pause, steps)
+    if step.share < 1.0:
+        g = f"{intensity:.0f}" if intensity is not None else "?"
+        plan.step_limits(
+            step.share, ladder.usage(nodepool), f"{inputs.zone} at {g} g/kWh: {step.why}"
+        )
+    elif step.changed:
+        plan.warn(short(f"carbonshift: ladder: limits restored: {step.why}"))
+    return step.state.body()
+
+
+def _kept_step(body: Mapping[str, Any]) -> dict[str, Any]:
+    return {ladder.STEP: body[ladder.STEP]} if ladder.STEP in body else {}
+
+
+def _annotations(nodepool: Mapping[str, Any]) -> Mapping[str, str]:
+    return (nodepool.get("metadata") or {}).get("annotations") or {}
 
 
 def pauses(level: str) -> bool:
@@ -300,6 +357,25 @@ class _Plan:
             # Only cpu goes to "0" (enough to stop new nodes); the user's other limits stay.
             self.new_spec["limits"] = {**(limits if isinstance(limits, dict) else {}), "cpu": "0"}
             self.warn(short(f'carbonshift: pause: limits.cpu set to "0", no new nodes: {why}'))
+
+    def step_limits(self, share: float, used: object, why: str) -> None:
+        """``limits.cpu`` at ``share`` of the user's (never below ``used``); the pool's
+        other limits stay. Without a user cpu limit only the 0 step applies."""
+        limits = self.base_spec.get("limits")
+        limits = limits if isinstance(limits, dict) else {}
+        cpu = ladder.limit(limits.get("cpu"), share, used)
+        if cpu is None:
+            self.leave(
+                "ladder",
+                f"no spec.limits.cpu to keep {share:.0%} of: the pool stays unlimited"
+                ' (only the 0 % step applies, as limits.cpu "0")',
+            )
+            return
+        self.new_spec["limits"] = {**limits, "cpu": cpu}
+        user = limits.get("cpu")
+        of = f"{share:.0%} of {user}" if user is not None else "no new nodes"
+        floor = ", what the pool uses" if cpu != ladder.limit(user, share, None) else ""
+        self.warn(short(f'carbonshift: ladder: limits.cpu "{cpu}" ({of}{floor}): {why}'))
 
     def _new_template(self) -> dict[str, Any]:
         new = dict(self.base_template)

@@ -22,7 +22,10 @@ Spatial model
 Temporal model
     Each batch pool is a NodePool in one zone; jobs arrive every ``every_hours`` and run
     ``length_hours`` without interruption. While the pool is paused, pending jobs wait;
-    when it is not, every pending job starts. A deadline guard unpauses the pool when
+    when it is not, every pending job starts. A pool on a ladder step (a share of its
+    cpu limit, strategy ``ladder``) starts that share of its pending jobs each hour, the
+    most urgent first, fractions carried from hour to hour (:func:`_starts`): capacity
+    for that share of the work, the rest waits. A deadline guard unpauses the pool when
     the most urgent job reaches its latest start. The oracle starts each job at the
     greenest moment of its window, knowing the future.
 """
@@ -448,6 +451,22 @@ def _history(values: Sequence[float], hour: int, length: int) -> Sequence[float]
     return values[max(0, hour + 1 - length) : hour + 1]
 
 
+def _starts(share: float, pending: int, credit: float) -> tuple[int, float]:
+    """How many of the ``pending`` jobs a pool at ``share`` of its limit starts this hour
+    (the most urgent first), and the fraction of a job carried to the next hour.
+
+    The whole limit starts every pending job, 0 none; a share in between starts that
+    share of them, the fractions adding up from hour to hour while the share stays
+    between (a pool at 0.5 with one job pending starts it every other hour)."""
+    if share >= 1.0:
+        return pending, 0.0
+    if share <= 0.0:
+        return 0, 0.0
+    credit += share * pending
+    starting = min(pending, int(credit + 1e-9))
+    return starting, credit - starting
+
+
 def _pool_policy(
     policy: PausePolicy, pool: BatchPool, values: Sequence[float], run: Run, kw: float
 ) -> None:
@@ -458,7 +477,8 @@ def _pool_policy(
     queue = _arrivals(pool, hours)
     nxt = 0
     pending: list[int] = []
-    paused = False
+    share = 1.0
+    credit = 0.0
     for t in range(hours):
         while nxt < len(queue) and queue[nxt] == t:
             pending.append(queue[nxt])
@@ -473,20 +493,19 @@ def _pool_policy(
             pool.length_hours,
             functools.partial(_history, values, t),
         )
-        now_paused = policy.paused(moment)
+        now_share = policy.share_at(moment)
         if policy.deadline_guard and urgency <= 0:
-            now_paused = False
-        if now_paused != paused:
+            now_share = 1.0
+        if now_share != share:
             run.changes += 1
-            paused = now_paused
-        if paused:
-            continue
-        for arrive in pending:
+            share = now_share
+        starting, credit = _starts(share, len(pending), credit)
+        for arrive in pending[:starting]:
             run.wait_hours += t - arrive
             run.misses += t > arrive + pool.slack_hours
             _run_job(run, values, t, pool, kw)
-        run.jobs += len(pending)
-        pending = []
+        run.jobs += starting
+        del pending[:starting]
     for arrive in pending:  # never unpaused before the data ends
         run.jobs += 1
         run.misses += 1

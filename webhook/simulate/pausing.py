@@ -11,10 +11,11 @@ only limit. One instance serves one NodePool at a time; the engine calls
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from webhook.decision import pause
+from webhook.decision import ladder, pause
 from webhook.decision.forecast import Method, history_needed, outlook
 from webhook.decision.ranking import intensity_class
 
@@ -48,14 +49,44 @@ class OverTime:
         """Forget the previous pool's pause."""
         self.state = pause.State()
 
-    def __call__(self, m: PoolMoment) -> bool:
+    def inputs(self, m: PoolMoment) -> tuple[str, Sequence[float] | None, datetime]:
+        """The class, the forecast over ``max-pause`` (None without) and the time at ``m``,
+        as the webhook's re-evaluation gives them."""
         level = intensity_class(m.value, low_below=self.low_below, high_from=self.high_from)
         series = None
         if self.forecast is not None:
             horizon = max(self.max_pause // pause.HOUR, 1)
             needed = history_needed(self.forecast, horizon, days=self.days)
             series = outlook(self.forecast, m.history(needed), horizon, days=self.days)
-        now = _EPOCH + timedelta(hours=m.hour)
+        return level, series, _EPOCH + timedelta(hours=m.hour)
+
+    def __call__(self, m: PoolMoment) -> bool:
+        level, series, now = self.inputs(m)
         step = pause.step(level, series, self.state, now, self.max_pause)
         self.state = step.state
         return step.paused
+
+
+class LadderOverTime(OverTime):
+    """The ladder (:func:`webhook.decision.ladder.step`) with its state: :meth:`share` is
+    the share of the pool's cpu limit in force, and the pool counts as paused below its
+    whole limit."""
+
+    def __init__(self, *, steps: Sequence[float] = ladder.DEFAULT_STEPS, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.steps = tuple(steps)
+        self.ladder = ladder.State()
+
+    def reset(self) -> None:
+        """Forget the previous pool's step."""
+        self.ladder = ladder.State()
+
+    def share(self, m: PoolMoment) -> float:
+        """The share of the pool's limit at ``m`` (call once per simulated hour)."""
+        level, series, now = self.inputs(m)
+        step = ladder.step(level, series, self.ladder, now, self.max_pause, self.steps)
+        self.ladder = step.state
+        return step.share
+
+    def __call__(self, m: PoolMoment) -> bool:
+        return self.share(m) < 1.0

@@ -32,11 +32,12 @@ from webhook.config import ClusterConfig, Config, WeightingConfig
 from webhook.decision import hysteresis, nodepool, pause, placement
 from webhook.decision.capacity import MoveRule
 from webhook.decision.forecast import Method, history_needed, outlook
+from webhook.decision.ladder import DEFAULT_STEPS
 from webhook.decision.outcome import REMOVE, Change
 from webhook.decision.ranking import intensity_class, order_greenest
 from webhook.decision.selectors import allowed_clusters
 from webhook.intensity import Reading, Signal
-from webhook.simulate.pausing import OverTime
+from webhook.simulate.pausing import LadderOverTime, OverTime
 from webhook.simulate.scenario import PolicySettings
 from webhook.vocabulary import DEFAULT_MAX_PAUSE, MAX_CLUSTERS, MAX_INTENSITY, STRATEGY
 
@@ -502,6 +503,8 @@ class PoolMoment:
 
 
 Pause = Callable[[PoolMoment], bool]
+Share = Callable[[PoolMoment], float]
+"""The share of the pool's cpu limit in force (1.0: the whole limit, 0.0: paused)."""
 
 
 def pause_never(_: PoolMoment) -> bool:
@@ -540,6 +543,14 @@ class PausePolicy:
     deadline_guard: bool = True
     """Unpause when a pending job would otherwise miss its deadline."""
     info: str = "current intensity"
+    share: Share | None = None
+    """A ladder: the share of the limit in force (None: all or nothing, by :attr:`paused`)."""
+
+    def share_at(self, m: PoolMoment) -> float:
+        """The share of the pool's limit in force at ``m`` (call once per hour)."""
+        if self.share is not None:
+            return self.share(m)
+        return 0.0 if self.paused(m) else 1.0
 
 
 def batch_policies(settings: PolicySettings) -> list[PausePolicy]:
@@ -581,5 +592,40 @@ def batch_policies(settings: PolicySettings) -> list[PausePolicy]:
             ),
             deadline_guard=False,
             info=f"{s.forecast.value} forecast ({s.forecast_days} days)",
+        ),
+        *ladder_policies(s),
+    ]
+
+
+def ladder_policies(settings: PolicySettings) -> list[PausePolicy]:
+    """The webhook's ladder (strategy ``ladder``) on the class alone and on the forecast."""
+    s = settings
+    steps = "/".join(f"{x:.0%}" for x in DEFAULT_STEPS)
+    plain = LadderOverTime(
+        low_below=s.low_below, high_from=s.high_from, max_pause=DEFAULT_MAX_PAUSE
+    )
+    ahead = LadderOverTime(
+        low_below=s.low_below,
+        high_from=s.high_from,
+        max_pause=DEFAULT_MAX_PAUSE,
+        forecast=s.forecast,
+        days=s.forecast_days,
+    )
+    return [
+        PausePolicy(
+            "ladder-over-time",
+            f"the webhook's ladder: limits {steps} by class, whole at max-pause, no forecast",
+            plain,
+            deadline_guard=False,
+            share=plain.share,
+        ),
+        PausePolicy(
+            "ladder-over-time-forecast",
+            f"the webhook's ladder: limits {steps} by the forecast's cleaner hour within"
+            " max-pause, whole at that hour or at max-pause",
+            ahead,
+            deadline_guard=False,
+            info=f"{s.forecast.value} forecast ({s.forecast_days} days)",
+            share=ahead.share,
         ),
     ]
