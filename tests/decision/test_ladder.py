@@ -20,6 +20,9 @@ from tests.decision.test_pause import (
     pool,
     record,
 )
+from tests.decision.test_reevaluate import T0 as LATER
+from tests.decision.test_reevaluate import np_step
+from tests.decision.test_reevaluate import pool as admitted
 from webhook.config import parse
 from webhook.decision import ladder, pause
 from webhook.decision.ladder import State, gap, limit, step, target
@@ -191,3 +194,23 @@ def test_the_config_refuses_steps_that_do_not_start_whole_and_decrease(steps: li
 
 def test_the_config_takes_decreasing_steps() -> None:
     assert parse({"nodepools": {"ladder": [1, 0.25]}}).nodepools.ladder == (1.0, 0.25)
+
+
+# --- the leader's re-evaluation -----------------------------------------------------------------
+
+
+def test_each_step_down_is_a_pause_event_and_the_whole_limit_back_a_resume() -> None:
+    limits = {"cpu": "200", "memory": "1000Gi"}
+    stored = admitted(LATER, strategy="ladder", limits=limits, g=100)  # low: the whole limit
+    assert stored["spec"]["limits"] == limits
+    half = np_step(stored, LATER + H, outlook=SLIGHTLY_CLEANER, DE=300)
+    assert (half.outcome, half.pause) == ("switched", "paused")
+    assert half.reason.startswith('limits.cpu "100" (50% of the user\'s limit): DE is at 300')
+    stepped = half.applied(stored)
+    zero = np_step(stepped, LATER + 2 * H, outlook=DIRTY_THEN_CLEAN, DE=500)
+    assert (zero.outcome, zero.pause) == ("switched", "paused")
+    assert zero.reason.startswith('limits.cpu "0" (0% of the user\'s limit)')
+    down = zero.applied(stepped)
+    back = np_step(down, LATER + 3 * H, outlook=FLAT, DE=200)
+    assert (back.outcome, back.pause) == ("switched", "resumed")
+    assert orjson.dumps(back.applied(down)["spec"]) == orjson.dumps(stored["spec"])

@@ -240,7 +240,8 @@ def nodepool_step(obj: Mapping[str, Any], inputs: Inputs) -> Action:
         return Action("kept", _pause_why(decision.warnings) or "nothing to change", before=g)
     limits = any(c.path == ("spec", "limits") for c in changes)
     event: PauseEvent | None = None
-    if limits and new.body.get("paused") and not was:
+    stepped = new.body.get("step") != previous.body.get("step")  # strategy ladder
+    if limits and new.body.get("paused") and (not was or stepped):
         event = "paused"
     elif limits and was and not new.body.get("paused"):
         event = "resumed"
@@ -257,7 +258,7 @@ def nodepool_step(obj: Mapping[str, Any], inputs: Inputs) -> Action:
     changes.append(Change(("metadata", "annotations", DECISION), record.encode()))
     if event is not None:
         if event == "paused":
-            why = _paused_why(obj, inputs, g)
+            why = _paused_why(obj, inputs, g, apply(obj, tuple(changes)), new.body.get("step"))
         else:
             why = f"{_pause_why(decision.warnings) or event} ({zone} at {_show(g)} g/kWh)"
     return Action("switched", why, tuple(changes), before=g, pause=event)
@@ -298,17 +299,26 @@ def _nodepool_switch(
 
 def _pause_why(warnings: Sequence[str]) -> str | None:
     for w in warnings:
-        if w.startswith("carbonshift: pause: "):
-            return w.removeprefix("carbonshift: pause: ")
+        for prefix in ("carbonshift: pause: ", "carbonshift: ladder: "):
+            if w.startswith(prefix):
+                return w.removeprefix(prefix)
     return None
 
 
-def _paused_why(obj: Mapping[str, Any], inputs: Inputs, g: float | None) -> str:
+def _paused_why(
+    obj: Mapping[str, Any], inputs: Inputs, g: float | None, new: Mapping[str, Any], step: object
+) -> str:
     """``limits.cpu "0", no new nodes: DE is at 450 g/kWh (class high); cleaner hour
-    15:00Z in 2 h, ~200 g/kWh forecast; max-pause 24h``."""
+    15:00Z in 2 h, ~200 g/kWh forecast; max-pause 24h``; a ladder step (``step``, the
+    share) says its limit: ``limits.cpu "100" (50 % of the user's limit): ...``."""
     annotations = (obj.get("metadata") or {}).get("annotations") or {}
     limit = vocabulary.knobs(annotations, "nodepool").max_pause
-    why = f'limits.cpu "0", no new nodes: {inputs.zone} is at {_show(g)} g/kWh (class high)'
+    at = f"{inputs.zone} is at {_show(g)} g/kWh"
+    if isinstance(step, int | float):
+        cpu = ((new.get("spec") or {}).get("limits") or {}).get("cpu")
+        why = f'limits.cpu "{cpu}" ({step:.0%} of the user\'s limit): {at}'
+    else:
+        why = f'limits.cpu "0", no new nodes: {at} (class high)'
     series = inputs.outlook
     ahead = best_start(series, 1, limit // pause.HOUR) if series else 0
     if series and ahead > 0:
