@@ -41,6 +41,14 @@ class Context:
     fleet_generation: int = 0
     """Identifies :attr:`fleet`'s content: it changes whenever a member cluster changes
     (admission keys its memo on it next to :attr:`generation`)."""
+    local: str | None = None
+    """The grid zone the cluster's own Nodes give (:mod:`webhook.kube.nodes`); None: the
+    config's ``zone``."""
+
+    @property
+    def local_zone(self) -> str | None:
+        """The local grid zone NodePools are classed by."""
+        return self.local or self.config.zone
 
     @property
     def clusters(self) -> Mapping[str, ClusterConfig]:
@@ -89,7 +97,7 @@ def _policy(obj: Mapping[str, Any], ctx: Context) -> Decision:
 
 
 def _nodepool(obj: Mapping[str, Any], ctx: Context) -> Decision:
-    inputs = nodepool.NodePoolInputs(ctx.config.zone, ctx.table, ctx.config.nodepools)
+    inputs = nodepool.NodePoolInputs(ctx.local_zone, ctx.table, ctx.config.nodepools)
     return nodepool.decide(obj, inputs)
 
 

@@ -118,10 +118,13 @@ class Reevaluation:
         self._ranked_for = (key, table)
         return dataclasses.replace(ctx, table=table, generation=None)
 
-    def local_outlook(self, obj: Mapping[str, Any]) -> Sequence[float] | None:
-        """The feed's ``[now, now+1 h, ...]`` for the local zone over the pool's
-        ``max-pause`` (at most a day ahead); None without a zone, a method or enough data."""
-        zone = self.config.zone
+    def local_outlook(
+        self, obj: Mapping[str, Any], zone: str | None = None
+    ) -> Sequence[float] | None:
+        """The feed's ``[now, now+1 h, ...]`` for the local zone (default: config ``zone``)
+        over the pool's ``max-pause`` (at most a day ahead); None without a zone, a method
+        or enough data."""
+        zone = zone or self.config.zone
         if zone is None or self.method is None or self.outlook is None:
             return None
         annotations = (obj.get("metadata") or {}).get("annotations") or {}
@@ -141,8 +144,8 @@ class Reevaluation:
         row = target.row
         if not target.local:
             ctx = self.ranked(ctx)
-        zone = self.config.zone if target.local else None
-        outlook = self.local_outlook(obj) if target.local else None
+        zone = ctx.local_zone if target.local else None
+        outlook = self.local_outlook(obj, zone) if target.local else None
         nodepools = self.config.nodepools
 
         def decide_on(o: Mapping[str, Any], table: IntensityTable) -> Decision:

@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from webhook.kube.inventory import FleetInventory
     from webhook.kube.labeler import ClusterLabeler
     from webhook.kube.leader import LeaderElector
+    from webhook.kube.nodes import NodeZones
     from webhook.kube.reevaluator import Reevaluator
 
     Fleet = tuple[FleetInventory, LeaderElector, ApiClient]
@@ -145,7 +146,11 @@ async def readyz(request: web.Request) -> web.Response:
     (``inventorySynced``); readiness never depends on it (nor on leadership)."""
     state = request.app[STATE]
     feed = state.feed
-    extra = {} if state.inventory is None else {"inventorySynced": state.inventory.synced}
+    extra: dict[str, object] = {}
+    if state.inventory is not None:
+        extra["inventorySynced"] = state.inventory.synced
+    if state.nodes is not None:  # the NodePools' grid zone, and why it is (not) known
+        extra["localZone"] = state.nodes.current.readiness()
     missing = feed.missing()
     if missing:
         body = {"ready": False, "missingZones": missing, "staleZones": feed.stale(), **extra}
@@ -260,7 +265,12 @@ async def serve(
     fleet = await _start_fleet(config, kube) if kube is not None else None
     events = _events(fleet, kube) if fleet and kube else None
     labeler = _start_labeler(config, feed, fleet, events) if fleet and events else None
-    state = ServerState(config=config, feed=feed, inventory=fleet[0] if fleet else None)
+    state = ServerState(
+        config=config,
+        feed=feed,
+        inventory=fleet[0] if fleet else None,
+        nodes=_start_nodes(config, fleet) if fleet else None,
+    )
     reevaluator = _start_reevaluator(config, state, fleet, events) if fleet and events else None
     accountant = _start_accounting(config, state, fleet, kube) if fleet and kube else None
     app = build_app(state, limits)
@@ -307,7 +317,7 @@ async def serve(
             await accountant.stop()
         await feed.stop()
         if fleet is not None:
-            await _stop_fleet(*fleet)
+            await _stop_fleet(*fleet, state.nodes)
         log.info("stopped", seconds=round(time.monotonic() - started, 3))
 
 
@@ -372,6 +382,15 @@ async def _start_fleet(config: Config, kube: Settings) -> Fleet:
     return fleet, elector, api
 
 
+def _start_nodes(config: Config, fleet: Fleet) -> NodeZones:
+    """The local grid zone from the cluster's Nodes (else config ``zone``)."""
+    from webhook.kube.nodes import NodeZones  # noqa: PLC0415 - only with a cluster
+
+    nodes = NodeZones(config.zone)
+    nodes.start(fleet[2])
+    return nodes
+
+
 def _events(fleet: Fleet, kube: Settings) -> EventRecorder:
     """The one Event recorder of the leader's loops (writes only while leading)."""
     from webhook.kube.events import EventRecorder  # noqa: PLC0415 - only with a cluster
@@ -428,7 +447,11 @@ def _start_accounting(
     return accountant
 
 
-async def _stop_fleet(fleet: FleetInventory, elector: LeaderElector, api: ApiClient) -> None:
+async def _stop_fleet(
+    fleet: FleetInventory, elector: LeaderElector, api: ApiClient, nodes: NodeZones | None = None
+) -> None:
+    if nodes is not None:
+        await nodes.stop()
     await elector.stop()  # releases the Lease: another replica takes over at once
     await fleet.stop()
     await api.close()

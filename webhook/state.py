@@ -20,6 +20,7 @@ from webhook.kinds import Context
 
 if TYPE_CHECKING:
     from webhook.kube.inventory import FleetInventory
+    from webhook.kube.nodes import NodeZones
 
 
 @dataclasses.dataclass(slots=True)
@@ -34,6 +35,8 @@ class ServerState:
     """Per-admission log lines and metrics, written in batches."""
     inventory: FleetInventory | None = None
     """Karmada Clusters read from the API server (None: no cluster to talk to)."""
+    nodes: NodeZones | None = None
+    """The local grid zone from the cluster's Nodes (None: no cluster; config ``zone``)."""
     _context: tuple[Snapshot, int, Context] | None = dataclasses.field(default=None, init=False)
     _fleet: tuple[Mapping[str, ClusterEntry], int, Mapping[str, ClusterConfig]] | None = (
         dataclasses.field(default=None, init=False)
@@ -77,16 +80,22 @@ class ServerState:
         snapshot = self.feed.snapshot()
         second = int(time.time())
         generation, clusters = self._fleet_now()
+        local = self.nodes.current.zone if self.nodes is not None else None
         held = self._context
         if (
             held is not None
             and held[0] is snapshot
             and held[1] == second
             and held[2].fleet_generation == generation
+            and held[2].local == local
         ):
             return held[2]
+        if local is not None:
+            self.feed.want(local)  # the Nodes' zone: fetch its intensity too
         fleet = None if self.inventory is None else clusters
-        ctx = Context(self.config, snapshot.table, utcnow(), snapshot.generation, fleet, generation)
+        ctx = Context(
+            self.config, snapshot.table, utcnow(), snapshot.generation, fleet, generation, local
+        )
         self._context = (snapshot, second, ctx)
         return ctx
 

@@ -214,3 +214,44 @@ def test_each_step_down_is_a_pause_event_and_the_whole_limit_back_a_resume() -> 
     back = np_step(down, LATER + 3 * H, outlook=FLAT, DE=200)
     assert (back.outcome, back.pause) == ("switched", "resumed")
     assert orjson.dumps(back.applied(down)["spec"]) == orjson.dumps(stored["spec"])
+
+
+# --- warnings a Karpenter user needs -------------------------------------------------------------
+
+
+def test_a_limited_pool_names_the_other_pools_or_says_there_is_none() -> None:
+    original = laddered()
+    alone = reevaluate(original, inputs(500, DIRTY_THEN_CLEAN), T0)
+    assert any("carbonshift knows no other NodePool" in w for w in alone.warnings)
+    known = inputs(500, DIRTY_THEN_CLEAN)
+    others = NodePoolInputs(
+        "DE", known.table, known.settings, outlook=known.outlook, other_pools=["spot", "default"]
+    )
+    named = reevaluate(original, others, T0)
+    assert any("can land on NodePools default, spot" in w for w in named.warnings)
+    assert not any("NodePool" in w for w in reevaluate(original, inputs(200, FLAT), T0).warnings)
+
+
+def test_efficiency_says_it_forces_arm64_and_how_to_undo_it() -> None:
+    from tests.decision.test_nodepool import inputs as admission_inputs  # noqa: PLC0415
+    from tests.decision.test_nodepool import nodepool, store  # noqa: PLC0415
+
+    original = nodepool("efficiency")
+    decision = decide(original, admission_inputs(450))
+    text = " ".join(decision.warnings)
+    assert "forces kubernetes.io/arch In [arm64]" in text
+    assert "multi-arch" in text
+    assert "drop efficiency from carbonshift.io/strategy" in text
+    assert all(len(w) < 120 for w in decision.warnings)
+    # ... and the undo it names works: without efficiency a refresh gives the user's pool back
+    stored = store(original, admission_inputs(450))
+    stored["metadata"]["annotations"]["carbonshift.io/strategy"] = ""
+    again = store(stored, admission_inputs(450))
+    assert again["spec"]["template"]["spec"]["requirements"] == []
+
+
+def test_an_unknown_local_zone_leaves_nodepools_alone_and_says_so() -> None:
+    unknown = NodePoolInputs(None, {}, inputs(500).settings)
+    decision = decide(laddered(), unknown)
+    assert decision.changes == []
+    assert any("local grid zone is unknown" in w for w in decision.warnings)

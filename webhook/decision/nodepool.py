@@ -44,6 +44,18 @@ _ZONE_KEYS = (ZONE, "failure-domain.beta.kubernetes.io/zone")
 MAX_REQUIREMENTS = 100
 """Karpenter: requirements plus template labels may not exceed 100."""
 
+NO_ZONE = (
+    "the local grid zone is unknown (no node names a region the region table knows and"
+    " config zone is not set): NodePools are left alone"
+)
+ARM64_WARNINGS = (
+    "carbonshift: efficiency: forces kubernetes.io/arch In [arm64] (grid high):"
+    " new nodes are arm64",
+    "carbonshift: efficiency: every image this pool runs must be multi-arch (linux/arm64)",
+    "carbonshift: efficiency: to undo, drop efficiency from carbonshift.io/strategy and change"
+    " carbonshift.io/refresh",
+)
+"""What an arm64 requirement added by ``efficiency`` means for the pool's users."""
 _SPEC = "spec."
 _TEMPLATE = "template."
 Warn = Callable[[str], None]
@@ -62,6 +74,9 @@ class NodePoolInputs:
     now: datetime | None = None
     """When the decision is made. None: the pause follows the class alone and records no
     start (admission today)."""
+    other_pools: Sequence[str] | None = None
+    """The other NodePools the server knows of (Karpenter falls through pools by weight:
+    where urgent pods can still land while this one is paused); None: none known."""
 
 
 def decide(nodepool: Mapping[str, Any], inputs: NodePoolInputs) -> Decision:
@@ -69,7 +84,7 @@ def decide(nodepool: Mapping[str, Any], inputs: NodePoolInputs) -> Decision:
     annotations, decision, knobs = _begin(nodepool)
     warn = decision.warnings.append
     if not inputs.zone:
-        decision.skipped = "config zone is not set; NodePools need the local grid zone"
+        decision.skipped = NO_ZONE
         warn(short(f"carbonshift: {decision.skipped}"))
         return decision
     data = lookup({"local": inputs.zone}, inputs.table)
@@ -106,6 +121,7 @@ def decide(nodepool: Mapping[str, Any], inputs: NodePoolInputs) -> Decision:
     if plan.left:
         body["left"] = plan.left
     decision.record = plan.record(body)
+    _elsewhere(decision, inputs)
     decision.changes = plan.changes(level)
     return decision
 
@@ -122,7 +138,7 @@ def reevaluate(nodepool: Mapping[str, Any], inputs: NodePoolInputs, now: datetim
     annotations, decision, knobs = _begin(nodepool)
     warn = decision.warnings.append
     if not inputs.zone:
-        decision.skipped = "config zone is not set; NodePools need the local grid zone"
+        decision.skipped = NO_ZONE
         return decision
     previous = Record.decode(annotations.get(DECISION))
     plan = _Plan.start(nodepool, previous, warn)
@@ -159,7 +175,27 @@ def reevaluate(nodepool: Mapping[str, Any], inputs: NodePoolInputs, now: datetim
             record.orig[key] = previous.orig.get(key)
     decision.record = record
     decision.changes = plan.spec_changes()
+    _elsewhere(decision, inputs)
     return decision
+
+
+def _elsewhere(decision: Decision, inputs: NodePoolInputs) -> None:
+    """While the pool is held below its limits, say where urgent pods can still go."""
+    if decision.record is None or not decision.record.body.get("paused"):
+        return
+    others = sorted(inputs.other_pools or ())
+    if not others:
+        decision.warnings.append(
+            "carbonshift: while limited, pending pods wait: carbonshift knows no other NodePool"
+        )
+        return
+    names = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
+    decision.warnings.append(
+        short(
+            f"carbonshift: while limited, urgent pods can land on NodePools {names}"
+            " (Karpenter tries pools by weight)"
+        )
+    )
 
 
 def _pause_over_time(
@@ -312,7 +348,10 @@ class _Plan:
             return
         if any(_arm64_only(r) for r in self.requirements):
             return  # the user already asks for arm64 only
-        self._add_requirement({"key": ARCH, "operator": "In", "values": ["arm64"]}, "efficiency")
+        arm = {"key": ARCH, "operator": "In", "values": ["arm64"]}
+        if self._add_requirement(arm, "efficiency"):
+            for line in ARM64_WARNINGS:
+                self.warn(line)
 
     def keep_greenest_zones(
         self, topology: Mapping[str, str], table: IntensityTable, min_zones: int
