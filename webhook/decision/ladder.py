@@ -201,5 +201,3 @@ def usage(nodepool: Mapping[str, Any]) -> object:
     """What the pool already uses (``status.resources.cpu``), as written; None: unknown."""
     resources = ((nodepool.get("status") or {}).get("resources")) or {}
     return resources.get("cpu") if isinstance(resources, Mapping) else None
-
-
