@@ -59,11 +59,15 @@ KARMADA_SCHEDULER_FLAGS = (
     "--carbonshift-timeout=1s",
     "--carbonshift-cache-ttl=5s",
     "--feature-gates=SchedulingOvercommitProtection=true",
+    "--carbonshift-settle=3s",
 )
 """The plugin's deadline on a busy laptop, and a short cache so a restarted carbonshift
 or a changed grid shows within seconds. ``SchedulingOvercommitProtection`` (alpha, v1.18):
-the scheduler counts the replicas it just assigned until the member reports them, so many
-bindings scheduled at once do not all fill the same green member past its room."""
+the scheduler counts the replicas it just assigned until the member reports them healthy;
+the plugin's settling estimator (``--carbonshift-settle``) counts them on until the
+Cluster's resource summary shows them, for at most 3 s here (the sandbox's Clusters report
+every second), so many bindings scheduled at once do not all fill the same green member
+past its room."""
 
 
 def member_component(member: str, part: str) -> str:

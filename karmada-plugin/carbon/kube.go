@@ -34,6 +34,7 @@ import (
 // does not hold yet (just created, or its cache still syncing) is read with one GET.
 type KubeFacts struct {
 	clusters clusterlisters.ClusterLister
+	factory  karmadainformers.SharedInformerFactory
 	meta     metadata.Interface
 	mapper   meta.ResettableRESTMapper
 	// done ends the informers (the plugin's lifetime); nil: no informers, GETs only.
@@ -63,11 +64,45 @@ func NewKubeFacts(ctx context.Context, cfg *rest.Config) (*KubeFacts, error) {
 	factory.Start(ctx.Done())
 	return &KubeFacts{
 		clusters: lister,
+		factory:  factory,
 		meta:     metaClient,
 		mapper:   restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc)),
 		done:     ctx.Done(),
 		watched:  map[schema.GroupVersionResource]cache.SharedIndexInformer{},
 	}, nil
+}
+
+// ObserveBindings calls observe with every ResourceBinding update (old nil on add), from
+// an informer that lives as long as the plugin.
+func (k *KubeFacts) ObserveBindings(observe func(old, updated *workv1alpha2.ResourceBinding)) error {
+	informer := k.factory.Work().V1alpha2().ResourceBindings().Informer()
+	_, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj interface{}) {
+			if rb, ok := obj.(*workv1alpha2.ResourceBinding); ok {
+				observe(nil, rb)
+			}
+		},
+		UpdateFunc: func(oldObj, newObj interface{}) {
+			old, _ := oldObj.(*workv1alpha2.ResourceBinding)
+			if rb, ok := newObj.(*workv1alpha2.ResourceBinding); ok {
+				observe(old, rb)
+			}
+		},
+	})
+	if err != nil {
+		return err
+	}
+	k.factory.Start(k.done)
+	return nil
+}
+
+// PodsInUse is a Cluster's allocated + allocating pods from the informer's summary.
+func (k *KubeFacts) PodsInUse(name string) (int64, bool) {
+	cluster, err := k.clusters.Get(name)
+	if err != nil {
+		return 0, false
+	}
+	return PodsInUse(cluster.Status.ResourceSummary)
 }
 
 // Clusters lists the informer's clusters.

@@ -30,6 +30,10 @@ type Options struct {
 	Timeout time.Duration
 	// CacheTTL is how long one binding revision's answer is reused (CARBONSHIFT_CACHE_TTL).
 	CacheTTL time.Duration
+	// Settle is how long the scheduler's own assignments count against a cluster's room
+	// before its resource summary shows them (CARBONSHIFT_SETTLE, default 15s; 0 leaves
+	// karmada-scheduler's estimators as they are). See SettlingEstimator.
+	Settle time.Duration
 }
 
 // OptionsFromEnv reads the environment (getenv is os.Getenv in production).
@@ -41,6 +45,14 @@ func OptionsFromEnv(getenv func(string) string) (Options, error) {
 		KeyFile:  getenv("CARBONSHIFT_KEY_FILE"),
 		Timeout:  DefaultTimeout,
 		CacheTTL: DefaultCacheTTL,
+		Settle:   DefaultSettle,
+	}
+	if raw := getenv("CARBONSHIFT_SETTLE"); raw != "" {
+		v, err := time.ParseDuration(raw)
+		if err != nil || v < 0 {
+			return opts, fmt.Errorf("CARBONSHIFT_SETTLE must be a duration >= 0 such as 15s, got %q", raw)
+		}
+		opts.Settle = v
 	}
 	for _, d := range []struct {
 		env string
@@ -71,6 +83,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"PEM key of --carbonshift-cert-file (env CARBONSHIFT_KEY_FILE).")
 	fs.DurationVar(&o.Timeout, "carbonshift-timeout", o.Timeout,
 		"Deadline of one carbonshift request; on expiry clusters pass with a neutral score (env CARBONSHIFT_TIMEOUT).")
+	fs.DurationVar(&o.Settle, "carbonshift-settle", o.Settle,
+		"how long the scheduler's own assignments count against a cluster's room before its resource summary shows them (0: off)")
 	fs.DurationVar(&o.CacheTTL, "carbonshift-cache-ttl", o.CacheTTL,
 		"How long one binding revision's answer is reused (env CARBONSHIFT_CACHE_TTL).")
 }

@@ -244,14 +244,6 @@ def test_the_leader_moves_replicas_back_once_the_greenest_member_has_room(
         kube.run("delete", "namespace", blocked, "--wait=false")
 
 
-@pytest.mark.xfail(
-    reason="karmada-scheduler v1.18.2 lets go of its overcommit assumption once a member "
-    "reports the replicas healthy, before the Cluster's resource summary counts them: "
-    "seen 6 and 8 on member-se (room 4) with 1 s and 10 s summaries; Karmada's accurate "
-    "estimator would close the gap, but karmada-scheduler v1.18.2's estimator client panics "
-    "(protobuf: *v1.NodeSelector is neither a v1 or v2 Message, k8s.io/api v0.35)",
-    strict=False,
-)
 def test_many_policies_at_once_do_not_overfill_the_greenest_member(
     kube: Kube, namespace: str
 ) -> None:

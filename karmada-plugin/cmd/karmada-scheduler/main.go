@@ -75,5 +75,13 @@ func newPlugin(ctx context.Context, cmd *cobra.Command, opts carbon.Options) (fr
 		klog.ErrorS(err, "carbonshift plugin runs without a Kubernetes client: one cluster per request, no workload annotations")
 		facts = nil
 	}
+	if kube, ok := facts.(*carbon.KubeFacts); ok && opts.Settle > 0 {
+		settling := carbon.NewSettlingEstimator(opts.Settle, nil, kube.PodsInUse)
+		if err := kube.ObserveBindings(settling.Observe); err != nil {
+			klog.ErrorS(err, "carbonshift settling estimator not registered")
+		} else {
+			settling.Register()
+		}
+	}
 	return carbon.New(opts, facts)
 }
