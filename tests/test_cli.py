@@ -72,6 +72,9 @@ def test_mutate_prints_what_would_be_stored(
     docs = list(yaml.safe_load_all(out))
     terms = docs[0]["spec"]["placement"]["clusterAffinities"]
     assert terms[0]["clusterNames"] == ["member-fr"]  # the ordered fill's greenest tier
+    tiers = next(line for line in out.splitlines() if line.startswith("#   tiers: "))
+    assert tiers.index("member-fr") < tiers.index("member-pl")
+    assert "#   room: each tier takes what Karmada estimates" in out
     assert docs[1]["spec"]["limits"] == {"cpu": "0"}
     assert "# carbonshift: PropagationPolicy web: patched" in out
 

@@ -293,10 +293,31 @@ def _mutate(args: argparse.Namespace) -> int:
         lines += [f"#   warning: {w}" for w in o.warnings]
         if o.decision:
             lines.append(f"#   decision: {o.decision}")
+            lines += _fill_lines(orjson.loads(o.decision))
         body = yaml.safe_dump(r.stored, sort_keys=False, default_flow_style=False)
         chunks.append("\n".join(lines) + "\n" + body)
     sys.stdout.write("---\n".join(chunks))
     return code
+
+
+def _fill_lines(decision: Any) -> list[str]:
+    """Comment lines for an ordered fill: its tiers, greenest first, and the room assumed."""
+    clusters = decision.get("clusters") if isinstance(decision, dict) else None
+    if not isinstance(clusters, dict):
+        return []
+    tiers: dict[int, list[str]] = {}
+    for name, entry in sorted(clusters.items()):
+        if isinstance(entry, dict) and isinstance(entry.get("t"), int):
+            g = entry.get("g")
+            tiers.setdefault(entry["t"], []).append(f"{name} {g:g} g" if g is not None else name)
+    if not tiers:
+        return []
+    order = " -> ".join(", ".join(tiers[k]) for k in sorted(tiers))
+    return [
+        f"#   tiers: {order}",
+        "#   room: each tier takes what Karmada estimates its clusters can hold when it"
+        " schedules (Cluster status.resourceSummary); the rest overflows to the next tier",
+    ]
 
 
 def _add_mutate(sub: Any) -> None:
