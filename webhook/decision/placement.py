@@ -267,6 +267,11 @@ class _Shape:
         if self.overflow:
             notes.leave(MAX_CLUSTERS, "it would drop the policy's overflowAffinities")
             return False
+        if self.spread.present and self.reach is not None:
+            # A green term's clusters without a user weight get no replicas: the spread
+            # Karmada selects could then fall below minGroups.
+            notes.leave(MAX_CLUSTERS, "the policy's static weights and spreadConstraints apply")
+            return False
         spread, known = self.spread, self.known
         size = spread.size(order, n, known)
         if size is None:
