@@ -21,6 +21,7 @@ No I/O and no clock: data in, decision out.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -123,6 +124,12 @@ def quantity(text: object) -> Decimal | None:
         return Decimal(str(text))
     if not isinstance(text, str):
         return None
+    return _parsed(text)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed(text: str) -> Decimal | None:
+    """A quantity string's value (cached: a fleet repeats a few strings many times)."""
     match = _QUANTITY.match(text.strip())
     if match is None:
         return None

@@ -119,6 +119,8 @@ class _View:
     summaries: Mapping[str, object]
     intensities: Mapping[str, float | None]
     busy: set[Workload]
+    claimed: dict[str, dict[str, Decimal]] | None = None
+    """What moves asked for and has not landed, summed once per pass (and per new move)."""
 
 
 def _time(value: object) -> datetime.datetime | None:
@@ -278,10 +280,15 @@ class Rebalancer:
             return "in_flight"
         tiers = [*tiers, [c for c in current if not any(c in t for t in tiers)]]
         need = requests(binding)
-        claimed = self._claimed()
+        if view.claimed is None:
+            view.claimed = self._claimed()
+        claimed = view.claimed
+        # Only the clusters the binding's tiers name matter to the plan.
+        names = {n for tier in tiers for n in tier}
         room_now = {
             name: room(with_allocating(summary, claimed.get(name, {})), need) or 0
             for name, summary in view.summaries.items()
+            if name in names
         }
         key = policy_key(policy)
         budget = min(
@@ -295,6 +302,7 @@ class Rebalancer:
         self.window.add(key, move.moved)
         self.window.add(None, move.moved)
         self._claims[target_workload] = _Claim(_arriving(current, move, need))
+        view.claimed = None  # the new claim counts for the rest of the pass
         view.busy.add(target_workload)
         metrics.REPLICAS_MOVED.inc(move.moved)
         return "moved"
