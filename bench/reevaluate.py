@@ -55,6 +55,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import orjson
+
 from bench.harness import RESULTS, SERVER_CPU, machine, write_table
 from webhook import kinds, logs, metrics, preview
 from webhook.config import Config, parse
@@ -406,10 +408,11 @@ class Memory:
     creates and Events accepted (counted), every other write refused."""
 
     def __init__(
-        self, items: list[dict[str, Any]], bound: list[dict[str, Any]], clusters: list[Any]
+        self, items: list[dict[str, Any]], binding_pages: list[bytes], clusters: list[Any]
     ) -> None:
         self.items = items
-        self.bindings = bound
+        # Bindings as the API server holds them: serialized, answered a page at a time.
+        self.binding_pages = binding_pages or [b"[]"]
         self.clusters = clusters
         self.rebalancers: list[dict[str, Any]] = []
         self.events = 0
@@ -424,11 +427,17 @@ class Memory:
         return self.namespaces
 
     async def list_cluster_custom_object(
-        self, group: str, version: str, plural: str, **_: Any
+        self, group: str, version: str, plural: str, **options: Any
     ) -> dict[str, Any]:
+        if (group, plural) == KARMADA_WORK:
+            page = int(options.get("_continue") or 0)
+            more = page + 1 < len(self.binding_pages)
+            return {
+                "items": orjson.loads(self.binding_pages[page]),
+                "metadata": {"continue": str(page + 1) if more else ""},
+            }
         found = {
             (kinds.KARMADA, "propagationpolicies"): self.items,
-            KARMADA_WORK: self.bindings,
             KARMADA_CLUSTERS: self.clusters,
             REBALANCERS: self.rebalancers,
         }.get((group, plural), [])
@@ -560,7 +569,8 @@ def measure(folder: Path) -> dict[str, Any]:
     items = read("policies")
     gc.collect()
     stages["policies"] = _rss_mb("VmRSS")
-    api = Memory(items, read("bindings"), read("clusters"))
+    pages = [p.read_bytes() for p in sorted(folder.glob("bindings-*.json"))]
+    api = Memory(items, pages, read("clusters"))
     changed = read("clusters-changed")
     gc.collect()
     stages["bindings"] = _rss_mb("VmRSS")
@@ -590,6 +600,11 @@ def main(**_: Any) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         for name, objs in zip(LISTS, lists, strict=True):
+            if name == "bindings":  # the API server's pages, as it would send them
+                for n, i in enumerate(range(0, len(objs), rebalancer.PAGE)):
+                    page = orjson.dumps(objs[i : i + rebalancer.PAGE])
+                    (folder / f"bindings-{n:04d}.json").write_bytes(page)
+                continue
             (folder / f"{name}.json").write_text(json.dumps(objs))
         del items, lists
         cmd = ["taskset", "-c", SERVER_CPU, sys.executable, "-m", "bench.reevaluate", tmp]

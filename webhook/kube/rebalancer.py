@@ -415,19 +415,59 @@ class Rebalancer:
         return clusters, bindings, rebalancers
 
     async def _list(self, kind: tuple[str, str, str], **options: Any) -> list[Obj] | None:
+        """Every object of ``kind``, a page of :data:`PAGE` at a time, each cut down to
+        the fields the rebalancer reads (:func:`slim`), so a pass never holds whole
+        bindings (their placements and per-cluster statuses) of a large fleet."""
         group, version, plural = kind
         resource = f"{plural}.{group}"
-        try:
-            listed = await self.objects.list_cluster_custom_object(
-                group, version, plural, _request_timeout=REQUEST_TIMEOUT, **options
-            )
-        except ApiException as exc:
-            metrics.KUBE_ERRORS.labels(resource, error_name(exc)).inc()
-            if not (refused(exc, "list", resource) or absent(exc, resource)):
-                log.warning("rebalance_list_failed", resource=resource, error=error_name(exc))
-            return None
-        items: list[Obj] = listed.get("items") or []
-        return items
+        items: list[Obj] = []
+        token: str | None = None
+        while True:
+            paging: dict[str, Any] = {"limit": PAGE}
+            if token:
+                paging["_continue"] = token
+            try:
+                listed = await self.objects.list_cluster_custom_object(
+                    group, version, plural, _request_timeout=REQUEST_TIMEOUT, **options, **paging
+                )
+            except ApiException as exc:
+                metrics.KUBE_ERRORS.labels(resource, error_name(exc)).inc()
+                if not (refused(exc, "list", resource) or absent(exc, resource)):
+                    log.warning("rebalance_list_failed", resource=resource, error=error_name(exc))
+                return None
+            items.extend(slim(o) for o in listed.get("items") or [] if isinstance(o, Mapping))
+            token = (listed.get("metadata") or {}).get("continue")
+            if not token:
+                return items
+
+
+PAGE = 500
+"""Objects per list call."""
+
+_KEEP: dict[str, tuple[str, ...]] = {
+    "metadata": ("name", "namespace", "annotations", "labels", "uid", "creationTimestamp"),
+    "spec": (
+        "clusters",
+        "replicas",
+        "replicaRequirements",
+        "resource",
+        "rescheduleTriggeredAt",
+        "workloads",
+    ),
+    "status": ("lastScheduledTime", "resourceSummary", "finishTime", "observedWorkloads"),
+}
+"""What :func:`slim` keeps of a listed object: everything the rebalancer reads of
+bindings, Clusters and WorkloadRebalancers."""
+
+
+def slim(obj: Mapping[str, Any]) -> Obj:
+    """``obj`` with only the fields in :data:`_KEEP` (and its apiVersion and kind)."""
+    out: Obj = {k: obj[k] for k in ("apiVersion", "kind") if k in obj}
+    for part, keys in _KEEP.items():
+        section = obj.get(part)
+        if isinstance(section, Mapping):
+            out[part] = {k: section[k] for k in keys if k in section}
+    return out
 
 
 def _managed(policy: Mapping[str, Any]) -> list[list[str]] | None:
