@@ -44,14 +44,16 @@ async def fleet_state(config: Config = CONFIG) -> tuple[ServerState, FleetInvent
     return state, inventory
 
 
-def review(placement: dict[str, Any] | None = None, uid: str = "u-1") -> bytes:
+def review(
+    placement: dict[str, Any] | None = None, uid: str = "u-1", strategy: str = "weighted"
+) -> bytes:
     obj = {
         "apiVersion": "policy.karmada.io/v1alpha1",
         "kind": "PropagationPolicy",
         "metadata": {
             "name": "web",
             "namespace": "shop",
-            "annotations": {"carbonshift.io/strategy": "weighted"},
+            "annotations": {"carbonshift.io/strategy": strategy},
         },
         "spec": {
             "resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment"}],
@@ -197,3 +199,32 @@ async def test_scheduler_api_resolves_a_named_candidate_through_the_inventory() 
         resp = await client.post("/v1/karmada/score", json=body)
         answer = await resp.json()
     assert [s["zone"] for s in answer["scores"]] == ["SE-SE3", "PL", "FR", "DE", "FR"]
+
+
+async def test_admission_ranks_on_the_forecast_mean_the_reevaluation_uses(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    state, _ = await fleet_state()
+    now = state.context()
+    greenest_now = min(
+        (c.name for c in now.clusters.values() if c.grid_zone in now.table),
+        key=lambda n: now.table[now.clusters[n].grid_zone or ""].value,
+    )
+    dirty_later = now.clusters[greenest_now].grid_zone
+
+    def outlook(zone: str, hours: int, method: object) -> list[float]:
+        value = now.table[zone].value
+        return [value, *([2000.0] * hours)] if zone == dirty_later else [value] * (hours + 1)
+
+    monkeypatch.setattr(state.feed, "outlook", outlook)
+    state._context = None
+    state._rules = None
+    body = review(uid="u-forecast", strategy="fill")
+    outcome = admission.review(body, state.context(), state.memo)
+    assert outcome.encoded_patch is not None
+    ops = orjson.loads(base64.b64decode(outcome.encoded_patch))
+    (terms,) = [op["value"] for op in ops if op["path"].endswith("/clusterAffinities")]
+    overflow = [o["clusterNames"] for o in terms[0]["overflowAffinities"] if "clusterNames" in o]
+    tiers = [terms[0]["clusterNames"], *overflow]
+    assert greenest_now not in tiers[0]  # greenest now, but dirty over the next 24 h
+    assert greenest_now in tiers[-1]

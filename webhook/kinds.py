@@ -44,6 +44,10 @@ class Context:
     local: str | None = None
     """The grid zone the cluster's own Nodes give (:mod:`webhook.kube.nodes`); None: the
     config's ``zone``."""
+    ranked: IntensityTable | None = None
+    """What policies rank their clusters on: :attr:`table` with each member zone read as
+    the forecast mean the re-evaluation ranks on (:meth:`Reevaluation.ranked`); None:
+    :attr:`table` (no forecast, or none in memory yet)."""
 
     @property
     def local_zone(self) -> str | None:
@@ -88,7 +92,7 @@ def _policy(obj: Mapping[str, Any], ctx: Context) -> Decision:
     h = ctx.config.hysteresis
     inputs = placement.PolicyInputs(
         ctx.clusters,
-        ctx.table,
+        ctx.table if ctx.ranked is None else ctx.ranked,
         ctx.config.weighting,
         hysteresis=Hysteresis(margin=h.margin, dwell_hours=h.dwell_hours),
         now=ctx.now,

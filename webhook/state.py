@@ -14,9 +14,10 @@ from webhook.admission import DecisionMemo
 from webhook.config import ClusterConfig, Config
 from webhook.decision.fleet import ClusterEntry, placement_clusters
 from webhook.feed import IntensityFeed, Snapshot
-from webhook.intensity import utcnow
+from webhook.intensity import IntensityTable, utcnow
 from webhook.journal import AdmissionJournal
 from webhook.kinds import Context
+from webhook.reevaluation import Reevaluation
 
 if TYPE_CHECKING:
     from webhook.kube.inventory import FleetInventory
@@ -37,6 +38,7 @@ class ServerState:
     """Karmada Clusters read from the API server (None: no cluster to talk to)."""
     nodes: NodeZones | None = None
     """The local grid zone from the cluster's Nodes (None: no cluster; config ``zone``)."""
+    _rules: Reevaluation | None = dataclasses.field(default=None, init=False)
     _context: tuple[Snapshot, int, Context] | None = dataclasses.field(default=None, init=False)
     _fleet: tuple[Mapping[str, ClusterEntry], int, Mapping[str, ClusterConfig]] | None = (
         dataclasses.field(default=None, init=False)
@@ -96,8 +98,17 @@ class ServerState:
         ctx = Context(
             self.config, snapshot.table, utcnow(), snapshot.generation, fleet, generation, local
         )
+        ctx = dataclasses.replace(ctx, ranked=self._ranked(ctx))
         self._context = (snapshot, second, ctx)
         return ctx
+
+    def _ranked(self, ctx: Context) -> IntensityTable | None:
+        """The forecast means policies rank on, as the re-evaluation does (one view per
+        snapshot and fleet); None without a forecast method."""
+        if self._rules is None:
+            self._rules = Reevaluation(self.config, self.feed.outlook)
+        ranked = self._rules.ranked(ctx)
+        return None if ranked is ctx else ranked.table
 
 
 STATE = web.AppKey("carbonshift_state", ServerState)

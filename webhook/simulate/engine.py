@@ -411,14 +411,15 @@ def simulate_spatial(
             for inst in leaving:
                 fleet.release(inst)
             fleet.rescale(t)
-            # Admission ranks on the intensity now (the webhook's table); the leader's
-            # re-evaluation on the policy's view (the forecast mean, when it has one).
-            if arriving:
-                admitted = policy.propose(current)
+            # Admission and the leader's re-evaluation rank on the same view (the forecast
+            # mean, when the policy has one: the webhook's ``Context.ranked``).
+            busy = arriving or (policy.reevaluate and reevaluate and fleet.active)
+            proposal = policy.propose(view) if busy else None
+            if proposal is not None:
                 for inst in arriving:
-                    fleet.place(inst, admitted, current, t)
-            if policy.reevaluate and reevaluate and fleet.active:
-                fleet.revisit(policy.propose(view), view, t)
+                    fleet.place(inst, proposal, view, t)
+                if policy.reevaluate and reevaluate:
+                    fleet.revisit(proposal, view, t)
             fleet.account(t, current, kw)
         oracle.account(t, current, need[t], kw)
         tick(1)
