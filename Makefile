@@ -11,7 +11,7 @@ PY_DIRS := webhook devtools tests bench
 # are kept while they satisfy pyproject.toml; add --upgrade to move to the newest releases.
 LOCK := uv pip compile pyproject.toml --generate-hashes --python-version 3.11.14 --python-platform linux --output-file requirements.lock
 
-.PHONY: help venv run test unit lint typecheck bench soak clean binaries crds sandbox sandbox-down e2e plugin-test lock
+.PHONY: help venv run test unit tools lint typecheck bench soak clean binaries crds sandbox sandbox-down e2e plugin-test lock
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -36,10 +36,14 @@ lint: $(STAMP) ## ruff + mypy --strict + hadolint
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-unit: $(STAMP) crds ## Unit, property and wire tests (no control plane)
+unit: $(STAMP) crds tools ## Unit, property and wire tests (no control plane)
 	$(BIN)/pytest -m "not e2e" -q
 
-test: $(STAMP) lint crds ## Everything: lint, unit, wire, Go plugin and end-to-end tests
+tools: ## promtool for the alerting-rule tests, built from its pinned Go module (cached)
+	@if command -v go >/dev/null || [ "$$CI" = true ]; then hack/build-prometheus.sh promtool; \
+	else echo "go not found: the alerting-rule tests will skip"; fi
+
+test: $(STAMP) lint crds tools ## Everything: lint, unit, wire, Go plugin and end-to-end tests
 	$(BIN)/pytest -m "not e2e" -q
 	$(MAKE) plugin-test
 	$(MAKE) e2e

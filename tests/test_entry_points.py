@@ -83,5 +83,7 @@ def test_every_module_entry_point_is_covered() -> None:
             elif 'if __name__ == "__main__":' in text:
                 found.add(module)
     # bench.admission and bench.score run their benchmark whatever the arguments;
-    # `python -m bench admission|score` is their entry point with help.
-    assert found - {"bench.admission", "bench.score"} == set(MODULES)
+    # `python -m bench admission|score` is their entry point with help. bench.reevaluate's
+    # is the process the passes are measured in (`python -m bench reevaluate` starts it).
+    exempt = {"bench.admission", "bench.score", "bench.reevaluate"}
+    assert found - exempt == set(MODULES)
