@@ -1,10 +1,13 @@
-"""Background tasks: how every long-running loop is stopped."""
+"""Background tasks: how every long-running loop runs while this replica leads, and how it
+is stopped."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
 
 
 async def cancel(task: asyncio.Task[Any] | None) -> None:
@@ -14,3 +17,49 @@ async def cancel(task: asyncio.Task[Any] | None) -> None:
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await task
+
+
+class Leading(Protocol):
+    """Whether this replica holds the leader Lease now (:class:`webhook.kube.writes.Gate`)."""
+
+    @property
+    def leading(self) -> bool: ...
+
+
+async def while_leading(
+    gate: Leading,
+    interval: float,
+    pass_once: Callable[[], Awaitable[object]],
+    *,
+    failed: Callable[[], None],
+    lost: Callable[[], None] | None = None,
+    tick: float = 1.0,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+) -> None:
+    """Run ``pass_once`` every ``interval`` seconds while ``gate`` leads, forever.
+
+    Looks at leadership every ``tick``: a new term starts with a pass at once, and
+    ``lost`` (if any) runs whenever the replica does not lead. A pass that raises calls
+    ``failed`` (inside the ``except``, so it may log the exception) and the loop goes on:
+    it must outlive any bug in one pass. ``clock`` and ``sleep`` are the loop's time
+    (a test passes fake ones).
+    """
+    last: float | None = None
+    while True:
+        await sleep(tick)
+        if not gate.leading:
+            last = None
+            if lost is not None:
+                lost()
+            continue
+        now = clock()
+        if last is not None and now - last < interval:
+            continue
+        last = now
+        try:
+            await pass_once()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            failed()

@@ -36,7 +36,6 @@ import asyncio
 import contextlib
 import dataclasses
 import datetime
-import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, cast
 
@@ -557,24 +556,18 @@ class Accountant:
         )
 
     async def _run(self) -> None:
-        last: float | None = None
-        while True:
-            await asyncio.sleep(TICK_SECONDS)
-            if not self.gate.leading:
-                last = None
-                self.forget()
-                continue
-            now = time.monotonic()
-            if last is not None and now - last < self.interval:
-                continue
-            last = now
-            try:
-                await self.pass_once()
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # the loop must outlive any bug in one pass
-                metrics.ACCOUNTED.labels("error").inc()
-                log.exception("accounting_pass_failed")
+        def failed() -> None:
+            metrics.ACCOUNTED.labels("error").inc()
+            log.exception("accounting_pass_failed")
+
+        await tasks.while_leading(
+            self.gate,
+            self.interval,
+            self.pass_once,
+            failed=failed,
+            lost=self.forget,
+            tick=TICK_SECONDS,
+        )
 
     async def stop(self) -> None:
         await tasks.cancel(self._task)

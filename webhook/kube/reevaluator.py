@@ -315,22 +315,13 @@ class Reevaluator:
         )
 
     async def _run(self) -> None:
-        last: float | None = None
-        while True:
-            await asyncio.sleep(TICK_SECONDS)
-            if not self.gate.leading:
-                last = None  # a new term starts with a pass
-                continue
-            now = time.monotonic()
-            if last is not None and now - last < self.interval:
-                continue
-            last = now
-            try:
-                await self.pass_once()
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # the loop must outlive any bug in one pass
-                log.exception("reevaluate_pass_failed")
+        await tasks.while_leading(
+            self.gate,
+            self.interval,
+            self.pass_once,
+            failed=lambda: log.exception("reevaluate_pass_failed"),
+            tick=TICK_SECONDS,
+        )
 
     async def stop(self) -> None:
         await tasks.cancel(self._task)
