@@ -26,6 +26,7 @@ from typing import Any
 import jsonpatch
 import orjson
 
+from tests.schedapi.conftest import FixedProvider
 from tests.semantics import fleet
 from tests.support import NOW
 from webhook import admission, kinds, preview, schedapi
@@ -94,23 +95,14 @@ def context() -> kinds.Context:
     return kinds.Context(config=fleet.CONFIG, table=fleet.table(), now=NOW, generation=1)
 
 
-class _Fixed:
-    """A provider that serves :func:`fleet.table`."""
+class _Fixed(FixedProvider):
+    """The test provider, serving :func:`fleet.table` (fixed times: identical answers)."""
 
-    name = "fixed"
-    worst_case_seconds = 1.0
+    def __init__(self) -> None:
+        super().__init__({zone: r.value for zone, r in fleet.table().items()})
 
     async def latest(self, zone: str) -> Reading:
         return fleet.table()[zone]
-
-    async def forecast(self, zone: str) -> Sequence[Reading]:
-        return []
-
-    async def history(self, zone: str) -> Sequence[Reading]:
-        return []
-
-    async def close(self) -> None:
-        return None
 
 
 def _clusters() -> list[dict[str, Any]]:
