@@ -126,6 +126,12 @@ def settles(kube: Kube, namespace: str, name: str, want: Mapping[str, int]) -> N
         eventually(there, f"{namespace}/{name} at {dict(want)}", timeout=120.0)
     except BaseException:
         print(f"(binding, running) now: {seen}")
+        listed = json.loads(kube.ok("get", BINDINGS, "-A", "-o", "json"))["items"]
+        for b in listed:
+            meta = b["metadata"]
+            print(meta["namespace"], meta["name"], meta.get("deletionTimestamp"),
+                  b["spec"].get("clusters"))  # fmt: skip
+        print(f"room now {rooms(kube)}")
         raise
     assert pending(kube, namespace) == {}
 
@@ -139,9 +145,32 @@ def fill_policy(kube: Kube, name: str, namespace: str) -> dict[str, Any]:
     return policy
 
 
+def no_binding_terminating(kube: Kube) -> None:
+    """Until no ResourceBinding is being deleted: karmada-scheduler keeps counting a
+    binding's assumed replicas (``SchedulingOvercommitProtection``) until the binding is
+    gone, even once its member Pods are and the summaries show the room again."""
+    left: list[str] = []
+
+    def gone() -> bool | None:
+        listed = json.loads(kube.ok("get", BINDINGS, "-A", "-o", "json"))["items"]
+        left[:] = [
+            f"{b['metadata']['namespace']}/{b['metadata']['name']}"
+            for b in listed
+            if b["metadata"].get("deletionTimestamp")
+        ]
+        return True if not left else None
+
+    try:
+        eventually(gone, "no ResourceBinding being deleted", timeout=120.0)
+    except BaseException:
+        print(f"being deleted: {left}")
+        raise
+
+
 @pytest.fixture
 def namespace(kube: Kube) -> Iterator[str]:
     """An opted-in namespace, on members that run nothing asking for CPU (deleted after)."""
+    no_binding_terminating(kube)
     wait_rooms(kube, FULL)
     name = kube.namespace(enabled=True)
     try:
