@@ -39,8 +39,8 @@ typecheck: $(STAMP)
 unit: $(STAMP) crds tools ## Unit, property and wire tests (no control plane)
 	$(BIN)/pytest -m "not e2e" -q
 
-tools: ## promtool for the alerting-rule tests, built from its pinned Go module (cached)
-	@if command -v go >/dev/null || [ "$$CI" = true ]; then hack/build-prometheus.sh promtool; \
+tools: ## promtool and Prometheus for the rule, dashboard and e2e tests, built from their pinned Go module (cached)
+	@if command -v go >/dev/null || [ "$$CI" = true ]; then hack/build-prometheus.sh promtool prometheus; \
 	else echo "go not found: the alerting-rule tests will skip"; fi
 
 test: $(STAMP) lint crds tools ## Everything: lint, unit, wire, Go plugin and end-to-end tests
@@ -61,7 +61,8 @@ crds: ## Fetch the CRDs the tests read from the pinned Go modules into .cache/bi
 
 e2e: $(STAMP) ## End-to-end tests: kubectl apply against a real kube-apiserver (builds binaries)
 	@# Build outside pytest's per-test timeout; without Go (and not in CI) the tests skip.
-	@if command -v go >/dev/null || [ "$$CI" = true ]; then hack/build-binaries.sh; fi
+	@if command -v go >/dev/null || [ "$$CI" = true ]; then hack/build-binaries.sh; \
+		hack/build-prometheus.sh prometheus; fi
 	$(BIN)/pytest -m e2e -q tests/e2e
 
 sandbox: $(STAMP) binaries ## Local Karmada fleet (control plane + 3 member clusters) and a Karpenter cluster, with carbonshift; prints the kubeconfigs
