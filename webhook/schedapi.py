@@ -143,6 +143,7 @@ def parse_karmada(raw: bytes) -> KarmadaRequest:
 class _Meta(msgspec.Struct, frozen=True, gc=False):
     name: Name | None = None
     labels: Annotations | None = None
+    annotations: Annotations | None = None
 
 
 class _PodMeta(msgspec.Struct, frozen=True, gc=False):
@@ -211,7 +212,10 @@ def parse_extender(raw: bytes) -> ExtenderRequest:
             if name is None:
                 raise InvalidInput(f"Nodes.items[{i}].metadata", "missing required field name")
             provider_id = node.spec.providerID if node.spec is not None else None
-            candidates.append(node_candidate(name, node.metadata.labels or {}, provider_id))
+            meta = node.metadata
+            candidates.append(
+                node_candidate(name, meta.labels or {}, provider_id, meta.annotations)
+            )
         _unique([c.name for c in candidates], "Nodes.items")
         return ExtenderRequest(candidates, items, limit)
     names = args.node_names or []
@@ -236,8 +240,13 @@ def _assess_clusters(state: ServerState, req: KarmadaRequest) -> list[Assessment
 
 
 def _assess_nodes(state: ServerState, req: ExtenderRequest) -> list[Assessment]:
-    resolve = functools.partial(node_zone, config=state.config)
-    return assess(req.candidates, resolve, state.feed.snapshot().table.get, state.feed.want)
+    """A local node without zone facts of its own is in the local cluster's zone; a Liqo
+    virtual node in its remote cluster's (configured by cluster id, hence ``named``)."""
+    local = state.nodes.current.zone if state.nodes is not None else None
+    resolve = functools.partial(node_zone, config=state.config, local=local or state.config.zone)
+    peers = {c.name for c in req.candidates if c.peer is not None}
+    lookup = state.feed.snapshot().table.get
+    return assess(req.candidates, resolve, lookup, state.feed.want, named=peers)
 
 
 def karmada_filter(state: ServerState, raw: bytes) -> bytes:

@@ -20,6 +20,8 @@ from functools import lru_cache
 from typing import NamedTuple, Protocol, TypeVar
 
 from webhook.config import Config
+from webhook.decision import liqo
+from webhook.decision.fleet import ZoneSource, declared_zone
 from webhook.decision.ranking import greenness, within_limit
 from webhook.intensity import Reading
 from webhook.regions import zone_for_region
@@ -48,6 +50,8 @@ class Candidate(NamedTuple):
     region: str | None = None
     cloud_zone: str | None = None
     """Cloud availability zone (nodes: ``topology.kubernetes.io/zone``)."""
+    peer: str | None = None
+    """Liqo virtual nodes: the remote cluster's id (its zone is the remote cluster's)."""
 
 
 class Located(Protocol):
@@ -114,8 +118,23 @@ def cluster_zone(candidate: Located, config: Config) -> str | None:
     return region_zone(candidate.provider, candidate.region)
 
 
-def node_candidate(name: str, labels: Mapping[str, str], provider_id: str | None) -> Candidate:
-    """A node's location facts from its labels and ``spec.providerID``."""
+def node_candidate(
+    name: str,
+    labels: Mapping[str, str],
+    provider_id: str | None,
+    annotations: Mapping[str, str] | None = None,
+) -> Candidate:
+    """A node's location facts from its labels and ``spec.providerID``; a Liqo virtual
+    node's are its remote cluster's (:mod:`webhook.decision.liqo`)."""
+    if liqo.is_virtual(labels):
+        declared, _, _ = declared_zone(labels, annotations or {})
+        return Candidate(
+            name=name,
+            zone=declared,
+            provider=liqo.provider_of(labels),
+            region=labels.get(liqo.REGION_LABEL) or None,
+            peer=labels.get(liqo.REMOTE_ID_LABEL) or name,
+        )
     provider = None
     if provider_id and "://" in provider_id:
         provider = _PROVIDER_SCHEMES.get(provider_id.split("://", 1)[0].lower())
@@ -128,15 +147,24 @@ def node_candidate(name: str, labels: Mapping[str, str], provider_id: str | None
     )
 
 
-def node_zone(candidate: Located, config: Config) -> str | None:
-    """Grid zone of a node: explicit label, else topology zone via config, else region."""
+def node_zone(candidate: Candidate, config: Config, local: str | None = None) -> str | None:
+    """Grid zone of a node: explicit label, else topology zone via config, else region,
+    else ``local`` (the local cluster's zone). A Liqo virtual node's is its remote
+    cluster's, in a Karmada Cluster's order (:func:`webhook.decision.liqo.peer_zone`)."""
+    if candidate.peer is not None:
+        declared: tuple[str | None, ZoneSource] = (
+            (candidate.zone, "label") if candidate.zone else (None, "unknown")
+        )
+        return liqo.peer_zone(
+            candidate.peer, declared, candidate.provider, candidate.region, config
+        )[0]
     if candidate.zone:
         return candidate.zone
     if candidate.cloud_zone:
         mapped = config.nodepools.topology_zones.get(candidate.cloud_zone)
         if mapped:
             return mapped
-    return region_zone(candidate.provider, candidate.region)
+    return region_zone(candidate.provider, candidate.region) or local
 
 
 def assess(

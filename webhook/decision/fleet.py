@@ -127,37 +127,21 @@ def entry(obj: object, config: Config) -> ClusterEntry:
     region = _text(spec.get("region"), "spec.region")
     zones = _zones(spec)
 
-    problems: list[InvalidInput] = []
-    grid_zone: str | None = None
-    source: ZoneSource = "unknown"
-    explicit: tuple[tuple[ZoneSource, dict[str, str]], ...] = (
-        ("label", labels),
-        ("annotation", annotations),
-    )
-    for where, values in explicit:
-        raw = values.get(vocabulary.ZONE)
-        if raw is None or grid_zone is not None:
-            continue
-        try:
-            grid_zone, source = vocabulary.zone(raw), where
-        except InvalidInput as exc:
-            problems.append(InvalidInput(f"metadata.{where}s.{exc.path}", exc.message))
-    known = config.clusters.get(name)
-    if grid_zone is None and known is not None and known.grid_zone:
-        grid_zone, source = known.grid_zone, "config"
+    grid_zone, source, problems = declared_zone(labels, annotations)
     if grid_zone is None:
-        if provider is not None and provider.lower() not in BY_PROVIDER:
-            raise InvalidInput(
-                "spec.provider",
-                f"unknown provider {provider!r} (known: {', '.join(BY_PROVIDER)}) and no "
-                f"{vocabulary.ZONE} label or config entry",
-            )
-        if region is None:
-            raise InvalidInput(
-                "spec.region", f"missing, and no {vocabulary.ZONE} label or config entry"
-            )
-        grid_zone = zone_for_region(provider, region)
-        source = "region-table" if grid_zone else "unknown"
+        known = config.clusters.get(name)
+        if known is None or not known.grid_zone:
+            if provider is not None and provider.lower() not in BY_PROVIDER:
+                raise InvalidInput(
+                    "spec.provider",
+                    f"unknown provider {provider!r} (known: {', '.join(BY_PROVIDER)}) and no "
+                    f"{vocabulary.ZONE} label or config entry",
+                )
+            if region is None:
+                raise InvalidInput(
+                    "spec.region", f"missing, and no {vocabulary.ZONE} label or config entry"
+                )
+        grid_zone, source = configured_zone(name, provider, region, config)
     return ClusterEntry(
         name=name,
         labels=labels,
@@ -167,8 +151,43 @@ def entry(obj: object, config: Config) -> ClusterEntry:
         ready=_ready(obj.get("status")),
         grid_zone=grid_zone,
         zone_source=source,
-        problems=tuple(problems),
+        problems=problems,
     )
+
+
+def declared_zone(
+    labels: Mapping[str, str], annotations: Mapping[str, str]
+) -> tuple[str | None, ZoneSource, tuple[InvalidInput, ...]]:
+    """Steps 1 of the order: the ``carbonshift.io/zone`` label, then annotation; a
+    malformed value is a problem (the next source is used)."""
+    problems: list[InvalidInput] = []
+    explicit: tuple[tuple[ZoneSource, Mapping[str, str]], ...] = (
+        ("label", labels),
+        ("annotation", annotations),
+    )
+    for where, values in explicit:
+        raw = values.get(vocabulary.ZONE)
+        if raw is None:
+            continue
+        try:
+            return vocabulary.zone(raw), where, tuple(problems)
+        except InvalidInput as exc:
+            problems.append(InvalidInput(f"metadata.{where}s.{exc.path}", exc.message))
+    return None, "unknown", tuple(problems)
+
+
+def configured_zone(
+    name: str, provider: str | None, region: str | None, config: Config
+) -> tuple[str | None, ZoneSource]:
+    """Steps 2 to 4 of the order, for a place that declares no zone itself: the config's
+    ``clusters.<name>``, the region table, else unknown."""
+    known = config.clusters.get(name)
+    if known is not None and known.grid_zone:
+        return known.grid_zone, "config"
+    if region is None:
+        return None, "unknown"
+    found = zone_for_region(provider, region)
+    return found, "region-table" if found else "unknown"
 
 
 def name_of(obj: object) -> str:

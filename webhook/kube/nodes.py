@@ -26,6 +26,7 @@ import structlog
 from kubernetes_asyncio import client
 
 from webhook import tasks
+from webhook.decision import liqo
 from webhook.kube.client import REQUEST_TIMEOUT
 from webhook.regions import zone_for_region
 from webhook.validation import InvalidInput
@@ -84,6 +85,8 @@ def resolve(nodes: Iterable[Mapping[str, Any]], configured: str | None) -> Local
     labelled = False
     unknown: set[str] = set()
     for node in nodes:
+        if liqo.is_virtual((node.get("metadata") or {}).get("labels") or {}):
+            continue  # a Liqo virtual node stands for a remote cluster, on its own grid
         found, said = node_zone(node)
         if found is None:
             unknown.add(said)
