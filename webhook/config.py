@@ -90,6 +90,33 @@ class HysteresisConfig(Schema, frozen=True):
     """A placement stays in force at least this long."""
 
 
+class CarbonPriceConfig(Schema, frozen=True):
+    """NodePool strategy ``price``: NodeOverlays that add each instance size's carbon cost
+    to its price (:mod:`webhook.decision.carbonprice`)."""
+
+    usd_per_tonne: Annotated[float, msgspec.Meta(ge=0, le=100_000)] = 190.0
+    """Carbon price in US dollars per tonne CO2e (default: the US EPA's 2023 social cost of
+    carbon, 2 % discount rate, for 2020 emissions)."""
+    watts_per_vcpu: Mapping[NonEmpty, Annotated[float, msgspec.Meta(gt=0, le=1000)]] = (
+        msgspec.field(default_factory=lambda: {"amd64": 2.12, "arm64": 1.08})
+    )
+    """Average watts per vCPU by ``kubernetes.io/arch`` at 50 % utilisation (Cloud Carbon
+    Footprint: AWS fallback 0.74-3.5 W for amd64, Graviton2 0.47-1.69 W for arm64)."""
+    pue: Annotated[float, msgspec.Meta(ge=1, le=3)] = 1.0
+    """Power usage effectiveness applied on top (1.0: the servers' energy alone)."""
+    vcpus: Annotated[
+        tuple[Annotated[int, msgspec.Meta(ge=1, le=4096)], ...], msgspec.Meta(min_length=1)
+    ] = (1, 2, 4, 8, 16, 32, 48, 64, 96, 128, 192, 256)
+    """Instance sizes (vCPUs) priced: one NodeOverlay per architecture and size."""
+    cpu_labels: Mapping[NonEmpty, NonEmpty] = {}
+    """NodeClass group -> the instance-type label holding vCPUs, beside the built-in AWS,
+    Azure and kwok ones."""
+    weight: Annotated[int, msgspec.Meta(ge=1, le=10_000)] = 1
+    """The overlays' ``spec.weight``: a user's own price overlay of higher weight wins."""
+    min_interval_seconds: AtLeast0 = 1800.0
+    """Least time between two price changes (Karpenter consolidates on each)."""
+
+
 class NodePoolConfig(Schema, frozen=True):
     """Karpenter NodePool behaviour."""
 
@@ -108,6 +135,8 @@ class NodePoolConfig(Schema, frozen=True):
     ] = (1.0, 0.5, 0.0)
     """Strategy ``ladder``: the shares of the user's ``limits.cpu`` a pool steps through,
     the whole limit (1.0) first, decreasing (:mod:`webhook.decision.ladder`)."""
+    price: CarbonPriceConfig = CarbonPriceConfig()
+    """Strategy ``price`` (the default): the carbon price NodeOverlays."""
 
 
 class LabelsConfig(Schema, frozen=True):

@@ -33,8 +33,8 @@ ENABLED = PREFIX + "enabled"
 REFRESH = PREFIX + "refresh"
 """Annotation: a new value on UPDATE asks for a fresh decision."""
 STRATEGY = PREFIX + "strategy"
-"""Annotation: comma list (policies: weighted, none; NodePools: efficiency, zones, weight,
-pause)."""
+"""Annotation: comma list (policies: fill, weighted, none; NodePools: price, efficiency,
+zones, weight, pause, ladder, none)."""
 MAX_CLUSTERS = PREFIX + "max-clusters"
 """Annotation (policies): green-first affinities, the N greenest clusters first."""
 MAX_INTENSITY = PREFIX + "max-intensity"
@@ -65,6 +65,8 @@ ZONE = PREFIX + "zone"
 cloud region table)."""
 MAX_PAUSE = PREFIX + "max-pause"
 """Annotation (NodePools, strategy pause): the longest a pause may last (``"24h"``, ``"90m"``)."""
+OVERLAY = PREFIX + "overlay"
+"""Label on the NodeOverlays carbonshift keeps (``price``); it never touches any other."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -94,14 +96,29 @@ KEYS = (
         "low | medium | high",
         written=True,
     ),
-    Key(INTENSITY_VALUE, "annotation", "Karmada Cluster", "number (gCO2eq/kWh)", written=True),
-    Key(INTENSITY_ZONE, "annotation", "Karmada Cluster", "grid zone key", written=True),
+    Key(
+        INTENSITY_VALUE,
+        "annotation",
+        "Karmada Cluster, NodeOverlay",
+        "number (gCO2eq/kWh)",
+        written=True,
+    ),
+    Key(
+        INTENSITY_ZONE, "annotation", "Karmada Cluster, NodeOverlay", "grid zone key", written=True
+    ),
     Key(INTENSITY_SOURCE, "annotation", "Karmada Cluster", "provider name", written=True),
     Key(INTENSITY_TIME, "annotation", "Karmada Cluster", "RFC 3339 time (UTC)", written=True),
-    Key(INTENSITY_SINCE, "annotation", "Karmada Cluster", "RFC 3339 time (UTC)", written=True),
+    Key(
+        INTENSITY_SINCE,
+        "annotation",
+        "Karmada Cluster, NodeOverlay",
+        "RFC 3339 time (UTC)",
+        written=True,
+    ),
     Key(GRID_ZONE, "label", "Node", "grid zone key, e.g. DE"),
     Key(ZONE, "label", "Karmada Cluster (label or annotation)", "grid zone key, e.g. SE-SE3"),
     Key(MAX_PAUSE, "annotation", "NodePool", 'duration > 0 up to 7 days: "24h", "90m", "1h30m"'),
+    Key(OVERLAY, "label", "NodeOverlay", "price", written=True),
 )
 """Every key carbonshift reads or writes."""
 
@@ -109,7 +126,9 @@ INTENSITY_CLASSES = ("low", "medium", "high")
 """Values of :data:`INTENSITY_CLASS`, greenest first."""
 
 POLICY_STRATEGIES = ("fill", "weighted", "none")
-NODEPOOL_STRATEGIES = ("efficiency", "zones", "weight", "pause", "ladder")
+NODEPOOL_STRATEGIES = ("price", "efficiency", "zones", "weight", "pause", "ladder", "none")
+DEFAULT_NODEPOOL_STRATEGIES = frozenset({"price"})
+"""An opted-in NodePool without ``carbonshift.io/strategy``: the carbon price."""
 
 
 # --- parsers -------------------------------------------------------------------------------
@@ -315,6 +334,8 @@ def knobs(annotations: Mapping[str, str], scope: Scope) -> Knobs:
     override = read(OVERRIDE, lambda raw: flag(OVERRIDE, raw))
     pause = read(MAX_PAUSE, max_pause) if scope == "nodepool" else None
     names, unknown = split_strategies(annotations.get(STRATEGY, ""), known)
+    if scope == "nodepool" and STRATEGY not in annotations:
+        names = DEFAULT_NODEPOOL_STRATEGIES
     if unknown:
         problems.append(
             InvalidInput(

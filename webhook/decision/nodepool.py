@@ -2,7 +2,9 @@
 
 The local grid's intensity (config ``zone``) is classed low / medium / high. Always:
 template label ``carbonshift.io/intensity``. Per ``carbonshift.io/strategy`` (comma
-list): ``efficiency`` (arm64 when high), ``zones`` (greenest topology zones),
+list; absent: ``price``): ``price`` (each instance size's carbon cost added to its
+price by NodeOverlays the leader keeps, :mod:`webhook.decision.carbonprice`; the pool
+itself is not changed), ``efficiency`` (arm64 when high), ``zones`` (greenest topology zones),
 ``weight`` (``spec.weight`` from greenness), ``pause`` (``limits.cpu: "0"`` when high;
 over time by :mod:`webhook.decision.pause`), ``ladder`` (``limits.cpu`` a share of the
 user's, by :mod:`webhook.decision.ladder`; it replaces ``pause`` when both are listed).
@@ -56,6 +58,12 @@ ARM64_WARNINGS = (
     " carbonshift.io/refresh",
 )
 """What an arm64 requirement added by ``efficiency`` means for the pool's users."""
+PRICE_WARNINGS = (
+    "carbonshift: price: the leader adds each instance size's carbon cost to its price"
+    " (NodeOverlays carbonshift-price-*)",
+    "carbonshift: price: Karpenter applies NodeOverlays only with feature gate NodeOverlay=true",
+)
+"""What strategy ``price`` does: the pool itself is left as it is."""
 _SPEC = "spec."
 _TEMPLATE = "template."
 Warn = Callable[[str], None]
@@ -105,6 +113,8 @@ def decide(nodepool: Mapping[str, Any], inputs: NodePoolInputs) -> Decision:
         plan.keep_greenest_zones(s.topology_zones, inputs.table, s.min_zones)
     if "weight" in strategies:
         plan.set_weight(max(1, greenness(intensity)), override)
+    if "price" in strategies:
+        decision.warnings.extend(PRICE_WARNINGS)
     body = _body(data, level)
     if "ladder" in strategies:
         now = inputs.now

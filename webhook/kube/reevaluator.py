@@ -43,6 +43,7 @@ from webhook.decision.record import Record, fingerprint, switches
 from webhook.kinds import Context, Kind
 from webhook.kube.client import FIELD_MANAGER, REQUEST_TIMEOUT, absent, error_name, refused
 from webhook.kube.events import EventRecorder
+from webhook.kube.overlays import OverlayKeeper
 from webhook.kube.rebalancer import Rebalancer
 from webhook.kube.writes import Gate, NotLeader
 from webhook.reevaluation import TARGETS, Outlook, Reevaluation, Target
@@ -84,7 +85,9 @@ class Reevaluator:
         self.rebalancer = (
             Rebalancer(api, config, gate, events=events) if config.rebalance.enabled else None
         )
+        self.overlays = OverlayKeeper(api, config, gate, events=events)
         self._policies: list[Obj] = []
+        self._nodepools: list[Obj] | None = None
         self._task: asyncio.Task[None] | None = None
 
     # --- one pass -------------------------------------------------------------------------
@@ -94,6 +97,7 @@ class Reevaluator:
         started = time.monotonic()
         written = 0
         self._policies = []
+        self._nodepools = None
         try:
             namespaces = await self._namespaces()
             for target in self.targets:
@@ -104,11 +108,18 @@ class Reevaluator:
                 written += await self._kind(target, namespaces or {})
             if self.rebalancer is not None and self.gate.leading:
                 await self.rebalancer.pass_once(self._policies, self.rules.ranked(self.context()))
+            pools = self._listed_nodepools()
+            if pools is not None and self.gate.leading:
+                written += await self.overlays.pass_once(pools, self.context())
         except NotLeader:
             pass
         finally:
             metrics.REEVALUATION_SECONDS.observe(time.monotonic() - started)
         return written
+
+    def _listed_nodepools(self) -> list[Obj] | None:
+        """The NodePools this pass listed, as they stand after it; None: not listed."""
+        return self._nodepools
 
     async def _namespaces(self) -> dict[str, Mapping[str, str]] | None:
         """Opted-in namespaces and their labels (carbonshift's own namespace excluded);
@@ -142,6 +153,9 @@ class Reevaluator:
                 log.warning("reevaluate_list_failed", resource=resource, error=error_name(exc))
             return 0
         written = paused = 0
+        bucket = self._policies  # what stands after the pass, for the rebalancer
+        if target.local:
+            bucket = self._nodepools = []  # and for the carbon price overlays
         for obj in listed.get("items") or []:
             if not self.gate.leading:
                 raise NotLeader("not leading")
@@ -152,8 +166,7 @@ class Reevaluator:
             obj.setdefault("kind", row.kind)
             try:
                 done, stands = await self._one(target, obj, namespaces)
-                if not target.local:
-                    self._policies.append(stands)
+                bucket.append(stands)
                 written += done
                 paused += target.local and reevaluate.paused(stands)
             except (NotLeader, asyncio.CancelledError):
@@ -169,6 +182,8 @@ class Reevaluator:
                         error=error_name(exc),
                     )
                 paused += target.local and reevaluate.paused(obj)
+                if target.local:
+                    bucket.append(obj)
         if target.local:
             metrics.PAUSED_NODEPOOLS.set(paused)
         return written
