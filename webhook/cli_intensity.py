@@ -11,13 +11,16 @@ where that zone came from (``label``, ``annotation``, ``config``, ``region-table
 ``unknown``) and the zone's current intensity. With a kubeconfig (``--kubeconfig``,
 ``KUBECONFIG`` or in-cluster) the members are the Karmada Clusters of the API server, read
 exactly as ``carbonshift serve`` reads them (config ``clusters:`` are overrides and
-config-only members still count); without one, the config's ``clusters:``.
+config-only members still count); without one, the config's ``clusters:``. The remote
+clusters behind Liqo's virtual nodes on that API server are listed too, as
+``liqo/<cluster id>`` (:mod:`webhook.decision.liqo`: the same order of zone sources).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import re
@@ -30,6 +33,7 @@ import structlog
 
 from webhook import config as config_mod
 from webhook.config import Config
+from webhook.decision import liqo
 from webhook.decision.fleet import ZoneSource, entry, name_of
 from webhook.feed import IntensityFeed, ZoneStatus
 from webhook.intensity import utcnow
@@ -144,16 +148,28 @@ class Member:
     """The Cluster's ``Ready`` condition; None for a config-only member."""
 
 
-def members(cfg: Config, objects: Sequence[Mapping[str, Any]] | None) -> tuple[
-    list[Member], dict[str, str]
-]:  # fmt: skip
+def members(
+    cfg: Config,
+    objects: Sequence[Mapping[str, Any]] | None,
+    virtual: Sequence[Mapping[str, Any]] = (),
+) -> tuple[list[Member], dict[str, str]]:
     """The members, sorted by name, and the Cluster objects left out (name -> why).
 
     ``objects``: the Karmada Clusters listed from the API server (None: no API server, the
     config's ``clusters:`` are the fleet). Read as the fleet inventory reads them.
+    ``virtual``: Liqo's virtual nodes, listed as ``liqo/<remote cluster id>``.
     """
     found: dict[str, Member] = {}
     skipped: dict[str, str] = {}
+    for node in virtual:
+        try:
+            p = liqo.peer(node, cfg)
+        except InvalidInput as exc:
+            skipped[f"liqo/{name_of(node)}"] = str(exc)
+            continue
+        ready = _ready_node(node)
+        name = f"liqo/{p.cluster_id}"
+        found[name] = Member(name, p.grid_zone, p.zone_source, p.provider, p.region, ready)
     for obj in objects or ():
         try:
             e = entry(obj, cfg)
@@ -167,8 +183,18 @@ def members(cfg: Config, objects: Sequence[Mapping[str, Any]] | None) -> tuple[
     return [found[n] for n in sorted(found)], skipped
 
 
-async def _list_clusters(args: argparse.Namespace, cfg: Config) -> list[dict[str, Any]] | None:
-    """The Cluster objects of the API server; None without a kubeconfig or cluster."""
+def _ready_node(node: Mapping[str, Any]) -> bool:
+    conditions = (node.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+Listed = tuple[list[dict[str, Any]], list[dict[str, Any]]]
+"""The Karmada Clusters and Liqo's virtual nodes of an API server."""
+
+
+async def _list_clusters(args: argparse.Namespace, cfg: Config) -> Listed | None:
+    """The Cluster objects and virtual Nodes of the API server; None without a kubeconfig
+    or cluster. An API server without the Cluster CRD (a Liqo cluster) has no Clusters."""
     from kubernetes_asyncio import client as k8s  # noqa: PLC0415 - only with a cluster
 
     from webhook.kube import client, inventory  # noqa: PLC0415
@@ -180,25 +206,44 @@ async def _list_clusters(args: argparse.Namespace, cfg: Config) -> list[dict[str
         api = await client.connect(kube)
     except Exception as exc:  # a missing or unreadable kubeconfig
         raise InvalidInput("--kubeconfig", f"cannot load {kube.kubeconfig}: {exc}") from None
+    virtual: list[dict[str, Any]] = []
     try:
-        listed = await k8s.CustomObjectsApi(api).list_cluster_custom_object(
-            inventory.GROUP, inventory.VERSION, inventory.PLURAL,
-            _request_timeout=client.REQUEST_TIMEOUT,
-        )  # fmt: skip
-    except Exception as exc:  # unreachable, refused, no Cluster CRD
-        where = kube.kubeconfig or "in-cluster"
-        raise InvalidInput(
-            "--kubeconfig", f"cannot list Karmada Clusters via {where}: {exc}"[:400]
-        ) from None
+        try:
+            listed = await k8s.CustomObjectsApi(api).list_cluster_custom_object(
+                inventory.GROUP, inventory.VERSION, inventory.PLURAL,
+                _request_timeout=client.REQUEST_TIMEOUT,
+            )  # fmt: skip
+        except k8s.ApiException as exc:
+            if exc.status != 404:
+                raise
+            missing: Exception | None = exc  # no Cluster CRD: a Liqo cluster, maybe
+            listed = {}
+        else:
+            missing = None
+        with contextlib.suppress(k8s.ApiException):  # Nodes not readable: no virtual nodes
+            nodes = await k8s.CoreV1Api(api).list_node(
+                label_selector=liqo.SELECTOR, _request_timeout=client.REQUEST_TIMEOUT
+            )
+            virtual = api.sanitize_for_serialization(nodes).get("items") or []
+    except Exception as exc:  # unreachable, refused
+        raise _unlisted(kube.kubeconfig, exc) from None
     finally:
         await api.close()
-    return list(listed.get("items") or [])
+    if missing is not None and not virtual:
+        raise _unlisted(kube.kubeconfig, missing)
+    return list(listed.get("items") or []), virtual
+
+
+def _unlisted(kubeconfig: object, exc: Exception) -> InvalidInput:
+    where = kubeconfig or "in-cluster"
+    return InvalidInput("--kubeconfig", f"cannot list Karmada Clusters via {where}: {exc}"[:400])
 
 
 async def _collect_clusters(
     args: argparse.Namespace, cfg: Config
 ) -> tuple[list[Member], dict[str, str], dict[str, ZoneStatus]]:
-    found, skipped = members(cfg, await _list_clusters(args, cfg))
+    listed = await _list_clusters(args, cfg)
+    found, skipped = members(cfg, *listed) if listed is not None else members(cfg, None)
     zones = sorted({m.zone for m in found if m.zone})
     statuses: dict[str, ZoneStatus] = {}
     if zones:
@@ -221,7 +266,8 @@ def run_clusters(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     else:
         out.write(render_members(found, statuses))
     for name, why in skipped.items():
-        err.write(f"carbonshift intensity: Cluster {name} left out: {why}\n")
+        what = "virtual node" if name.startswith("liqo/") else "Cluster"
+        err.write(f"carbonshift intensity: {what} {name} left out: {why}\n")
     if not found:
         err.write(
             "carbonshift intensity: no member clusters: pass --kubeconfig (Karmada's API "

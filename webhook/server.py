@@ -59,6 +59,7 @@ if TYPE_CHECKING:
     from webhook.kube.labeler import ClusterLabeler
     from webhook.kube.leader import LeaderElector
     from webhook.kube.nodes import NodeZones
+    from webhook.kube.peers import PeerInventory
     from webhook.kube.reevaluator import Reevaluator
 
     Fleet = tuple[FleetInventory, LeaderElector, ApiClient]
@@ -265,11 +266,13 @@ async def serve(
     fleet = await _start_fleet(config, kube) if kube is not None else None
     events = _events(fleet, kube) if fleet and kube else None
     labeler = _start_labeler(config, feed, fleet, events) if fleet and events else None
+    peers, peer_labeler = _start_peers(config, feed, fleet, events) if fleet else (None, None)
     state = ServerState(
         config=config,
         feed=feed,
         inventory=fleet[0] if fleet else None,
         nodes=_start_nodes(config, fleet) if fleet else None,
+        peers=peers,
     )
     reevaluator = _start_reevaluator(config, state, fleet, events) if fleet and events else None
     accountant = _start_accounting(config, state, fleet, kube) if fleet and kube else None
@@ -309,15 +312,14 @@ async def serve(
                 await task
         await runner.cleanup()
         app[STATE].journal.flush()
-        if labeler is not None:
-            await labeler.stop()  # before the elector releases the Lease
+        await _stop_labelers(labeler, peer_labeler)
         if reevaluator is not None:
             await reevaluator.stop()
         if accountant is not None:
             await accountant.stop()
         await feed.stop()
         if fleet is not None:
-            await _stop_fleet(*fleet, state.nodes)
+            await _stop_fleet(*fleet, state.nodes, peers)
         log.info("stopped", seconds=round(time.monotonic() - started, 3))
 
 
@@ -400,18 +402,46 @@ def _events(fleet: Fleet, kube: Settings) -> EventRecorder:
 
 
 def _start_labeler(
-    config: Config, feed: IntensityFeed, fleet: Fleet, events: EventRecorder
+    config: Config,
+    feed: IntensityFeed,
+    fleet: Fleet,
+    events: EventRecorder,
+    peers: PeerInventory | None = None,
 ) -> ClusterLabeler | None:
-    """The Cluster intensity labels (``labels.enabled``), written only while leading."""
+    """The Cluster intensity labels (``labels.enabled``), written only while leading;
+    with ``peers``, the same labels on Liqo's virtual nodes."""
     if not config.labels.enabled:
-        log.info("cluster_labels_disabled", hint="labels.enabled is false")
+        if peers is None:
+            log.info("cluster_labels_disabled", hint="labels.enabled is false")
         return None
-    from webhook.kube.labeler import ClusterLabeler  # noqa: PLC0415 - only with a cluster
+    from webhook.kube.labeler import NODES, ClusterLabeler  # noqa: PLC0415 - only with a cluster
 
     inventory, elector, api = fleet
-    labeler = ClusterLabeler(api, config, inventory, feed, elector, events=events)
+    if peers is not None:
+        labeler = ClusterLabeler(api, config, peers, feed, elector, events=events, resource=NODES)
+    else:
+        labeler = ClusterLabeler(api, config, inventory, feed, elector, events=events)
     labeler.start()
     return labeler
+
+
+async def _stop_labelers(*labelers: ClusterLabeler | None) -> None:
+    """Stop the labelers (before the elector releases the Lease)."""
+    for labeler in labelers:
+        if labeler is not None:
+            await labeler.stop()
+
+
+def _start_peers(
+    config: Config, feed: IntensityFeed, fleet: Fleet, events: EventRecorder | None
+) -> tuple[PeerInventory, ClusterLabeler | None]:
+    """Liqo's virtual nodes (none where Liqo is not installed) and their intensity labels."""
+    from webhook.kube.peers import PeerInventory  # noqa: PLC0415 - only with a cluster
+
+    peers = PeerInventory(config)
+    peers.start(fleet[2])
+    labeler = _start_labeler(config, feed, fleet, events, peers) if events else None
+    return peers, labeler
 
 
 def _start_reevaluator(
@@ -448,10 +478,15 @@ def _start_accounting(
 
 
 async def _stop_fleet(
-    fleet: FleetInventory, elector: LeaderElector, api: ApiClient, nodes: NodeZones | None = None
+    fleet: FleetInventory,
+    elector: LeaderElector,
+    api: ApiClient,
+    nodes: NodeZones | None = None,
+    peers: PeerInventory | None = None,
 ) -> None:
-    if nodes is not None:
-        await nodes.stop()
+    for follower in (nodes, peers):
+        if follower is not None:
+            await follower.stop()
     await elector.stop()  # releases the Lease: another replica takes over at once
     await fleet.stop()
     await api.close()

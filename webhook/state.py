@@ -22,6 +22,7 @@ from webhook.reevaluation import Reevaluation
 if TYPE_CHECKING:
     from webhook.kube.inventory import FleetInventory
     from webhook.kube.nodes import NodeZones
+    from webhook.kube.peers import PeerInventory
 
 
 @dataclasses.dataclass(slots=True)
@@ -38,6 +39,8 @@ class ServerState:
     """Karmada Clusters read from the API server (None: no cluster to talk to)."""
     nodes: NodeZones | None = None
     """The local grid zone from the cluster's Nodes (None: no cluster; config ``zone``)."""
+    peers: PeerInventory | None = None
+    """Liqo's virtual nodes: the remote clusters this cluster offloads to (None: no cluster)."""
     _rules: Reevaluation | None = dataclasses.field(default=None, init=False)
     _context: tuple[Snapshot, int, Context] | None = dataclasses.field(default=None, init=False)
     _fleet: tuple[Mapping[str, ClusterEntry], int, Mapping[str, ClusterConfig]] | None = (

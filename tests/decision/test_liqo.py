@@ -10,11 +10,12 @@ import orjson
 import pytest
 
 from tests.schedapi.conftest import make_state
-from webhook import schedapi
+from webhook import cli_intensity, schedapi
 from webhook.config import ClusterConfig, Config
 from webhook.decision import liqo
 from webhook.decision.clusters import node_candidate, node_zone
 from webhook.kube.nodes import resolve
+from webhook.kube.peers import PeerInventory
 from webhook.validation import InvalidInput
 
 CONFIG = Config(clusters={"c-config": ClusterConfig(name="c-config", zone="PL")})
@@ -170,3 +171,37 @@ async def test_the_extender_filter_passes_a_peer_it_cannot_judge() -> None:
     answer = orjson.loads(schedapi.extender_filter(state, body))
     assert [n["metadata"]["name"] for n in answer["Nodes"]["items"]] == ["local", "unknown"]
     assert list(answer["FailedAndUnresolvableNodes"]) == ["dirty"]
+
+
+def test_intensity_clusters_lists_the_remote_clusters_with_their_zone_source() -> None:
+    ready = {"conditions": [{"type": "Ready", "status": "True"}]}
+    nodes = [
+        {**virtual("liqo-se", "c-se", {ZONE: "SE-SE3"}), "status": ready},
+        virtual("liqo-pl", "c-config"),
+        virtual("liqo-aws", "c-aws", {"liqo.io/provider": "aws", REGION: "eu-central-1"}),
+        {"metadata": {"name": "broken", "labels": {"liqo.io/type": "virtual-node"}}},
+    ]
+    found, skipped = cli_intensity.members(CONFIG, [], nodes)
+    assert [(m.name, m.zone, m.zone_source, m.ready) for m in found] == [
+        ("c-config", "PL", "config", None),  # config-only: still listed
+        ("liqo/c-aws", "DE", "region-table", False),
+        ("liqo/c-config", "PL", "config", False),
+        ("liqo/c-se", "SE-SE3", "label", True),
+    ]
+    assert list(skipped) == ["liqo/broken"]
+
+
+def test_the_peer_inventory_follows_list_and_watch_events() -> None:
+    peers = PeerInventory(CONFIG)
+    peers.replace([virtual("a", "c-a", {ZONE: "FR"}), local("not-virtual")])
+    first = peers.clusters()
+    assert {n: p.grid_zone for n, p in first.items()} == {"a": "FR"}
+    peers.event("MODIFIED", virtual("a", "c-a", {ZONE: "FR"}))
+    assert peers.clusters() is first  # nothing zone resolution reads changed
+    peers.event("ADDED", virtual("b", "c-config"))
+    assert {p.cluster_id: p.grid_zone for p in peers.by_cluster_id().values()} == {
+        "c-a": "FR",
+        "c-config": "PL",
+    }
+    peers.event("DELETED", virtual("a", "c-a"))
+    assert list(peers.clusters()) == ["b"]

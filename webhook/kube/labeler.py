@@ -1,4 +1,5 @@
-"""The leader keeps ``carbonshift.io/intensity`` and its annotations on every Karmada Cluster.
+"""The leader keeps ``carbonshift.io/intensity`` and its annotations on every Karmada Cluster
+(and, with :data:`NODES`, on every Liqo virtual node: the remote cluster it stands for).
 
 A pass runs after every feed refresh (the snapshot's generation moved), every change of
 the fleet inventory, on becoming leader, and at least every ``labels.interval_seconds``.
@@ -21,7 +22,7 @@ import asyncio
 import dataclasses
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 from kubernetes_asyncio import client
@@ -32,7 +33,7 @@ from webhook.decision.labels import Current, Rule, decide
 from webhook.intensity import Reading, utcnow
 from webhook.kube.client import REQUEST_TIMEOUT, error_name, refused
 from webhook.kube.events import EventRecorder
-from webhook.kube.inventory import GROUP, PLURAL, VERSION, FleetInventory
+from webhook.kube.inventory import GROUP, PLURAL, VERSION
 from webhook.kube.writes import Gate, NotLeader, apply_metadata
 
 if TYPE_CHECKING:
@@ -43,6 +44,52 @@ if TYPE_CHECKING:
 log = structlog.get_logger("carbonshift.labels")
 
 KIND = "Cluster"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Resource:
+    """What the labeler labels: a cluster-scoped kind."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    async def read(self, api: client.ApiClient, name: str) -> Mapping[str, Any]:
+        if not self.group:
+            node = await client.CoreV1Api(api).read_node(name, _request_timeout=REQUEST_TIMEOUT)
+            found: Mapping[str, Any] = api.sanitize_for_serialization(node)
+            return found
+        objects = client.CustomObjectsApi(api)
+        return await objects.get_cluster_custom_object(  # type: ignore[no-any-return]
+            self.group, self.version, self.plural, name, _request_timeout=REQUEST_TIMEOUT
+        )
+
+
+CLUSTERS = Resource(GROUP, VERSION, PLURAL, KIND)
+NODES = Resource("", "v1", "nodes", "Node")
+"""Liqo virtual nodes (:class:`~webhook.kube.peers.PeerInventory`)."""
+
+
+class Place(Protocol):
+    """What the labeler reads of an inventory entry."""
+
+    @property
+    def labels(self) -> Mapping[str, str]: ...
+    @property
+    def grid_zone(self) -> str | None: ...
+
+
+class Places(Protocol):
+    """An inventory: the places to label by object name."""
+
+    def clusters(self) -> Mapping[str, Place]: ...
+
+
 TICK_SECONDS = 1.0
 """How often the loop looks for a new feed generation, fleet change or leadership."""
 OWNED = (
@@ -86,15 +133,16 @@ class ClusterLabeler:
         self,
         api: client.ApiClient,
         config: Config,
-        inventory: FleetInventory,
+        inventory: Places,
         feed: IntensityFeed,
         gate: Gate,
         *,
         events: EventRecorder | None = None,
         clock: Callable[[], datetime.datetime] = utcnow,
+        resource: Resource = CLUSTERS,
     ) -> None:
         self.api = api
-        self.objects = client.CustomObjectsApi(api)
+        self.resource = resource
         self.inventory = inventory
         self.feed = feed
         self.gate = gate
@@ -138,17 +186,19 @@ class ClusterLabeler:
             except Exception as exc:
                 metrics.CLUSTER_LABEL_WRITES.labels("failed").inc()
                 self._held.pop(name, None)  # read it again next pass
-                if not refused(exc, "patch", f"{PLURAL}.{GROUP}"):
-                    log.warning("cluster_label_failed", cluster=name, error=error_name(exc))
+                if not refused(exc, "patch", f"{self.resource.plural}.{self.resource.group}"):
+                    log.warning(
+                        "cluster_label_failed",
+                        kind=self.resource.kind,
+                        cluster=name,
+                        error=error_name(exc),
+                    )
         return written
 
     async def _label(self, name: str, reading: Reading) -> int:
         held = self._held.get(name)
         if held is None:
-            obj = await self.objects.get_cluster_custom_object(
-                GROUP, VERSION, PLURAL, name, _request_timeout=REQUEST_TIMEOUT
-            )
-            held = self._held[name] = _ours(obj)
+            held = self._held[name] = _ours(await self.resource.read(self.api, name))
         marks = decide(held.current, reading, self.rule, self.clock())
         if marks.klass is None or marks.annotations is None:
             return 0
@@ -160,10 +210,10 @@ class ClusterLabeler:
         stored = await apply_metadata(
             self.api,
             self.gate,
-            group=GROUP,
-            version=VERSION,
-            plural=PLURAL,
-            kind=KIND,
+            group=self.resource.group,
+            version=self.resource.version,
+            plural=self.resource.plural,
+            kind=self.resource.kind,
             name=name,
             labels=labels,
             annotations=annotations,
@@ -172,12 +222,18 @@ class ClusterLabeler:
         metrics.CLUSTER_LABEL_WRITES.labels("written").inc()
         if marks.changed:
             metrics.CLUSTER_CLASS_CHANGES.labels(marks.klass).inc()
-            log.info("cluster_class_changed", cluster=name, to=marks.klass, reason=marks.reason)
+            log.info(
+                "cluster_class_changed",
+                kind=self.resource.kind,
+                cluster=name,
+                to=marks.klass,
+                reason=marks.reason,
+            )
             if self.events is not None:
                 await self.events.emit(
                     {
-                        "apiVersion": f"{GROUP}/{VERSION}",
-                        "kind": KIND,
+                        "apiVersion": self.resource.api_version,
+                        "kind": self.resource.kind,
                         "metadata": {"name": name, "uid": self._held[name].uid},
                     },
                     reason="IntensityClassChanged",
@@ -190,8 +246,9 @@ class ClusterLabeler:
 
     def start(self) -> None:
         """Run in the background until :meth:`stop`."""
-        self._task = asyncio.create_task(self._run(), name="cluster-labeler")
-        log.info("cluster_labeler_started", interval_seconds=self.interval)
+        name = f"{self.resource.kind.lower()}-labeler"
+        self._task = asyncio.create_task(self._run(), name=name)
+        log.info("cluster_labeler_started", kind=self.resource.kind, interval_seconds=self.interval)
 
     async def _run(self) -> None:
         seen: tuple[int, int] | None = None

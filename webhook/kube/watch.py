@@ -46,8 +46,11 @@ class ListWatch:
         on_event: OnEvent,
         timeout_seconds: int = 300,
         backoff: Backoff | None = None,
+        objects: Any = None,
     ) -> None:
-        self.objects = client.CustomObjectsApi(api)
+        """``objects``: what lists and watches (default: the API server's custom objects;
+        anything with ``CustomObjectsApi.list_cluster_custom_object``'s signature)."""
+        self.objects = objects or client.CustomObjectsApi(api)
         self.group, self.version, self.plural = group, version, plural
         self.resource = f"{plural}.{group}"
         self.on_list = on_list

@@ -51,7 +51,8 @@ async def apply_metadata(
     annotations: Mapping[str, str] | None = None,
     resource_version: str | None = None,
 ) -> Obj:
-    """Server-side apply of labels/annotations on an existing custom object; returns it.
+    """Server-side apply of labels/annotations on an existing custom object (or a Node:
+    ``group`` empty, ``plural`` ``nodes``); returns it.
 
     A 403 is logged once (verb ``patch``) and raised; so is anything else."""
     metadata: Obj = {"name": name}
@@ -63,7 +64,8 @@ async def apply_metadata(
         metadata["annotations"] = dict(annotations)
     if resource_version:
         metadata["resourceVersion"] = resource_version
-    body = {"apiVersion": f"{group}/{version}", "kind": kind, "metadata": metadata}
+    api_version = f"{group}/{version}" if group else version
+    body: Obj = {"apiVersion": api_version, "kind": kind, "metadata": metadata}
     objects = client.CustomObjectsApi(api)
     options: Obj = {
         "field_manager": FIELD_MANAGER,
@@ -73,7 +75,10 @@ async def apply_metadata(
     }
     _check(gate)
     try:
-        if namespace:
+        if not group and plural == "nodes":  # the core group: Liqo's virtual nodes
+            node = await client.CoreV1Api(api).patch_node(name, body, **options)
+            result = api.sanitize_for_serialization(node) if node is not None else None
+        elif namespace:
             result = await objects.patch_namespaced_custom_object(
                 group, version, namespace, plural, name, body, **options
             )
