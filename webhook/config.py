@@ -232,6 +232,16 @@ ClientAuthPath = Literal["scheduler", "metrics"]
 Seconds = Annotated[float, msgspec.Meta(gt=0, le=3600)]
 
 
+class OcmConfig(Schema, frozen=True):
+    """Open Cluster Management: the ``AddOnPlacementScore`` ``carbon`` the leader keeps in
+    every ManagedCluster's namespace (docs/ocm.md)."""
+
+    enabled: bool = True
+    """Publish the scores (needs a cluster connection; nothing happens without OCM's CRDs)."""
+    interval_seconds: AtLeast1 = 60.0
+    """Pause between passes over the ManagedClusters."""
+
+
 class ServiceConfig(Schema, frozen=True):
     """The Kubernetes Service in front of the webhook (names go into certificate SANs) and
     how the HTTPS server protects itself: client certificates, timeouts, admission bound."""
@@ -310,6 +320,7 @@ class Config(Schema, frozen=True):
     reevaluate: ReevaluateConfig = ReevaluateConfig()
     rebalance: RebalanceConfig = RebalanceConfig()
     accounting: AccountingConfig = AccountingConfig()
+    ocm: OcmConfig = OcmConfig()
     service: ServiceConfig = ServiceConfig()
     feed: FeedConfig = FeedConfig()
 

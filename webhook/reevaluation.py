@@ -113,10 +113,18 @@ class Reevaluation:
         if ctx.generation is not None and self._ranked_for[0] == key:
             return dataclasses.replace(ctx, table=self._ranked_for[1], generation=None)
         zones = sorted({z for c in ctx.clusters.values() if (z := c.grid_zone)})
-        basis = f"{self.config.reevaluate.forecast} {RANK_HOURS} h mean"
-        table = on_forecast(ctx.table, zones, lambda z: outlook(z, RANK_HOURS - 1, method), basis)
+        table = self.ranked_zones(ctx.table, zones)
         self._ranked_for = (key, table)
         return dataclasses.replace(ctx, table=table, generation=None)
+
+    def ranked_zones(self, table: IntensityTable, zones: Sequence[str]) -> IntensityTable:
+        """``table`` with ``zones`` read as their forecast means, as :meth:`ranked` reads
+        the members' zones; ``table`` itself without a forecast method."""
+        method, outlook = self.method, self.outlook
+        if method is None or outlook is None:
+            return table
+        basis = f"{self.config.reevaluate.forecast} {RANK_HOURS} h mean"
+        return on_forecast(table, zones, lambda z: outlook(z, RANK_HOURS - 1, method), basis)
 
     def local_outlook(
         self, obj: Mapping[str, Any], zone: str | None = None
@@ -149,7 +157,9 @@ class Reevaluation:
         nodepools = self.config.nodepools
 
         def decide_on(o: Mapping[str, Any], table: IntensityTable) -> Decision:
-            inputs = nodepool.NodePoolInputs(zone, table, nodepools, outlook=outlook)
+            inputs = nodepool.NodePoolInputs(
+                zone, table, nodepools, outlook=outlook, other_pools=ctx.other_pools(o)
+            )
             return nodepool.reevaluate(o, inputs, ctx.now)
 
         inputs = reevaluate.Inputs(

@@ -59,6 +59,7 @@ if TYPE_CHECKING:
     from webhook.kube.labeler import ClusterLabeler
     from webhook.kube.leader import LeaderElector
     from webhook.kube.nodes import NodeZones
+    from webhook.kube.ocm import PlacementScorer
     from webhook.kube.peers import PeerInventory
     from webhook.kube.reevaluator import Reevaluator
 
@@ -276,6 +277,7 @@ async def serve(
     )
     reevaluator = _start_reevaluator(config, state, fleet, events) if fleet and events else None
     accountant = _start_accounting(config, state, fleet, kube) if fleet and kube else None
+    scorer = _start_ocm(config, feed, fleet) if fleet else None
     app = build_app(state, limits)
     runner = web.AppRunner(
         app,
@@ -313,10 +315,9 @@ async def serve(
         await runner.cleanup()
         app[STATE].journal.flush()
         await _stop_labelers(labeler, peer_labeler)
-        if reevaluator is not None:
-            await reevaluator.stop()
-        if accountant is not None:
-            await accountant.stop()
+        for leader_loop in (reevaluator, accountant, scorer):
+            if loop is not None:
+                await loop.stop()
         await feed.stop()
         if fleet is not None:
             await _stop_fleet(*fleet, state.nodes, peers)
@@ -476,6 +477,18 @@ def _start_accounting(
     accountant.start()
     return accountant
 
+
+def _start_ocm(config: Config, feed: IntensityFeed, fleet: Fleet) -> PlacementScorer | None:
+    """The leader's AddOnPlacementScores for Open Cluster Management (``ocm.enabled``)."""
+    if not config.ocm.enabled:
+        log.info("ocm_scores_disabled", hint="ocm.enabled is false")
+        return None
+    from webhook.kube.ocm import PlacementScorer  # noqa: PLC0415 - only with a cluster
+
+    _, elector, api = fleet
+    scorer = PlacementScorer(api, config, feed, elector)
+    scorer.start()
+    return scorer
 
 async def _stop_fleet(
     fleet: FleetInventory,
