@@ -44,6 +44,9 @@ class Context:
     local: str | None = None
     """The grid zone the cluster's own Nodes give (:mod:`webhook.kube.nodes`); None: the
     config's ``zone``."""
+    nodepools: tuple[str, ...] | None = None
+    """The NodePools of the cluster, by name (:mod:`webhook.kube.nodes`; a NodePool's
+    warnings name where urgent pods can still land while it is limited); None: unknown."""
     ranked: IntensityTable | None = None
     """What policies rank their clusters on: :attr:`table` with each member zone read as
     the forecast mean the re-evaluation ranks on (:meth:`Reevaluation.ranked`); None:
@@ -58,6 +61,13 @@ class Context:
     def clusters(self) -> Mapping[str, ClusterConfig]:
         """The member clusters placement chooses among."""
         return self.config.clusters if self.fleet is None else self.fleet
+
+    def other_pools(self, obj: Mapping[str, Any]) -> tuple[str, ...] | None:
+        """The cluster's NodePools besides ``obj``; None: unknown."""
+        if self.nodepools is None:
+            return None
+        name = (obj.get("metadata") or {}).get("name")
+        return tuple(p for p in self.nodepools if p != name)
 
 
 Decider = Callable[[Mapping[str, Any], Context], Decision]
@@ -101,7 +111,9 @@ def _policy(obj: Mapping[str, Any], ctx: Context) -> Decision:
 
 
 def _nodepool(obj: Mapping[str, Any], ctx: Context) -> Decision:
-    inputs = nodepool.NodePoolInputs(ctx.local_zone, ctx.table, ctx.config.nodepools)
+    inputs = nodepool.NodePoolInputs(
+        ctx.local_zone, ctx.table, ctx.config.nodepools, other_pools=ctx.other_pools(obj)
+    )
     return nodepool.decide(obj, inputs)
 
 

@@ -86,6 +86,7 @@ class ServerState:
         second = int(time.time())
         generation, clusters = self._fleet_now()
         local = self.nodes.current.zone if self.nodes is not None else None
+        pools = self.nodes.pools if self.nodes is not None else None
         held = self._context
         if (
             held is not None
@@ -93,6 +94,7 @@ class ServerState:
             and held[1] == second
             and held[2].fleet_generation == generation
             and held[2].local == local
+            and held[2].nodepools == pools
         ):
             return held[2]
         if local is not None:
@@ -101,7 +103,7 @@ class ServerState:
         ctx = Context(
             self.config, snapshot.table, utcnow(), snapshot.generation, fleet, generation, local
         )
-        ctx = dataclasses.replace(ctx, ranked=self._ranked(ctx))
+        ctx = dataclasses.replace(ctx, nodepools=pools, ranked=self._ranked(ctx))
         self._context = (snapshot, second, ctx)
         return ctx
 

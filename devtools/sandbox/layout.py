@@ -76,6 +76,7 @@ KARPENTER_CRDS = ("karpenter.sh_nodeclaims.yaml", "karpenter.sh_nodepools.yaml")
 KWOK_PROVIDER_CRDS = (
     "karpenter.kwok.sh_kwoknodeclasses.yaml",
     "karpenter.sh_nodeclaims.yaml",
+    "karpenter.sh_nodeoverlays.yaml",
     "karpenter.sh_nodepools.yaml",
 )
 """The workload cluster's CRDs: Karpenter's with the kwok provider's rule, and KWOKNodeClass."""

@@ -10,8 +10,9 @@
 * kube-controller-manager (its node-lifecycle controller lifts the ``not-ready`` taint
   every new Node gets; Deployments get ReplicaSets and pods) and kube-scheduler (it marks
   pods ``Unschedulable``, which is what Karpenter provisions for, and binds them);
-* Karpenter ``v1.14.1`` with its kwok cloud provider (``karpenter-kwok``): NodeClaims
-  become Node objects instead of instances;
+* Karpenter ``v1.14.1`` with its kwok cloud provider (``karpenter-kwok``), feature gate
+  ``NodeOverlay`` on (and its CRD installed): NodeClaims become Node objects instead of
+  instances;
 * the KWOK controller (``kwok``), with the stages of
   ``<cache>/crds/kwok/kwok-controller-config.yaml`` (``hack/crds.sh``), which makes
   Karpenter's Nodes Ready and the pods bound to them Running;
@@ -115,17 +116,21 @@ class WorkloadCluster(Plane):
         carbonshift_command: Sequence[str] | None = None,
         carbonshift_config: Mapping[str, Any] | None = None,
         cert_reload_seconds: float = 10.0,
+        instance_types: Path | None = None,
         log: Callable[[str], None] | None = None,
     ) -> None:
         """``layout``: where state, logs and pid files go (its ``state`` is used as is;
         see :func:`workload_layout`). ``carbonshift_config``: laid over :data:`BASE_CONFIG`
-        section by section (provider settings, feed, reevaluate...)."""
+        section by section (provider settings, feed, reevaluate...). ``instance_types``:
+        the kwok provider's instance types and prices (``INSTANCE_TYPES_FILE_PATH``; default
+        its embedded 144 types)."""
         self.carbonshift_command = list(carbonshift_command or default_carbonshift())
         try:
             self.config = user_config(BASE_CONFIG, carbonshift_config or {})
         except InvalidInput as exc:
             raise SandboxError(f"carbonshift config: {exc}") from None
         self.cert_reload_seconds = cert_reload_seconds
+        self.instance_types = instance_types
         super().__init__(
             layout or workload_layout(Layout.default()),
             log or (lambda message: print(f"[workload] {message}", flush=True)),
@@ -189,6 +194,9 @@ class WorkloadCluster(Plane):
         scheduler = f"{LOOPBACK}:{ports['kube-scheduler']}"
         kwok_config = lay.crd("kwok", "kwok-controller-config.yaml")
         carbonshift = f"https://{LOOPBACK}:{ports['carbonshift']}"
+        karpenter_env = {"KUBECONFIG": kubeconfig}
+        if self.instance_types is not None:
+            karpenter_env["INSTANCE_TYPES_FILE_PATH"] = str(self.instance_types)
         return {
             "etcd": etcd(lay, "etcd", ports["etcd"], ports["etcd-peer"]),
             "kube-apiserver": kube_apiserver(
@@ -220,8 +228,9 @@ class WorkloadCluster(Plane):
                 f"--health-probe-port={ports['karpenter']}",
                 # Provision for pending pods within ~1 s (defaults: 10 s / 1 s).
                 "--batch-max-duration=2s", "--batch-idle-duration=500ms",
-            ], f"http://{LOOPBACK}:{ports['karpenter']}/readyz",
-                env={"KUBECONFIG": kubeconfig}),
+                # NodeOverlay prices (strategy price); the gate is off by default.
+                "--feature-gates=NodeOverlay=true",
+            ], f"http://{LOOPBACK}:{ports['karpenter']}/readyz", env=karpenter_env),
             "carbonshift": Component("carbonshift", [
                 *self.carbonshift_command, "serve",
                 f"--config={lay.carbonshift_config}",

@@ -92,3 +92,25 @@ def test_nodepools_are_classed_by_the_nodes_zone_with_no_zone_in_the_config() ->
     assert decided.record is not None
     assert decided.record.body["zone"] == "SE-SE3"
     assert row.decide(pool, kinds.Context(Config(), table, now)).skipped
+
+
+def test_a_limited_pools_warning_names_the_clusters_other_nodepools() -> None:
+    from datetime import UTC, datetime  # noqa: PLC0415
+
+    from tests.support import reading  # noqa: PLC0415
+    from webhook import kinds  # noqa: PLC0415
+    from webhook.config import Config  # noqa: PLC0415
+
+    row = kinds.find("karpenter.sh", "NodePool")
+    assert row is not None
+    pool = {
+        "metadata": {"name": "batch", "annotations": {"carbonshift.io/strategy": "pause"}},
+        "spec": {"template": {"spec": {}}, "limits": {"cpu": "10"}},
+    }
+    table = {"DE": reading("DE", 700.0)}
+    now = datetime(2026, 3, 1, tzinfo=UTC)
+    known = kinds.Context(Config(zone="DE"), table, now, nodepools=("batch", "web", "gpu"))
+    warnings = row.decide(pool, known).warnings
+    assert any("urgent pods can land on NodePools gpu, web" in w for w in warnings), warnings
+    unknown = row.decide(pool, kinds.Context(Config(zone="DE"), table, now)).warnings
+    assert any("carbonshift knows no other NodePool" in w for w in unknown), unknown

@@ -10,8 +10,10 @@ NodePools are left alone with a warning (admission), a readiness detail (``/read
 ``localZone``) and a log line.
 
 :class:`NodeZones` lists the Nodes (one page, :data:`PAGE`; only labels and providerID
-are read) every :data:`INTERVAL_SECONDS`: a region does not change under a running node,
-so a list now and then is enough, and a failed list keeps the last answer.
+are read) every :data:`INTERVAL_SECONDS` (every :data:`UNKNOWN_RETRY_SECONDS` while the
+zone is unknown): a region does not change under a running node, so a list now and then
+is enough, and a failed list keeps the last answer. It also keeps the NodePools' names:
+a limited NodePool's warnings say where urgent pods can still land.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from kubernetes_asyncio import client
 
 from webhook import tasks
 from webhook.decision import liqo
-from webhook.kube.client import REQUEST_TIMEOUT
+from webhook.kube.client import REQUEST_TIMEOUT, absent, refused
 from webhook.regions import zone_for_region
 from webhook.validation import InvalidInput
 from webhook.vocabulary import GRID_ZONE, zone
@@ -40,6 +42,10 @@ PROVIDER_PREFIXES: Mapping[str, str] = {"aws": "aws", "gce": "gcp", "azure": "az
 PAGE = 100
 """Nodes read per list (a sample: every node of a cluster is in the same region)."""
 INTERVAL_SECONDS = 300.0
+UNKNOWN_RETRY_SECONDS = 10.0
+"""While the zone is unknown, the Nodes are listed again this soon (a first node, or its
+region label, may be on its way)."""
+NODEPOOLS = "nodepools.karpenter.sh"
 Source = Literal["node-label", "node-region", "config", "unknown"]
 
 
@@ -118,6 +124,8 @@ class NodeZones:
     def __init__(self, configured: str | None) -> None:
         self.configured = configured
         self.current = resolve((), configured)
+        self.pools: tuple[str, ...] | None = None
+        """The cluster's NodePools by name (None: not listed, or Karpenter not installed)."""
         self._task: asyncio.Task[None] | None = None
 
     def update(self, nodes: Iterable[Mapping[str, Any]]) -> None:
@@ -142,8 +150,31 @@ class NodeZones:
                 raise
             except Exception as exc:  # the last answer stays; listed again later
                 log.warning("nodes_list_failed", error=str(exc))
-            await asyncio.sleep(interval)
+            self.pools = await _nodepools(client.CustomObjectsApi(api), self.pools)
+            known = self.current.zone is not None
+            await asyncio.sleep(interval if known else min(interval, UNKNOWN_RETRY_SECONDS))
 
     async def stop(self) -> None:
         await tasks.cancel(self._task)
         self._task = None
+
+
+async def _nodepools(
+    objects: client.CustomObjectsApi, last: tuple[str, ...] | None
+) -> tuple[str, ...] | None:
+    """The NodePools' names (one page); None where Karpenter is not installed, ``last``
+    when the list fails otherwise."""
+    try:
+        listed = await objects.list_cluster_custom_object(
+            "karpenter.sh", "v1", "nodepools", limit=PAGE, _request_timeout=REQUEST_TIMEOUT
+        )
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        if absent(exc, NODEPOOLS) or refused(exc, "list", NODEPOOLS):
+            return None
+        log.warning("nodepools_list_failed", error=str(exc))
+        return last
+    return tuple(
+        sorted(str((o.get("metadata") or {}).get("name")) for o in listed.get("items") or [])
+    )

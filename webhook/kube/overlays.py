@@ -9,7 +9,8 @@ wants for the opted-in pools under strategy ``price``:
   margin, minimum interval); pools joining or leaving are written at once, at the prices
   in force;
 - with no priced pool left, or the local grid zone unknown, every kept overlay is deleted
-  (no stale price outlives its pools), the latter with a ``CarbonZoneUnknown`` Event;
+  (no stale price outlives its pools); an unknown zone is a ``CarbonZoneUnknown`` Warning
+  Event on every opted-in pool, whatever its strategy (none of them is touched);
 - overlays without carbonshift's label are never read, written or deleted;
 - a kept overlay that Karpenter did not apply (``ValidationSucceeded=False``: a conflict
   with a user's overlay of the same weight, say) is logged and told as a Warning Event.
@@ -46,15 +47,21 @@ OVERLAYS = f"{RESOURCE}.{GROUP}"
 NODEPOOL_API = "karpenter.sh/v1"
 
 
+def opted_in(nodepools: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The NodePools opted in (cluster-scoped: by their own label, as at admission)."""
+    return [
+        obj
+        for obj in nodepools
+        if not (meta := obj.get("metadata") or {}).get("deletionTimestamp")
+        and (meta.get("labels") or {}).get(ENABLED) == "true"
+    ]
+
+
 def priced(nodepools: Sequence[Mapping[str, Any]]) -> list[tuple[Pool, Mapping[str, Any]]]:
     """The opted-in NodePools under strategy ``price`` (the default), with their objects."""
     found = []
-    for obj in nodepools:
+    for obj in opted_in(nodepools):
         meta = obj.get("metadata") or {}
-        if meta.get("deletionTimestamp"):
-            continue
-        if (meta.get("labels") or {}).get(ENABLED) != "true":
-            continue  # cluster-scoped: opted in by its own label, as at admission
         if "price" not in knobs(meta.get("annotations") or {}, "nodepool").strategies:
             continue
         ref = (((obj.get("spec") or {}).get("template") or {}).get("spec") or {}).get(
@@ -84,9 +91,9 @@ class OverlayKeeper:
         if kept is None:
             return 0
         zone = ctx.local_zone
+        if zone is None:
+            await self._zone_unknown(opted_in(nodepools))
         if not pools or zone is None:
-            if zone is None and pools:
-                await self._zone_unknown([obj for _, obj in pools])
             return await self._delete(sorted(kept), kept)
         intensity = lookup({"local": zone}, ctx.table).values["local"]
         if intensity is None:
