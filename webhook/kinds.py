@@ -19,8 +19,9 @@ from datetime import datetime
 from typing import Any
 
 from webhook.config import ClusterConfig, Config
-from webhook.decision import nodepool, placement
+from webhook.decision import nodepool, offloading, placement
 from webhook.decision.hysteresis import Hysteresis
+from webhook.decision.labels import Rule
 from webhook.decision.outcome import Decision
 from webhook.intensity import IntensityTable
 
@@ -47,6 +48,9 @@ class Context:
     nodepools: tuple[str, ...] | None = None
     """The NodePools of the cluster, by name (:mod:`webhook.kube.nodes`; a NodePool's
     warnings name where urgent pods can still land while it is limited); None: unknown."""
+    peers: Mapping[str, ClusterConfig] | None = None
+    """Liqo's remote clusters by cluster id (:mod:`webhook.kube.peers`: their virtual
+    nodes' labels and grid zones); None: not known (no cluster to talk to)."""
     ranked: IntensityTable | None = None
     """What policies rank their clusters on: :attr:`table` with each member zone read as
     the forecast mean the re-evaluation ranks on (:meth:`Reevaluation.ranked`); None:
@@ -121,8 +125,21 @@ def _nodepool_updates(config: Config) -> bool:
     return config.nodepools.mutate_on_update
 
 
+def _offloading(obj: Mapping[str, Any], ctx: Context) -> Decision:
+    h = ctx.config.hysteresis
+    inputs = offloading.OffloadingInputs(
+        ctx.peers or {},
+        ctx.table,
+        Rule.of(ctx.config),
+        Hysteresis(margin=h.margin, dwell_hours=h.dwell_hours),
+        ctx.now,
+    )
+    return offloading.decide(obj, inputs)
+
+
 KARMADA = "policy.karmada.io"
 KARPENTER = "karpenter.sh"
+LIQO = "offloading.liqo.io"
 
 KINDS: tuple[Kind, ...] = (
     Kind(KARMADA, "v1alpha1", "PropagationPolicy", "propagationpolicies", True, _policy),
@@ -135,6 +152,7 @@ KINDS: tuple[Kind, ...] = (
         _policy,
     ),
     Kind(KARPENTER, "v1", "NodePool", "nodepools", False, _nodepool, _nodepool_updates),
+    Kind(LIQO, "v1beta1", "NamespaceOffloading", "namespaceoffloadings", True, _offloading),
 )
 """Every kind carbonshift mutates."""
 

@@ -26,8 +26,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from webhook import kinds
-from webhook.config import Config
-from webhook.decision import nodepool, reevaluate
+from webhook.config import ClusterConfig, Config
+from webhook.decision import nodepool, offloading, reevaluate
 from webhook.decision.forecast import HOURS_PER_DAY, RANK_HOURS, Method, on_forecast
 from webhook.decision.hysteresis import Hysteresis
 from webhook.decision.outcome import Decision, Path
@@ -57,6 +57,8 @@ class Target:
     """Record key prefix -> where the fields carbonshift owns live in the object."""
     local: bool = False
     """Decided on the local grid (config ``zone``) over time, with the feed's outlook."""
+    places: Callable[[Context], Mapping[str, ClusterConfig]] = lambda ctx: ctx.clusters
+    """The places its decisions name, by name (stale data there writes nothing)."""
 
 
 def _row(group: str, kind: str) -> Kind:
@@ -74,6 +76,11 @@ TARGETS: tuple[Target, ...] = (
         reevaluate.nodepool_step,
         reevaluate.NODEPOOL_FIELDS,
         local=True,
+    ),
+    Target(
+        _row(kinds.LIQO, "NamespaceOffloading"),
+        fields=offloading.FIELDS,
+        places=lambda ctx: ctx.peers or {},
     ),
 )
 """Every kind re-evaluated after creation."""
@@ -165,7 +172,7 @@ class Reevaluation:
         inputs = reevaluate.Inputs(
             decide=lambda o: row.decide(o, ctx),
             table=ctx.table,
-            clusters=ctx.clusters,
+            clusters=target.places(ctx),
             now=ctx.now,
             hysteresis=self.hysteresis,
             min_interval_seconds=self.config.reevaluate.min_interval_seconds,

@@ -87,6 +87,7 @@ class ServerState:
         generation, clusters = self._fleet_now()
         local = self.nodes.current.zone if self.nodes is not None else None
         pools = self.nodes.pools if self.nodes is not None else None
+        peers = self.peers.places() if self.peers is not None else None
         held = self._context
         if (
             held is not None
@@ -95,6 +96,7 @@ class ServerState:
             and held[2].fleet_generation == generation
             and held[2].local == local
             and held[2].nodepools == pools
+            and held[2].peers is peers
         ):
             return held[2]
         if local is not None:
@@ -103,7 +105,7 @@ class ServerState:
         ctx = Context(
             self.config, snapshot.table, utcnow(), snapshot.generation, fleet, generation, local
         )
-        ctx = dataclasses.replace(ctx, nodepools=pools, ranked=self._ranked(ctx))
+        ctx = dataclasses.replace(ctx, nodepools=pools, peers=peers, ranked=self._ranked(ctx))
         self._context = (snapshot, second, ctx)
         return ctx
 

@@ -20,7 +20,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from webhook.config import Config
+from webhook.config import ClusterConfig, Config
 from webhook.decision.fleet import ZoneSource, configured_zone, declared_zone
 from webhook.validation import InvalidInput
 
@@ -102,3 +102,14 @@ def peer(node: Mapping[str, Any], config: Config) -> Peer:
     provider, region = provider_of(labels), labels.get(REGION_LABEL) or None
     zone, source = peer_zone(cluster_id, (zone, source), provider, region, config)
     return Peer(name, cluster_id, dict(labels), provider, region, zone, source, problems)
+
+
+def place(found: Peer) -> ClusterConfig:
+    """A remote cluster as decisions read it: its id, grid zone and virtual node labels."""
+    return ClusterConfig(
+        name=found.cluster_id,
+        zone=found.grid_zone,
+        provider=found.provider,
+        region=found.region,
+        labels=found.labels,
+    )

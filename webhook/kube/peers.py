@@ -18,8 +18,8 @@ import structlog
 from kubernetes_asyncio import client
 
 from webhook import tasks, vocabulary
-from webhook.config import Config
-from webhook.decision.liqo import SELECTOR, Peer, peer
+from webhook.config import ClusterConfig, Config
+from webhook.decision.liqo import SELECTOR, Peer, peer, place
 from webhook.kube.watch import ListWatch
 from webhook.validation import InvalidInput
 
@@ -47,6 +47,7 @@ class PeerInventory:
         self.config = config
         self._peers: dict[str, Peer] = {}
         self._view: Mapping[str, Peer] = MappingProxyType({})
+        self._places: tuple[object, Mapping[str, ClusterConfig]] = (None, MappingProxyType({}))
         self._watch: ListWatch | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -57,6 +58,15 @@ class PeerInventory:
     def by_cluster_id(self) -> Mapping[str, Peer]:
         """The same peers by remote cluster id (one virtual node per remote cluster)."""
         return {p.cluster_id: p for _, p in sorted(self._view.items())}
+
+    def places(self) -> Mapping[str, ClusterConfig]:
+        """The remote clusters by id as decisions read them (:func:`liqo.place`); the same
+        mapping object until the virtual nodes change."""
+        view = self._view
+        if self._places[0] is not view:
+            places = {i: place(p) for i, p in self.by_cluster_id().items()}
+            self._places = (view, MappingProxyType(places))
+        return self._places[1]
 
     @property
     def synced(self) -> bool:
