@@ -226,6 +226,15 @@ class AccountingConfig(Schema, frozen=True):
     """Embodied emissions per vCPU-hour (None: not counted; CCF's m5 host: 0.479)."""
     configmap: DnsLabel = "carbonshift-accounting"
     """ConfigMap in the lease namespace where the leader keeps the totals across restarts."""
+    prometheus_url: Annotated[str, msgspec.Meta(pattern=r"^https?://[^\s]+$")] | None = None
+    """Prometheus that scrapes Kepler (v0.10+) on the member clusters and the NodePools'
+    nodes: energy is then measured (``kepler_pod_cpu_joules_total``,
+    ``kepler_node_cpu_joules_total``, method ``kepler``) wherever Kepler covers every
+    cluster a workload ran in, else estimated (method ``coefficient``)."""
+    kepler_zone: NonEmpty = "package"
+    """The one Kepler energy zone counted (RAPL zones overlap; never summed across them)."""
+    kepler_cluster_label: NonEmpty = "cluster"
+    """Label naming the member cluster on Kepler's series (added by the scrape config)."""
 
 
 ClientAuthPath = Literal["scheduler", "metrics"]

@@ -195,7 +195,8 @@ AVOIDED_GRAMS = Gauge(
 )
 ACCOUNTED = Counter(
     "carbonshift_accounting_passes_total",
-    "Accounting passes of the leader, by outcome (accounted, skipped, error).",
+    "Accounting passes of the leader, by outcome (accounted, skipped, error; "
+    "kepler_unavailable: Kepler's Prometheus could not be asked, energy estimated).",
     ["outcome"],
 )
 ACCOUNTED_REPLICAS = Gauge(

@@ -12,12 +12,16 @@ from webhook.decision.accounting import (
     Coefficients,
     Intensity,
     MixedSignals,
+    PodJoules,
     Totals,
     account,
     counterfactual_placement,
     energy_kwh,
+    measured,
     nodepool_zones,
+    owns_pod,
     user_placement,
+    workload_joules,
 )
 from webhook.decision.placement import GREEN_TERM, TIER_TERM
 from webhook.decision.record import Record, fingerprint
@@ -119,6 +123,40 @@ def test_kepler_joules_replace_the_coefficient() -> None:
     assert got.actual.grams == pytest.approx(1.0)
     assert got.counterfactual.grams == pytest.approx(0.005 * 100 + 0.005 * 300)
     assert got.avoided_grams == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(
+    ("kind", "pod", "owned"),
+    [
+        ("Deployment", "web-7d9c5b8f6d-x2x9q", True),
+        ("Deployment", "web-api-7d9c5b8f6d-x2x9q", False),  # the workload web-api
+        ("Deployment", "web-x2x9q", False),
+        ("StatefulSet", "web-0", True),
+        ("StatefulSet", "web-api-0", False),
+        ("DaemonSet", "web-x2x9q", True),
+        ("Deployment", "webby-7d9c5b8f6d-x2x9q", False),
+    ],
+)
+def test_a_workloads_pods_are_told_by_the_names_controllers_give(
+    kind: str, pod: str, owned: bool
+) -> None:
+    assert owns_pod(kind, "web", pod) is owned
+
+
+def test_workload_joules_sum_its_pods_per_cluster_and_need_every_cluster() -> None:
+    pods = [
+        PodJoules("a", "shop", "web-7d9c5b8f6d-aaaaa", 10.0),
+        PodJoules("a", "shop", "web-7d9c5b8f6d-bbbbb", 5.0),
+        PodJoules("b", "shop", "web-7d9c5b8f6d-ccccc", 7.0),
+        PodJoules("a", "other", "web-7d9c5b8f6d-ddddd", 99.0),
+        PodJoules("a", "shop", "web-api-7d9c5b8f6d-eeeee", 99.0),
+    ]
+    got = workload_joules(pods, "Deployment", "shop", "web")
+    assert got == {"a": 15.0, "b": 7.0}
+    assert measured(got, {"a": 2, "b": 1}) == {"a": 15.0, "b": 7.0}
+    # Replicas on a cluster Kepler does not cover: the whole figure is estimated.
+    assert measured(got, {"a": 2, "c": 1}) is None
+    assert measured({}, {"a": 1}) is None
 
 
 def test_embodied_is_added_to_both_and_never_changes_what_is_avoided() -> None:

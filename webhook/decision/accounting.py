@@ -9,8 +9,12 @@ GSF SCI style (Software Carbon Intensity, ISO/IEC 21031:2024, ``SPEC.md`` 1.1.0)
   PUE / 1000`` with ``averageWatts = minWatts + utilisation x (maxWatts - minWatts)``); the
   default 2.12 W/vCPU is CCF's AWS fallback (``MIN_WATTS_AVG`` 0.74, ``MAX_WATTS_AVG`` 3.5,
   ``AwsFootprintEstimationConstants.ts``) at CCF's default 50 % utilisation.
-  ``method="kepler"``: the joules Kepler measured (``kepler_container_joules_total``),
-  / 3.6e6.
+  ``method="kepler"``: the joules Kepler (v0.10+) measured over the interval, / 3.6e6:
+  ``kepler_pod_cpu_joules_total`` summed over a workload's pods per member cluster
+  (:func:`workload_joules`), ``kepler_node_cpu_joules_total`` summed over a NodePool's
+  nodes per zone. Always of one Kepler energy ``zone`` (RAPL zones overlap: ``package``
+  includes ``core`` and ``uncore``), never summed across zones. Kepler attributes only
+  the active share of a node's energy to pods, so the pod figure leaves idle power out.
 - **I** (gCO2eq/kWh): the location-based intensity of the grid zone the replicas really
   ran in, as the feed answers it, with its signal (average or marginal) and provider.
 - **M** (g), embodied, optional: vCPU-hours x ``embodied_g_per_vcpu_hour``. A cited value:
@@ -37,6 +41,7 @@ to add figures of another signal or method (:class:`MixedSignals`). No I/O, no c
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
@@ -129,6 +134,51 @@ def kepler_kwh(joules: float) -> float:
     if joules < 0:
         raise AccountingError("joules must be >= 0")
     return joules / JOULES_PER_KWH
+
+
+_POD_SUFFIX = {
+    "Deployment": r"-[a-z0-9]{1,10}-[a-z0-9]{5}",  # <ReplicaSet hash>-<pod suffix>
+    "StatefulSet": r"-[0-9]+",
+}
+_OTHER_POD_SUFFIX = r"-[a-z0-9]{5}"  # ReplicaSet, DaemonSet, Job: <name>-<suffix>
+
+
+def owns_pod(kind: str, name: str, pod: str) -> bool:
+    """Whether ``pod`` is named as a pod of the workload ``kind``/``name`` (the names the
+    controllers give: a Deployment's ``web-7d9c5b8f6d-x2x9q``, a StatefulSet's ``db-0``);
+    a pod of a workload whose name merely starts with ``name-`` does not match."""
+    suffix = _POD_SUFFIX.get(kind, _OTHER_POD_SUFFIX)
+    return re.fullmatch(re.escape(name) + suffix, pod) is not None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PodJoules:
+    """Joules one pod used over an interval as Kepler measured them (one energy zone)."""
+
+    cluster: str
+    namespace: str
+    pod: str
+    joules: float
+
+
+def workload_joules(
+    pods: Iterable[PodJoules], kind: str, namespace: str, name: str
+) -> dict[str, float]:
+    """Member cluster -> joules of the workload's pods there."""
+    out: dict[str, float] = {}
+    for p in pods:
+        if p.namespace == namespace and owns_pod(kind, name, p.pod):
+            out[p.cluster] = out.get(p.cluster, 0.0) + max(0.0, p.joules)
+    return out
+
+
+def measured(joules: Mapping[str, float], actual: Mapping[str, int]) -> dict[str, float] | None:
+    """``joules`` when Kepler measured every cluster the replicas ran in, else None (the
+    figure is then estimated for all of them: one method per figure)."""
+    ran = {c for c, n in actual.items() if n > 0}
+    if not ran or not ran <= {c for c, j in joules.items() if j > 0}:
+        return None
+    return {c: joules[c] for c in sorted(ran)}
 
 
 def _one_signal(used: Iterable[Intensity]) -> tuple[Signal, str]:

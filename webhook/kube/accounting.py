@@ -16,6 +16,12 @@ holds for each zone at the end of the interval):
   counterfactual spreads the same vCPUs evenly over the zones the user's own requirements
   allow.
 
+Energy is estimated with the coefficient unless ``accounting.prometheus_url`` is set:
+then each pass asks that Prometheus for Kepler's joules of the interval
+(:mod:`webhook.kepler`, one energy zone), and a policy's figure is measured (method
+``kepler``) when Kepler covers every cluster its replicas ran in; a NodePool's is its
+nodes' joules per zone.
+
 Totals survive restarts and leader changes: the leader keeps them in the ConfigMap
 ``accounting.configmap`` of the lease namespace (``totals.json``: per object, per signal
 and method, and per cluster; ``series.json``: hourly fleet points for the report's plots;
@@ -44,21 +50,25 @@ import structlog
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
-from webhook import metrics, tasks
+from webhook import metrics, promql, tasks
 from webhook.config import Config
 from webhook.decision.accounting import (
     AccountingError,
     Coefficients,
     Intensity,
     Interval,
+    PodJoules,
     Totals,
     account,
     counterfactual_placement,
+    measured,
     nodepool_zones,
+    workload_joules,
 )
 from webhook.decision.capacity import quantity, room
 from webhook.decision.division import divide_static
 from webhook.intensity import utcnow
+from webhook.kepler import Kepler
 from webhook.kinds import Context
 from webhook.kube.client import FIELD_MANAGER, REQUEST_TIMEOUT, absent, error_name, refused
 from webhook.kube.rebalancer import BINDINGS, CLUSTERS, owner, placed, requests, workload
@@ -234,6 +244,15 @@ class Accountant:
             embodied_g_per_vcpu_hour=self.settings.embodied_g_per_vcpu_hour,
         )
         self.interval = self.settings.interval_seconds
+        self.kepler = (
+            Kepler(
+                self.settings.prometheus_url,
+                zone=self.settings.kepler_zone,
+                cluster_label=self.settings.kepler_cluster_label,
+            )
+            if self.settings.prometheus_url
+            else None
+        )
         self.ledger: Ledger | None = None
         self._version: str | None = None
         self._task: asyncio.Task[None] | None = None
@@ -276,11 +295,12 @@ class Accountant:
         point["i"].update({c: round(i.value, 1) for c, i in intensities.items()})
         replicas: dict[str, float] = {}
         done = 0
-        for key, interval, counts in await self._policies(intensities, hours):
+        pods, nodes = await self._measured(hours)
+        for key, interval, counts in await self._policies(intensities, hours, pods):
             for c, n in counts.items():
                 replicas[c] = replicas.get(c, 0) + n
             done += self._add(ledger, point, key, interval, hours, counts)
-        for key, interval, counts in await self._nodepools(ctx, hours):
+        for key, interval, counts in await self._nodepools(ctx, hours, nodes):
             done += self._add(ledger, point, key, interval, hours, counts)
         point["r"] = replicas
         metrics.ACCOUNTED_REPLICAS.clear()
@@ -313,8 +333,21 @@ class Accountant:
         point["c"][signal] = point["c"].get(signal, 0.0) + interval.counterfactual.grams
         return 1
 
+    async def _measured(self, hours: float) -> tuple[list[PodJoules], dict[str, float]]:
+        """Kepler's joules of every pod and node over the interval (none without a
+        Prometheus URL, or when it cannot be asked: the energy is then estimated)."""
+        if self.kepler is None:
+            return [], {}
+        seconds = hours * 3600.0
+        try:
+            return await self.kepler.pods(seconds), await self.kepler.nodes(seconds)
+        except promql.QueryError as exc:
+            metrics.ACCOUNTED.labels("kepler_unavailable").inc()
+            log.warning("kepler_query_failed", url=self.kepler.url, error=str(exc))
+            return [], {}
+
     async def _policies(
-        self, intensities: Mapping[str, Intensity], hours: float
+        self, intensities: Mapping[str, Intensity], hours: float, pods: list[PodJoules]
     ) -> list[tuple[ObjectKey, Interval, Mapping[str, float]]]:
         managed: dict[ObjectKey, Obj] = {}
         for group, version, plural, kind in POLICIES:
@@ -338,18 +371,19 @@ class Accountant:
                 made_by = owner(binding)
                 if made_by is None or made_by not in managed:
                     continue
-                got = self._binding(managed[made_by], binding, summaries, intensities, hours)
+                got = self._binding(managed[made_by], binding, summaries, intensities, hours, pods)
                 if got is not None:
                     out.append((made_by, *got))
         return out
 
-    def _binding(
+    def _binding(  # noqa: PLR0917 - one call site
         self,
         policy: Mapping[str, Any],
         binding: Mapping[str, Any],
         summaries: Mapping[str, object],
         intensities: Mapping[str, Intensity],
         hours: float,
+        pods: list[PodJoules],
     ) -> tuple[Interval, Mapping[str, float]] | None:
         actual = placed(binding)
         if not actual:
@@ -369,6 +403,10 @@ class Accountant:
             for name, summary in summaries.items()
         }
         counterfactual = counterfactual_placement(policy, replicas, uid=uid, room=room_now)
+        joules = None
+        if target is not None and pods:
+            _, kind, namespace, name = target
+            joules = measured(workload_joules(pods, kind, namespace, name), actual)
         try:
             interval = account(
                 actual,
@@ -377,6 +415,7 @@ class Accountant:
                 vcpu_per_replica=float(cpu),
                 hours=hours,
                 coefficients=self.coefficients,
+                joules=joules,
             )
         except AccountingError as exc:
             log.info("accounting_skipped", binding=_name(binding), reason=str(exc))
@@ -384,7 +423,7 @@ class Accountant:
         return interval, actual
 
     async def _nodepools(
-        self, ctx: Context, hours: float
+        self, ctx: Context, hours: float, node_joules: Mapping[str, float]
     ) -> list[tuple[ObjectKey, Interval, Mapping[str, float]]]:
         group, version, plural, kind = NODEPOOLS
         pools = [
@@ -404,6 +443,7 @@ class Accountant:
             return []
         topology = dict(self.config.nodepools.topology_zones)
         millicores: dict[str, dict[str, int]] = {}
+        joules: dict[str, dict[str, float]] = {}
         for node in nodes.items:
             labels = node.metadata.labels or {}
             owner_pool, zone = labels.get(NODEPOOL_LABEL), labels.get(ZONE_LABEL) or "local"
@@ -411,6 +451,8 @@ class Accountant:
             if owner_pool and cpu is not None and cpu > 0:
                 per = millicores.setdefault(str(owner_pool), {})
                 per[zone] = per.get(zone, 0) + int(cpu * 1000)
+                used = joules.setdefault(str(owner_pool), {})
+                used[zone] = used.get(zone, 0.0) + node_joules.get(node.metadata.name, 0.0)
         out: list[tuple[ObjectKey, Interval, Mapping[str, float]]] = []
         for pool in pools:
             name = str((pool.get("metadata") or {}).get("name"))
@@ -433,6 +475,7 @@ class Accountant:
                     vcpu_per_replica=MILLI,
                     hours=hours,
                     coefficients=self.coefficients,
+                    joules=measured(joules.get(name, {}), actual) if node_joules else None,
                 )
             except AccountingError as exc:
                 log.info("accounting_skipped", nodepool=name, reason=str(exc))

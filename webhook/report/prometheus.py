@@ -6,6 +6,7 @@ import datetime
 
 import aiohttp
 
+from webhook import promql
 from webhook.errors import UsageError
 
 Key = tuple[str, str, str, str, str]
@@ -30,17 +31,11 @@ async def increases(url: str, since: datetime.timedelta) -> dict[Key, list[float
         for index, metric in enumerate(METRICS):
             query = f"sum by ({BY}) (increase({metric}[{_window(since)}]))"
             try:
-                async with session.get(
-                    url.rstrip("/") + "/api/v1/query", params={"query": query}
-                ) as response:
-                    body = await response.json(content_type=None)
-            except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
-                raise UsageError(f"--prometheus: cannot query {url}: {exc}") from None
-            if body.get("status") != "success":
-                raise UsageError(f"--prometheus: {body.get('error') or 'query failed'}")
-            for sample in body["data"]["result"]:
-                labels = sample["metric"]
+                samples = await promql.instant(session, url, query)
+            except promql.QueryError as exc:
+                raise UsageError(f"--prometheus: {exc}") from None
+            for labels, value in samples:
                 key = tuple(str(labels.get(k, "")) for k in BY.split(", "))
                 row = out.setdefault(key, [0.0, 0.0, 0.0])  # type: ignore[arg-type]
-                row[index] = float(sample["value"][1])
+                row[index] = value
     return out
