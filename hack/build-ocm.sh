@@ -4,7 +4,7 @@
 # (tests/e2e/test_ocm.py). Its CRDs come from hack/crds.sh.
 # Output: $CARBONSHIFT_CACHE/placement (default .cache/bin in the repository) with a stamp file
 # placement.version; a binary whose stamp matches is not rebuilt.
-# Usage: hack/build-ocm.sh
+# Usage: hack/build-ocm.sh [placement]
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -21,7 +21,7 @@ die() { log "error: $*" >&2; exit 1; }
 
 case "${1:-}" in
     -h|--help) sed -n '2,7p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    "") ;;
+    ""|placement) ;;
     *) die "unknown argument $1" ;;
 esac
 

@@ -13,7 +13,8 @@ from typing import Any
 
 import yaml
 
-from devtools.sandbox.layout import Layout, SandboxError
+from devtools.sandbox import pki
+from devtools.sandbox.layout import LOOPBACK, Layout, SandboxError, free_port
 from devtools.sandbox.processes import (
     Component,
     launch,
@@ -126,6 +127,25 @@ class Plane:
                 path.unlink(missing_ok=True)
         with contextlib.suppress(OSError):
             state.rmdir()  # unless something else lives there
+
+    def prepare_state(
+        self, ports: Sequence[str], context: str, config: Mapping[str, Any], written_by: str
+    ) -> None:
+        """A fresh state folder (what a crashed run left is removed), a free port for each
+        of ``ports``, a new PKI, the admin kubeconfig (context ``context``, the
+        ``kube-apiserver`` port) and carbonshift's ``config`` (headed ``written_by``)."""
+        state = self.layout.state
+        for sub in ("data", "pki", "logs", "pids", "carbonshift-certs"):  # a crashed run's
+            shutil.rmtree(state / sub, ignore_errors=True)
+        state.mkdir(parents=True, exist_ok=True)
+        self.ports = {name: free_port() for name in ports}
+        pki.write_pki(self.layout)
+        servers = {context: f"https://{LOOPBACK}:{self.ports['kube-apiserver']}"}
+        pki.write_kubeconfig(self.kubeconfig, self.layout, servers)
+        self.layout.carbonshift_config.write_text(
+            f"# Written by {written_by}.\n" + yaml.safe_dump(dict(config), sort_keys=False),
+            encoding="utf-8",
+        )
 
     def kubectl(
         self, *args: str, stdin: str | None = None, check: bool = True, timeout: float = 60.0

@@ -32,13 +32,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import shutil
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from devtools.sandbox import pki
 from devtools.sandbox.components import (
@@ -48,7 +45,7 @@ from devtools.sandbox.components import (
     kube_apiserver,
     kube_controller_manager,
 )
-from devtools.sandbox.layout import KWOK_PROVIDER_CRDS, LOOPBACK, Layout, SandboxError, free_port
+from devtools.sandbox.layout import KWOK_PROVIDER_CRDS, LOOPBACK, Layout, SandboxError
 from devtools.sandbox.objects import carbonshift_webhook_configuration, user_config
 from devtools.sandbox.plane import Plane
 from devtools.sandbox.processes import (
@@ -169,19 +166,8 @@ class WorkloadCluster(Plane):
     # ----------------------------------------------------------------- steps
 
     def _prepare_state(self) -> None:
-        state = self.layout.state
-        for sub in ("data", "pki", "logs", "pids", "carbonshift-certs"):  # a crashed run's
-            shutil.rmtree(state / sub, ignore_errors=True)
-        state.mkdir(parents=True, exist_ok=True)
-        self.ports = {name: free_port() for name in PORTS}
-        pki.write_pki(self.layout)
-        servers = {"workload": f"https://{LOOPBACK}:{self.ports['kube-apiserver']}"}
-        pki.write_kubeconfig(self.kubeconfig, self.layout, servers)
-        self.layout.carbonshift_config.write_text(
-            "# Written by devtools.sandbox.workload: the workload cluster's carbonshift.\n"
-            + yaml.safe_dump(self.config, sort_keys=False),
-            encoding="utf-8",
-        )
+        by = "devtools.sandbox.workload: the workload cluster's carbonshift"
+        self.prepare_state(PORTS, "workload", self.config, by)
         self.components = self._define_components()
 
     def _define_components(self) -> dict[str, Component]:

@@ -32,11 +32,15 @@ def unavailable(reason: str) -> NoReturn:
     pytest.skip(reason)
 
 
-def build_binaries(layout: Layout, log: Path, *names: str) -> None:
-    """``hack/build-binaries.sh [NAME ...]`` (cached by version stamps: a warm run builds
-    nothing), its output in ``log``; :func:`unavailable` when it cannot run or fails."""
-    script = layout.root / "hack" / "build-binaries.sh"
-    if shutil.which("go") is None and not (layout.bin / "kube-apiserver").is_file():
+def build_binaries(
+    layout: Layout, log: Path, *names: str, script_name: str = "build-binaries.sh"
+) -> None:
+    """``hack/build-binaries.sh [NAME ...]`` (or another build script of ``hack/`` taking
+    names: ``build-ocm.sh``; cached by version stamps: a warm run builds nothing), its
+    output in ``log``; :func:`unavailable` when it cannot run or fails."""
+    script = layout.root / "hack" / script_name
+    built = all((layout.bin / name).is_file() for name in names or ("kube-apiserver",))
+    if shutil.which("go") is None and not built:
         unavailable("Go is not installed, so the control-plane binaries cannot be built")
     with log.open("w") as out:
         result = subprocess.run(
@@ -44,7 +48,7 @@ def build_binaries(layout: Layout, log: Path, *names: str) -> None:
         )
     if result.returncode != 0:
         tail = "\n".join(log.read_text().splitlines()[-30:])
-        unavailable(f"hack/build-binaries.sh failed ({result.returncode}):\n{tail}")
+        unavailable(f"hack/{script_name} failed ({result.returncode}):\n{tail}")
 
 
 class Kube:

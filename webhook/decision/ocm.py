@@ -37,7 +37,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from webhook.config import Config
-from webhook.decision.fleet import ZoneSource, configured_zone, declared_zone
+from webhook.decision.fleet import ClusterEntry, configured_zone, declared_zone
 from webhook.decision.ranking import CEILING
 from webhook.intensity import Reading
 from webhook.validation import InvalidInput
@@ -61,6 +61,7 @@ PLATFORM_CLAIM = "platform.open-cluster-management.io"
 REGION_CLAIM = "region.open-cluster-management.io"
 CLOUD_LABEL = "cloud"
 REGION_LABELS = ("region", "topology.kubernetes.io/region")
+AVAILABLE = "ManagedClusterConditionAvailable"
 PLATFORMS: Mapping[str, str] = {
     "aws": "aws",
     "amazon": "aws",
@@ -76,20 +77,6 @@ PLATFORMS: Mapping[str, str] = {
 ``Amazon``, ``GCP``, ``Google``, ``Azure``...) -> the region table's provider."""
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class ManagedCluster:
-    """One ManagedCluster and its grid zone."""
-
-    name: str
-    labels: Mapping[str, str]
-    provider: str | None
-    region: str | None
-    grid_zone: str | None
-    zone_source: ZoneSource
-    problems: tuple[InvalidInput, ...] = ()
-    """Values that were ignored (a malformed ``carbonshift.io/zone``)."""
-
-
 def _claims(status: object) -> dict[str, str]:
     claims = status.get("clusterClaims") if isinstance(status, Mapping) else None
     if not isinstance(claims, list):
@@ -101,15 +88,24 @@ def _claims(status: object) -> dict[str, str]:
     }
 
 
+def _available(status: object) -> bool:
+    conditions = status.get("conditions") if isinstance(status, Mapping) else None
+    return any(
+        isinstance(c, Mapping) and c.get("type") == AVAILABLE and c.get("status") == "True"
+        for c in conditions or ()
+    )
+
+
 def _strings(value: object) -> dict[str, str]:
     if not isinstance(value, Mapping):
         return {}
     return {str(k): v for k, v in value.items() if isinstance(v, str)}
 
 
-def managed_cluster(obj: Mapping[str, Any], config: Config) -> ManagedCluster:
-    """The :class:`ManagedCluster` of a ManagedCluster object; :class:`InvalidInput` when
-    it has no name."""
+def managed_cluster(obj: Mapping[str, Any], config: Config) -> ClusterEntry:
+    """A ManagedCluster object as the fleet inventory's entry of a cluster (no availability
+    zones; ready: its ``ManagedClusterConditionAvailable`` condition is True);
+    :class:`InvalidInput` when it has no name."""
     meta = obj.get("metadata") or {}
     name = meta.get("name") if isinstance(meta, Mapping) else None
     if not isinstance(name, str) or not name:
@@ -125,7 +121,9 @@ def managed_cluster(obj: Mapping[str, Any], config: Config) -> ManagedCluster:
     zone, source, problems = declared_zone(labels, annotations)
     if zone is None:
         zone, source = configured_zone(name, provider, region, config)
-    return ManagedCluster(name, labels, provider, region, zone, source, problems)
+    return ClusterEntry(
+        name, labels, provider, region, (), _available(obj.get("status")), zone, source, problems
+    )
 
 
 def score(intensity: float | None) -> int | None:

@@ -28,9 +28,10 @@ from kubernetes_asyncio.client.rest import ApiException
 from webhook import metrics, tasks, vocabulary
 from webhook.config import Config
 from webhook.decision import ocm
+from webhook.decision.fleet import ClusterEntry
 from webhook.intensity import IntensityTable, utcnow
-from webhook.kube.client import FIELD_MANAGER, REQUEST_TIMEOUT, absent, error_name, refused
-from webhook.kube.writes import Gate
+from webhook.kube.client import REQUEST_TIMEOUT, absent, error_name, refused
+from webhook.kube.writes import Gate, apply_options
 from webhook.reevaluation import Outlook, Reevaluation
 from webhook.validation import InvalidInput
 
@@ -124,7 +125,7 @@ class PlacementScorer:
                 )
         return written
 
-    def _clusters(self, listed: list[Obj]) -> list[ocm.ManagedCluster]:
+    def _clusters(self, listed: list[Obj]) -> list[ClusterEntry]:
         out = []
         for obj in listed:
             try:
@@ -175,12 +176,7 @@ class PlacementScorer:
         group, version, plural = ocm.SCORES
         resource = f"{plural}.{group}"
         body = ocm.score_object(namespace)
-        options: Obj = {
-            "field_manager": FIELD_MANAGER,
-            "force": True,
-            "_content_type": "application/apply-patch+yaml",
-            "_request_timeout": REQUEST_TIMEOUT,
-        }
+        options = apply_options()
         try:
             await self.objects.patch_namespaced_custom_object(
                 group, version, namespace, plural, ocm.RESOURCE, body, **options

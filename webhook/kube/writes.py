@@ -37,6 +37,17 @@ def _check(gate: Gate | None) -> None:
         raise NotLeader("not the leader: carbonshift writes only from the leading replica")
 
 
+def apply_options() -> Obj:
+    """The call options of a server-side apply: field manager ``carbonshift``, forced (it
+    owns exactly the fields it sends)."""
+    return {
+        "field_manager": FIELD_MANAGER,
+        "force": True,
+        "_content_type": "application/apply-patch+yaml",
+        "_request_timeout": REQUEST_TIMEOUT,
+    }
+
+
 async def apply_metadata(
     api: client.ApiClient,
     gate: Gate | None,
@@ -67,12 +78,7 @@ async def apply_metadata(
     api_version = f"{group}/{version}" if group else version
     body: Obj = {"apiVersion": api_version, "kind": kind, "metadata": metadata}
     objects = client.CustomObjectsApi(api)
-    options: Obj = {
-        "field_manager": FIELD_MANAGER,
-        "force": True,
-        "_content_type": "application/apply-patch+yaml",
-        "_request_timeout": REQUEST_TIMEOUT,
-    }
+    options = apply_options()
     _check(gate)
     try:
         if not group and plural == "nodes":  # the core group: Liqo's virtual nodes

@@ -1,0 +1,179 @@
+"""An Open Cluster Management hub where the real placement controller ranks on carbonshift's
+scores (a development tool and the OCM end-to-end tests' cluster).
+
+:class:`OcmHub` runs, on 127.0.0.1 and under its own state folder (``<sandbox state>/ocm``
+by default):
+
+* its own etcd and kube-apiserver (the sandbox's command lines and PKI helpers), with OCM's
+  CRDs (ManagedCluster, ManagedClusterSet, ManagedClusterSetBinding, Placement,
+  PlacementDecision, AddOnPlacementScore) from ``<cache>/crds/ocm`` (``hack/crds.sh``, from
+  the pinned module);
+* OCM's placement controller ``v1.2.1`` (``placement controller --disable-leader-election``,
+  built by ``hack/build-ocm.sh``), serving its health checks with the sandbox's API server
+  certificate;
+* ``carbonshift serve --kubeconfig`` for this API server: as leader (Lease
+  ``default/carbonshift-leader``) it keeps the AddOnPlacementScores ``carbon`` (``ocm`` in
+  its config).
+
+No registration controller, klusterlet or managed cluster runs: ManagedClusters are plain
+objects here, which is all placement reads. ``up`` records a pid file per component;
+``down`` stops every recorded one and removes the state.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from devtools.sandbox.components import (
+    MEMBER_APISERVER_FLAGS,
+    default_carbonshift,
+    etcd,
+    kube_apiserver,
+)
+from devtools.sandbox.layout import LOOPBACK, Layout, SandboxError
+from devtools.sandbox.plane import Plane
+from devtools.sandbox.processes import Component
+from webhook import config as config_mod
+from webhook.validation import InvalidInput
+
+COMPONENTS = ("etcd", "kube-apiserver", "placement", "carbonshift")
+"""Start order; ``down`` stops them in reverse."""
+PORTS = ("etcd", "etcd-peer", "kube-apiserver", "placement", "carbonshift")
+
+OCM_CRDS = (
+    "0000_00_clusters.open-cluster-management.io_managedclusters.crd.yaml",
+    "0000_00_clusters.open-cluster-management.io_managedclustersets.crd.yaml",
+    "0000_01_clusters.open-cluster-management.io_managedclustersetbindings.crd.yaml",
+    "0000_02_clusters.open-cluster-management.io_placements.crd.yaml",
+    "0000_03_clusters.open-cluster-management.io_placementdecisions.crd.yaml",
+    "0000_05_clusters.open-cluster-management.io_addonplacementscores.crd.yaml",
+)
+"""The CRDs the placement controller watches (``hack/crds.sh`` fetches them)."""
+
+BASE_CONFIG: Mapping[str, Any] = {
+    "providers": ["static"],
+    "labels": {"enabled": False},  # no Karmada Clusters here
+    "reevaluate": {"enabled": False},
+    "accounting": {"enabled": False},
+    "ocm": {"enabled": True, "interval_seconds": 1},
+}
+"""carbonshift's config here: scores every second, nothing else to do."""
+
+
+def ocm_layout(layout: Layout) -> Layout:
+    """The sandbox's inputs, with its state one folder down (``<state>/ocm``)."""
+    return dataclasses.replace(layout, state=layout.state / "ocm")
+
+
+class OcmHub(Plane):
+    """etcd, kube-apiserver, OCM's placement controller and carbonshift on 127.0.0.1."""
+
+    STATE_ENTRIES = (
+        "data", "pki", "logs", "pids", "carbonshift-certs", "kubeconfig", "carbonshift.yaml",
+        "placement.yaml", "state.json",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        layout: Layout | None = None,
+        *,
+        carbonshift_command: Sequence[str] | None = None,
+        carbonshift_config: Mapping[str, Any] | None = None,
+        log: Callable[[str], None] | None = None,
+    ) -> None:
+        """``carbonshift_config``: laid over :data:`BASE_CONFIG` section by section
+        (``clusters:`` included: ManagedClusters may take their zone from it)."""
+        self.carbonshift_command = list(carbonshift_command or default_carbonshift())
+        merged: dict[str, Any] = dict(BASE_CONFIG)
+        for key, value in (carbonshift_config or {}).items():
+            base = merged.get(key)
+            merged[key] = {**base, **value} if isinstance(base, Mapping) else value
+        try:
+            config_mod.parse(merged)
+        except InvalidInput as exc:
+            raise SandboxError(f"carbonshift config: {exc}") from None
+        self.config = merged
+        super().__init__(
+            layout or ocm_layout(Layout.default()),
+            log or (lambda message: print(f"[ocm] {message}", flush=True)),
+        )
+
+    def component_order(self) -> list[str]:
+        return list(COMPONENTS)
+
+    def up(self) -> None:
+        """Start everything; on any failure stop what was started and raise."""
+        if self.running():
+            raise SandboxError(f"an OCM hub already runs from {self.layout.state}")
+        self._prepare_state()
+        try:
+            self.start("etcd")
+            self.start("kube-apiserver", timeout=120.0)
+            self._install_crds()
+            self.start("placement", "carbonshift", timeout=120.0)
+            state = {"ports": self.ports, "kubeconfig": str(self.kubeconfig)}
+            self.layout.state_file.write_text(json.dumps(state, indent=2) + "\n")
+        except BaseException:
+            self.down(keep_state=True)  # its logs say what went wrong
+            raise
+
+    def _prepare_state(self) -> None:
+        by = "devtools.sandbox.ocm: the OCM hub's carbonshift"
+        self.prepare_state(PORTS, "ocm-hub", self.config, by)
+        self.components = self._define_components()
+
+    def _placement_config(self) -> Path:
+        """library-go's controller config: serve the health checks with the API server's
+        certificate (the sandbox CA signs it; else the controller makes a self-signed one)."""
+        path = self.layout.state / "placement.yaml"
+        serving = {
+            "bindAddress": f"{LOOPBACK}:{self.ports['placement']}",
+            "certFile": str(self.layout.pki / "apiserver.crt"),
+            "keyFile": str(self.layout.pki / "apiserver.key"),
+        }
+        document = {
+            "apiVersion": "operator.openshift.io/v1alpha1",
+            "kind": "GenericControllerConfig",
+            "servingInfo": serving,
+        }
+        path.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
+        return path
+
+    def _define_components(self) -> dict[str, Component]:
+        lay, ports, kubeconfig = self.layout, self.ports, str(self.layout.kubeconfig)
+        api = ports["kube-apiserver"]
+        carbonshift = f"https://{LOOPBACK}:{ports['carbonshift']}"
+        return {
+            "etcd": etcd(lay, "etcd", ports["etcd"], ports["etcd-peer"]),
+            "kube-apiserver": kube_apiserver(
+                lay, "kube-apiserver", ports["etcd"], api, MEMBER_APISERVER_FLAGS
+            ),
+            "placement": Component("placement", [
+                str(lay.binary("placement")), "controller",
+                f"--kubeconfig={kubeconfig}",
+                f"--config={self._placement_config()}",
+                "--namespace=default",  # its Events; else it reads the in-cluster namespace
+                "--disable-leader-election",
+                f"--listen={LOOPBACK}:{ports['placement']}",
+            ], f"https://{LOOPBACK}:{ports['placement']}/healthz"),
+            "carbonshift": Component("carbonshift", [
+                *self.carbonshift_command, "serve",
+                f"--config={lay.carbonshift_config}",
+                f"--host={LOOPBACK}", f"--port={ports['carbonshift']}",
+                f"--cert-dir={lay.carbonshift_certs}",
+                f"--kubeconfig={kubeconfig}", "--lease-namespace=default",
+            ], f"{carbonshift}/readyz"),
+        }  # fmt: skip
+
+    def _install_crds(self) -> None:
+        folder = self.layout.crd("ocm", OCM_CRDS[0]).parent
+        self._log(f"installing OCM's CRDs from {folder}")
+        for name in OCM_CRDS:
+            self.kubectl("apply", "--server-side", "-f", str(folder / name))
+        self.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
