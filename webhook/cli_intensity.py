@@ -13,7 +13,8 @@ where that zone came from (``label``, ``annotation``, ``config``, ``region-table
 exactly as ``carbonshift serve`` reads them (config ``clusters:`` are overrides and
 config-only members still count); without one, the config's ``clusters:``. The remote
 clusters behind Liqo's virtual nodes on that API server are listed too, as
-``liqo/<cluster id>`` (:mod:`webhook.decision.liqo`: the same order of zone sources).
+``liqo/<cluster id>`` (:mod:`webhook.decision.liqo`: the same order of zone sources), and
+Open Cluster Management's ManagedClusters as ``ocm/<name>`` (:mod:`webhook.decision.ocm`).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ import structlog
 
 from webhook import config as config_mod
 from webhook.config import Config
-from webhook.decision import liqo
+from webhook.decision import liqo, ocm
 from webhook.decision.fleet import ZoneSource, entry, name_of
 from webhook.feed import IntensityFeed, ZoneStatus
 from webhook.intensity import utcnow
@@ -152,12 +153,14 @@ def members(
     cfg: Config,
     objects: Sequence[Mapping[str, Any]] | None,
     virtual: Sequence[Mapping[str, Any]] = (),
+    managed: Sequence[Mapping[str, Any]] = (),
 ) -> tuple[list[Member], dict[str, str]]:
     """The members, sorted by name, and the Cluster objects left out (name -> why).
 
     ``objects``: the Karmada Clusters listed from the API server (None: no API server, the
     config's ``clusters:`` are the fleet). Read as the fleet inventory reads them.
     ``virtual``: Liqo's virtual nodes, listed as ``liqo/<remote cluster id>``.
+    ``managed``: OCM's ManagedClusters, listed as ``ocm/<name>``.
     """
     found: dict[str, Member] = {}
     skipped: dict[str, str] = {}
@@ -170,6 +173,14 @@ def members(
         ready = _ready_node(node)
         name = f"liqo/{p.cluster_id}"
         found[name] = Member(name, p.grid_zone, p.zone_source, p.provider, p.region, ready)
+    for obj in managed:
+        try:
+            e = ocm.managed_cluster(obj, cfg)
+        except InvalidInput as exc:
+            skipped[f"ocm/{name_of(obj)}"] = str(exc)
+            continue
+        name = f"ocm/{e.name}"
+        found[name] = Member(name, e.grid_zone, e.zone_source, e.provider, e.region, e.ready)
     for obj in objects or ():
         try:
             e = entry(obj, cfg)
@@ -178,7 +189,7 @@ def members(
             continue
         found[e.name] = Member(e.name, e.grid_zone, e.zone_source, e.provider, e.region, e.ready)
     for name, c in cfg.clusters.items():
-        if name not in found and name not in skipped:
+        if name not in found and name not in skipped and f"ocm/{name}" not in found:
             found[name] = Member(name, c.grid_zone, "config", c.provider, c.region)
     return [found[n] for n in sorted(found)], skipped
 
@@ -188,8 +199,8 @@ def _ready_node(node: Mapping[str, Any]) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
-Listed = tuple[list[dict[str, Any]], list[dict[str, Any]]]
-"""The Karmada Clusters and Liqo's virtual nodes of an API server."""
+Listed = tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]
+"""The Karmada Clusters, Liqo's virtual nodes and OCM's ManagedClusters of an API server."""
 
 
 async def _list_clusters(args: argparse.Namespace, cfg: Config) -> Listed | None:
@@ -207,6 +218,7 @@ async def _list_clusters(args: argparse.Namespace, cfg: Config) -> Listed | None
     except Exception as exc:  # a missing or unreadable kubeconfig
         raise InvalidInput("--kubeconfig", f"cannot load {kube.kubeconfig}: {exc}") from None
     virtual: list[dict[str, Any]] = []
+    managed: list[dict[str, Any]] = []
     try:
         try:
             listed = await k8s.CustomObjectsApi(api).list_cluster_custom_object(
@@ -225,13 +237,18 @@ async def _list_clusters(args: argparse.Namespace, cfg: Config) -> Listed | None
                 label_selector=liqo.SELECTOR, _request_timeout=client.REQUEST_TIMEOUT
             )
             virtual = api.sanitize_for_serialization(nodes).get("items") or []
+        with contextlib.suppress(k8s.ApiException):  # no OCM: no ManagedClusters
+            hub = await k8s.CustomObjectsApi(api).list_cluster_custom_object(
+                *ocm.CLUSTERS, _request_timeout=client.REQUEST_TIMEOUT
+            )
+            managed = list(hub.get("items") or [])
     except Exception as exc:  # unreachable, refused
         raise _unlisted(kube.kubeconfig, exc) from None
     finally:
         await api.close()
-    if missing is not None and not virtual:
+    if missing is not None and not virtual and not managed:
         raise _unlisted(kube.kubeconfig, missing)
-    return list(listed.get("items") or []), virtual
+    return list(listed.get("items") or []), virtual, managed
 
 
 def _unlisted(kubeconfig: object, exc: Exception) -> InvalidInput:
@@ -266,7 +283,7 @@ def run_clusters(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     else:
         out.write(render_members(found, statuses))
     for name, why in skipped.items():
-        what = "virtual node" if name.startswith("liqo/") else "Cluster"
+        what = {"liqo": "virtual node", "ocm": "ManagedCluster"}.get(name.split("/")[0], "Cluster")
         err.write(f"carbonshift intensity: {what} {name} left out: {why}\n")
     if not found:
         err.write(
