@@ -19,7 +19,9 @@ overlays are Ready and the NodeClaim Karpenter launches is annotated
 ``karpenter.sh/price-overlay-applied``. (b) clean: the amd64 node stays; dirty: Karpenter
 replaces it with arm64. (c) the ladder pool's limits step 100 -> 50 -> 0 and back, byte for
 byte. (d) pools requiring amd64, admitted while dirty under every strategy, keep allowing
-it, and one of them launches.
+it, and one of them launches. A user's own overlay is never touched, and the conflict of
+one at carbonshift's weight is a ``CarbonPriceNotApplied`` Event; opting out removes
+carbonshift's overlays, not the user's.
 """
 
 from __future__ import annotations
@@ -328,6 +330,37 @@ def test_c_clean_again_restores_the_ladder_byte_for_byte(
     )
 
 
+def user_overlay() -> dict[str, Any]:
+    """A user's own price overlay on arm64, at carbonshift's weight: NodeOverlay orders
+    equal weights by name, later names first, so this one wins and carbonshift's arm64
+    overlays conflict with it."""
+    return {
+        "apiVersion": "karpenter.sh/v1alpha1",
+        "kind": "NodeOverlay",
+        "metadata": {"name": "zz-user-arm64"},
+        "spec": {
+            "weight": 1,
+            "requirements": [{"key": ARCH, "operator": "In", "values": ["arm64"]}],
+            "priceAdjustment": "+10%",
+        },
+    }
+
+
+def test_a_users_overlay_is_never_touched_and_a_conflict_is_told(
+    cluster: WorkloadCluster,
+) -> None:
+    cluster.apply([user_overlay()])
+    before = get(cluster, OVERLAYS, "zz-user-arm64")
+    told = eventually(
+        lambda: events(cluster, "priced", "CarbonPriceNotApplied"), 90.0, "the conflict told"
+    )
+    assert "Conflict" in told[0]["note"], told
+    time.sleep(3)  # more passes of the leader
+    after = get(cluster, OVERLAYS, "zz-user-arm64")
+    assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+    assert after["spec"] == user_overlay()["spec"]
+
+
 def test_opting_out_removes_the_overlays(cluster: WorkloadCluster) -> None:
     body = get(cluster, "nodepools", "priced")
     body["metadata"]["labels"]["carbonshift.io/enabled"] = "false"
@@ -335,3 +368,4 @@ def test_opting_out_removes_the_overlays(cluster: WorkloadCluster) -> None:
     amd["metadata"]["labels"]["carbonshift.io/enabled"] = "false"
     cluster.apply([body, amd])
     eventually(lambda: overlays(cluster) == {}, 60.0, "no carbonshift overlay left")
+    assert get(cluster, OVERLAYS, "zz-user-arm64")["spec"] == user_overlay()["spec"]
