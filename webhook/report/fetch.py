@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
+import aiohttp
+import orjson
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
@@ -11,6 +13,29 @@ from webhook.kube.accounting import NODEPOOLS, POLICIES
 from webhook.kube.client import REQUEST_TIMEOUT
 from webhook.report.history import REASONS
 from webhook.vocabulary import DECISION
+
+
+async def _events(api: client.ApiClient) -> list[dict[str, Any]]:
+    """Every ``events.k8s.io/v1`` Event as the API server wrote it (none when refused).
+
+    Read as plain JSON: the client's model refuses Events without ``eventTime``, which
+    every Event written through the core ``v1`` API (controllers, Karmada) lacks."""
+    response = cast(
+        aiohttp.ClientResponse,
+        await client.EventsV1Api(api).list_event_for_all_namespaces(
+            _request_timeout=REQUEST_TIMEOUT, _preload_content=False
+        ),
+    )
+    try:
+        if response.status in (403, 404):
+            return []
+        body = await response.read()
+        if not 200 <= response.status <= 299:
+            raise ApiException(status=response.status, reason=body.decode(errors="replace"))
+    finally:
+        response.release()
+    items = orjson.loads(body).get("items") or []
+    return [e for e in items if isinstance(e, dict)]
 
 
 async def everything(
@@ -27,19 +52,7 @@ async def everything(
         if exc.status != 404:
             raise
         ledger = None
-    events: list[dict[str, Any]] = []
-    try:
-        listed = await client.EventsV1Api(api).list_event_for_all_namespaces(
-            _request_timeout=REQUEST_TIMEOUT
-        )
-        events.extend(
-            api.sanitize_for_serialization(event)
-            for event in listed.items
-            if event.reason in REASONS
-        )
-    except ApiException as exc:
-        if exc.status not in (403, 404):
-            raise
+    events = [e for e in await _events(api) if e.get("reason") in REASONS]
     objects: list[dict[str, Any]] = []
     custom = client.CustomObjectsApi(api)
     for group, version, plural, kind in (*POLICIES, NODEPOOLS):
