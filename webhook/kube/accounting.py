@@ -174,8 +174,8 @@ class Ledger:
     def to_data(self) -> dict[str, str]:
         """ConfigMap ``data``."""
         meta = {
-            "last": format_time(self.last) if self.last else None,
-            "since": format_time(self.since) if self.since else None,
+            "last": _precise(self.last) if self.last else None,
+            "since": _precise(self.since) if self.since else None,
             "version": 1,
         }
         totals = {k: o.to_json() for k, o in sorted(self.objects.items())}
@@ -615,6 +615,12 @@ class Accountant:
     async def stop(self) -> None:
         await tasks.cancel(self._task)
         self._task = None
+
+
+def _precise(at: datetime.datetime) -> str:
+    """RFC 3339 with microseconds (what :func:`parse_time` reads): a new leader counts
+    from exactly where the last pass ended, not from the second before it."""
+    return at.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _publish_all(ledger: Ledger) -> None:
