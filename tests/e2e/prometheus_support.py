@@ -36,21 +36,21 @@ INTERVAL_SECONDS = 1
 """Scrape and rule evaluation interval of the test Prometheus."""
 
 
-def prometheus_binary(log: Path) -> Path:
-    """The cached Prometheus server, built first when its stamp does not match (a warm run
-    builds nothing); :func:`unavailable` when it cannot be built."""
+def prometheus_binary(log: Path, name: str = "prometheus") -> Path:
+    """The cached Prometheus server (or ``promtool``), built first when its stamp does
+    not match (a warm run builds nothing); :func:`unavailable` when it cannot be built."""
     script = ROOT / "hack" / "build-prometheus.sh"
-    if shutil.which("go") is None and not (CACHE / "prometheus").is_file():
-        unavailable("Go is not installed, so Prometheus cannot be built")
+    if shutil.which("go") is None and not (CACHE / name).is_file():
+        unavailable(f"Go is not installed, so {name} cannot be built")
     env = {**os.environ, "CARBONSHIFT_CACHE": str(CACHE)}
     with log.open("w") as out:
         done = subprocess.run(
-            [str(script), "prometheus"], stdout=out, stderr=subprocess.STDOUT, env=env,
+            [str(script), name], stdout=out, stderr=subprocess.STDOUT, env=env,
             check=False, timeout=1800,
         )  # fmt: skip
     if done.returncode != 0:
         unavailable(f"hack/build-prometheus.sh failed:\n{log.read_text()[-2000:]}")
-    return CACHE / "prometheus"
+    return CACHE / name
 
 
 def rules_with_short_for(path: Path, seconds: int) -> Path:

@@ -25,7 +25,9 @@ import math
 import signal
 import socket
 import ssl
+import subprocess
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -41,6 +43,7 @@ from prometheus_support import (
     DASHBOARD,
     Prometheus,
     https_job,
+    prometheus_binary,
     rules_with_short_for,
     running_prometheus,
 )
@@ -293,6 +296,41 @@ def test_every_dashboard_query_returns_data(scene: Scene) -> None:
     assert energy["metric"]["method"] == "coefficient"
     assert energy["metric"]["signal"] in ("average", "marginal")
     print(f"\n{len(queries)} dashboard queries with data after {time.monotonic() - started:.1f} s")
+
+
+def get(scene: Scene, path: str, *, client: bool = True) -> tuple[int, str]:
+    """Status and body of ``GET path`` (with Prometheus's client certificate or none)."""
+    context = ssl.create_default_context(cafile=str(scene.ca))
+    if client:
+        context.load_cert_chain(*scene.client)
+    url = f"https://127.0.0.1:{scene.replica.port}{path}"
+    try:
+        with urllib.request.urlopen(url, context=context, timeout=10) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as refused:
+        return refused.code, refused.read().decode()
+
+
+KNOWN_LINT = (
+    'carbonshift_avoided_emissions_grams_total non-counter metrics should not have "_total" suffix'
+)
+"""The one name promtool objects to: the issue names the avoided-emissions series so, next
+to the three ``_total`` counters it is the difference of, and it must be a gauge (it
+falls when carbonshift's placement emits more than the counterfactual)."""
+
+
+def test_metrics_need_the_client_certificate_and_pass_promtools_lint(
+    scene: Scene, tmp_path: Path
+) -> None:
+    assert get(scene, "/metrics", client=False)[0] == 403
+    status, text = get(scene, "/metrics")
+    assert status == 200
+    assert "carbonshift_avoided_emissions_grams_total{" in text  # the leader's series too
+    promtool = prometheus_binary(tmp_path / "build.log", "promtool")
+    done = subprocess.run([str(promtool), "check", "metrics"], input=text, text=True,
+                          capture_output=True, timeout=60, check=False)  # fmt: skip
+    problems = [line.strip() for line in (done.stdout + done.stderr).splitlines() if line.strip()]
+    assert problems == [KNOWN_LINT], problems
 
 
 # --- the alerts ----------------------------------------------------------------------------
