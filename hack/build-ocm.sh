@@ -29,12 +29,9 @@ MOD_VERSION="$(awk -v m="$MOD" '$1 == "require" { $1 = ""; $0 = $0 } $1 == m && 
 [[ -n "$MOD_VERSION" ]] || die "cannot read the pinned version from $MODULE/go.mod"
 
 command -v go >/dev/null 2>&1 || die "go is not installed (needs Go >= $(awk '$1 == "go" {print $2}' "$MODULE/go.mod"))"
-mkdir -p "$CACHE"
-if [[ ! -s "$MODULE/go.sum" ]]; then
-    log "resolving the dependencies of $MOD@$MOD_VERSION (go mod tidy)"
-    (cd "$MODULE" && go mod tidy)
-fi
+[[ -s "$MODULE/go.sum" ]] || die "$MODULE/go.sum is missing: run go mod tidy there"
 SUM="$(cat "$MODULE/go.mod" "$MODULE/go.sum" | sha256sum | cut -c1-16)"
+mkdir -p "$CACHE"
 
 stamp="$MOD/cmd/$NAME@$MOD_VERSION module:$SUM"
 if [[ -x "$CACHE/$NAME" && -f "$CACHE/$NAME.version" && "$(cat "$CACHE/$NAME.version")" == "$stamp" ]]; then

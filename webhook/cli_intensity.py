@@ -164,23 +164,15 @@ def members(
     """
     found: dict[str, Member] = {}
     skipped: dict[str, str] = {}
-    for node in virtual:
-        try:
-            p = liqo.peer(node, cfg)
-        except InvalidInput as exc:
-            skipped[f"liqo/{name_of(node)}"] = str(exc)
-            continue
-        ready = _ready_node(node)
-        name = f"liqo/{p.cluster_id}"
-        found[name] = Member(name, p.grid_zone, p.zone_source, p.provider, p.region, ready)
-    for obj in managed:
-        try:
-            e = ocm.managed_cluster(obj, cfg)
-        except InvalidInput as exc:
-            skipped[f"ocm/{name_of(obj)}"] = str(exc)
-            continue
-        name = f"ocm/{e.name}"
-        found[name] = Member(name, e.grid_zone, e.zone_source, e.provider, e.region, e.ready)
+    readers = (("liqo", virtual, _peer_member), ("ocm", managed, _managed_member))
+    for prefix, listed, read in readers:
+        for obj in listed:
+            try:
+                member = read(obj, cfg)
+            except InvalidInput as exc:
+                skipped[f"{prefix}/{name_of(obj)}"] = str(exc)
+                continue
+            found[member.name] = member
     for obj in objects or ():
         try:
             e = entry(obj, cfg)
@@ -192,6 +184,19 @@ def members(
         if name not in found and name not in skipped and f"ocm/{name}" not in found:
             found[name] = Member(name, c.grid_zone, "config", c.provider, c.region)
     return [found[n] for n in sorted(found)], skipped
+
+
+def _peer_member(node: Mapping[str, Any], cfg: Config) -> Member:
+    """A Liqo virtual node as ``liqo/<remote cluster id>``."""
+    p = liqo.peer(node, cfg)
+    name = f"liqo/{p.cluster_id}"
+    return Member(name, p.grid_zone, p.zone_source, p.provider, p.region, _ready_node(node))
+
+
+def _managed_member(obj: Mapping[str, Any], cfg: Config) -> Member:
+    """An OCM ManagedCluster as ``ocm/<name>``."""
+    e = ocm.managed_cluster(obj, cfg)
+    return Member(f"ocm/{e.name}", e.grid_zone, e.zone_source, e.provider, e.region, e.ready)
 
 
 def _ready_node(node: Mapping[str, Any]) -> bool:

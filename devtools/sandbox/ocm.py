@@ -23,8 +23,7 @@ objects here, which is all placement reads. ``up`` records a pid file per compon
 from __future__ import annotations
 
 import dataclasses
-import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -37,8 +36,10 @@ from devtools.sandbox.components import (
     kube_apiserver,
 )
 from devtools.sandbox.layout import LOOPBACK, Layout, SandboxError
+from devtools.sandbox.objects import user_config
 from devtools.sandbox.plane import Plane
 from devtools.sandbox.processes import Component
+from devtools.sandbox.workload import WorkloadCluster
 from webhook import config as config_mod
 from webhook.validation import InvalidInput
 
@@ -74,31 +75,25 @@ def ocm_layout(layout: Layout) -> Layout:
 class OcmHub(Plane):
     """etcd, kube-apiserver, OCM's placement controller and carbonshift on 127.0.0.1."""
 
-    STATE_ENTRIES = (
-        "data", "pki", "logs", "pids", "carbonshift-certs", "kubeconfig", "carbonshift.yaml",
-        "placement.yaml", "state.json",
-    )  # fmt: skip
+    STATE_ENTRIES = (*WorkloadCluster.STATE_ENTRIES, "placement.yaml")
 
     def __init__(
         self,
         layout: Layout | None = None,
         *,
-        carbonshift_command: Sequence[str] | None = None,
-        carbonshift_config: Mapping[str, Any] | None = None,
+        config: Mapping[str, Any] | None = None,
+        clusters: Mapping[str, Any] | None = None,
         log: Callable[[str], None] | None = None,
     ) -> None:
-        """``carbonshift_config``: laid over :data:`BASE_CONFIG` section by section
-        (``clusters:`` included: ManagedClusters may take their zone from it)."""
-        self.carbonshift_command = list(carbonshift_command or default_carbonshift())
-        merged: dict[str, Any] = dict(BASE_CONFIG)
-        for key, value in (carbonshift_config or {}).items():
-            base = merged.get(key)
-            merged[key] = {**base, **value} if isinstance(base, Mapping) else value
+        """``config``: carbonshift's, laid over :data:`BASE_CONFIG` section by section;
+        ``clusters``: its ``clusters:`` (ManagedClusters may take their zone from it)."""
+        self.carbonshift_command = default_carbonshift()
         try:
-            config_mod.parse(merged)
+            self.config = user_config(BASE_CONFIG, config or {})
+            self.config["clusters"] = dict(clusters or {})
+            config_mod.parse(self.config)
         except InvalidInput as exc:
             raise SandboxError(f"carbonshift config: {exc}") from None
-        self.config = merged
         super().__init__(
             layout or ocm_layout(Layout.default()),
             log or (lambda message: print(f"[ocm] {message}", flush=True)),
@@ -109,19 +104,11 @@ class OcmHub(Plane):
 
     def up(self) -> None:
         """Start everything; on any failure stop what was started and raise."""
-        if self.running():
-            raise SandboxError(f"an OCM hub already runs from {self.layout.state}")
-        self._prepare_state()
-        try:
-            self.start("etcd")
-            self.start("kube-apiserver", timeout=120.0)
-            self._install_crds()
-            self.start("placement", "carbonshift", timeout=120.0)
-            state = {"ports": self.ports, "kubeconfig": str(self.kubeconfig)}
-            self.layout.state_file.write_text(json.dumps(state, indent=2) + "\n")
-        except BaseException:
-            self.down(keep_state=True)  # its logs say what went wrong
-            raise
+        self.bring_up("an OCM hub", self._prepare_state, self._start_rest)
+
+    def _start_rest(self) -> None:
+        self._install_crds()
+        self.start("placement", "carbonshift", timeout=120.0)
 
     def _prepare_state(self) -> None:
         by = "devtools.sandbox.ocm: the OCM hub's carbonshift"

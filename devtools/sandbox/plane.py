@@ -4,6 +4,7 @@ and started, checked and stopped by name, and kubectl against its API server."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import subprocess
@@ -127,6 +128,24 @@ class Plane:
                 path.unlink(missing_ok=True)
         with contextlib.suppress(OSError):
             state.rmdir()  # unless something else lives there
+
+    def bring_up(self, what: str, prepare: Callable[[], None], steps: Callable[[], None]) -> None:
+        """Start a fresh cluster: ``prepare`` its state folder, start etcd and kube-apiserver,
+        run ``steps`` (CRDs, the other components) and record the ports and kubeconfig in
+        ``state.json``. On any failure stop what was started (keeping its logs, which say
+        what went wrong) and raise. ``what`` names the cluster in the error when one runs."""
+        if self.running():
+            raise SandboxError(f"{what} already runs from {self.layout.state}")
+        prepare()
+        try:
+            self.start("etcd")
+            self.start("kube-apiserver", timeout=120.0)
+            steps()
+            state = {"ports": self.ports, "kubeconfig": str(self.kubeconfig)}
+            self.layout.state_file.write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
+        except BaseException:
+            self.down(keep_state=True)
+            raise
 
     def prepare_state(
         self, ports: Sequence[str], context: str, config: Mapping[str, Any], written_by: str

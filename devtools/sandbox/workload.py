@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -141,24 +140,17 @@ class WorkloadCluster(Plane):
 
     def up(self) -> None:
         """Start everything; on any failure stop what was started and raise."""
-        if self.running():
-            raise SandboxError(f"a workload cluster already runs from {self.layout.state}")
-        self._prepare_state()
-        try:
-            self.start("etcd")
-            self.start("kube-apiserver", timeout=120.0)
-            self._install_crds()
-            self.apply([node_class()])
-            self.start("kube-controller-manager", "kube-scheduler", "kwok", "karpenter",
-                       "carbonshift", timeout=120.0)  # fmt: skip
-            ca_bundle = pki.b64((self.layout.pki / "ca.crt").read_bytes())
-            manifest = self.layout.root / "manifests" / "base" / "webhook.yaml"
-            url = f"{self.carbonshift_url}/mutate"
-            self.apply([carbonshift_webhook_configuration(manifest, url, ca_bundle)])
-            self._save_state()
-        except BaseException:
-            self.down(keep_state=True)  # its logs say what went wrong
-            raise
+        self.bring_up("a workload cluster", self._prepare_state, self._start_rest)
+
+    def _start_rest(self) -> None:
+        self._install_crds()
+        self.apply([node_class()])
+        self.start("kube-controller-manager", "kube-scheduler", "kwok", "karpenter",
+                   "carbonshift", timeout=120.0)  # fmt: skip
+        ca_bundle = pki.b64((self.layout.pki / "ca.crt").read_bytes())
+        manifest = self.layout.root / "manifests" / "base" / "webhook.yaml"
+        url = f"{self.carbonshift_url}/mutate"
+        self.apply([carbonshift_webhook_configuration(manifest, url, ca_bundle)])
 
     def component_order(self) -> list[str]:
         return list(COMPONENTS)
@@ -236,10 +228,6 @@ class WorkloadCluster(Plane):
             args += ["-f", str(path)]
         self.kubectl(*args)
         self.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
-
-    def _save_state(self) -> None:
-        state = {"ports": self.ports, "kubeconfig": str(self.kubeconfig)}
-        self.layout.state_file.write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
 
 
 def node_class(name: str = NODE_CLASS) -> dict[str, Any]:

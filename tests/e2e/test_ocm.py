@@ -14,6 +14,7 @@ does, until the Lease is free again.
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -107,9 +108,9 @@ def hub(grid: Grid, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OcmHub
         "hysteresis": {"margin": 0.1},
         "reevaluate": {"enabled": False, "forecast": "provider"},
         "ocm": {"interval_seconds": STEP},
-        "clusters": {"ocm-pl": {"zone": "PL"}},
     }  # fmt: skip
-    box = OcmHub(layout, carbonshift_config=config, log=lambda _msg: None)
+    clusters = {"ocm-pl": {"zone": "PL"}}
+    box = OcmHub(layout, config=config, clusters=clusters, log=lambda _msg: None)
     try:
         box.up()
     except SandboxError as exc:
@@ -207,3 +208,18 @@ def test_placement_follows_the_carbon_scores_while_carbonshift_leads(
     eventually(lambda: intensities(hub)["ocm-se"] == 95, 60, "scores written again")
     eventually(lambda: decided(hub) == ["ocm-se"], 30, "the decision back on SE-SE3")
     print(f"test body took {time.monotonic() - started:.1f} s")
+
+
+def test_intensity_lists_the_managed_clusters(hub: OcmHub) -> None:
+    command = [
+        *hub.carbonshift_command, "intensity", "--clusters", "--json",
+        f"--config={hub.layout.carbonshift_config}", f"--kubeconfig={hub.kubeconfig}",
+    ]  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
+    rows: dict[str, dict[str, Any]] = {r["cluster"]: r for r in json.loads(result.stdout)}
+    assert {name: (r["zone"], r["zone_source"], r["ready"]) for name, r in rows.items()} == {
+        "ocm/ocm-fr": ("FR", "region-table", False),  # no registration agent: not Available
+        "ocm/ocm-pl": ("PL", "config", False),
+        "ocm/ocm-se": ("SE-SE3", "label", False),
+    }
