@@ -19,6 +19,7 @@ a pause at once and Karpenter launches.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import ssl
@@ -29,6 +30,7 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -229,14 +231,20 @@ def grid() -> Iterator[Grid]:
         yield running
 
 
-@pytest.fixture(scope="module")
-def cluster(grid: Grid, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkloadCluster]:
-    state = tmp_path_factory.mktemp("karpenter")
+@contextlib.contextmanager
+def workload_cluster(
+    grid: Grid,
+    state: Path,
+    config: dict[str, Any] | None = None,
+    instance_types: Path | None = None,
+) -> Iterator[WorkloadCluster]:
+    """A workload cluster whose carbonshift reads ``grid`` (Electricity Maps v3) every
+    second and re-evaluates every second; ``config`` laid over that."""
     layout = workload_layout(Layout.default(state))
     build_binaries(layout, state / "build.log", *BINARIES)
     token = state / "token"
     token.write_text("e2e\n")
-    config = {
+    base = {
         "providers": ["electricitymaps"],
         "electricitymaps": {"url": f"{grid.fake.url}/v3", "token_file": str(token)},
         "feed": {"refresh_seconds": 1, "min_ttl_seconds": 1, "max_ttl_seconds": 1,
@@ -244,7 +252,12 @@ def cluster(grid: Grid, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Wo
         "hysteresis": {"margin": 0.1, "dwell_hours": 0},
         "reevaluate": {"interval_seconds": 1, "min_interval_seconds": 1},
     }  # fmt: skip
-    workload = WorkloadCluster(layout, carbonshift_config=config, log=lambda _msg: None)
+    workload = WorkloadCluster(
+        layout,
+        carbonshift_config={**base, **(config or {})},
+        instance_types=instance_types,
+        log=lambda _msg: None,
+    )
     started = time.monotonic()
     workload.up()
     print(f"workload cluster up in {time.monotonic() - started:.1f} s")
@@ -256,6 +269,12 @@ def cluster(grid: Grid, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Wo
         print(f"RSS total: {sum(workload.rss_bytes().values()) / 2**20:.0f} MiB")
         workload.down(keep_state=True)  # the logs stay in pytest's temporary folder
         assert not workload.running()
+
+
+@pytest.fixture(scope="module")
+def cluster(grid: Grid, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkloadCluster]:
+    with workload_cluster(grid, tmp_path_factory.mktemp("karpenter")) as workload:
+        yield workload
 
 
 @dataclass

@@ -32,13 +32,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from e2e_support import build_binaries
 from test_fleet_labels import eventually
-from test_karpenter import BINARIES, NAMESPACE, events, get, items, nodepool, ready
+from test_karpenter import NAMESPACE, events, get, items, nodepool, ready, workload_cluster
 from test_reevaluate_policies import Grid
 
-from devtools.sandbox import Layout
-from devtools.sandbox.workload import WorkloadCluster, workload_layout
+from devtools.sandbox.workload import WorkloadCluster
 from webhook.vocabulary import DECISION
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
@@ -187,31 +185,15 @@ def grid() -> Iterator[Grid]:
 @pytest.fixture(scope="module")
 def cluster(grid: Grid, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkloadCluster]:
     state = tmp_path_factory.mktemp("karpenter-price")
-    layout = workload_layout(Layout.default(state))
-    build_binaries(layout, state / "build.log", *BINARIES)
-    token = state / "token"
-    token.write_text("e2e\n")
     types = state / "instance-types.json"
     types.write_text(json.dumps(TYPES))
     config = {
         "zone": None,  # the zone comes from the Nodes
-        "providers": ["electricitymaps"],
-        "electricitymaps": {"url": f"{grid.fake.url}/v3", "token_file": str(token)},
-        "feed": {"refresh_seconds": 1, "min_ttl_seconds": 1, "max_ttl_seconds": 1,
-                 "forecasts": False},
-        "hysteresis": {"margin": 0.1, "dwell_hours": 0},
-        "reevaluate": {"interval_seconds": 1, "min_interval_seconds": 1},
         "nodepools": {"price": {"vcpus": [1, 2, 4], "min_interval_seconds": 3}},
-    }  # fmt: skip
-    workload = WorkloadCluster(
-        layout, carbonshift_config=config, instance_types=types, log=lambda _msg: None
-    )
-    workload.up()
-    try:
+    }
+    with workload_cluster(grid, state, config, types) as workload:
         workload.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}])
         yield workload
-    finally:
-        workload.down(keep_state=True)  # the logs stay in pytest's temporary folder
 
 
 def set_grid(grid: Grid, intensity: float) -> None:
