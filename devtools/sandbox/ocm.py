@@ -11,9 +11,9 @@ by default):
 * OCM's placement controller ``v1.2.1`` (``placement controller --disable-leader-election``,
   built by ``hack/build-ocm.sh``), serving its health checks with the sandbox's API server
   certificate;
-* ``carbonshift serve --kubeconfig`` for this API server: as leader (Lease
-  ``default/carbonshift-leader``) it keeps the AddOnPlacementScores ``carbon`` (``ocm`` in
-  its config).
+* ``carbonshift serve --kubeconfig`` for this API server, as its service account with the
+  RBAC of ``manifests/base``: as leader (Lease ``carbonshift-system/carbonshift-leader``)
+  it keeps the AddOnPlacementScores ``carbon`` (``ocm`` in its config).
 
 No registration controller, klusterlet or managed cluster runs: ManagedClusters are plain
 objects here, which is all placement reads. ``up`` records a pid file per component;
@@ -40,11 +40,14 @@ from devtools.sandbox.objects import user_config
 from devtools.sandbox.plane import Plane
 from devtools.sandbox.processes import Component
 from devtools.sandbox.workload import WorkloadCluster
+from webhook import certs
 from webhook import config as config_mod
 from webhook.validation import InvalidInput
 
 COMPONENTS = ("etcd", "kube-apiserver", "placement", "carbonshift")
 """Start order; ``down`` stops them in reverse."""
+LEASE_NAMESPACE = "carbonshift-system"
+"""carbonshift's namespace (``manifests/base``): its Lease ``carbonshift-leader``."""
 PORTS = ("etcd", "etcd-peer", "kube-apiserver", "placement", "carbonshift")
 
 OCM_CRDS = (
@@ -75,7 +78,7 @@ def ocm_layout(layout: Layout) -> Layout:
 class OcmHub(Plane):
     """etcd, kube-apiserver, OCM's placement controller and carbonshift on 127.0.0.1."""
 
-    STATE_ENTRIES = (*WorkloadCluster.STATE_ENTRIES, "placement.yaml")
+    STATE_ENTRIES = (*WorkloadCluster.STATE_ENTRIES, "placement.yaml", "carbonshift.kubeconfig")
 
     def __init__(
         self,
@@ -108,7 +111,30 @@ class OcmHub(Plane):
 
     def _start_rest(self) -> None:
         self._install_crds()
+        self._install_rbac()
         self.start("placement", "carbonshift", timeout=120.0)
+
+    def _install_rbac(self) -> None:
+        """carbonshift's own service account and RBAC (``manifests/base``), and a kubeconfig
+        with a token of that account for carbonshift: it runs with what a real install
+        grants, not as the admin."""
+        base = self.layout.root / "manifests" / "base"
+        rendered = self.kubectl("kustomize", str(base)).stdout
+        kinds = ("Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role",
+                 "RoleBinding")  # fmt: skip
+        documents = [d for d in yaml.safe_load_all(rendered) if d and d["kind"] in kinds]
+        self.apply(sorted(documents, key=lambda d: kinds.index(d["kind"])))
+        token = self.kubectl(
+            "-n", LEASE_NAMESPACE, "create", "token", "carbonshift", "--duration=24h"
+        ).stdout.strip()
+        config = yaml.safe_load(self.kubeconfig.read_text())
+        config["users"] = [{"name": "sandbox-admin", "user": {"token": token}}]
+        certs.write_private(self.carbonshift_kubeconfig, yaml.safe_dump(config).encode())
+
+    @property
+    def carbonshift_kubeconfig(self) -> Path:
+        """carbonshift's kubeconfig: its service account's token."""
+        return self.layout.state / "carbonshift.kubeconfig"
 
     def _prepare_state(self) -> None:
         by = "devtools.sandbox.ocm: the OCM hub's carbonshift"
@@ -154,7 +180,8 @@ class OcmHub(Plane):
                 f"--config={lay.carbonshift_config}",
                 f"--host={LOOPBACK}", f"--port={ports['carbonshift']}",
                 f"--cert-dir={lay.carbonshift_certs}",
-                f"--kubeconfig={kubeconfig}", "--lease-namespace=default",
+                f"--kubeconfig={self.carbonshift_kubeconfig}",
+                f"--lease-namespace={LEASE_NAMESPACE}",
             ], f"{carbonshift}/readyz"),
         }  # fmt: skip
 

@@ -1,7 +1,8 @@
 """Open Cluster Management places on carbonshift's scores: a real OCM hub
 (``devtools.sandbox.ocm``: etcd, kube-apiserver with OCM's CRDs, OCM's placement controller
 v1.2.1 built from its module, and ``carbonshift serve --kubeconfig`` as leader, scoring every
-second) reading a local Electricity Maps v3 server whose values the test changes.
+second, as its service account with the RBAC of ``manifests/base``) reading a local
+Electricity Maps v3 server whose values the test changes.
 
 Three ManagedClusters take their zones three ways (the ``carbonshift.io/zone`` label, the
 cloud claims through the region table, the config). A ``Placement`` of one cluster ranked
@@ -26,7 +27,7 @@ from test_fleet_labels import eventually
 from test_reevaluate_policies import Grid
 
 from devtools.sandbox import Layout, SandboxError
-from devtools.sandbox.ocm import OcmHub
+from devtools.sandbox.ocm import LEASE_NAMESPACE, OcmHub
 from webhook.decision import ocm
 from webhook.vocabulary import ZONE
 
@@ -162,7 +163,7 @@ def take_lease(hub: OcmHub) -> None:
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     lease = {"holderIdentity": "e2e", "leaseDurationSeconds": 3600, "acquireTime": now,
              "renewTime": now}  # fmt: skip
-    hub.kubectl("patch", "lease", "carbonshift-leader", "-n", "default", "--type=merge",
+    hub.kubectl("patch", "lease", "carbonshift-leader", "-n", LEASE_NAMESPACE, "--type=merge",
                 "-p", json.dumps({"spec": lease}))  # fmt: skip
 
 
@@ -204,7 +205,7 @@ def test_placement_follows_the_carbon_scores_while_carbonshift_leads(
     assert decided(hub) == ["ocm-fr"]
 
     # The Lease free again: carbonshift leads and writes the scores the grid has meanwhile.
-    hub.kubectl("delete", "lease", "carbonshift-leader", "-n", "default")
+    hub.kubectl("delete", "lease", "carbonshift-leader", "-n", LEASE_NAMESPACE)
     eventually(lambda: intensities(hub)["ocm-se"] == 95, 60, "scores written again")
     eventually(lambda: decided(hub) == ["ocm-se"], 30, "the decision back on SE-SE3")
     print(f"test body took {time.monotonic() - started:.1f} s")
