@@ -298,6 +298,29 @@ def test_every_dashboard_query_returns_data(scene: Scene) -> None:
     print(f"\n{len(queries)} dashboard queries with data after {time.monotonic() - started:.1f} s")
 
 
+def test_the_report_takes_the_workloads_figures_from_prometheus(scene: Scene) -> None:
+    """``carbonshift report --prometheus``: the figures are what Prometheus counted, even
+    for a workload whose ledger the leader could not save (the immutable ConfigMap)."""
+    query = (
+        "sum(increase(carbonshift_energy_kwh_total"
+        f'{{namespace="{scene.namespace}", name="{scene.name}"}}[1h]))'
+    )
+    eventually(lambda: total(scene, "carbonshift_energy_kwh_total"), 30.0, "energy scraped")
+    command = [*scene.sandbox.carbonshift_command, "report", "-o", "json", "--since", "1h",
+               f"--kubeconfig={scene.sandbox.kubeconfig}", "--namespace=default",
+               f"--configmap={unique('no-ledger')}",
+               f"--prometheus={scene.prometheus.url}"]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    rows = [w for w in doc["workloads"] if (w["namespace"], w["name"]) ==
+            (scene.namespace, scene.name)]  # fmt: skip
+    assert rows, doc["workloads"]
+    assert rows[0]["energy_kwh"] > 0, rows[0]
+    counted = sum(float(r["value"][1]) for r in scene.prometheus.query(query))
+    assert rows[0]["energy_kwh"] == pytest.approx(counted, rel=0.5), (rows[0], counted)
+
+
 def get(scene: Scene, path: str, *, client: bool = True) -> tuple[int, str]:
     """Status and body of ``GET path`` (with Prometheus's client certificate or none)."""
     context = ssl.create_default_context(cafile=str(scene.ca))

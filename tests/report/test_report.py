@@ -146,3 +146,18 @@ def test_durations() -> None:
     assert data.duration("90m") == datetime.timedelta(minutes=90)
     with pytest.raises(ValueError, match="not a duration"):
         data.duration("7 days")
+
+
+def test_prometheus_figures_replace_the_ledgers_and_add_what_it_lacks() -> None:
+    got = report()
+    [web] = [r for r in got.workloads if r.name == "web"]
+    key = (web.kind, web.namespace, web.name, str(web.totals.signal), str(web.totals.method))
+    lost = ("PropagationPolicy", "shop", "lost", "average", "coefficient")
+    mixed = ("PropagationPolicy", "shop", "odd", "unknown-signal", "coefficient")
+    data.overlay(got, {key: [2.0, 100.0, 400.0], lost: [1.0, 50.0, 80.0], mixed: [1, 1, 1]})
+    assert got.source == "prometheus"
+    assert (web.totals.kwh, web.totals.grams, web.totals.avoided_grams) == (2.0, 100.0, 300.0)
+    [row] = [r for r in got.workloads if r.name == "lost"]
+    assert row.totals.signal == Signal.AVERAGE
+    assert row.to_json()["avoided_g"] == 30.0
+    assert not [r for r in got.workloads if r.name == "odd"]

@@ -22,10 +22,14 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from webhook.decision.accounting import Totals
+from webhook.decision.accounting import Method, Totals
+from webhook.intensity import Signal
 from webhook.kube.accounting import Ledger
 from webhook.report.history import Entry, entries
 from webhook.vocabulary import parse_time
+
+SIGNALS = frozenset(s.value for s in Signal)
+METHODS: Mapping[str, Method] = {"coefficient": "coefficient", "kepler": "kepler"}
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhdw])$")
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -193,11 +197,27 @@ def overlay(
     report: Report, increases: Mapping[tuple[str, str, str, str, str], Sequence[float]]
 ) -> None:
     """Replace the workloads' totals by what Prometheus counted in the window:
-    ``(kind, namespace, name, signal, method) -> (kWh, grams, counterfactual grams)``."""
+    ``(kind, namespace, name, signal, method) -> (kWh, grams, counterfactual grams)``.
+    A workload Prometheus counted that the ledger does not hold (its ConfigMap lost or
+    unwritable) gets a row of its own."""
+    seen = set()
     for row in report.workloads:
         t = row.totals
         key = (row.kind, row.namespace, row.name, str(t.signal), str(t.method))
+        seen.add(key)
         if key in increases:
             t.kwh, t.grams, t.counterfactual_grams = increases[key][:3]
             t.embodied_grams = 0.0
+    for key, (kwh, grams, counterfactual, *_) in sorted(increases.items()):
+        kind, namespace, name, signal, method = key
+        if key in seen or signal not in SIGNALS or method not in METHODS:
+            continue
+        totals = Totals(
+            Signal(signal),
+            METHODS[method],
+            kwh=kwh,
+            grams=grams,
+            counterfactual_grams=counterfactual,
+        )
+        report.workloads.append(Row(kind, namespace, name, totals))
     report.source = "prometheus"
