@@ -316,8 +316,8 @@ async def serve(
         app[STATE].journal.flush()
         await _stop_labelers(labeler, peer_labeler)
         for leader_loop in (reevaluator, accountant, scorer):
-            if loop is not None:
-                await loop.stop()
+            if leader_loop is not None:
+                await leader_loop.stop()
         await feed.stop()
         if fleet is not None:
             await _stop_fleet(*fleet, state.nodes, peers)
@@ -489,6 +489,7 @@ def _start_ocm(config: Config, feed: IntensityFeed, fleet: Fleet) -> PlacementSc
     scorer = PlacementScorer(api, config, feed, elector)
     scorer.start()
     return scorer
+
 
 async def _stop_fleet(
     fleet: FleetInventory,
