@@ -27,10 +27,11 @@ venv: $(STAMP) ## Create the virtualenv and install carbonshift with its dev too
 run: $(STAMP) ## Start the webhook on https://127.0.0.1:8443 with the embedded data
 	$(BIN)/carbonshift serve --config config/example.yaml --host 127.0.0.1 --port 8443 --cert-dir certs
 
-lint: $(STAMP) ## ruff + mypy --strict + hadolint
+lint: $(STAMP) ## ruff + mypy --strict + the import contracts (.importlinter) + hadolint
 	$(BIN)/ruff check $(PY_DIRS)
 	$(BIN)/ruff format --check $(PY_DIRS)
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 	$(BIN)/hadolint Dockerfile
 
 typecheck: $(STAMP)

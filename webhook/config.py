@@ -6,7 +6,7 @@ structs below (unknown keys refused, limits as ``msgspec.Meta``) and converted t
 :class:`~webhook.validation.InvalidInput` naming the key path (``feed.retries: expected int
 <= 10, got 99``); the CLI prints it on one line and exits with status 2.
 
-Top-level keys named after a provider of :data:`~webhook.providers.registry.PROVIDERS`
+Top-level keys named after a provider of :data:`~webhook.providers.catalog.CATALOG`
 (``electricitymaps:``, ``trace:``, ...) are that provider's options: the provider's row
 checks them and ``Config.provider_options`` keeps them for the provider's factory.
 """
@@ -21,7 +21,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from webhook.providers.registry import PROVIDERS
+from webhook.providers.catalog import CATALOG as PROVIDERS
 from webhook.regions import zone_for_region
 from webhook.validation import (
     GridZone,

@@ -19,35 +19,23 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Annotated, Any, Literal
-
-import msgspec
+from typing import Any
 
 from webhook.errors import ProviderError, ZoneNotSupported
 from webhook.intensity import Reading, Signal
-from webhook.providers import wire
+from webhook.providers import catalog, wire
 from webhook.providers.credentials import Secret, resolve_secret
 from webhook.providers.http import HttpClient, HttpProvider, HttpSettings
-from webhook.providers.options import NetworkOptions, NonEmpty, base_url, parse
+from webhook.providers.options import base_url, parse
 from webhook.validation import InvalidInput
 
-NAME = "electricitymaps"
+NAME = catalog.ELECTRICITYMAPS
+TOKEN_ENV = catalog.ELECTRICITYMAPS_TOKEN_ENV
+Options = catalog.ElectricityMapsOptions
 DEFAULT_URL = "https://api.electricitymap.org/v3"
-TOKEN_ENV = "ELECTRICITY_MAPS_API_TOKEN"  # noqa: S105 (a variable name)
 URL_ENV = "ELECTRICITY_MAPS_API_URL"
 CALLS_PER_FETCH = 2
 """HTTP requests one :meth:`ElectricityMapsProvider.latest` may make (latest, then history)."""
-
-
-class Options(NetworkOptions, forbid_unknown_fields=True, kw_only=True):
-    """The ``electricitymaps`` config section (see the module docstring)."""
-
-    token: NonEmpty | None = None
-    """Refused with a message: credentials do not belong in the config file."""
-    token_file: NonEmpty | None = None
-    emission_factor: Annotated[
-        Literal["lifecycle", "direct"], msgspec.Meta(description="lifecycle (default) or direct")
-    ] = "lifecycle"
 
 
 _GRANULARITY = {

@@ -1,13 +1,13 @@
 """Every provider carbonshift knows: one row each, and the chain built from them.
 
-:data:`PROVIDERS` maps a provider's config name to its :class:`ProviderRow`: the
-factory that builds it from its YAML section and the struct describing that section.
-The configuration takes the known names from it (``tuple(PROVIDERS)``) and
-:func:`build_providers` walks it. Adding a provider is one module, one row here and its
-tests.
+:data:`PROVIDERS` maps a provider's config name to its :class:`ProviderRow`: what the
+configuration knows of it (:mod:`webhook.providers.catalog`: the struct describing its
+YAML section, its credentials) and the factory that builds it from that section.
+:func:`build_providers` walks it. Adding a provider is one module, one entry in the
+catalog, one factory here and its tests.
 
-Nothing here imports :mod:`webhook.config` at run time: the configuration imports this
-module.
+Nothing here imports :mod:`webhook.config` at run time; the configuration reads the
+catalog alone, never this module (so it stays free of HTTP clients and metrics).
 """
 
 from __future__ import annotations
@@ -18,13 +18,10 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-import msgspec
-
 from webhook.providers import electricitymaps, static, trace, ukgrid, watttime
 from webhook.providers.base import Provider
-from webhook.providers.credentials import resolve_secret
+from webhook.providers.catalog import CATALOG, Entry
 from webhook.providers.http import HttpSettings
-from webhook.providers.options import NetworkOptions, NoOptions, parse
 from webhook.validation import InvalidInput
 
 if TYPE_CHECKING:
@@ -38,67 +35,33 @@ the ``feed`` section and the environment (credentials, URL overrides); raises
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class ProviderRow:
-    """One provider: its config name, factory and options schema."""
+    """One provider: what the configuration knows of it, and its factory."""
 
-    name: str
+    entry: Entry
     factory: Factory
-    options: type[msgspec.Struct]
-    """The struct its YAML section must fit (unknown keys are refused)."""
-    summary: str
-    """One line for listings: what it is and what it needs."""
-    secrets: tuple[tuple[str, str], ...] = ()
-    """(credential option, the environment variable to use instead): a literal value in
-    the file is refused whether or not the provider is in the chain."""
+
+    @property
+    def name(self) -> str:
+        return self.entry.name
+
+    @property
+    def summary(self) -> str:
+        return self.entry.summary
 
     def check(self, section: Mapping[str, Any] | None) -> None:
-        """Validate the section's shape (no files or environment are read) and refuse
-        credentials written into it."""
-        parse(section, self.options, self.name)
-        for option, env_name in self.secrets:
-            resolve_secret(
-                key=f"{self.name}.{option}", literal=(section or {}).get(option), file=None,
-                env_name=env_name, env={},
-            )  # fmt: skip
+        """Validate the section's shape (:meth:`Entry.check`)."""
+        self.entry.check(section)
 
 
+_FACTORIES: Mapping[str, Factory] = {
+    electricitymaps.NAME: electricitymaps.ElectricityMapsProvider.from_options,
+    watttime.NAME: watttime.WattTimeProvider.from_options,
+    ukgrid.NAME: ukgrid.UKGridProvider.from_options,
+    static.NAME: static.StaticProvider.from_options,
+    trace.NAME: trace.TraceProvider.from_options,
+}
 PROVIDERS: Mapping[str, ProviderRow] = MappingProxyType(
-    {
-        row.name: row
-        for row in (
-            ProviderRow(
-                electricitymaps.NAME,
-                electricitymaps.ElectricityMapsProvider.from_options,
-                electricitymaps.Options,
-                "Electricity Maps API v3, average intensity; needs an API token",
-                (("token", electricitymaps.TOKEN_ENV),),
-            ),
-            ProviderRow(
-                watttime.NAME,
-                watttime.WattTimeProvider.from_options,
-                watttime.Options,
-                "WattTime API v3, marginal intensity (MOER); needs an account",
-                (("password", watttime.PASSWORD_ENV),),
-            ),
-            ProviderRow(
-                ukgrid.NAME,
-                ukgrid.UKGridProvider.from_options,
-                NetworkOptions,
-                "UK Carbon Intensity API, Great Britain national and regional; no key",
-            ),
-            ProviderRow(
-                static.NAME,
-                static.StaticProvider.from_options,
-                NoOptions,
-                "embedded annual averages; no key, no network",
-            ),
-            ProviderRow(
-                trace.NAME,
-                trace.TraceProvider.from_options,
-                trace.Options,
-                "replay of Electricity Maps hourly CSV exports; no network",
-            ),
-        )
-    }
+    {name: ProviderRow(entry, _FACTORIES[name]) for name, entry in CATALOG.items()}
 )
 """Provider name -> row, in the usual chain order."""
 

@@ -12,10 +12,11 @@ from typing import Any
 
 from webhook.errors import ZoneNotSupported
 from webhook.intensity import Reading, Signal, utcnow
+from webhook.providers import catalog
 from webhook.providers.http import HttpSettings
 from webhook.providers.options import NoOptions, parse
 
-NAME = "static"
+NAME = catalog.STATIC
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -24,38 +24,23 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Annotated, Any, Literal
-
-import msgspec
+from typing import Any
 
 from webhook import traces
 from webhook.errors import ZoneNotSupported
 from webhook.intensity import Reading, Signal, utcnow
+from webhook.providers import catalog
 from webhook.providers.http import HttpSettings
-from webhook.providers.options import NonEmpty, parse
+from webhook.providers.options import parse
 from webhook.validation import InvalidInput
 
-NAME = "trace"
-PATH_ENV = "CARBONSHIFT_TRACE_PATH"
+NAME = catalog.TRACE
+PATH_ENV = catalog.TRACE_PATH_ENV
+Options = catalog.TraceOptions
 MODES = ("realtime", "shifted")
 HOUR = timedelta(hours=1)
 HISTORY_HOURS = 24
 """Hours of the trace :meth:`TraceProvider.history` answers with."""
-
-
-class Options(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    """The ``trace`` config section (see the module docstring)."""
-
-    path: NonEmpty | None = None
-    column: Annotated[
-        Literal["lifecycle", "direct"], msgspec.Meta(description="lifecycle (default) or direct")
-    ] = "lifecycle"
-    mode: Annotated[
-        Literal["realtime", "shifted"], msgspec.Meta(description="realtime (default) or shifted")
-    ] = "realtime"
-    forecast_hours: Annotated[
-        int, msgspec.Meta(ge=1, le=168, description="hours of forecast, 1 to 168")
-    ] = 24
 
 
 class TraceProvider:

@@ -25,11 +25,11 @@ from typing import Any
 
 from webhook.errors import ProviderError, ZoneNotSupported
 from webhook.intensity import Reading, Signal, utcnow
-from webhook.providers import wire
+from webhook.providers import catalog, wire
 from webhook.providers.http import HttpClient, HttpProvider, HttpSettings
 from webhook.providers.options import NetworkOptions, base_url, parse
 
-NAME = "ukgrid"
+NAME = catalog.UKGRID
 DEFAULT_URL = "https://api.carbonintensity.org.uk"
 URL_ENV = "UKGRID_API_URL"
 NATIONAL = "GB"

@@ -32,24 +32,24 @@ import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any
+from typing import Any
 
-import msgspec
 import structlog
 
 from webhook.errors import AuthenticationFailed, IncomparableSignal, ProviderError
 from webhook.intensity import Reading, Signal
-from webhook.providers import wire
+from webhook.providers import catalog, wire
 from webhook.providers.credentials import Secret, resolve_secret
 from webhook.providers.http import HttpClient, HttpProvider, HttpSettings
-from webhook.providers.options import NetworkOptions, NonEmpty, base_url, parse
+from webhook.providers.options import base_url, parse
 from webhook.validation import InvalidInput
 
-NAME = "watttime"
+NAME = catalog.WATTTIME
+PASSWORD_ENV = catalog.WATTTIME_PASSWORD_ENV
+Options = catalog.WattTimeOptions
 DEFAULT_URL = "https://api.watttime.org"
 URL_ENV = "WATTTIME_API_URL"
 USER_ENV = "WATTTIME_USERNAME"
-PASSWORD_ENV = "WATTTIME_PASSWORD"  # noqa: S105 (a variable name)
 SIGNAL_TYPE = "co2_moer"
 LBS_PER_MWH_TO_G_PER_KWH = 0.453592
 TOKEN_LIFETIME = 30 * 60.0
@@ -62,22 +62,6 @@ CALLS_PER_FETCH = 4
 401 a second login and forecast (or the historical / signal-index fallback)."""
 
 log = structlog.get_logger("carbonshift.providers.watttime")
-
-
-class Options(NetworkOptions, forbid_unknown_fields=True, kw_only=True):
-    """The ``watttime`` config section (see the module docstring)."""
-
-    username: NonEmpty | None = None
-    username_file: NonEmpty | None = None
-    password: NonEmpty | None = None
-    """Refused with a message: credentials do not belong in the config file."""
-    password_file: NonEmpty | None = None
-    regions: Annotated[
-        dict[str, NonEmpty],
-        msgspec.Meta(
-            description="map zone keys to WattTime regions, e.g. {US-CAL-CISO: CAISO_NORTH}"
-        ),
-    ] = msgspec.field(default_factory=dict)
 
 
 class WattTimeProvider(HttpProvider):
