@@ -1,5 +1,6 @@
-"""The one leader-gated periodic loop (``tasks.while_leading``) the re-evaluator and the
-carbon accounting run on, with a fake clock: no wall-clock sleeps as barriers."""
+"""The one leader-gated periodic loop (``tasks.while_leading``) the re-evaluator, the
+carbon accounting, the OCM scores and the labelers run on, with a fake clock: no
+wall-clock sleeps as barriers."""
 
 from __future__ import annotations
 
@@ -82,3 +83,20 @@ async def test_without_the_lease_nothing_runs() -> None:
     await run(world, interval=1)
     assert world.passes == []
     assert world.lost == 15
+
+
+async def test_a_change_of_inputs_runs_a_pass_before_the_interval_is_up() -> None:
+    world = World(stop_after=18)
+    moves = {5.0, 6.0, 13.0}  # the feed or the fleet changed at these ticks
+
+    with pytest.raises(asyncio.CancelledError):
+        await tasks.while_leading(
+            world,
+            100,
+            world.pass_once,
+            failed=world.failed,
+            changed=lambda: world.now in moves,
+            clock=lambda: world.now,
+            sleep=world.sleep,
+        )
+    assert world.passes == [1.0, 5.0, 6.0, 13.0]

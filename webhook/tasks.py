@@ -33,6 +33,7 @@ async def while_leading(
     *,
     failed: Callable[[], None],
     lost: Callable[[], None] | None = None,
+    changed: Callable[[], bool] | None = None,
     tick: float = 1.0,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
@@ -40,7 +41,9 @@ async def while_leading(
     """Run ``pass_once`` every ``interval`` seconds while ``gate`` leads, forever.
 
     Looks at leadership every ``tick``: a new term starts with a pass at once, and
-    ``lost`` (if any) runs whenever the replica does not lead. A pass that raises calls
+    ``lost`` (if any) runs whenever the replica does not lead. ``changed`` (if any) is
+    asked every tick in between: True (its inputs moved) runs a pass before the interval
+    is up. A pass that raises calls
     ``failed`` (inside the ``except``, so it may log the exception) and the loop goes on:
     it must outlive any bug in one pass. ``clock`` and ``sleep`` are the loop's time
     (a test passes fake ones).
@@ -54,7 +57,7 @@ async def while_leading(
                 lost()
             continue
         now = clock()
-        if last is not None and now - last < interval:
+        if last is not None and now - last < interval and not (changed and changed()):
             continue
         last = now
         try:

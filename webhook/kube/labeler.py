@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -151,6 +150,8 @@ class ClusterLabeler:
         self.interval = config.labels.interval_seconds
         self.clock = clock
         self._held: dict[str, Held] = {}
+        self._seen: tuple[int, int] | None = None
+        """The inputs of the last pass (:meth:`_inputs`): a pass runs again as they change."""
         self._task: asyncio.Task[None] | None = None
 
     # --- one pass -------------------------------------------------------------------------
@@ -251,25 +252,30 @@ class ClusterLabeler:
         log.info("cluster_labeler_started", kind=self.resource.kind, interval_seconds=self.interval)
 
     async def _run(self) -> None:
-        seen: tuple[int, int] | None = None
-        last = 0.0
-        while True:
-            await asyncio.sleep(TICK_SECONDS)
-            if not self.gate.leading:
-                self._held.clear()  # a new term reads the Clusters again
-                seen = None
-                continue
-            now = time.monotonic()
-            state = (self.feed.snapshot().generation, id(self.inventory.clusters()))
-            if state == seen and now - last < self.interval:
-                continue
-            seen, last = state, now
-            try:
-                await self.pass_once()
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # the loop must outlive any bug in one pass
-                log.exception("cluster_label_pass_failed")
+        await tasks.while_leading(
+            self.gate,
+            self.interval,
+            self._pass,
+            failed=lambda: log.exception("cluster_label_pass_failed"),
+            lost=self._forget,
+            changed=self._inputs_changed,
+            tick=TICK_SECONDS,
+        )
+
+    def _inputs(self) -> tuple[int, int]:
+        """What a pass reads: the feed's snapshot and the inventory's view (identities)."""
+        return self.feed.snapshot().generation, id(self.inventory.clusters())
+
+    def _inputs_changed(self) -> bool:
+        return self._inputs() != self._seen
+
+    def _forget(self) -> None:
+        self._held.clear()  # a new term reads the Clusters again
+        self._seen = None
+
+    async def _pass(self) -> None:
+        self._seen = self._inputs()
+        await self.pass_once()
 
     async def stop(self) -> None:
         await tasks.cancel(self._task)
