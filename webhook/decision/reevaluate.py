@@ -137,11 +137,22 @@ def apply(obj: Mapping[str, Any], changes: tuple[Change, ...] | list[Change]) ->
 
 
 def not_managed(obj: Mapping[str, Any], namespace_labels: Mapping[str, str] | None) -> str | None:
-    """Why ``obj`` is not re-evaluated (the admission opt-in rules), or None.
+    """Why ``obj`` is not re-evaluated (:func:`not_opted_in`, or no decision record of
+    carbonshift's), or None."""
+    reason = not_opted_in(obj, namespace_labels)
+    if reason:
+        return reason
+    if not ((obj.get("metadata") or {}).get("annotations") or {}).get(DECISION):
+        return f"no {DECISION} annotation"
+    return None
+
+
+def not_opted_in(obj: Mapping[str, Any], namespace_labels: Mapping[str, str] | None) -> str | None:
+    """Why ``obj`` is not opted in (the admission opt-in rules), or None.
 
     Namespaced objects (``namespace_labels`` given) follow their namespace's
     ``carbonshift.io/enabled=true`` label, cluster-scoped ones their own; the object's
-    ``carbonshift.io/enabled=false`` opts out either way."""
+    ``carbonshift.io/enabled=false`` opts out either way; an object being deleted is out."""
     meta = obj.get("metadata") or {}
     if meta.get("deletionTimestamp"):
         return "being deleted"
@@ -152,8 +163,6 @@ def not_managed(obj: Mapping[str, Any], namespace_labels: Mapping[str, str] | No
     if scope != "true":
         where = "object" if namespace_labels is None else "namespace"
         return f"not opted in (no {ENABLED}=true on the {where})"
-    if not (meta.get("annotations") or {}).get(DECISION):
-        return f"no {DECISION} annotation"
     return None
 
 

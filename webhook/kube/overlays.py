@@ -31,14 +31,14 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from webhook import metrics
 from webhook.config import Config
-from webhook.decision import carbonprice
+from webhook.decision import carbonprice, reevaluate
 from webhook.decision.carbonprice import GROUP, KIND, RESOURCE, SELECTOR, VERSION, Pool
 from webhook.decision.outcome import lookup
 from webhook.kinds import Context
 from webhook.kube.client import FIELD_MANAGER, REQUEST_TIMEOUT, absent, error_name, refused
 from webhook.kube.events import EventRecorder
 from webhook.kube.writes import Gate, NotLeader
-from webhook.vocabulary import ENABLED, knobs
+from webhook.vocabulary import knobs
 
 log = structlog.get_logger("carbonshift.overlays")
 
@@ -48,13 +48,8 @@ NODEPOOL_API = "karpenter.sh/v1"
 
 
 def opted_in(nodepools: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """The NodePools opted in (cluster-scoped: by their own label, as at admission)."""
-    return [
-        obj
-        for obj in nodepools
-        if not (meta := obj.get("metadata") or {}).get("deletionTimestamp")
-        and (meta.get("labels") or {}).get(ENABLED) == "true"
-    ]
+    """The NodePools opted in, by the admission's rules (cluster-scoped: their own label)."""
+    return [obj for obj in nodepools if reevaluate.not_opted_in(obj, None) is None]
 
 
 def priced(nodepools: Sequence[Mapping[str, Any]]) -> list[tuple[Pool, Mapping[str, Any]]]:
@@ -93,6 +88,8 @@ class OverlayKeeper:
         zone = ctx.local_zone
         if zone is None:
             await self._zone_unknown(opted_in(nodepools))
+        else:
+            self._told.discard("zone-unknown")
         if not pools or zone is None:
             return await self._delete(sorted(kept), kept)
         intensity = lookup({"local": zone}, ctx.table).values["local"]
@@ -112,7 +109,7 @@ class OverlayKeeper:
             margin=self.config.hysteresis.margin,
             min_interval_seconds=settings.min_interval_seconds,
         )
-        if moved or basis is None or since is None:
+        if moved or basis is None or since is None:  # (moved already, for the type checker)
             basis, since = intensity, ctx.now
         plan = carbonprice.plan([p for p, _ in pools], basis, settings, zone=zone, at=since)
         done = 0
@@ -222,7 +219,9 @@ class OverlayKeeper:
             "the local grid zone is unknown (no node names a region the region table knows and"
             " config zone is not set): no carbon price; label a node carbonshift.io/grid-zone"
         )
-        log.warning("carbon_price_zone_unknown")
+        if "zone-unknown" not in self._told:  # the Events say it on every pass, by key
+            self._told.add("zone-unknown")
+            log.warning("carbon_price_zone_unknown")
         for obj in pools:
             await self._emit(obj, "CarbonZoneUnknown", note, warning=True, key="zone-unknown")
 
