@@ -27,9 +27,9 @@ from typing import Any
 from bench.admission import CONFIG, reviews
 from bench.harness import RESULTS, Server, machine, server, write_table, wrk
 from devtools.sandbox import Layout, Sandbox
-from webhook import config as config_mod
 from webhook.kube import client as kube_client
 from webhook.kube.inventory import FleetInventory
+from webhook.model import config as config_mod
 
 CLUSTERS = 5_000
 PLACES = [

@@ -17,8 +17,8 @@ import orjson
 import uvloop
 from aiohttp import web
 
-from webhook import certs
-from webhook.tls import ReloadingTLS
+from webhook.serve import certs
+from webhook.serve.tls import ReloadingTLS
 
 
 async def mutate(request: web.Request) -> web.Response:

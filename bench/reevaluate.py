@@ -3,7 +3,7 @@ the move back to greener tiers.
 
 The objects are what the API servers store, each kind parsed from one JSON document as a
 list call's answer is (keys shared across items, values not). Each PropagationPolicy is
-admitted by the webhook's own admission code (:func:`webhook.preview.preview`, a CREATE
+admitted by the webhook's own admission code (:func:`webhook.cli.preview.preview`, a CREATE
 review and its JSON patch), with the metadata the API server adds; every one is Divided,
 so each comes back as an ordered fill (tiers greenest first). Each policy has a
 ResourceBinding as Karmada keeps it: the policy's annotations that link it to its
@@ -58,14 +58,16 @@ from typing import Any
 import orjson
 
 from bench.harness import RESULTS, SERVER_CPU, machine, write_table
-from webhook import kinds, logs, metrics, preview
-from webhook.config import Config, parse
+from webhook import kinds
+from webhook.cli import preview
 from webhook.decision.capacity import tier_fill
 from webhook.decision.placement import fill_tiers
-from webhook.intensity import IntensityTable, Reading, Signal
 from webhook.kube import rebalancer
 from webhook.kube.events import EventRecorder
 from webhook.kube.reevaluator import Reevaluator
+from webhook.model.config import Config, parse
+from webhook.model.intensity import IntensityTable, Reading, Signal
+from webhook.runtime import logs, metrics
 
 POLICIES = 10_000
 CLUSTERS = 100

@@ -27,12 +27,12 @@ from typing import Any
 import orjson
 
 from bench.harness import RESULTS, Server, machine, server, write_table, wrk
-from webhook import regions
-from webhook.config import Config
 from webhook.feed import IntensityFeed
+from webhook.model import regions
+from webhook.model.config import Config
 from webhook.providers.static import StaticProvider
-from webhook.schedapi import karmada_score, paused_gc
-from webhook.state import ServerState
+from webhook.serve.schedapi import karmada_score, paused_gc
+from webhook.serve.state import ServerState
 
 SIZES = (10, 100, 1000)
 TARGET_MS = 5.0

@@ -7,10 +7,10 @@ depends on the iteration order of a set or of a hashed key shows up as a differe
 
 The inputs: every corpus object with every annotation variant
 (:mod:`tests.semantics.fleet`), each as a raw CREATE AdmissionReview through
-:func:`webhook.admission.review` (what ``POST /mutate`` runs, memo included), then the
+:func:`webhook.serve.admission.review` (what ``POST /mutate`` runs, memo included), then the
 stored object (the patch applied) submitted again as a CREATE and as an UPDATE with a new
 ``carbonshift.io/refresh``; and scheduler API requests through the endpoints' answer
-functions (:data:`webhook.schedapi.ROUTES`).
+functions (:data:`webhook.serve.schedapi.ROUTES`).
 """
 
 from __future__ import annotations
@@ -29,11 +29,13 @@ import orjson
 from tests.schedapi.conftest import FixedProvider
 from tests.semantics import fleet
 from tests.support import NOW
-from webhook import admission, kinds, preview, schedapi
+from webhook import kinds
+from webhook.cli import preview
 from webhook.feed import IntensityFeed
-from webhook.intensity import Reading
-from webhook.state import ServerState
-from webhook.vocabulary import REFRESH
+from webhook.model.intensity import Reading
+from webhook.model.vocabulary import REFRESH
+from webhook.serve import admission, schedapi
+from webhook.serve.state import ServerState
 
 Answer = tuple[str, bytes]
 

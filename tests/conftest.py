@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 import pytest
 
 from tests.support import FLEET, Clock, FakeUpstream, reading, running_fake
-from webhook.config import Config, parse
-from webhook.intensity import Reading
+from webhook.model.config import Config, parse
+from webhook.model.intensity import Reading
 
 
 @pytest.fixture

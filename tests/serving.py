@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from devtools.sandbox.layout import free_port
-from webhook import certs, server
-from webhook.config import Config
+from webhook.model.config import Config
+from webhook.serve import certs, server
 
 
 class Running:

@@ -22,7 +22,7 @@ import orjson
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from webhook.intensity import Reading, Signal
+from webhook.model.intensity import Reading, Signal
 
 NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)
 

@@ -13,12 +13,12 @@ import orjson
 import pytest
 
 from tests.support import NOW
-from webhook import admission
-from webhook.config import Config
 from webhook.decision import placement
-from webhook.intensity import Reading
 from webhook.kinds import Context
-from webhook.validation import InvalidInput
+from webhook.model.config import Config
+from webhook.model.intensity import Reading
+from webhook.model.validation import InvalidInput
+from webhook.serve import admission
 
 PP_KIND = {"group": "policy.karmada.io", "version": "v1alpha1", "kind": "PropagationPolicy"}
 CPP_KIND = {"group": "policy.karmada.io", "version": "v1alpha1", "kind": "ClusterPropagationPolicy"}

@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from webhook.cli import main as carbonshift
-from webhook.config import parse
+from webhook.model.config import parse
 
 ROOT = Path(__file__).resolve().parents[1]
 CHART = ROOT / "charts" / "carbonshift"

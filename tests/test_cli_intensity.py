@@ -11,8 +11,8 @@ import orjson
 import pytest
 
 from tests.support import FakeUpstream, Reply
-from webhook import cli_intensity
-from webhook.config import load
+from webhook.cli import intensity as cli_intensity
+from webhook.model.config import load
 
 
 def run(*argv: str) -> tuple[int, str, str]:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from webhook import cli_intensity
-from webhook.config import parse
+from webhook.cli import intensity as cli_intensity
 from webhook.decision import ocm
+from webhook.model.config import parse
 
 
 def managed(name: str, labels: dict[str, str], claims: dict[str, str] | None = None) -> Any:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from webhook.config import Config, load, parse
-from webhook.validation import InvalidInput
+from webhook.model.config import Config, load, parse
+from webhook.model.validation import InvalidInput
 
 
 def test_no_file_means_the_builtin_default() -> None:

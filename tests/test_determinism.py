@@ -20,8 +20,8 @@ import pytest
 
 from tests import answers
 from tests.semantics import fleet
-from webhook import admission
-from webhook.vocabulary import DECISION
+from webhook.model.vocabulary import DECISION
+from webhook.serve import admission
 
 ROOT = Path(__file__).resolve().parents[1]
 SEEDS = ("0", "1", "2", "3", "random")

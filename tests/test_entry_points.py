@@ -19,8 +19,6 @@ ROOT = Path(__file__).resolve().parent.parent
 SUBCOMMANDS = ["serve", "certs", "mutate", "intensity", "simulate"]
 MODULES = [
     "webhook.cli",
-    "webhook.cli_intensity",
-    "webhook.simulate",
     "bench",
     "bench.floor",
     "devtools.sandbox",

@@ -12,10 +12,11 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from tests.schedapi.conftest import make_app, make_state
-from webhook import admission, vocabulary
-from webhook.config import Config, parse
 from webhook.kube.inventory import FleetInventory
-from webhook.state import ServerState
+from webhook.model import vocabulary
+from webhook.model.config import Config, parse
+from webhook.serve import admission
+from webhook.serve.state import ServerState
 
 CONFIG = parse({"zone": "DE", "clusters": {"member-cfg": {"zone": "FR"}}})
 

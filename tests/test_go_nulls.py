@@ -16,11 +16,12 @@ import orjson
 import pytest
 
 from tests.support import NOW
-from webhook import admission, validation
-from webhook.config import Config
-from webhook.intensity import Reading
 from webhook.kinds import Context
-from webhook.validation import InvalidInput
+from webhook.model import validation
+from webhook.model.config import Config
+from webhook.model.intensity import Reading
+from webhook.model.validation import InvalidInput
+from webhook.serve import admission
 
 PP = {
     "apiVersion": "policy.karmada.io/v1alpha1",

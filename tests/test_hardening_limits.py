@@ -17,8 +17,8 @@ import pytest
 from tests.serving import Running, serve_process, serving
 from tests.support import FLEET
 from tests.test_server import REVIEW
-from webhook.config import parse
-from webhook.validation import InvalidInput
+from webhook.model.config import parse
+from webhook.model.validation import InvalidInput
 
 TIMEOUT_SECONDS = 3.0
 """The registration's timeoutSeconds (manifests/base/webhook.yaml)."""

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from webhook.server import serve
+from webhook.serve.server import serve
 
 MANIFESTS = Path(__file__).resolve().parents[1] / "manifests"
 BASE = MANIFESTS / "base"

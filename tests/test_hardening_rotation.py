@@ -16,8 +16,8 @@ import pytest
 from tests.serving import Running, serving
 from tests.support import FLEET
 from tests.test_hardening_limits import patched, review
-from webhook import certs
-from webhook.config import parse
+from webhook.model.config import parse
+from webhook.serve import certs
 
 HOSTS = ["localhost", "127.0.0.1"]
 

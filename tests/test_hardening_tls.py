@@ -19,10 +19,10 @@ import pytest
 from tests.serving import Running, serving
 from tests.support import FLEET
 from tests.test_server import REVIEW
-from webhook import certs
-from webhook.config import parse
-from webhook.tls import CIPHERS_TLS12, ReloadingTLS
-from webhook.validation import InvalidInput
+from webhook.model.config import parse
+from webhook.model.validation import InvalidInput
+from webhook.serve import certs
+from webhook.serve.tls import CIPHERS_TLS12, ReloadingTLS
 
 SCORE = {"clusters": [{"name": "member-fr"}]}
 

@@ -10,9 +10,9 @@ import orjson
 import pytest
 from prometheus_client import REGISTRY
 
-from webhook import logs
-from webhook.admission import Outcome
-from webhook.journal import FLUSH_SECONDS, MAX_BATCH, AdmissionJournal
+from webhook.runtime import logs
+from webhook.serve.admission import Outcome
+from webhook.serve.journal import FLUSH_SECONDS, MAX_BATCH, AdmissionJournal
 
 
 def admitted(i: int, result: str = "patched") -> Outcome:

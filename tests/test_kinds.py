@@ -7,7 +7,8 @@ from typing import Any
 
 import yaml
 
-from webhook import kinds, preview
+from webhook import kinds
+from webhook.cli import preview
 
 WEBHOOK_YAML = Path(__file__).resolve().parents[1] / "manifests" / "base" / "webhook.yaml"
 

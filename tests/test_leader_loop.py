@@ -9,7 +9,7 @@ import dataclasses
 
 import pytest
 
-from webhook import tasks
+from webhook.runtime import tasks
 
 
 @dataclasses.dataclass

@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_the_readme_lists_every_metric() -> None:
     names = set(
-        re.findall(r'"(carbonshift_[a-z_]+)"', (ROOT / "webhook" / "metrics.py").read_text())
+        re.findall(r'"(carbonshift_[a-z_]+)"', (ROOT / "webhook/runtime/metrics.py").read_text())
     )
     readme = (ROOT / "README.md").read_text()
     assert names

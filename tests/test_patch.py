@@ -7,7 +7,7 @@ import copy
 import jsonpatch
 
 from webhook.decision.outcome import REMOVE, Change
-from webhook.patch import build, pointer
+from webhook.decision.patch import build, pointer
 
 
 def test_pointer_escapes_slash_and_tilde() -> None:

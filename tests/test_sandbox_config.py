@@ -8,7 +8,7 @@ import pytest
 
 from devtools.sandbox import Layout, Sandbox, SandboxError
 from devtools.sandbox.objects import carbonshift_config, user_config
-from webhook.validation import InvalidInput
+from webhook.model.validation import InvalidInput
 
 
 def test_user_sections_win_section_by_section_and_clusters_are_ignored() -> None:

@@ -15,8 +15,8 @@ import pytest
 
 from tests.serving import Running, serving
 from tests.support import FLEET
-from webhook import certs, server
-from webhook.config import parse
+from webhook.model.config import parse
+from webhook.serve import certs, server
 
 REVIEW = {
     "apiVersion": "admission.k8s.io/v1",

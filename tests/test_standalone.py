@@ -82,11 +82,11 @@ def test_every_scenario_runs_from_the_clone_on_the_shipped_traces(
     assert re.search(r"^end: .*$", text, re.MULTILINE), "scenario without an end"
     week = clone / "scenarios" / f"week-{scenario}"  # the first week: a few seconds, not a year
     week.write_text(re.sub(r"^end: .*$", WEEK_END, text, count=1, flags=re.MULTILINE))
-    done = _run(clone, "-m", "webhook.simulate", str(week), "--json", "--no-progress")
+    done = _run(clone, "-m", "webhook.cli", "simulate", str(week), "--json", "--no-progress")
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
     assert "2023" in json.dumps(doc)
-    imported = _run(clone, "-c", "import webhook.traces as t; print(t.SHIPPED)")
+    imported = _run(clone, "-c", "import webhook.model.traces as t; print(t.SHIPPED)")
     assert Path(imported.stdout.strip()).is_relative_to(clone), imported.stdout + imported.stderr
 
 

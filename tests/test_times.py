@@ -4,7 +4,7 @@ Kubernetes (``metav1.Time``) and the Karmada plugin read every time with Go's RF
 layout, which on parsing also takes a fraction of a second of any length after the
 seconds (``.`` or ``,``) and a zone ``Z`` or ``+hh:mm``, upper-case ``T`` and ``Z`` only.
 carbonshift reads annotations, decision records and creation timestamps the same way
-(:func:`webhook.vocabulary.parse_time`); providers' ISO 8601 goes through its laxer mode.
+(:func:`webhook.model.vocabulary.parse_time`); providers' ISO 8601 goes through its laxer mode.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from webhook.errors import ProviderError
+from webhook.model.errors import ProviderError
+from webhook.model.validation import InvalidInput
+from webhook.model.vocabulary import INTENSITY_SINCE, format_time, parse_time, timestamp
 from webhook.providers import wire
-from webhook.validation import InvalidInput
-from webhook.vocabulary import INTENSITY_SINCE, format_time, parse_time, timestamp
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from webhook import traces
+from webhook.model import traces
 
 HEADER = (
     "Datetime (UTC),Country,Zone Name,Zone Id,Carbon Intensity gCO\u2082eq/kWh (direct),"

@@ -21,13 +21,14 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from tests.support import FLEET, NOW
-from webhook import preview, vocabulary
-from webhook.config import parse
+from webhook.cli import preview
 from webhook.feed import IntensityFeed
 from webhook.kinds import Context
-from webhook.server import build_app
-from webhook.state import STATE, ServerState
-from webhook.validation import InvalidInput
+from webhook.model import vocabulary
+from webhook.model.config import parse
+from webhook.model.validation import InvalidInput
+from webhook.serve.server import build_app
+from webhook.serve.state import STATE, ServerState
 
 MALFORMED = ["nan", "inf", "-inf", "-5", "", " ", "12g", "1e400", "0x10", "½", "²"]
 """Values no number-valued key accepts."""

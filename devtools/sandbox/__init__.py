@@ -21,7 +21,7 @@ under the state folder) and removes the state; ``status`` tells what runs.
 The same :class:`Sandbox` class is the control-plane fixture of the end-to-end tests.
 
 Modules by job: :mod:`~devtools.sandbox.layout` (paths, ports), :mod:`~devtools.sandbox.pki`
-(certificates via :mod:`webhook.certs`, kubeconfig), :mod:`~devtools.sandbox.processes`
+(certificates via :mod:`webhook.serve.certs`, kubeconfig), :mod:`~devtools.sandbox.processes`
 (start, wait, stop), :mod:`~devtools.sandbox.components` (command lines),
 :mod:`~devtools.sandbox.objects` (what gets applied), :mod:`~devtools.sandbox.members`
 (joining the members), :mod:`~devtools.sandbox.control_plane`

@@ -13,7 +13,7 @@ from devtools.sandbox.control_plane import Sandbox
 from devtools.sandbox.layout import LOOPBACK, Layout, SandboxError
 from devtools.sandbox.pki import KARMADA_CONTEXT
 from devtools.sandbox.workload import WorkloadCluster, workload_layout
-from webhook.validation import InvalidInput, read_yaml
+from webhook.model.validation import InvalidInput, read_yaml
 
 
 def _print_next_steps(sandbox: Sandbox, workload: WorkloadCluster | None) -> None:

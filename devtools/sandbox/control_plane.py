@@ -28,7 +28,7 @@ from devtools.sandbox.objects import (
     user_config,
 )
 from devtools.sandbox.plane import Plane
-from webhook.validation import InvalidInput
+from webhook.model.validation import InvalidInput
 
 
 def print_progress(message: str) -> None:

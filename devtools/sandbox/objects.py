@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 
 from devtools.sandbox.layout import SandboxError
-from webhook import config
+from webhook.model import config
 
 CARBONSHIFT_WEBHOOK_CONFIG = "carbonshift"
 KARMADA_WEBHOOK_CONFIG = "karmada-webhook"
@@ -32,7 +32,7 @@ def user_config(base: Mapping[str, Any], user: Mapping[str, Any]) -> dict[str, A
     """The sandbox's config with a user's on top (``SANDBOX_CONFIG``): the user's sections
     win, section by section, except ``clusters:``, which the sandbox never takes (its
     carbonshift discovers the members from their Cluster objects). Raises
-    :class:`~webhook.validation.InvalidInput` naming the key when the result is invalid."""
+    :class:`~webhook.model.validation.InvalidInput` naming the key when the result is invalid."""
     merged: dict[str, Any] = dict(base)
     for key, value in user.items():
         if key == "clusters":

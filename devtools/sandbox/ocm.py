@@ -40,9 +40,9 @@ from devtools.sandbox.objects import user_config
 from devtools.sandbox.plane import Plane
 from devtools.sandbox.processes import Component
 from devtools.sandbox.workload import WorkloadCluster
-from webhook import certs
-from webhook import config as config_mod
-from webhook.validation import InvalidInput
+from webhook.model import config as config_mod
+from webhook.model.validation import InvalidInput
+from webhook.serve import certs
 
 COMPONENTS = ("etcd", "kube-apiserver", "placement", "carbonshift")
 """Start order; ``down`` stops them in reverse."""

@@ -1,4 +1,4 @@
-"""The sandbox's PKI and kubeconfig, issued with :mod:`webhook.certs`.
+"""The sandbox's PKI and kubeconfig, issued with :mod:`webhook.serve.certs`.
 
 One CA signs everything: kube-apiserver's serving certificate, the admin client
 certificate (``O=system:masters``), karmada-webhook's and carbonshift's serving
@@ -19,7 +19,7 @@ from pathlib import Path
 import yaml
 
 from devtools.sandbox.layout import LOOPBACK, Layout
-from webhook import certs
+from webhook.serve import certs
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

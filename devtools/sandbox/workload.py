@@ -50,7 +50,7 @@ from devtools.sandbox.plane import Plane
 from devtools.sandbox.processes import (
     Component,
 )
-from webhook.validation import InvalidInput
+from webhook.model.validation import InvalidInput
 
 COMPONENTS = (
     "etcd",

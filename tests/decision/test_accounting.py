@@ -25,8 +25,8 @@ from webhook.decision.accounting import (
 )
 from webhook.decision.placement import GREEN_TERM, TIER_TERM
 from webhook.decision.record import Record, fingerprint
-from webhook.intensity import Signal
-from webhook.vocabulary import DECISION
+from webhook.model.intensity import Signal
+from webhook.model.vocabulary import DECISION
 
 AVG = Signal.AVERAGE
 GREEN, DIRTY = Intensity(100.0, AVG, "static"), Intensity(300.0, AVG, "static")

@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.support import reading
-from webhook.config import NodePoolConfig
 from webhook.decision import arm64
 from webhook.decision.nodepool import NodePoolInputs, decide
+from webhook.model.config import NodePoolConfig
 
 AWS = "karpenter.k8s.aws/"
 FAMILY = AWS + "instance-family"

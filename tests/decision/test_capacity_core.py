@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from webhook.config import RebalanceConfig
 from webhook.decision.capacity import MoveRule, plan_move, quantity, room, tier_fill
+from webhook.model.config import RebalanceConfig
 
 # --- tier fill: the cases of Karmada's own common_test.go, and its rules ---------------------
 

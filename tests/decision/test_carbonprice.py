@@ -7,10 +7,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from webhook.config import CarbonPriceConfig
 from webhook.decision import carbonprice
 from webhook.decision.carbonprice import Pool
-from webhook.vocabulary import DEFAULT_NODEPOOL_STRATEGIES, knobs
+from webhook.model.config import CarbonPriceConfig
+from webhook.model.vocabulary import DEFAULT_NODEPOOL_STRATEGIES, knobs
 
 T0 = datetime(2026, 11, 25, 12, tzinfo=UTC)
 KWOK = "karpenter.kwok.sh"

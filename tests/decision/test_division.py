@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from webhook.config import ClusterConfig
 from webhook.decision.division import (
     divide_available,
     divide_static,
@@ -12,6 +11,7 @@ from webhook.decision.division import (
     names_descending,
     webster,
 )
+from webhook.model.config import ClusterConfig
 from webhook.simulate.policies import Members, Terms, Weights
 
 

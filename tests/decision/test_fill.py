@@ -8,7 +8,6 @@ from typing import Any
 
 from tests.decision.test_placement import divided, mutate, policy
 from tests.support import FLEET, NOW, reading
-from webhook.config import parse
 from webhook.decision.hysteresis import Hysteresis
 from webhook.decision.placement import (
     GREEN_TERM,
@@ -20,7 +19,8 @@ from webhook.decision.placement import (
     in_force,
 )
 from webhook.decision.record import Record
-from webhook.vocabulary import DECISION
+from webhook.model.config import parse
+from webhook.model.vocabulary import DECISION
 
 CONFIG = parse(FLEET)
 TABLE = {"FR": reading("FR", 60.0), "DE": reading("DE", 380.0), "PL": reading("PL", 700.0)}

@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from webhook import vocabulary
-from webhook.config import Config, parse
 from webhook.decision.fleet import MAX_LABELS, entry, name_of, placement_clusters
-from webhook.validation import InvalidInput
+from webhook.model import vocabulary
+from webhook.model.config import Config, parse
+from webhook.model.validation import InvalidInput
 
 NO_CONFIG = Config()
 CONFIG = parse({"clusters": {"member-cfg": {"zone": "FR"}, "member-both": {"zone": "PL"}}})

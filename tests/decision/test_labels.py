@@ -7,10 +7,10 @@ import datetime
 
 import pytest
 
-from webhook import vocabulary
-from webhook.config import parse
 from webhook.decision.labels import Current, Rule, cluster_annotations, decide
-from webhook.intensity import Reading, Signal
+from webhook.model import vocabulary
+from webhook.model.config import parse
+from webhook.model.intensity import Reading, Signal
 
 NOW = datetime.datetime(2026, 11, 23, 12, 0, tzinfo=datetime.UTC)
 LONG_AGO = NOW - datetime.timedelta(days=1)

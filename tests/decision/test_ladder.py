@@ -23,11 +23,11 @@ from tests.decision.test_pause import (
 from tests.decision.test_reevaluate import T0 as LATER
 from tests.decision.test_reevaluate import np_step
 from tests.decision.test_reevaluate import pool as admitted
-from webhook.config import parse
 from webhook.decision import ladder, pause
 from webhook.decision.ladder import State, gap, limit, step, target
 from webhook.decision.nodepool import NodePoolInputs, decide, reevaluate
-from webhook.validation import InvalidInput
+from webhook.model.config import parse
+from webhook.model.validation import InvalidInput
 
 STEPS = (1.0, 0.5, 0.0)
 SLIGHTLY_CLEANER = [500.0, 490.0] + [500.0] * 23

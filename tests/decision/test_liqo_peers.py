@@ -10,13 +10,14 @@ import orjson
 import pytest
 
 from tests.schedapi.conftest import make_state
-from webhook import cli_intensity, schedapi
-from webhook.config import ClusterConfig, Config
+from webhook.cli import intensity as cli_intensity
 from webhook.decision import liqo
 from webhook.decision.clusters import node_candidate, node_zone
 from webhook.kube.nodes import resolve
 from webhook.kube.peers import PeerInventory
-from webhook.validation import InvalidInput
+from webhook.model.config import ClusterConfig, Config
+from webhook.model.validation import InvalidInput
+from webhook.serve import schedapi
 
 CONFIG = Config(clusters={"c-config": ClusterConfig(name="c-config", zone="PL")})
 

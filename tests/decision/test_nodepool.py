@@ -9,13 +9,13 @@ import jsonpatch
 import pytest
 
 from tests.support import reading
-from webhook.config import NodePoolConfig
 from webhook.decision.nodepool import NodePoolInputs, decide
 from webhook.decision.outcome import Change
+from webhook.decision.patch import build
 from webhook.decision.record import Record
-from webhook.intensity import Reading
-from webhook.patch import build
-from webhook.vocabulary import DECISION
+from webhook.model.config import NodePoolConfig
+from webhook.model.intensity import Reading
+from webhook.model.vocabulary import DECISION
 
 
 def nodepool(strategy: str | None = None, **spec: Any) -> dict[str, Any]:

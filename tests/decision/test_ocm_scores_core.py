@@ -12,10 +12,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.support import NOW, reading
-from webhook.config import parse
 from webhook.decision import ocm
 from webhook.decision.ranking import CEILING
-from webhook.vocabulary import ZONE
+from webhook.model.config import parse
+from webhook.model.vocabulary import ZONE
 
 MAX_AGE = timedelta(hours=2)
 

@@ -13,15 +13,15 @@ from hypothesis import strategies as st
 
 from tests.support import NOW, reading
 from webhook import kinds
-from webhook.config import ClusterConfig, Config, HysteresisConfig
 from webhook.decision import offloading
 from webhook.decision.hysteresis import Hysteresis
 from webhook.decision.labels import Rule
 from webhook.decision.record import Record
 from webhook.decision.reevaluate import apply
-from webhook.intensity import IntensityTable
-from webhook.reevaluation import Reevaluation, target_of
-from webhook.vocabulary import DECISION
+from webhook.kinds.reevaluation import Reevaluation, target_of
+from webhook.model.config import ClusterConfig, Config, HysteresisConfig
+from webhook.model.intensity import IntensityTable
+from webhook.model.vocabulary import DECISION
 
 RULE = Rule(low_below=200, high_from=400)
 PEERS = {

@@ -11,14 +11,14 @@ import orjson
 import pytest
 
 from tests.support import reading
-from webhook.config import NodePoolConfig
 from webhook.decision import pause
 from webhook.decision.nodepool import NodePoolInputs, decide, reevaluate
 from webhook.decision.outcome import Change, Decision
+from webhook.decision.patch import build
 from webhook.decision.pause import State, step, waits
-from webhook.intensity import Reading
-from webhook.patch import build
-from webhook.vocabulary import DECISION
+from webhook.model.config import NodePoolConfig
+from webhook.model.intensity import Reading
+from webhook.model.vocabulary import DECISION
 
 T0 = datetime(2026, 3, 1, 10, tzinfo=UTC)
 H = timedelta(hours=1)

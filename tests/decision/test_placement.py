@@ -12,15 +12,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.support import FLEET, NOW, reading
-from webhook.config import Config, parse
 from webhook.decision.hysteresis import Hysteresis
 from webhook.decision.outcome import Change
+from webhook.decision.patch import build
 from webhook.decision.placement import PolicyInputs, decide
 from webhook.decision.record import Record
 from webhook.decision.selectors import allowed_clusters
-from webhook.intensity import Reading
-from webhook.patch import build
-from webhook.vocabulary import DECISION
+from webhook.model.config import Config, parse
+from webhook.model.intensity import Reading
+from webhook.model.vocabulary import DECISION
 
 NAMES = ["member-fr", "member-de", "member-pl", "unknown-x"]
 WEIGHTED = {"carbonshift.io/strategy": "weighted"}

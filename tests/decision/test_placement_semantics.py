@@ -26,11 +26,11 @@ from hypothesis import strategies as st
 
 from tests.decision.test_placement import mutate, policy, weights_of
 from tests.support import FLEET, reading
-from webhook.config import ClusterConfig, parse
 from webhook.decision.placement import FALLBACK_TERM, GREEN_TERM, PolicyInputs, decide
 from webhook.decision.record import Record
 from webhook.decision.selectors import allowed_clusters
-from webhook.vocabulary import DECISION
+from webhook.model.config import ClusterConfig, parse
+from webhook.model.vocabulary import DECISION
 
 NEWCOMER = "member-new"
 UNIVERSE = parse(

@@ -7,7 +7,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from webhook import kinds
-from webhook.config import ClusterConfig, Config, HysteresisConfig
 from webhook.decision import nodepool
 from webhook.decision.hysteresis import Hysteresis
 from webhook.decision.nodepool import NodePoolInputs
@@ -23,8 +22,9 @@ from webhook.decision.reevaluate import (
     paused,
     step,
 )
-from webhook.intensity import Reading, Signal
-from webhook.vocabulary import DECISION, ENABLED, MAX_PAUSE, STRATEGY
+from webhook.model.config import ClusterConfig, Config, HysteresisConfig
+from webhook.model.intensity import Reading, Signal
+from webhook.model.vocabulary import DECISION, ENABLED, MAX_PAUSE, STRATEGY
 
 T0 = datetime(2026, 3, 1, 12, tzinfo=UTC)
 CLUSTERS = {n: ClusterConfig(name=n, zone=z) for n, z in (("a", "FR"), ("b", "DE"), ("c", "PL"))}

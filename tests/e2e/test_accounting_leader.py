@@ -26,7 +26,7 @@ from test_prometheus import remove, settings, workload
 from test_reevaluate_policies import Grid, follower, metric
 
 from devtools.sandbox import Sandbox
-from webhook.vocabulary import parse_time
+from webhook.model.vocabulary import parse_time
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -3,7 +3,7 @@ accepted by a real kube-apiserver (CRD schema, the NodePool CRD's CEL rules) and
 own validating webhook, through ``kubectl apply --dry-run=server``.
 
 Every distinct written shape (corpus object x annotation variant, run through the
-webhook's admission code by ``webhook.preview``) is sent once. The stored object carries
+webhook's admission code by ``webhook.cli.preview``) is sent once. The stored object carries
 ``carbonshift.io/enabled: "false"`` so the sandbox's carbonshift leaves it as it is; the
 user's object is sent first, and only shapes whose user object the server accepts count
 (documentation fragments without a ``resourceSelectors`` or ``nodeClassRef`` are not

@@ -20,13 +20,13 @@ from kubernetes_asyncio.client import ApiClient
 
 from devtools.sandbox import Sandbox
 from devtools.sandbox.layout import free_port
-from webhook import vocabulary
-from webhook.config import Config, load
 from webhook.kube.client import Settings, connect
 from webhook.kube.events import REPORTING_CONTROLLER, EventRecorder
 from webhook.kube.inventory import FleetInventory
 from webhook.kube.leader import LeaderElector
 from webhook.kube.writes import NotLeader, apply_metadata
+from webhook.model import vocabulary
+from webhook.model.config import Config, load
 
 SECONDS = 10.0
 """How soon a change in the API server must show in the inventory."""
@@ -234,7 +234,7 @@ async def test_events_about_a_cluster_are_written(kube: Kube, api: ApiClient) ->
 async def test_serve_with_a_kubeconfig_reports_the_inventory_in_readyz(
     sandbox: Sandbox, tmp_path: Path
 ) -> None:
-    from webhook import server  # noqa: PLC0415
+    from webhook.serve import server  # noqa: PLC0415
 
     stop = asyncio.Event()
     port = free_port()

@@ -23,7 +23,7 @@ from e2e_support import Kube, unique
 
 from devtools.sandbox import Sandbox
 from devtools.sandbox.layout import free_port
-from webhook import vocabulary
+from webhook.model import vocabulary
 
 CLUSTERS = "cluster.cluster.karmada.io"
 TAKEOVER_SECONDS = 20.0

@@ -26,9 +26,9 @@ from e2e_support import Kube, carbon_order, propagation_policy, unique
 
 from devtools.sandbox import Sandbox
 from devtools.sandbox.layout import free_port
-from webhook import vocabulary
-from webhook.config import load
 from webhook.kube.client import Settings
+from webhook.model import vocabulary
+from webhook.model.config import load
 
 SECONDS = 10.0
 """How soon a change of a Cluster must reach an admission."""
@@ -242,7 +242,7 @@ OUTAGE_SECONDS = 20
 async def test_admissions_answer_from_memory_while_the_api_server_is_out_of_reach(
     sandbox: Sandbox, kube: Kube, proxy: Cuttable, tmp_path: Path
 ) -> None:
-    from webhook import server  # noqa: PLC0415
+    from webhook.serve import server  # noqa: PLC0415
 
     kubeconfig = yaml.safe_load(sandbox.kubeconfig.read_text())
     kubeconfig["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{proxy.port}"

@@ -41,7 +41,7 @@ from test_reevaluate_policies import Grid
 
 from devtools.sandbox import Layout
 from devtools.sandbox.workload import NODE_CLASS, WorkloadCluster, workload_layout
-from webhook.vocabulary import DECISION, ENABLED, INTENSITY_CLASS, REFRESH, STRATEGY
+from webhook.model.vocabulary import DECISION, ENABLED, INTENSITY_CLASS, REFRESH, STRATEGY
 
 DIRTY, CLEAN = 700.0, 100.0
 """DE in gCO2eq/kWh: high (carbonshift's weight 30) and low (weight 90)."""

@@ -37,7 +37,7 @@ from test_karpenter import NAMESPACE, events, get, items, nodepool, ready, workl
 from test_reevaluate_policies import Grid
 
 from devtools.sandbox.workload import WorkloadCluster
-from webhook.vocabulary import DECISION
+from webhook.model.vocabulary import DECISION
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 

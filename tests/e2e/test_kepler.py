@@ -46,10 +46,10 @@ from tests.kube.test_accounting_loop import (
     policy,
     sample,
 )
-from webhook import metrics
 from webhook.decision.accounting import workload_joules
-from webhook.kepler import Kepler
 from webhook.kube.accounting import Ledger
+from webhook.prometheus.kepler import Kepler
+from webhook.runtime import metrics
 
 __all__ = ["fake", "no_series"]  # fixtures used by name
 

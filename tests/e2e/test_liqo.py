@@ -35,7 +35,7 @@ from test_schedulers import binary, eventually, kube_scheduler, start
 
 from devtools.sandbox import Component, Sandbox, free_port
 from webhook.decision.record import Record
-from webhook.vocabulary import DECISION
+from webhook.model.vocabulary import DECISION
 
 __all__ = ["kube_scheduler"]  # the module fixture, started for this module too
 

@@ -29,7 +29,7 @@ from test_reevaluate_policies import Grid
 from devtools.sandbox import Layout, SandboxError
 from devtools.sandbox.ocm import LEASE_NAMESPACE, OcmHub
 from webhook.decision import ocm
-from webhook.vocabulary import ZONE
+from webhook.model.vocabulary import ZONE
 
 APPS = "carbon-apps"
 SET = "carbon"

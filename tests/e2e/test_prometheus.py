@@ -54,7 +54,7 @@ from test_reevaluate_policies import MEMBERS, Grid, follower
 from devtools.sandbox import Sandbox
 from tests.support import Reply, em_latest
 from tests.test_server import REVIEW
-from webhook import certs
+from webhook.serve import certs
 
 pytestmark = pytest.mark.timeout(420)
 

@@ -22,7 +22,7 @@ from test_reevaluate_policies import Grid, events, follower, metric
 
 from devtools.sandbox import Sandbox
 from webhook.decision.record import Record, switches
-from webhook.vocabulary import DECISION, MAX_PAUSE, STRATEGY
+from webhook.model.vocabulary import DECISION, MAX_PAUSE, STRATEGY
 
 POOLS = "nodepools.karpenter.sh"
 DIRTY, CLEAN = 480.0, 100.0

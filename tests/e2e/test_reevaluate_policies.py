@@ -26,7 +26,7 @@ from test_fleet_labels import Replica, eventually, holder
 from devtools.sandbox import Sandbox
 from tests.support import FakeUpstream, Reply, em_latest, iso
 from webhook.decision.record import Record, switches, user_fields
-from webhook.vocabulary import DECISION
+from webhook.model.vocabulary import DECISION
 
 POLICIES = "propagationpolicies.policy.karmada.io"
 MEMBERS = ["member-fr", "member-pl", "member-se"]

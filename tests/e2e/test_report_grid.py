@@ -26,7 +26,7 @@ from test_reevaluate_karmada import scheduled
 from test_reevaluate_policies import MEMBERS, ZONES, Grid, follower
 
 from devtools.sandbox import Sandbox
-from webhook.vocabulary import parse_time
+from webhook.model.vocabulary import parse_time
 
 pytestmark = pytest.mark.timeout(300)
 

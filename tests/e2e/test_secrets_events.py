@@ -16,7 +16,7 @@ from devtools.sandbox import Sandbox
 from tests.providers.test_secrets import EM_TOKEN, assert_clean, failing_providers
 from tests.serving import serve_process
 from tests.support import FakeUpstream, Reply
-from webhook import vocabulary
+from webhook.model import vocabulary
 
 CLUSTERS = "clusters.cluster.karmada.io"
 

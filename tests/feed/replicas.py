@@ -21,7 +21,7 @@ import orjson
 import pytest
 
 from devtools.sandbox.layout import free_port
-from webhook import certs
+from webhook.serve import certs
 
 
 def tls(config: Path) -> ssl.SSLContext:

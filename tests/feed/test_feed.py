@@ -11,10 +11,10 @@ from aiohttp import web
 from structlog.testing import capture_logs
 
 from tests.support import Clock, FakeUpstream, Reply, em_latest
-from webhook.cache import Entry, IntensityCache
-from webhook.config import Config, FeedConfig, parse
 from webhook.feed import IntensityFeed
-from webhook.intensity import Reading, Signal
+from webhook.feed.cache import Entry, IntensityCache
+from webhook.model.config import Config, FeedConfig, parse
+from webhook.model.intensity import Reading, Signal
 
 LATEST = "/v3/carbon-intensity/latest"
 FORECAST = "/v3/carbon-intensity/forecast"

@@ -12,7 +12,7 @@ from webhook.decision import forecast
 from webhook.decision.forecast import Method, outlook
 from webhook.feed import IntensityFeed
 from webhook.feed.history import History, enough, provider_outlook
-from webhook.intensity import Reading
+from webhook.model.intensity import Reading
 
 HISTORY = "/v3/carbon-intensity/history"
 T0 = datetime(2026, 3, 1, 0, tzinfo=UTC)

@@ -18,13 +18,13 @@ from aiohttp.test_utils import TestServer
 from kubernetes_asyncio import client
 
 from tests.support import NOW, reading
-from webhook import metrics
-from webhook.config import ClusterConfig, Config, parse
 from webhook.decision.placement import GREEN_TERM, TIER_TERM
 from webhook.decision.record import Record, fingerprint
 from webhook.kinds import Context
 from webhook.kube.accounting import Accountant, Ledger
-from webhook.vocabulary import DECISION
+from webhook.model.config import ClusterConfig, Config, parse
+from webhook.model.vocabulary import DECISION
+from webhook.runtime import metrics
 
 ZONES = {"green": "SE-SE3", "dirty": "PL"}
 VALUES = {"SE-SE3": 25.0, "PL": 800.0}

@@ -10,14 +10,14 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from tests.support import FLEET
-from webhook import vocabulary
-from webhook.config import parse
 from webhook.feed import IntensityFeed
 from webhook.kube.client import Backoff, settings
 from webhook.kube.inventory import FleetInventory
 from webhook.kube.leader import LeaderElector
-from webhook.server import build_app
-from webhook.state import ServerState
+from webhook.model import vocabulary
+from webhook.model.config import parse
+from webhook.serve.server import build_app
+from webhook.serve.state import ServerState
 
 CONFIG = parse({"clusters": {"member-fr": {"zone": "FR"}}})
 

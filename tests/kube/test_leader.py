@@ -14,8 +14,8 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 from kubernetes_asyncio import client
 
-from webhook import metrics
 from webhook.kube.leader import LeaderElector
+from webhook.runtime import metrics
 
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/ns/leases"
 

@@ -80,7 +80,7 @@ def test_nodepools_are_classed_by_the_nodes_zone_with_no_zone_in_the_config() ->
 
     from tests.support import reading  # noqa: PLC0415
     from webhook import kinds  # noqa: PLC0415
-    from webhook.config import Config  # noqa: PLC0415
+    from webhook.model.config import Config  # noqa: PLC0415
 
     row = kinds.find("karpenter.sh", "NodePool")
     assert row is not None
@@ -99,7 +99,7 @@ def test_a_limited_pools_warning_names_the_clusters_other_nodepools() -> None:
 
     from tests.support import reading  # noqa: PLC0415
     from webhook import kinds  # noqa: PLC0415
-    from webhook.config import Config  # noqa: PLC0415
+    from webhook.model.config import Config  # noqa: PLC0415
 
     row = kinds.find("karpenter.sh", "NodePool")
     assert row is not None

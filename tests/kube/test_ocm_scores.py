@@ -17,12 +17,12 @@ from aiohttp.test_utils import TestServer
 from kubernetes_asyncio import client
 
 from tests.support import NOW, reading
-from webhook.config import parse
 from webhook.decision import ocm
-from webhook.intensity import IntensityTable
+from webhook.kinds.reevaluation import OutlookMethod
 from webhook.kube.ocm import PlacementScorer
-from webhook.reevaluation import OutlookMethod
-from webhook.vocabulary import ZONE
+from webhook.model.config import parse
+from webhook.model.intensity import IntensityTable
+from webhook.model.vocabulary import ZONE
 
 
 def managed(name: str, zone: str | None) -> dict[str, Any]:

@@ -17,14 +17,14 @@ from aiohttp.test_utils import TestServer
 from kubernetes_asyncio import client
 
 from tests.support import NOW, reading
-from webhook import metrics
-from webhook.config import ClusterConfig, Config, parse
 from webhook.decision.placement import GREEN_TERM, TIER_TERM
 from webhook.kinds import Context
 from webhook.kube.events import EventRecorder
 from webhook.kube.rebalancer import Rebalancer, owner, pending, with_allocating
 from webhook.kube.writes import NotLeader
-from webhook.vocabulary import DECISION
+from webhook.model.config import ClusterConfig, Config, parse
+from webhook.model.vocabulary import DECISION
+from webhook.runtime import metrics
 
 ZONES = {"green": "SE-SE3", "mid": "FR", "dirty": "PL"}
 VALUES = {"SE-SE3": 25.0, "FR": 100.0, "PL": 800.0}

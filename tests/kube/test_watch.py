@@ -16,12 +16,12 @@ from aiohttp.test_utils import TestServer
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
-from webhook import metrics
-from webhook.config import Config
 from webhook.kube import client as kube_client
 from webhook.kube.client import Backoff
 from webhook.kube.inventory import FleetInventory
 from webhook.kube.writes import NotLeader, update
+from webhook.model.config import Config
+from webhook.runtime import metrics
 
 PATH = "/apis/cluster.karmada.io/v1alpha1/clusters"
 

@@ -9,18 +9,18 @@ from pathlib import Path
 import pytest
 
 from tests.support import FakeUpstream, Reply, em_latest, iso
-from webhook.errors import (
+from webhook.model.credentials import Secret
+from webhook.model.errors import (
     AuthenticationFailed,
     CircuitOpen,
     ProviderError,
     RateLimited,
     ZoneNotSupported,
 )
-from webhook.intensity import Signal
-from webhook.providers.credentials import Secret
+from webhook.model.intensity import Signal
+from webhook.model.validation import InvalidInput
 from webhook.providers.electricitymaps import ElectricityMapsProvider
 from webhook.providers.http import HttpSettings
-from webhook.validation import InvalidInput
 
 TOKEN = "em-test-token-7f3a"
 HOUR = datetime(2026, 3, 1, 10, tzinfo=UTC)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from webhook.config import Config
+from webhook.model.config import Config
+from webhook.model.validation import InvalidInput
 from webhook.providers.electricitymaps import ElectricityMapsProvider
 from webhook.providers.http import HttpSettings
 from webhook.providers.registry import PROVIDERS, build_providers
 from webhook.providers.static import StaticProvider
 from webhook.providers.ukgrid import UKGridProvider
-from webhook.validation import InvalidInput
 
 
 def test_rows_in_chain_order() -> None:

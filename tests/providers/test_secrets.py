@@ -11,12 +11,12 @@ from prometheus_client import REGISTRY, generate_latest
 from structlog.testing import capture_logs
 
 from tests.support import FakeUpstream, Reply
-from webhook.config import parse
-from webhook.errors import ProviderError
 from webhook.feed import IntensityFeed
+from webhook.model.config import parse
+from webhook.model.errors import ProviderError
+from webhook.model.validation import InvalidInput
 from webhook.providers.http import HttpSettings
 from webhook.providers.registry import build_providers
-from webhook.validation import InvalidInput
 
 EM_TOKEN = "EMSECRET-1d9e5b"
 WT_USER = "WTUSER-77aa"

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from tests.support import NOW
+from webhook.model.regions import BY_PROVIDER
+from webhook.model.validation import InvalidInput
 from webhook.providers.http import HttpSettings
 from webhook.providers.static import StaticProvider, annual_table
-from webhook.regions import BY_PROVIDER
-from webhook.validation import InvalidInput
 
 REGIONS = sorted(
     (cloud, region, zone) for cloud, table in BY_PROVIDER.items() for region, zone in table.items()

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from tests.support import Clock
-from webhook import traces
-from webhook.errors import ZoneNotSupported
+from webhook.model import traces
+from webhook.model.errors import ZoneNotSupported
+from webhook.model.validation import InvalidInput
 from webhook.providers.http import HttpSettings
 from webhook.providers.trace import TraceProvider
-from webhook.validation import InvalidInput
 
 HEADER = (
     "Datetime (UTC),Country,Zone Name,Zone Id,Carbon Intensity gCO\u2082eq/kWh (direct),"

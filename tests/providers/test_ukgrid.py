@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from tests.support import FakeUpstream, Reply
-from webhook.errors import ProviderError, ZoneNotSupported
+from webhook.model.errors import ProviderError, ZoneNotSupported
 from webhook.providers.http import HttpSettings
 from webhook.providers.ukgrid import UKGridProvider
 

@@ -11,16 +11,16 @@ import pytest
 from structlog.testing import capture_logs
 
 from tests.support import Clock, FakeUpstream, Reply
-from webhook.errors import AuthenticationFailed, IncomparableSignal
-from webhook.intensity import Signal
-from webhook.providers.credentials import Secret
+from webhook.model.credentials import Secret
+from webhook.model.errors import AuthenticationFailed, IncomparableSignal
+from webhook.model.intensity import Signal
+from webhook.model.validation import InvalidInput
 from webhook.providers.http import HttpSettings
 from webhook.providers.watttime import (
     LBS_PER_MWH_TO_G_PER_KWH,
     TOKEN_LIFETIME,
     WattTimeProvider,
 )
-from webhook.validation import InvalidInput
 
 USER, PASSWORD = "wt-user", "wt-pass-91c2"
 START = datetime(2026, 3, 1, 10, tzinfo=UTC)

@@ -15,10 +15,10 @@ import pytest
 from webhook.cli import main
 from webhook.decision.accounting import Totals
 from webhook.decision.record import Record
-from webhook.intensity import Signal
 from webhook.kube.accounting import Ledger, ObjectTotals
+from webhook.model.intensity import Signal
+from webhook.model.vocabulary import DECISION
 from webhook.report import data, render
-from webhook.vocabulary import DECISION
 
 NOW = datetime.datetime(2026, 3, 1, 12, tzinfo=datetime.UTC)
 

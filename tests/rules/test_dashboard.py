@@ -16,7 +16,7 @@ import yaml
 from tests.rules.test_rules import CACHE, ROOT, run
 
 DASHBOARD = ROOT / "charts" / "carbonshift" / "dashboards" / "carbonshift.json"
-METRICS = (ROOT / "webhook" / "metrics.py").read_text()
+METRICS = (ROOT / "webhook" / "runtime" / "metrics.py").read_text()
 
 
 def queries() -> list[str]:

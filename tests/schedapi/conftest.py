@@ -9,12 +9,12 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from webhook import schedapi
-from webhook.config import Config
-from webhook.errors import ZoneNotSupported
 from webhook.feed import IntensityFeed
-from webhook.intensity import Reading, Signal
-from webhook.state import STATE, ServerState
+from webhook.model.config import Config
+from webhook.model.errors import ZoneNotSupported
+from webhook.model.intensity import Reading, Signal
+from webhook.serve import schedapi
+from webhook.serve.state import STATE, ServerState
 
 INTENSITIES: Mapping[str, float] = {
     "SE-SE3": 30.0,

@@ -8,7 +8,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from webhook.config import ClusterConfig, Config, NodePoolConfig
 from webhook.decision.clusters import (
     Assessment,
     Candidate,
@@ -20,7 +19,8 @@ from webhook.decision.clusters import (
     node_zone,
 )
 from webhook.decision.ranking import NEUTRAL_SCORE, greenness
-from webhook.intensity import Reading, Signal
+from webhook.model.config import ClusterConfig, Config, NodePoolConfig
+from webhook.model.intensity import Reading, Signal
 
 CONFIG = Config(
     clusters={

@@ -11,9 +11,9 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from tests.schedapi.conftest import make_app, make_state
-from webhook.config import ClusterConfig, Config, NodePoolConfig
 from webhook.decision.ranking import NEUTRAL_SCORE
-from webhook.state import ServerState
+from webhook.model.config import ClusterConfig, Config, NodePoolConfig
+from webhook.serve.state import ServerState
 
 Client = TestClient[web.Request, web.Application]
 MAX = "carbonshift.io/max-intensity"
@@ -255,7 +255,7 @@ async def test_openapi_document_is_served(client: Client) -> None:
 
 
 async def test_metrics_count_requests(client: Client) -> None:
-    from webhook.metrics import SCHEDULER_REQUESTS  # noqa: PLC0415
+    from webhook.runtime.metrics import SCHEDULER_REQUESTS  # noqa: PLC0415
 
     counter = SCHEDULER_REQUESTS.labels("karmada/filter", "bad_request")
     before = counter._value.get()
@@ -271,7 +271,7 @@ async def test_karmada_filter_ignores_only_a_malformed_annotation_and_warns(
 ) -> None:
     """A 400 would make the Karmada plugin fail open for every cluster: the malformed knob
     is ignored, the rest answered, the warning names it and a metric counts it."""
-    from webhook.metrics import SCHEDULER_IGNORED_ANNOTATIONS  # noqa: PLC0415
+    from webhook.runtime.metrics import SCHEDULER_IGNORED_ANNOTATIONS  # noqa: PLC0415
 
     counter = SCHEDULER_IGNORED_ANNOTATIONS.labels("karmada", MAX)
     before = counter._value.get()
@@ -298,7 +298,7 @@ async def test_karmada_score_ignores_a_malformed_annotation_and_warns(client: Cl
 
 @pytest.mark.parametrize("path", ["/v1/extender/filter", "/v1/extender/prioritize"])
 async def test_extender_ignores_a_malformed_annotation(client: Client, path: str) -> None:
-    from webhook.metrics import SCHEDULER_IGNORED_ANNOTATIONS  # noqa: PLC0415
+    from webhook.runtime.metrics import SCHEDULER_IGNORED_ANNOTATIONS  # noqa: PLC0415
 
     counter = SCHEDULER_IGNORED_ANNOTATIONS.labels("extender", MAX)
     before = counter._value.get()

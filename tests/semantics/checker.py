@@ -1,7 +1,7 @@
 """What carbonshift may do to a policy or NodePool, checked from the outside.
 
 :func:`check` compares the object as the user wrote it with the object as carbonshift
-stored it (the admission patch applied, e.g. by :func:`webhook.preview.preview`) and the
+stored it (the admission patch applied, e.g. by :func:`webhook.cli.preview.preview`) and the
 warnings it answered, and returns every broken invariant:
 
 - ``valid``: the stored object passes an offline approximation of what the API server
@@ -38,7 +38,7 @@ import jsonschema  # type: ignore[import-untyped]
 import yaml
 
 from devtools.sandbox.layout import crd
-from webhook.config import ClusterConfig
+from webhook.model.config import ClusterConfig
 
 CRDS = {
     "PropagationPolicy": ("karmada", "policy.karmada.io_propagationpolicies.yaml"),

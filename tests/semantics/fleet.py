@@ -13,8 +13,10 @@ import yaml
 
 from tests.semantics.checker import World
 from tests.support import FLEET, NOW, reading
-from webhook import config, kinds, preview
-from webhook.intensity import Reading
+from webhook import kinds
+from webhook.cli import preview
+from webhook.model import config
+from webhook.model.intensity import Reading
 
 CORPUS = Path(__file__).resolve().parent.parent / "corpus"
 

@@ -10,7 +10,7 @@ import pytest
 from tests.semantics import checker
 from tests.semantics.checker import World
 from tests.semantics.fleet import CONFIG, world
-from webhook.config import ClusterConfig
+from webhook.model.config import ClusterConfig
 
 WORLD = world()
 ARM = {"key": "kubernetes.io/arch", "operator": "In", "values": ["arm64"]}

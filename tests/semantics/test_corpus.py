@@ -1,5 +1,5 @@
 """Every corpus object x every annotation variant, and generated ones beyond the corpus,
-through the webhook's own admission code (``webhook.preview``): the checker must pass.
+through the webhook's own admission code (``webhook.cli.preview``): the checker must pass.
 
 The fleet and intensity table are fixed (``tests/semantics/fleet.py``); the local grid is
 ``high``, so every NodePool strategy has something to do.

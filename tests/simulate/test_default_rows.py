@@ -8,11 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from webhook.config import Config
+from webhook.cli import simulate as cli
 from webhook.decision.forecast import RANK_HOURS
 from webhook.decision.hysteresis import Hysteresis
-from webhook.reevaluation import METHODS
-from webhook.simulate import cli, report
+from webhook.kinds.reevaluation import METHODS
+from webhook.model.config import Config
+from webhook.model.vocabulary import DEFAULT_MAX_PAUSE
+from webhook.simulate import report
 from webhook.simulate.grid import Grid
 from webhook.simulate.pausing import OverTime
 from webhook.simulate.policies import (
@@ -22,7 +24,6 @@ from webhook.simulate.policies import (
     spatial_policies,
 )
 from webhook.simulate.scenario import PolicySettings
-from webhook.vocabulary import DEFAULT_MAX_PAUSE
 
 HEADER = (
     "Datetime (UTC),Country,Zone Name,Zone Id,Carbon Intensity gCO\u2082eq/kWh (direct),"

@@ -7,14 +7,14 @@ import random
 import pytest
 
 from tests.simulate.conftest import MakeGrid, MakeScenario
-from webhook.config import NodePoolConfig
 from webhook.decision import ladder
+from webhook.model.config import NodePoolConfig
+from webhook.model.vocabulary import DEFAULT_MAX_PAUSE
 from webhook.simulate.engine import _starts, simulate_batch
 from webhook.simulate.metrics import Run
 from webhook.simulate.pausing import LadderOverTime, OverTime
 from webhook.simulate.policies import DEFAULT_TEMPORAL, PausePolicy, batch_policies
 from webhook.simulate.scenario import PolicySettings
-from webhook.vocabulary import DEFAULT_MAX_PAUSE
 
 
 def test_a_share_starts_that_share_of_the_pending_jobs_carrying_fractions() -> None:

@@ -1,7 +1,7 @@
 """The simulator's carbonshift policies place exactly as the admission webhook does.
 
 The same intensities go through the webhook (an AdmissionReview for the policy's
-PropagationPolicy, :func:`webhook.admission.admit`) and through the simulator's policy
+PropagationPolicy, :func:`webhook.serve.admission.admit`) and through the simulator's policy
 step; the placements must be identical: clusters, weights, term order, exclusions, and
 the hysteresis must hold or switch at the same hours.
 """
@@ -17,11 +17,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from webhook import admission, kinds, preview
-from webhook.config import Config, HysteresisConfig, NodePoolConfig
+from webhook import kinds
+from webhook.cli import preview
 from webhook.decision import hysteresis, nodepool
 from webhook.decision.ranking import intensity_class
-from webhook.intensity import Reading, Signal
+from webhook.model.config import Config, HysteresisConfig, NodePoolConfig
+from webhook.model.intensity import Reading, Signal
+from webhook.model.vocabulary import REFRESH
+from webhook.serve import admission
 from webhook.simulate.policies import (
     Fill,
     PoolMoment,
@@ -32,7 +35,6 @@ from webhook.simulate.policies import (
     spatial_policies,
 )
 from webhook.simulate.scenario import PolicySettings
-from webhook.vocabulary import REFRESH
 
 ZONES = {"de": "DE", "gb": "GB", "caiso": "US-CAL-CISO", "nsw": "AU-NSW", "tokyo": "JP-TK"}
 CLUSTERS = list(ZONES)

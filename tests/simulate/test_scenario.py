@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from webhook.decision.forecast import Method
+from webhook.model.traces import Column
+from webhook.model.validation import InvalidInput
 from webhook.simulate.scenario import hour_index, load, parse
-from webhook.traces import Column
-from webhook.validation import InvalidInput
 
 BASE: dict[str, Any] = {
     "start": "2023-01-01T00:00:00Z",

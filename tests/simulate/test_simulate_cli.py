@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from webhook.simulate import cli
+from webhook.cli import simulate as cli
 
 HEADER = (
     "Datetime (UTC),Country,Zone Name,Zone Id,Carbon Intensity gCO\u2082eq/kWh (direct),"

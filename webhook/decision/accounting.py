@@ -48,8 +48,8 @@ from typing import Any, Literal
 from webhook.decision.capacity import tier_fill
 from webhook.decision.division import divide_available, divide_static, names_descending
 from webhook.decision.record import Record, user_view
-from webhook.intensity import Signal
-from webhook.vocabulary import DECISION
+from webhook.model.intensity import Signal
+from webhook.model.vocabulary import DECISION
 
 Method = Literal["coefficient", "kepler"]
 JOULES_PER_KWH = 3.6e6

@@ -27,8 +27,8 @@ import re
 from collections.abc import Mapping, Sequence
 from decimal import Decimal, InvalidOperation
 
-from webhook.config import RebalanceConfig
 from webhook.decision.division import divide_available
+from webhook.model.config import RebalanceConfig
 
 Tiers = Sequence[Sequence[str]]
 """Cluster names per tier, greenest tier first (Karmada's ``OverflowOrder``)."""

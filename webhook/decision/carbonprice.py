@@ -33,8 +33,14 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from webhook.config import CarbonPriceConfig
-from webhook.vocabulary import INTENSITY_SINCE, INTENSITY_VALUE, INTENSITY_ZONE, OVERLAY, parse_time
+from webhook.model.config import CarbonPriceConfig
+from webhook.model.vocabulary import (
+    INTENSITY_SINCE,
+    INTENSITY_VALUE,
+    INTENSITY_ZONE,
+    OVERLAY,
+    parse_time,
+)
 
 GROUP, VERSION, KIND, RESOURCE = "karpenter.sh", "v1alpha1", "NodeOverlay", "nodeoverlays"
 NAME_PREFIX = "carbonshift-price-"

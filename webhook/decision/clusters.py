@@ -1,7 +1,7 @@
 """Scheduler-side decisions: grid zones of clusters and nodes, filter and score verdicts.
 
 Pure functions over already-parsed facts and the in-memory intensity table; the HTTP
-layer (:mod:`webhook.schedapi`) parses requests and shapes answers. The ranking itself
+layer (:mod:`webhook.serve.schedapi`) parses requests and shapes answers. The ranking itself
 (greenness, the max-intensity split) is :mod:`webhook.decision.ranking`'s.
 
 Zone resolution order for a Karmada cluster: explicit ``zone``, the config's
@@ -19,13 +19,13 @@ from datetime import datetime
 from functools import lru_cache
 from typing import NamedTuple, Protocol, TypeVar
 
-from webhook.config import Config
 from webhook.decision import liqo
 from webhook.decision.fleet import ZoneSource, declared_zone
 from webhook.decision.ranking import greenness, within_limit
-from webhook.intensity import Reading
-from webhook.regions import zone_for_region
-from webhook.vocabulary import GRID_ZONE
+from webhook.model.config import Config
+from webhook.model.intensity import Reading
+from webhook.model.regions import zone_for_region
+from webhook.model.vocabulary import GRID_ZONE
 
 REGION_LABEL = "topology.kubernetes.io/region"
 ZONE_LABEL = "topology.kubernetes.io/zone"
@@ -105,7 +105,7 @@ CandidateT = TypeVar("CandidateT", bound=Located)
 
 
 region_zone = lru_cache(maxsize=4096)(zone_for_region)
-""":func:`webhook.regions.zone_for_region`, memoized (requests repeat a few regions)."""
+""":func:`webhook.model.regions.zone_for_region`, memoized (requests repeat a few regions)."""
 
 
 def cluster_zone(candidate: Located, config: Config) -> str | None:

@@ -11,7 +11,7 @@ applies wins:
 3. the cloud region table for ``spec.provider`` + ``spec.region`` (``"region-table"``);
 4. nothing (``"unknown"``): a known provider and region that the table does not list.
 
-An object carbonshift cannot use raises :class:`~webhook.validation.InvalidInput` naming
+An object carbonshift cannot use raises :class:`~webhook.model.validation.InvalidInput` naming
 the field: no name, a label set that is not a string map or is huge, or (when neither the
 object nor the config names the zone) no ``spec.region`` or a provider the region table
 does not know. The caller skips it with a warning. A malformed ``carbonshift.io/zone``
@@ -29,10 +29,10 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from webhook import vocabulary
-from webhook.config import ClusterConfig, Config
-from webhook.regions import BY_PROVIDER, zone_for_region
-from webhook.validation import InvalidInput
+from webhook.model import vocabulary
+from webhook.model.config import ClusterConfig, Config
+from webhook.model.regions import BY_PROVIDER, zone_for_region
+from webhook.model.validation import InvalidInput
 
 ZoneSource = Literal["label", "annotation", "config", "region-table", "unknown"]
 

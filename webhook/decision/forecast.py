@@ -26,7 +26,7 @@ import math
 from collections.abc import Callable, Sequence
 from enum import StrEnum
 
-from webhook.intensity import IntensityTable
+from webhook.model.intensity import IntensityTable
 
 HOURS_PER_DAY = 24
 DAYS = 14

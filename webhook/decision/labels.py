@@ -24,11 +24,11 @@ import dataclasses
 import datetime
 from collections.abc import Mapping
 
-from webhook import vocabulary
-from webhook.config import Config
 from webhook.decision.ranking import intensity_class
-from webhook.intensity import Reading
-from webhook.validation import InvalidInput
+from webhook.model import vocabulary
+from webhook.model.config import Config
+from webhook.model.intensity import Reading
+from webhook.model.validation import InvalidInput
 
 RANK = {name: i for i, name in enumerate(vocabulary.INTENSITY_CLASSES)}
 

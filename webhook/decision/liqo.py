@@ -20,9 +20,9 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from webhook.config import ClusterConfig, Config
 from webhook.decision.fleet import ZoneSource, configured_zone, declared_zone
-from webhook.validation import InvalidInput
+from webhook.model.config import ClusterConfig, Config
+from webhook.model.validation import InvalidInput
 
 TYPE_LABEL = "liqo.io/type"
 VIRTUAL_NODE = "virtual-node"

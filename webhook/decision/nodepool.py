@@ -29,15 +29,15 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from webhook import vocabulary
-from webhook.config import NodePoolConfig
 from webhook.decision import arm64, ladder, pause
 from webhook.decision.outcome import REMOVE, Change, Decision, Lookup, lookup, short
 from webhook.decision.ranking import DISTINCT, greenness, intensity_class
 from webhook.decision.record import Record, fingerprint, history, user_view
-from webhook.intensity import IntensityTable
-from webhook.vocabulary import DECISION
-from webhook.vocabulary import INTENSITY_CLASS as CLASS_LABEL
+from webhook.model import vocabulary
+from webhook.model.config import NodePoolConfig
+from webhook.model.intensity import IntensityTable
+from webhook.model.vocabulary import DECISION
+from webhook.model.vocabulary import INTENSITY_CLASS as CLASS_LABEL
 
 ARCH = "kubernetes.io/arch"
 ZONE = "topology.kubernetes.io/zone"

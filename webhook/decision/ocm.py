@@ -36,12 +36,12 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from webhook.config import Config
 from webhook.decision.fleet import ClusterEntry, configured_zone, declared_zone
 from webhook.decision.ranking import CEILING
-from webhook.intensity import Reading
-from webhook.validation import InvalidInput
-from webhook.vocabulary import format_time, parse_time
+from webhook.model.config import Config
+from webhook.model.intensity import Reading
+from webhook.model.validation import InvalidInput
+from webhook.model.vocabulary import format_time, parse_time
 
 GROUP = "cluster.open-cluster-management.io"
 CLUSTERS = (GROUP, "v1", "managedclusters")

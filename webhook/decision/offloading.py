@@ -32,8 +32,6 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from webhook import vocabulary
-from webhook.config import ClusterConfig
 from webhook.decision.hysteresis import Held, Hysteresis, Verdict, judge
 from webhook.decision.labels import RANK, Rule
 from webhook.decision.liqo import REMOTE_ID_LABEL
@@ -41,8 +39,10 @@ from webhook.decision.outcome import Change, Decision, lookup, short
 from webhook.decision.ranking import intensity_class, within_limit
 from webhook.decision.record import Record, fingerprint, history, user_view
 from webhook.decision.selectors import SelectorError, labels_match
-from webhook.intensity import IntensityTable
-from webhook.vocabulary import DECISION
+from webhook.model import vocabulary
+from webhook.model.config import ClusterConfig
+from webhook.model.intensity import IntensityTable
+from webhook.model.vocabulary import DECISION
 
 NAME = "offloading"
 """Liqo reads only the NamespaceOffloading of this name (``DefaultNamespaceOffloadingName``)."""

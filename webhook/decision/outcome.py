@@ -8,8 +8,8 @@ from datetime import datetime
 from typing import Any, Final
 
 from webhook.decision.record import Record
-from webhook.intensity import IntensityTable, Reading
-from webhook.vocabulary import format_time
+from webhook.model.intensity import IntensityTable, Reading
+from webhook.model.vocabulary import format_time
 
 
 class _Remove:

@@ -34,9 +34,9 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from webhook import vocabulary
 from webhook.decision.forecast import best_start
-from webhook.validation import InvalidInput
+from webhook.model import vocabulary
+from webhook.model.validation import InvalidInput
 
 HOUR = timedelta(hours=1)
 RUN_AT_LEAST = HOUR

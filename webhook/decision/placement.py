@@ -32,15 +32,15 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from webhook import vocabulary
-from webhook.config import ClusterConfig, WeightingConfig
 from webhook.decision.hysteresis import Held, Hysteresis, Verdict, judge
 from webhook.decision.outcome import REMOVE, Change, Decision, lookup, short
 from webhook.decision.ranking import carbon_weights, order_greenest, within_limit
 from webhook.decision.record import Record, fingerprint, history, user_view
 from webhook.decision.selectors import SelectorError, allowed_clusters, is_open
-from webhook.intensity import IntensityTable
-from webhook.vocabulary import DECISION, MAX_CLUSTERS, MAX_INTENSITY, Knobs
+from webhook.model import vocabulary
+from webhook.model.config import ClusterConfig, WeightingConfig
+from webhook.model.intensity import IntensityTable
+from webhook.model.vocabulary import DECISION, MAX_CLUSTERS, MAX_INTENSITY, Knobs
 
 Tiers = list[list[str]]
 

@@ -38,8 +38,6 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal
 
-from webhook import vocabulary
-from webhook.config import ClusterConfig
 from webhook.decision import pause
 from webhook.decision.forecast import best_start
 from webhook.decision.hysteresis import Hysteresis, expected_intensity
@@ -53,8 +51,10 @@ from webhook.decision.record import (
     user_fields,
     with_switch,
 )
-from webhook.intensity import IntensityTable
-from webhook.vocabulary import DECISION, ENABLED
+from webhook.model import vocabulary
+from webhook.model.config import ClusterConfig
+from webhook.model.intensity import IntensityTable
+from webhook.model.vocabulary import DECISION, ENABLED
 
 Outcome = Literal["skipped", "stale", "user_owned", "kept", "too_soon", "switched"]
 

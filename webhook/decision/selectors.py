@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from webhook.config import ClusterConfig
-from webhook.errors import SelectorError as SelectorError  # noqa: PLC0414 - callers import it here
+from webhook.model.config import ClusterConfig
+from webhook.model.errors import SelectorError as SelectorError  # noqa: PLC0414 - callers import it here
 
 
 def _strings(value: object, what: str) -> list[str]:

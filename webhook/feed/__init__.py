@@ -4,7 +4,7 @@ Request handlers only ever call the synchronous lookups (:meth:`IntensityFeed.ge
 :meth:`IntensityFeed.table`, :meth:`IntensityFeed.mean_over`,
 :meth:`IntensityFeed.status`); they read plain dicts and never wait for I/O. All
 provider I/O happens in the background refresher, through the cache
-(:mod:`webhook.cache`).
+(:mod:`webhook.feed.cache`).
 
 One module per job:
 

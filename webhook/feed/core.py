@@ -10,17 +10,17 @@ from datetime import datetime, timedelta
 import msgspec
 import structlog
 
-from webhook import tasks
-from webhook.cache import IntensityCache
-from webhook.config import Config, FeedConfig
 from webhook.decision.forecast import Method
 from webhook.feed import forecasts, history
+from webhook.feed.cache import IntensityCache
 from webhook.feed.memory import Memory, Snapshot, ZoneStatus
 from webhook.feed.publish import Publisher
 from webhook.feed.refresh import Refresher
-from webhook.intensity import IntensityTable, Reading, utcnow
+from webhook.model.config import Config, FeedConfig
+from webhook.model.intensity import IntensityTable, Reading, utcnow
 from webhook.providers.base import Provider
 from webhook.providers.registry import build_providers
+from webhook.runtime import tasks
 
 log = structlog.get_logger("carbonshift.feed")
 

@@ -16,13 +16,13 @@ from datetime import datetime, timedelta
 
 import structlog
 
-from webhook.cache import Entry
-from webhook.config import FeedConfig
-from webhook.errors import ProviderError, ZoneNotSupported
+from webhook.feed.cache import Entry
 from webhook.feed.memory import HISTORY, LATEST
-from webhook.intensity import Reading
-from webhook.metrics import PROVIDER_ERRORS
+from webhook.model.config import FeedConfig
+from webhook.model.errors import ProviderError, ZoneNotSupported
+from webhook.model.intensity import Reading
 from webhook.providers.base import Provider
+from webhook.runtime.metrics import PROVIDER_ERRORS
 
 log = structlog.get_logger("carbonshift.feed")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 
-from webhook.intensity import Reading
+from webhook.model.intensity import Reading
 
 MIN_COVERAGE = 0.5
 """:func:`mean_over` needs forecasts for at least this share of the horizon."""

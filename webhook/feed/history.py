@@ -21,7 +21,7 @@ from typing import Literal
 from webhook.decision import forecast
 from webhook.decision.forecast import HOURS_PER_DAY, Method, history_needed, outlook
 from webhook.feed.forecasts import mean_over
-from webhook.intensity import Reading
+from webhook.model.intensity import Reading
 
 PROFILE_DAYS = forecast.DAYS
 DAYS = PROFILE_DAYS + 1

@@ -12,9 +12,9 @@ import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 
-from webhook.cache import Entry
+from webhook.feed.cache import Entry
 from webhook.feed.history import History
-from webhook.intensity import IntensityTable, Reading
+from webhook.model.intensity import IntensityTable, Reading
 
 LATEST = "latest"
 FORECAST = "forecast"

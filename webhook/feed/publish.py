@@ -9,7 +9,7 @@ from datetime import datetime
 import structlog
 
 from webhook.feed.memory import Memory
-from webhook.metrics import DATA_AGE, INTENSITY, INTENSITY_STALE
+from webhook.runtime.metrics import DATA_AGE, INTENSITY, INTENSITY_STALE
 
 log = structlog.get_logger("carbonshift.feed")
 

@@ -29,11 +29,11 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TypeGuard
 
-from webhook.cache import Entry, IntensityCache, count_lookup, entry_key
-from webhook.config import FeedConfig
+from webhook.feed.cache import Entry, IntensityCache, count_lookup, entry_key
 from webhook.feed.fetch import fetch
 from webhook.feed.memory import FORECAST, HISTORY, LATEST, Memory
-from webhook.intensity import Reading
+from webhook.model.config import FeedConfig
+from webhook.model.intensity import Reading
 from webhook.providers.base import Provider
 
 LEASE_POLL_SECONDS = 0.05

@@ -18,7 +18,7 @@ holds for each zone at the end of the interval):
 
 Energy is estimated with the coefficient unless ``accounting.prometheus_url`` is set:
 then each pass asks that Prometheus for Kepler's joules of the interval
-(:mod:`webhook.kepler`, one energy zone), and a policy's figure is measured (method
+(:mod:`webhook.prometheus.kepler`, one energy zone), and a policy's figure is measured (method
 ``kepler``) when Kepler covers every cluster its replicas ran in; a NodePool's is its
 nodes' joules per zone.
 
@@ -50,8 +50,6 @@ import structlog
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
-from webhook import metrics, promql, tasks
-from webhook.config import Config
 from webhook.decision.accounting import (
     AccountingError,
     Coefficients,
@@ -67,13 +65,16 @@ from webhook.decision.accounting import (
 )
 from webhook.decision.capacity import quantity, room
 from webhook.decision.division import divide_static
-from webhook.intensity import utcnow
-from webhook.kepler import Kepler
 from webhook.kinds import Context
 from webhook.kube.client import FIELD_MANAGER, REQUEST_TIMEOUT, absent, error_name, refused
 from webhook.kube.rebalancer import BINDINGS, CLUSTERS, owner, placed, requests, workload
 from webhook.kube.writes import Gate
-from webhook.vocabulary import DECISION, format_time, parse_time
+from webhook.model.config import Config
+from webhook.model.intensity import utcnow
+from webhook.model.vocabulary import DECISION, format_time, parse_time
+from webhook.prometheus import promql
+from webhook.prometheus.kepler import Kepler
+from webhook.runtime import metrics, tasks
 
 log = structlog.get_logger("carbonshift.accounting")
 

@@ -25,7 +25,7 @@ import structlog
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.rest import ApiException
 
-from webhook import metrics
+from webhook.runtime import metrics
 
 log = structlog.get_logger("carbonshift.kube")
 

@@ -16,9 +16,9 @@ from typing import Any, Literal, cast
 import structlog
 from kubernetes_asyncio import client
 
-from webhook import metrics
 from webhook.kube.client import REQUEST_TIMEOUT, error_name, refused
 from webhook.kube.writes import Gate
+from webhook.runtime import metrics
 
 log = structlog.get_logger("carbonshift.events")
 

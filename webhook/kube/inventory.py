@@ -19,11 +19,12 @@ from typing import Any
 import structlog
 from kubernetes_asyncio import client
 
-from webhook import metrics, tasks, vocabulary
-from webhook.config import Config
 from webhook.decision.fleet import ClusterEntry, ZoneSource, entry, name_of
 from webhook.kube.watch import ListWatch
-from webhook.validation import InvalidInput
+from webhook.model import vocabulary
+from webhook.model.config import Config
+from webhook.model.validation import InvalidInput
+from webhook.runtime import metrics, tasks
 
 log = structlog.get_logger("carbonshift.fleet")
 

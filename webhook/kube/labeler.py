@@ -26,14 +26,15 @@ from typing import TYPE_CHECKING, Any, Protocol
 import structlog
 from kubernetes_asyncio import client
 
-from webhook import metrics, tasks, vocabulary
-from webhook.config import Config
 from webhook.decision.labels import Current, Rule, decide
-from webhook.intensity import Reading, utcnow
 from webhook.kube.client import REQUEST_TIMEOUT, error_name, refused
 from webhook.kube.events import EventRecorder
 from webhook.kube.inventory import GROUP, PLURAL, VERSION
 from webhook.kube.writes import Gate, NotLeader, apply_metadata
+from webhook.model import vocabulary
+from webhook.model.config import Config
+from webhook.model.intensity import Reading, utcnow
+from webhook.runtime import metrics, tasks
 
 if TYPE_CHECKING:
     import datetime

@@ -29,8 +29,8 @@ import structlog
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
-from webhook import metrics, tasks
 from webhook.kube.client import REQUEST_TIMEOUT, Outage
+from webhook.runtime import metrics, tasks
 
 log = structlog.get_logger("carbonshift.leader")
 

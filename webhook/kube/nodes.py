@@ -2,7 +2,7 @@
 
 Each Node names its cloud region (label ``topology.kubernetes.io/region``) and its cloud
 provider (the ``spec.providerID`` prefix: ``aws:///eu-north-1a/i-...`` is aws,
-``gce://...`` gcp, ``azure://...`` azure); the region table (:mod:`webhook.regions`, the
+``gce://...`` gcp, ``azure://...`` azure); the region table (:mod:`webhook.model.regions`, the
 one Karmada Clusters go through) turns them into a grid zone. A Node labelled
 ``carbonshift.io/grid-zone`` names its zone directly. :func:`resolve` (pure) takes the
 zone most Nodes give, else the config's ``zone``; with neither the zone is unknown, and
@@ -27,12 +27,12 @@ from typing import Any, Literal
 import structlog
 from kubernetes_asyncio import client
 
-from webhook import tasks
 from webhook.decision import liqo
 from webhook.kube.client import REQUEST_TIMEOUT, absent, refused
-from webhook.regions import zone_for_region
-from webhook.validation import InvalidInput
-from webhook.vocabulary import GRID_ZONE, zone
+from webhook.model.regions import zone_for_region
+from webhook.model.validation import InvalidInput
+from webhook.model.vocabulary import GRID_ZONE, zone
+from webhook.runtime import tasks
 
 log = structlog.get_logger("carbonshift.nodes")
 

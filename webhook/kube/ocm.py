@@ -25,15 +25,16 @@ import structlog
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
-from webhook import metrics, tasks, vocabulary
-from webhook.config import Config
 from webhook.decision import ocm
 from webhook.decision.fleet import ClusterEntry
-from webhook.intensity import IntensityTable, utcnow
+from webhook.kinds.reevaluation import Outlook, Reevaluation
 from webhook.kube.client import REQUEST_TIMEOUT, absent, error_name, refused
 from webhook.kube.writes import Gate, apply_options
-from webhook.reevaluation import Outlook, Reevaluation
-from webhook.validation import InvalidInput
+from webhook.model import vocabulary
+from webhook.model.config import Config
+from webhook.model.intensity import IntensityTable, utcnow
+from webhook.model.validation import InvalidInput
+from webhook.runtime import metrics, tasks
 
 log = structlog.get_logger("carbonshift.ocm")
 

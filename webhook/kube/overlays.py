@@ -29,8 +29,6 @@ import structlog
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from webhook import metrics
-from webhook.config import Config
 from webhook.decision import carbonprice, reevaluate
 from webhook.decision.carbonprice import GROUP, KIND, RESOURCE, SELECTOR, VERSION, Pool
 from webhook.decision.outcome import lookup
@@ -38,7 +36,9 @@ from webhook.kinds import Context
 from webhook.kube.client import FIELD_MANAGER, REQUEST_TIMEOUT, absent, error_name, refused
 from webhook.kube.events import EventRecorder
 from webhook.kube.writes import Gate, NotLeader
-from webhook.vocabulary import knobs
+from webhook.model.config import Config
+from webhook.model.vocabulary import knobs
+from webhook.runtime import metrics
 
 log = structlog.get_logger("carbonshift.overlays")
 

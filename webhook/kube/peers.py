@@ -17,11 +17,12 @@ from typing import Any
 import structlog
 from kubernetes_asyncio import client
 
-from webhook import tasks, vocabulary
-from webhook.config import ClusterConfig, Config
 from webhook.decision.liqo import SELECTOR, Peer, peer, place
 from webhook.kube.watch import ListWatch
-from webhook.validation import InvalidInput
+from webhook.model import vocabulary
+from webhook.model.config import ClusterConfig, Config
+from webhook.model.validation import InvalidInput
+from webhook.runtime import tasks
 
 log = structlog.get_logger("carbonshift.peers")
 

@@ -37,8 +37,6 @@ import structlog
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
-from webhook import metrics
-from webhook.config import Config
 from webhook.decision.capacity import Move, MoveRule, plan_move, quantity, room, tier_fill
 from webhook.decision.placement import fill_tiers
 from webhook.decision.record import fingerprint
@@ -46,7 +44,9 @@ from webhook.kinds import Context
 from webhook.kube.client import FIELD_MANAGER, REQUEST_TIMEOUT, absent, error_name, refused
 from webhook.kube.events import EventRecorder
 from webhook.kube.writes import Gate, NotLeader
-from webhook.vocabulary import DECISION, parse_time
+from webhook.model.config import Config
+from webhook.model.vocabulary import DECISION, parse_time
+from webhook.runtime import metrics
 
 log = structlog.get_logger("carbonshift.rebalance")
 

@@ -1,8 +1,8 @@
 """The leader re-evaluates the objects carbonshift manages, so placements follow the grid.
 
 Every ``reevaluate.interval_seconds`` while this replica leads (and at once on becoming
-leader), for each kind in :data:`~webhook.reevaluation.TARGETS`: list the objects (all
-namespaces), decide each through :class:`webhook.reevaluation.Reevaluation` (the kind's
+leader), for each kind in :data:`~webhook.kinds.reevaluation.TARGETS`: list the objects (all
+namespaces), decide each through :class:`webhook.kinds.reevaluation.Reevaluation` (the kind's
 pure step, :func:`webhook.decision.reevaluate.step`: the kind's own decider, as a refresh
 runs it, on the forecast, behind hysteresis, dwell, staleness and the minimum interval)
 and write what it asks for by replace with the ``resourceVersion`` read (optimistic
@@ -36,18 +36,18 @@ import structlog
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
-from webhook import metrics, tasks
-from webhook.config import Config
 from webhook.decision import reevaluate
 from webhook.decision.record import Record, fingerprint, switches
 from webhook.kinds import Context, Kind
+from webhook.kinds.reevaluation import TARGETS, Outlook, Reevaluation, Target
 from webhook.kube.client import FIELD_MANAGER, REQUEST_TIMEOUT, absent, error_name, refused
 from webhook.kube.events import EventRecorder
 from webhook.kube.overlays import OverlayKeeper
 from webhook.kube.rebalancer import Rebalancer
 from webhook.kube.writes import Gate, NotLeader
-from webhook.reevaluation import TARGETS, Outlook, Reevaluation, Target
-from webhook.vocabulary import DECISION, ENABLED, parse_time
+from webhook.model.config import Config
+from webhook.model.vocabulary import DECISION, ENABLED, parse_time
+from webhook.runtime import metrics, tasks
 
 log = structlog.get_logger("carbonshift.reevaluate")
 

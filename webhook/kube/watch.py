@@ -21,8 +21,8 @@ import structlog
 from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.rest import ApiException
 
-from webhook import metrics
 from webhook.kube.client import REQUEST_TIMEOUT, Backoff, Outage, absent
+from webhook.runtime import metrics
 
 log = structlog.get_logger("carbonshift.kube.watch")
 

@@ -18,9 +18,9 @@ from typing import Any, Protocol
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
-from webhook import metrics
-from webhook.errors import NotLeader as NotLeader  # noqa: PLC0414 - callers import it here
 from webhook.kube.client import FIELD_MANAGER, REQUEST_TIMEOUT, refused
+from webhook.model.errors import NotLeader as NotLeader  # noqa: PLC0414 - callers import it here
+from webhook.runtime import metrics
 
 Obj = dict[str, Any]
 

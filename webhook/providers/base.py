@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-from webhook.intensity import Reading
+from webhook.model.intensity import Reading
 
 
 @runtime_checkable

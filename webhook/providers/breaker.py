@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from enum import StrEnum
 
-from webhook.metrics import CIRCUIT_STATE
+from webhook.runtime.metrics import CIRCUIT_STATE
 
 
 class State(StrEnum):

@@ -21,13 +21,14 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from webhook.errors import ProviderError, ZoneNotSupported
-from webhook.intensity import Reading, Signal
-from webhook.providers import catalog, wire
-from webhook.providers.credentials import Secret, resolve_secret
+from webhook.model import catalog
+from webhook.model.credentials import Secret, resolve_secret
+from webhook.model.errors import ProviderError, ZoneNotSupported
+from webhook.model.intensity import Reading, Signal
+from webhook.model.options import base_url, parse
+from webhook.model.validation import InvalidInput
+from webhook.providers import wire
 from webhook.providers.http import HttpClient, HttpProvider, HttpSettings
-from webhook.providers.options import base_url, parse
-from webhook.validation import InvalidInput
 
 NAME = catalog.ELECTRICITYMAPS
 TOKEN_ENV = catalog.ELECTRICITYMAPS_TOKEN_ENV

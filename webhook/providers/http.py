@@ -37,16 +37,16 @@ import aiohttp
 import orjson
 import structlog
 
-from webhook.errors import (
+from webhook.model.errors import (
     AuthenticationFailed,
     CircuitOpen,
     ProviderError,
     RateLimited,
     ZoneNotSupported,
 )
-from webhook.metrics import UPSTREAM_REQUESTS
+from webhook.model.options import NetworkOptions
 from webhook.providers.breaker import CircuitBreaker
-from webhook.providers.options import NetworkOptions
+from webhook.runtime.metrics import UPSTREAM_REQUESTS
 
 log = structlog.get_logger("carbonshift.providers")
 _rng = random.SystemRandom()

@@ -1,12 +1,12 @@
 """Every provider carbonshift knows: one row each, and the chain built from them.
 
 :data:`PROVIDERS` maps a provider's config name to its :class:`ProviderRow`: what the
-configuration knows of it (:mod:`webhook.providers.catalog`: the struct describing its
+configuration knows of it (:mod:`webhook.model.catalog`: the struct describing its
 YAML section, its credentials) and the factory that builds it from that section.
 :func:`build_providers` walks it. Adding a provider is one module, one entry in the
 catalog, one factory here and its tests.
 
-Nothing here imports :mod:`webhook.config` at run time; the configuration reads the
+Nothing here imports :mod:`webhook.model.config` at run time; the configuration reads the
 catalog alone, never this module (so it stays free of HTTP clients and metrics).
 """
 
@@ -18,14 +18,14 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from webhook.model.catalog import CATALOG, Entry
+from webhook.model.validation import InvalidInput
 from webhook.providers import electricitymaps, static, trace, ukgrid, watttime
 from webhook.providers.base import Provider
-from webhook.providers.catalog import CATALOG, Entry
 from webhook.providers.http import HttpSettings
-from webhook.validation import InvalidInput
 
 if TYPE_CHECKING:
-    from webhook.config import Config, FeedConfig
+    from webhook.model.config import Config, FeedConfig
 
 Factory = Callable[[Mapping[str, Any] | None, HttpSettings, Mapping[str, str]], Provider]
 """Builds a provider from its config section (None: absent), the HTTP settings from

@@ -10,11 +10,11 @@ from datetime import datetime, timedelta
 from importlib import resources
 from typing import Any
 
-from webhook.errors import ZoneNotSupported
-from webhook.intensity import Reading, Signal, utcnow
-from webhook.providers import catalog
+from webhook.model import catalog
+from webhook.model.errors import ZoneNotSupported
+from webhook.model.intensity import Reading, Signal, utcnow
+from webhook.model.options import NoOptions, parse
 from webhook.providers.http import HttpSettings
-from webhook.providers.options import NoOptions, parse
 
 NAME = catalog.STATIC
 

@@ -1,4 +1,4 @@
-"""Replay of Electricity Maps hourly CSV exports (:mod:`webhook.traces`) as a provider.
+"""Replay of Electricity Maps hourly CSV exports (:mod:`webhook.model.traces`) as a provider.
 
 For demos, simulation and tests without network. Two clocks:
 
@@ -26,13 +26,12 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from webhook import traces
-from webhook.errors import ZoneNotSupported
-from webhook.intensity import Reading, Signal, utcnow
-from webhook.providers import catalog
+from webhook.model import catalog, traces
+from webhook.model.errors import ZoneNotSupported
+from webhook.model.intensity import Reading, Signal, utcnow
+from webhook.model.options import parse
+from webhook.model.validation import InvalidInput
 from webhook.providers.http import HttpSettings
-from webhook.providers.options import parse
-from webhook.validation import InvalidInput
 
 NAME = catalog.TRACE
 PATH_ENV = catalog.TRACE_PATH_ENV

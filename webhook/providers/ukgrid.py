@@ -23,11 +23,12 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from webhook.errors import ProviderError, ZoneNotSupported
-from webhook.intensity import Reading, Signal, utcnow
-from webhook.providers import catalog, wire
+from webhook.model import catalog
+from webhook.model.errors import ProviderError, ZoneNotSupported
+from webhook.model.intensity import Reading, Signal, utcnow
+from webhook.model.options import NetworkOptions, base_url, parse
+from webhook.providers import wire
 from webhook.providers.http import HttpClient, HttpProvider, HttpSettings
-from webhook.providers.options import NetworkOptions, base_url, parse
 
 NAME = catalog.UKGRID
 DEFAULT_URL = "https://api.carbonintensity.org.uk"

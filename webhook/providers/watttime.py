@@ -36,13 +36,14 @@ from typing import Any
 
 import structlog
 
-from webhook.errors import AuthenticationFailed, IncomparableSignal, ProviderError
-from webhook.intensity import Reading, Signal
-from webhook.providers import catalog, wire
-from webhook.providers.credentials import Secret, resolve_secret
+from webhook.model import catalog
+from webhook.model.credentials import Secret, resolve_secret
+from webhook.model.errors import AuthenticationFailed, IncomparableSignal, ProviderError
+from webhook.model.intensity import Reading, Signal
+from webhook.model.options import base_url, parse
+from webhook.model.validation import InvalidInput
+from webhook.providers import wire
 from webhook.providers.http import HttpClient, HttpProvider, HttpSettings
-from webhook.providers.options import base_url, parse
-from webhook.validation import InvalidInput
 
 NAME = catalog.WATTTIME
 PASSWORD_ENV = catalog.WATTTIME_PASSWORD_ENV

@@ -11,8 +11,8 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from webhook.errors import ProviderError
-from webhook.vocabulary import parse_time
+from webhook.model.errors import ProviderError
+from webhook.model.vocabulary import parse_time
 
 
 def malformed(provider: str, what: str) -> ProviderError:

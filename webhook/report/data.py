@@ -23,10 +23,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from webhook.decision.accounting import Method, Totals
-from webhook.intensity import Signal
 from webhook.kube.accounting import Ledger
+from webhook.model.intensity import Signal
+from webhook.model.vocabulary import parse_time
 from webhook.report.history import Entry, entries
-from webhook.vocabulary import parse_time
 
 SIGNALS = frozenset(s.value for s in Signal)
 METHODS: Mapping[str, Method] = {"coefficient": "coefficient", "kepler": "kepler"}

@@ -11,8 +11,8 @@ from kubernetes_asyncio.client.rest import ApiException
 
 from webhook.kube.accounting import NODEPOOLS, POLICIES
 from webhook.kube.client import REQUEST_TIMEOUT
+from webhook.model.vocabulary import DECISION
 from webhook.report.history import REASONS
-from webhook.vocabulary import DECISION
 
 
 async def _events(api: client.ApiClient) -> list[dict[str, Any]]:

@@ -9,7 +9,7 @@ from typing import Any
 
 from webhook.decision.accounting import record_of
 from webhook.decision.record import switches
-from webhook.vocabulary import parse_time
+from webhook.model.vocabulary import parse_time
 
 REASONS = frozenset({
     "CarbonRebalanced",

@@ -6,8 +6,8 @@ import datetime
 
 import aiohttp
 
-from webhook import promql
-from webhook.errors import UsageError
+from webhook.model.errors import UsageError
+from webhook.prometheus import promql
 
 Key = tuple[str, str, str, str, str]
 METRICS = (

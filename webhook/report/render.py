@@ -10,8 +10,8 @@ from typing import Any
 
 import orjson
 
+from webhook.model.vocabulary import parse_time
 from webhook.report.data import Report, Row
-from webhook.vocabulary import parse_time
 
 PALETTE = ("#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d",
            "#666666", "#1f78b4", "#b2df8a")  # fmt: skip

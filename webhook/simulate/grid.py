@@ -8,9 +8,9 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from webhook.model.traces import Trace, read_folder
+from webhook.model.validation import InvalidInput
 from webhook.simulate.scenario import Scenario
-from webhook.traces import Trace, read_folder
-from webhook.validation import InvalidInput
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -28,7 +28,6 @@ from typing import Any
 
 import orjson
 
-from webhook.config import ClusterConfig, Config, WeightingConfig
 from webhook.decision import hysteresis, nodepool, pause, placement
 from webhook.decision.capacity import MoveRule
 from webhook.decision.forecast import Method, history_needed, outlook
@@ -36,10 +35,11 @@ from webhook.decision.ladder import DEFAULT_STEPS
 from webhook.decision.outcome import REMOVE, Change
 from webhook.decision.ranking import intensity_class, order_greenest
 from webhook.decision.selectors import allowed_clusters
-from webhook.intensity import Reading, Signal
+from webhook.model.config import ClusterConfig, Config, WeightingConfig
+from webhook.model.intensity import Reading, Signal
+from webhook.model.vocabulary import DEFAULT_MAX_PAUSE, MAX_CLUSTERS, MAX_INTENSITY, STRATEGY
 from webhook.simulate.pausing import LadderOverTime, OverTime
 from webhook.simulate.scenario import PolicySettings
-from webhook.vocabulary import DEFAULT_MAX_PAUSE, MAX_CLUSTERS, MAX_INTENSITY, STRATEGY
 
 # --- spatial -------------------------------------------------------------------------------
 

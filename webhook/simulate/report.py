@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from webhook.errors import ReportUnavailable as ReportUnavailable  # noqa: PLC0414 - callers import it here
+from webhook.model.errors import ReportUnavailable as ReportUnavailable  # noqa: PLC0414 - callers import it here
 from webhook.simulate.grid import Grid
 from webhook.simulate.metrics import Row, Run
 from webhook.simulate.outcome import Outcome, Part

@@ -21,8 +21,8 @@ A capacity ``share`` is a fraction of the fleet's peak concurrent replicas (the 
 over workloads), rounded down.
 
 The document is described by the structs below (unknown keys refused, limits as
-``msgspec.Meta``) and converted through :func:`webhook.validation.convert`; rules between
-keys are checked after. A bad file raises :class:`~webhook.validation.InvalidInput` naming
+``msgspec.Meta``) and converted through :func:`webhook.model.validation.convert`; rules between
+keys are checked after. A bad file raises :class:`~webhook.model.validation.InvalidInput` naming
 the key path (``workloads[1].replicas: expected int >= 1, got 0``).
 """
 
@@ -37,8 +37,8 @@ import msgspec
 import yaml
 
 from webhook.decision.forecast import DAYS, Method
-from webhook.traces import Column
-from webhook.validation import GridZone, Schema, check, convert, read_yaml
+from webhook.model.traces import Column
+from webhook.model.validation import GridZone, Schema, check, convert, read_yaml
 
 Name = Annotated[str, msgspec.Meta(min_length=1)]
 AtLeast0 = Annotated[float, msgspec.Meta(ge=0)]

@@ -18,12 +18,15 @@ from typing import Any
 import orjson
 import yaml
 
-from webhook import __version__, certs, cli_intensity, logs
-from webhook.config import Config, error_line, load
-from webhook.errors import UsageError
-from webhook.report import cli as report_cli
-from webhook.simulate import cli as simulate_cli
-from webhook.validation import InvalidInput, yaml_reason
+from webhook import __version__
+from webhook.cli import intensity as cli_intensity
+from webhook.cli import report as report_cli
+from webhook.cli import simulate as simulate_cli
+from webhook.model.config import Config, error_line, load
+from webhook.model.errors import UsageError
+from webhook.model.validation import InvalidInput, yaml_reason
+from webhook.runtime import logs
+from webhook.serve import certs
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -40,8 +43,8 @@ def _config(args: argparse.Namespace) -> Config:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from webhook import server  # noqa: PLC0415 - keeps `carbonshift --help` fast
     from webhook.kube.client import settings  # noqa: PLC0415
+    from webhook.serve import server  # noqa: PLC0415 - keeps `carbonshift --help` fast
 
     config = _config(args)
     kube = settings(
@@ -247,10 +250,11 @@ def _read_file(path: str, objects: list[dict[str, Any]], problems: list[str]) ->
 
 
 async def _preview(config: Config, docs: list[dict[str, Any]], *, again: bool) -> list[Any]:
-    from webhook import preview, server  # noqa: PLC0415
-    from webhook.intensity import utcnow  # noqa: PLC0415
+    from webhook.cli import preview  # noqa: PLC0415
     from webhook.kinds import Context  # noqa: PLC0415
-    from webhook.reevaluation import Reevaluation  # noqa: PLC0415
+    from webhook.kinds.reevaluation import Reevaluation  # noqa: PLC0415
+    from webhook.model.intensity import utcnow  # noqa: PLC0415
+    from webhook.serve import server  # noqa: PLC0415
 
     feed = server.build_feed(config)
     try:
@@ -412,7 +416,3 @@ def _closed_pipe() -> int:
     os.dup2(devnull, sys.stdout.fileno())
     os.close(devnull)
     return PIPE_CLOSED
-
-
-if __name__ == "__main__":
-    sys.exit(main())

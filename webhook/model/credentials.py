@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from webhook.validation import InvalidInput
+from webhook.model.validation import InvalidInput
 
 
 class Secret:

@@ -2,7 +2,7 @@
 
 HTTP-agnostic: the server hands over the raw body and gets back the status and body
 to send. The envelope is decoded into typed structs (:class:`AdmissionReview`); a
-malformed one raises :class:`~webhook.validation.InvalidInput` naming the field (HTTP
+malformed one raises :class:`~webhook.model.validation.InvalidInput` naming the field (HTTP
 400). Errors while *deciding* never block the API server: the object is admitted
 unchanged with a warning. Which kinds are handled, and how, is :mod:`webhook.kinds`.
 """
@@ -18,12 +18,13 @@ import msgspec
 import orjson
 import structlog
 
-from webhook import kinds, validation
+from webhook import kinds
 from webhook.decision.outcome import Change, short
+from webhook.decision.patch import build
 from webhook.decision.record import unchanged_text
 from webhook.kinds import Context, Kind
-from webhook.patch import build
-from webhook.vocabulary import DECISION, ENABLED, REFRESH, ours
+from webhook.model import validation
+from webhook.model.vocabulary import DECISION, ENABLED, REFRESH, ours
 
 log = structlog.get_logger("carbonshift.admission")
 
@@ -297,14 +298,14 @@ def unchanged(body: bytes, reason: str, warning: str) -> Outcome:
     """Answer a review without deciding: allowed, unchanged, ``warning`` (load shedding).
 
     Reads only the envelope's head (uid, kind, names); raises
-    :class:`~webhook.validation.InvalidInput` for a bad envelope, as :func:`review` does."""
+    :class:`~webhook.model.validation.InvalidInput` for a bad envelope, as :func:`review` does."""
     head = validation.decode(body, _head_decoder).request
     kind, name, namespace = head.kind.kind, head.name, head.namespace
     return Outcome(head.uid, kind, namespace, name, head.operation, "shed", reason, (warning,))
 
 
 def review(body: bytes, ctx: Context, memo: DecisionMemo | None = None) -> Outcome:
-    """Decode a review and decide (raises :class:`~webhook.validation.InvalidInput` only
+    """Decode a review and decide (raises :class:`~webhook.model.validation.InvalidInput` only
     for a bad envelope).
 
     A first pass reads only what the memo key needs (the object's metadata and its spec

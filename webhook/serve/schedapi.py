@@ -35,7 +35,6 @@ import msgspec
 import orjson
 from aiohttp import web
 
-from webhook import validation, vocabulary
 from webhook.decision.clusters import (
     Assessment,
     Candidate,
@@ -46,10 +45,15 @@ from webhook.decision.clusters import (
     node_candidate,
     node_zone,
 )
-from webhook.intensity import utcnow
-from webhook.metrics import SCHEDULER_IGNORED_ANNOTATIONS, SCHEDULER_REQUESTS, SCHEDULER_SECONDS
-from webhook.state import STATE, ServerState
-from webhook.validation import InvalidInput
+from webhook.model import validation, vocabulary
+from webhook.model.intensity import utcnow
+from webhook.model.validation import InvalidInput
+from webhook.runtime.metrics import (
+    SCHEDULER_IGNORED_ANNOTATIONS,
+    SCHEDULER_REQUESTS,
+    SCHEDULER_SECONDS,
+)
+from webhook.serve.state import STATE, ServerState
 
 MAX_CANDIDATES = 10_000
 """Most clusters or nodes one request may carry."""
@@ -62,7 +66,7 @@ Handler = Callable[[web.Request], Awaitable[web.Response]]
 # --- parsing -----------------------------------------------------------------------------
 #
 # Every body is decoded and validated in one pass by msgspec structs
-# (:mod:`webhook.validation`); a problem raises InvalidInput naming the field, answered
+# (:mod:`webhook.model.validation`); a problem raises InvalidInput naming the field, answered
 # with 400 and ``{"error": "<field>: <problem>"}``.
 
 Name = Annotated[str, msgspec.Meta(min_length=1, max_length=_MAX_NAME)]
@@ -358,7 +362,7 @@ def paused_gc() -> Iterator[None]:
 
 
 Answer = Callable[[ServerState, bytes], bytes]
-"""Request body in, JSON answer out; raises :class:`~webhook.validation.InvalidInput`."""
+"""Request body in, JSON answer out; raises :class:`~webhook.model.validation.InvalidInput`."""
 
 
 def _endpoint(name: str, answer: Answer) -> Handler:

@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from webhook.errors import UsageError
+from webhook.model.errors import UsageError
 
 
 def add_parser(subparsers: Any) -> None:
@@ -81,8 +81,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _from_cluster(args: argparse.Namespace) -> tuple[Any, list[Any], list[Any]]:
-    from webhook.config import load  # noqa: PLC0415
     from webhook.kube.client import connect, settings  # noqa: PLC0415
+    from webhook.model.config import load  # noqa: PLC0415
     from webhook.report import fetch  # noqa: PLC0415
 
     config = load(args.config)

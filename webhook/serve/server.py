@@ -2,7 +2,7 @@
 
 Handlers answer from memory: the intensity feed refreshes in the background and no
 request waits on the network. Slow clients, oversized headers and bursts are bounded
-by :mod:`webhook.guard`; with ``service.client_ca`` the scheduler API and ``/metrics``
+by :mod:`webhook.serve.guard`; with ``service.client_ca`` the scheduler API and ``/metrics``
 require a client certificate (:func:`client_auth`), ``/mutate`` and the probes never.
 
 Shutdown (SIGTERM, SIGINT): stop accepting, let requests in progress finish (within
@@ -29,11 +29,13 @@ import structlog
 from aiohttp import hdrs, web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from webhook import admission, certs, schedapi
-from webhook.config import ClientAuthPath, Config
-from webhook.errors import ListenError as ListenError  # noqa: PLC0414 - callers import it here
 from webhook.feed import IntensityFeed
-from webhook.guard import (
+from webhook.model.config import ClientAuthPath, Config
+from webhook.model.errors import ListenError as ListenError  # noqa: PLC0414 - callers import it here
+from webhook.model.validation import InvalidInput
+from webhook.runtime.metrics import CLIENT_CERT_REFUSED
+from webhook.serve import admission, certs, schedapi
+from webhook.serve.guard import (
     WAITED,
     AdmissionGate,
     Drain,
@@ -43,11 +45,9 @@ from webhook.guard import (
     error_response,
     json_errors,
 )
-from webhook.journal import admissions
-from webhook.metrics import CLIENT_CERT_REFUSED
-from webhook.state import STATE, ServerState
-from webhook.tls import ReloadingTLS, has_client_certificate
-from webhook.validation import InvalidInput
+from webhook.serve.journal import admissions
+from webhook.serve.state import STATE, ServerState
+from webhook.serve.tls import ReloadingTLS, has_client_certificate
 
 if TYPE_CHECKING:
     from kubernetes_asyncio.client import ApiClient
@@ -81,7 +81,7 @@ Closing an idle connection races with a client sending on it: the API server get
 does not retry a POST and, with ``failurePolicy: Ignore``, admits the object unchanged."""
 
 GATE = web.AppKey("carbonshift_gate", AdmissionGate)
-"""The admission bound of the application (see :mod:`webhook.guard`)."""
+"""The admission bound of the application (see :mod:`webhook.serve.guard`)."""
 DRAIN = web.AppKey("carbonshift_drain", Drain)
 """Requests in progress, waited for at shutdown."""
 

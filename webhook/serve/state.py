@@ -10,14 +10,14 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from webhook.admission import DecisionMemo
-from webhook.config import ClusterConfig, Config
 from webhook.decision.fleet import ClusterEntry, placement_clusters
 from webhook.feed import IntensityFeed, Snapshot
-from webhook.intensity import IntensityTable, utcnow
-from webhook.journal import AdmissionJournal
 from webhook.kinds import Context
-from webhook.reevaluation import Reevaluation
+from webhook.kinds.reevaluation import Reevaluation
+from webhook.model.config import ClusterConfig, Config
+from webhook.model.intensity import IntensityTable, utcnow
+from webhook.serve.admission import DecisionMemo
+from webhook.serve.journal import AdmissionJournal
 
 if TYPE_CHECKING:
     from webhook.kube.inventory import FleetInventory

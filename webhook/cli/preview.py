@@ -1,11 +1,11 @@
 """Offline preview: run manifests through the admission path and apply the patches.
 
 ``carbonshift mutate`` builds the AdmissionReview the API server would send for a
-CREATE, runs it through :func:`webhook.admission.admit` (the webhook's own code path)
+CREATE, runs it through :func:`webhook.serve.admission.admit` (the webhook's own code path)
 and applies the returned JSON Patch, so what it prints is what would be stored.
 ``carbonshift mutate --reevaluate`` instead treats each manifest as stored (e.g. from
 ``kubectl get -o yaml``) and runs the leader's re-evaluation on it
-(:class:`webhook.reevaluation.Reevaluation`, the reconciler's own code), printing what
+(:class:`webhook.kinds.reevaluation.Reevaluation`, the reconciler's own code), printing what
 the leader would write.
 """
 
@@ -19,11 +19,12 @@ from typing import Any
 
 import jsonpatch
 
-from webhook import admission, kinds
+from webhook import kinds
 from webhook.decision.outcome import Change
-from webhook.reevaluation import Reevaluation, target_of
-from webhook.validation import InvalidInput
-from webhook.vocabulary import DECISION, ENABLED
+from webhook.kinds.reevaluation import Reevaluation, target_of
+from webhook.model.validation import InvalidInput
+from webhook.model.vocabulary import DECISION, ENABLED
+from webhook.serve import admission
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -10,12 +10,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from webhook.model.traces import SHIPPED, TraceError
+from webhook.model.validation import InvalidInput
 from webhook.simulate import grid as grid_mod
 from webhook.simulate import report
 from webhook.simulate.outcome import Outcome, simulate
 from webhook.simulate.scenario import PolicySettings, load
-from webhook.traces import SHIPPED, TraceError
-from webhook.validation import InvalidInput
 
 _DESCRIPTION = """\
 Replay hourly grid-intensity traces (Electricity Maps export format) through carbonshift's
@@ -42,7 +42,7 @@ examples:
 
 
 def default_traces() -> Path | None:
-    """The Electricity Maps 2023 traces shipped in the package (``webhook.traces.SHIPPED``)."""
+    """The Electricity Maps 2023 traces shipped in the package (``model.traces.SHIPPED``)."""
     return SHIPPED if SHIPPED.is_dir() else None
 
 
@@ -189,7 +189,7 @@ def _sweep(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Stand-alone entry point (``python -m webhook.simulate``)."""
+    """``carbonshift simulate`` on its own."""
     parser = argparse.ArgumentParser(
         prog="carbonshift simulate",
         description=_DESCRIPTION,

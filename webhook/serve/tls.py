@@ -28,8 +28,8 @@ from pathlib import Path
 
 import structlog
 
-from webhook.certs import TLS_CERT, TLS_KEY
-from webhook.validation import InvalidInput
+from webhook.model.validation import InvalidInput
+from webhook.serve.certs import TLS_CERT, TLS_KEY
 
 log = structlog.get_logger("carbonshift.tls")
 

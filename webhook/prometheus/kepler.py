@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import aiohttp
 
-from webhook import promql
 from webhook.decision.accounting import PodJoules
+from webhook.prometheus import promql
 
 POD_METRIC = "kepler_pod_cpu_joules_total"
 NODE_METRIC = "kepler_node_cpu_joules_total"

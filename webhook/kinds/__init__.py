@@ -4,7 +4,7 @@ Each row says how an object of that kind is decided (its decider in
 :mod:`webhook.decision`), whether it is namespaced (cluster-scoped objects opt in with
 their own ``carbonshift.io/enabled=true`` label, since no namespace label applies), when
 an UPDATE is decided again, and the resource name the webhook registration's ``rules:``
-use. :mod:`webhook.admission` dispatches on it, :mod:`webhook.preview` builds reviews
+use. :mod:`webhook.serve.admission` dispatches on it, :mod:`webhook.cli.preview` builds reviews
 from it and a test checks ``manifests/base/webhook.yaml`` against it.
 
 Adding a kind: a decider module under ``webhook/decision/``, a row in :data:`KINDS`,
@@ -18,12 +18,12 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
-from webhook.config import ClusterConfig, Config
 from webhook.decision import nodepool, offloading, placement
 from webhook.decision.hysteresis import Hysteresis
 from webhook.decision.labels import Rule
 from webhook.decision.outcome import Decision
-from webhook.intensity import IntensityTable
+from webhook.model.config import ClusterConfig, Config
+from webhook.model.intensity import IntensityTable
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

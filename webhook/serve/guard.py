@@ -21,7 +21,8 @@
   the wait is what grows, and shedding (a few tens of microseconds against a few
   hundred for a decision) drains the queue.
 
-Every refusal is counted (:data:`~webhook.metrics.SHED`, :data:`~webhook.metrics.TIMEOUTS`).
+Every refusal is counted (:data:`~webhook.runtime.metrics.SHED`,
+:data:`~webhook.runtime.metrics.TIMEOUTS`).
 
 Every error answer, carbonshift's own and aiohttp's (404 for an unknown path, 405 for a
 wrong method, 400 for a request line or headers it cannot parse, 500), has one shape:
@@ -43,9 +44,9 @@ import structlog
 from aiohttp import hdrs, web
 from aiohttp.web_protocol import RequestHandler
 
-from webhook.config import ServiceConfig
-from webhook.metrics import SHED, TIMEOUTS
-from webhook.validation import InvalidInput, error_body
+from webhook.model.config import ServiceConfig
+from webhook.model.validation import InvalidInput, error_body
+from webhook.runtime.metrics import SHED, TIMEOUTS
 
 log = structlog.get_logger("carbonshift.guard")
 

@@ -2,11 +2,11 @@
 
 Every key is documented in the README ("Configuration"). The document is described by the
 structs below (unknown keys refused, limits as ``msgspec.Meta``) and converted through
-:func:`webhook.validation.convert`; rules between keys are checked after. A bad file raises
-:class:`~webhook.validation.InvalidInput` naming the key path (``feed.retries: expected int
+:func:`webhook.model.validation.convert`; rules between keys are checked after. A bad file raises
+:class:`~webhook.model.validation.InvalidInput` naming the key path (``feed.retries: expected int
 <= 10, got 99``); the CLI prints it on one line and exits with status 2.
 
-Top-level keys named after a provider of :data:`~webhook.providers.catalog.CATALOG`
+Top-level keys named after a provider of :data:`~webhook.model.catalog.CATALOG`
 (``electricitymaps:``, ``trace:``, ...) are that provider's options: the provider's row
 checks them and ``Config.provider_options`` keeps them for the provider's factory.
 """
@@ -21,9 +21,9 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from webhook.providers.catalog import CATALOG as PROVIDERS
-from webhook.regions import zone_for_region
-from webhook.validation import (
+from webhook.model.catalog import CATALOG as PROVIDERS
+from webhook.model.regions import zone_for_region
+from webhook.model.validation import (
     GridZone,
     InvalidInput,
     Schema,

@@ -1,7 +1,7 @@
 """What the configuration knows of each provider, without any of their code.
 
 The provider names, their config sections' schemas (unknown keys refused) and the
-credentials that may not be written into the file: everything :mod:`webhook.config` checks
+credentials that may not be written into the file: everything :mod:`webhook.model.config` checks
 a file against. Nothing here talks to a network or imports a provider's module, so the
 configuration, and the decision core that reads it, stay free of HTTP clients and
 metrics. :mod:`webhook.providers.registry` adds each provider's factory.
@@ -16,8 +16,8 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from webhook.providers.credentials import resolve_secret
-from webhook.providers.options import NetworkOptions, NonEmpty, NoOptions, parse
+from webhook.model.credentials import resolve_secret
+from webhook.model.options import NetworkOptions, NonEmpty, NoOptions, parse
 
 ELECTRICITYMAPS = "electricitymaps"
 ELECTRICITYMAPS_TOKEN_ENV = "ELECTRICITY_MAPS_API_TOKEN"  # noqa: S105 (a variable name)

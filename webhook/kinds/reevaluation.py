@@ -26,14 +26,14 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from webhook import kinds
-from webhook.config import ClusterConfig, Config
 from webhook.decision import nodepool, offloading, reevaluate
 from webhook.decision.forecast import HOURS_PER_DAY, RANK_HOURS, Method, on_forecast
 from webhook.decision.hysteresis import Hysteresis
 from webhook.decision.outcome import Decision, Path
-from webhook.intensity import IntensityTable
 from webhook.kinds import Context, Kind
-from webhook.vocabulary import knobs
+from webhook.model.config import ClusterConfig, Config
+from webhook.model.intensity import IntensityTable
+from webhook.model.vocabulary import knobs
 
 Step = Callable[[Mapping[str, Any], reevaluate.Inputs], reevaluate.Action]
 OutlookMethod = Method | Literal["provider"] | None

@@ -2,7 +2,7 @@
 
 A provider declares its section as a struct (unknown keys forbidden, limits as
 ``msgspec.Meta``) and reads it with :func:`parse`, which raises
-:class:`webhook.validation.InvalidInput` naming ``<provider>.<key>``. A field's
+:class:`webhook.model.validation.InvalidInput` naming ``<provider>.<key>``. A field's
 ``Meta(description=...)`` is added to any error about that field, so the message says
 what to write instead. What a struct cannot express lives here too: the base URL check
 (with its environment fallback). Credentials are read by :mod:`.credentials`.
@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 import msgspec
 import msgspec.inspect
 
-from webhook.validation import InvalidInput, convert
+from webhook.model.validation import InvalidInput, convert
 
 S = TypeVar("S", bound=msgspec.Struct)
 

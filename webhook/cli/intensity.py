@@ -32,13 +32,13 @@ from typing import Any, TextIO
 import orjson
 import structlog
 
-from webhook import config as config_mod
-from webhook.config import Config
 from webhook.decision import liqo, ocm
 from webhook.decision.fleet import ZoneSource, entry, name_of
 from webhook.feed import IntensityFeed, ZoneStatus
-from webhook.intensity import utcnow
-from webhook.validation import InvalidInput
+from webhook.model import config as config_mod
+from webhook.model.config import Config
+from webhook.model.intensity import utcnow
+from webhook.model.validation import InvalidInput
 
 
 def add_parser(subparsers: Any) -> None:
@@ -408,7 +408,7 @@ def render_table(statuses: Sequence[ZoneStatus]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Standalone entry point (``python -m webhook.cli_intensity``)."""
+    """``carbonshift intensity`` on its own."""
     structlog.configure(
         wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
         logger_factory=structlog.PrintLoggerFactory(sys.stderr),
@@ -418,7 +418,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(["intensity", *(argv if argv is not None else sys.argv[1:])])
     status: int = args.handler(args)
     return status
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

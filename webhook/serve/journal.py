@@ -26,9 +26,9 @@ import orjson
 import structlog
 from prometheus_client import Counter, Histogram
 
-from webhook.admission import Outcome
-from webhook.logs import iso_utc
-from webhook.metrics import ADMISSION_SECONDS, ADMISSIONS
+from webhook.runtime.logs import iso_utc
+from webhook.runtime.metrics import ADMISSION_SECONDS, ADMISSIONS
+from webhook.serve.admission import Outcome
 
 FLUSH_SECONDS = 0.02
 """Longest time an admission waits in the journal before its line is written."""

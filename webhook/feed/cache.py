@@ -35,9 +35,9 @@ import structlog
 from aiocache import RedisCache, SimpleMemoryCache
 from aiocache.serializers import BaseSerializer
 
-from webhook import errors
-from webhook.intensity import Reading, Signal
-from webhook.metrics import CACHE_LOOKUPS
+from webhook.model import errors
+from webhook.model.intensity import Reading, Signal
+from webhook.runtime.metrics import CACHE_LOOKUPS
 
 log = structlog.get_logger("carbonshift.cache")
 

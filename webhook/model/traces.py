@@ -18,10 +18,10 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TextIO
 
-from webhook.errors import TraceError as TraceError  # noqa: PLC0414 - callers import it here
-from webhook.vocabulary import parse_time
+from webhook.model.errors import TraceError as TraceError  # noqa: PLC0414 - callers import it here
+from webhook.model.vocabulary import parse_time
 
-SHIPPED = Path(__file__).resolve().parent / "data" / "traces" / "electricitymaps-hourly-2023"
+SHIPPED = Path(__file__).resolve().parents[1] / "data" / "traces" / "electricitymaps-hourly-2023"
 """The trace set shipped in the package: Electricity Maps hourly 2023 exports for 10 zones,
 gzip-compressed (ODbL 1.0; attribution and changes in its ``NOTICE``)."""
 

@@ -2,7 +2,7 @@
 
 The admission webhook, the scheduler API, ``carbonshift mutate``, the simulator and the
 reconciler read these keys only through this module, so a value means the same thing on
-every path. A malformed value raises :class:`~webhook.validation.InvalidInput` whose
+every path. A malformed value raises :class:`~webhook.model.validation.InvalidInput` whose
 ``path`` is the key; each caller decides what that means for it:
 
 - admission (and the preview, which runs the admission code): the rule that key drives
@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Literal
 
 from webhook import PREFIX
-from webhook.validation import InvalidInput
+from webhook.model.validation import InvalidInput
 
 # --- keys ----------------------------------------------------------------------------------
 

@@ -20,8 +20,8 @@ import msgspec.inspect
 import orjson
 import yaml
 
-from webhook.errors import InvalidInput as InvalidInput  # noqa: PLC0414 - callers import it here
-from webhook.errors import join
+from webhook.model.errors import InvalidInput as InvalidInput  # noqa: PLC0414 - callers import it here
+from webhook.model.errors import join
 
 T = TypeVar("T")
 

@@ -1,0 +1,1 @@
+"""Reading a Prometheus: instant queries and the energy Kepler measures."""
