@@ -13,7 +13,7 @@ import yaml
 
 from webhook.cli import main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text("utf-8")
 SERVICE = yaml.safe_load((ROOT / "manifests" / "base" / "service.yaml").read_text("utf-8"))
 SERVICE_PORT = SERVICE["spec"]["ports"][0]["port"]

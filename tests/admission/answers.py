@@ -1,7 +1,7 @@
 """Every answer the webhook gives for a fixed set of inputs, as bytes.
 
-Run as ``python -m tests.answers`` (from the repository root): prints one JSON line per
-answer, ``[case, bytes as text]``. :mod:`tests.test_determinism` runs it under several
+Run as ``python -m tests.admission.answers`` (from the repository root): prints one JSON line per
+answer, ``[case, bytes as text]``. :mod:`tests.admission.test_determinism` runs it under several
 ``PYTHONHASHSEED`` values and compares the output byte for byte, so any answer that
 depends on the iteration order of a set or of a hashed key shows up as a difference.
 

@@ -13,7 +13,7 @@ import pytest
 
 from devtools.sandbox.components import default_carbonshift
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 SUBCOMMANDS = ["serve", "certs", "mutate", "intensity", "simulate"]

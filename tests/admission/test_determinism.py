@@ -3,7 +3,7 @@
 Replicas, the leader and ``carbonshift mutate`` each run in their own process, each with
 its own string hash seed. An answer that followed the iteration order of a set (or of a
 dict filled from one) would differ between them, and an object stored by one would get
-a patch from the next that only reorders its decision annotation. :mod:`tests.answers`
+a patch from the next that only reorders its decision annotation. :mod:`tests.admission.answers`
 computes a fixed set of admission and scheduler answers through the webhook's own code;
 here it runs under several ``PYTHONHASHSEED`` values and the outputs must be equal.
 """
@@ -18,19 +18,19 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests import answers
+from tests.admission import answers
 from tests.semantics import fleet
 from webhook.model.vocabulary import DECISION
 from webhook.serve import admission
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SEEDS = ("0", "1", "2", "3", "random")
 
 
 def run(seed: str, *args: str, given: bytes = b"") -> bytes:
-    """``python -m tests.answers`` under ``PYTHONHASHSEED=seed``: its output."""
+    """``python -m tests.admission.answers`` under ``PYTHONHASHSEED=seed``: its output."""
     done = subprocess.run(
-        [sys.executable, "-m", "tests.answers", *args],
+        [sys.executable, "-m", "tests.admission.answers", *args],
         cwd=ROOT,
         env={**os.environ, "PYTHONHASHSEED": seed},
         input=given,
