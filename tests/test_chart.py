@@ -21,6 +21,8 @@ from typing import Any
 
 import pytest
 import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes
 
 from webhook.cli import main as carbonshift
 from webhook.model.config import parse
@@ -144,7 +146,18 @@ def test_each_ci_values_file_renders(render: Callable[..., list[Doc]], values: P
         if doc["kind"] not in cluster_scoped:
             assert doc["metadata"]["namespace"] == NAMESPACE, doc["metadata"]
     for config_map in (d for d in docs if d["kind"] == "ConfigMap"):
-        parse(yaml.safe_load(config_map["data"]["config.yaml"]))  # carbonshift accepts it
+        config = yaml.safe_load(config_map["data"]["config.yaml"])
+        parse(config)  # carbonshift accepts it
+        assert "zone" not in config  # the local zone comes from the cluster's Nodes
+
+
+def test_no_shipped_values_name_the_local_zone() -> None:
+    """Neither the defaults nor a ci/ file pins the NodePools' grid zone: by default it
+    comes from the cluster's Nodes (tests/test_hardening_manifests.py checks the kustomize
+    side)."""
+    for path in (CHART / "values.yaml", *CI_VALUES):
+        config = (yaml.safe_load(path.read_text()) or {}).get("config") or {}
+        assert "zone" not in config, f"{path.name} sets config.zone: {config['zone']}"
 
 
 # ----------------------------------------------------------------------------- the targets
@@ -235,6 +248,41 @@ def test_install_all_renders_both_halves_once(
     keys = [(d["kind"], d["metadata"]["name"]) for d in docs]
     assert len(keys) == len(set(keys)), keys
     assert kinds(docs) >= HOST_KINDS | API_KINDS
+
+
+def _new_ca(directory: Path) -> x509.Certificate:
+    status = carbonshift(["certs", "--service", "carbonshift", "--namespace", NAMESPACE,
+                          "--out", str(directory)])  # fmt: skip
+    assert status == 0
+    return x509.load_pem_x509_certificate((directory / "ca.crt").read_bytes())
+
+
+@pytest.mark.parametrize(
+    "target",
+    [("--set", "certificates.mode=self-managed",
+      "--set", "certificates.selfManaged.existingSecret=carbonshift-tls"),
+     ("--set", "target=karmada", "--set", "install=karmada-apiserver")],
+    ids=["cluster-self-managed", "karmada-apiserver"],
+)  # fmt: skip
+def test_the_webhook_trusts_both_cas_during_a_rotation(
+    render: Callable[..., list[Doc]], tmp_path: Path, target: tuple[str, ...]
+) -> None:
+    """docs/upgrade.md, "Rotating the webhook's CA", step 1: `certificates.caBundle` holds
+    the old and the new CA, concatenated, and the API server is given both."""
+    old, new = _new_ca(tmp_path / "old"), _new_ca(tmp_path / "new")
+    assert old.fingerprint(hashes.SHA256()) != new.fingerprint(hashes.SHA256())
+    both = tmp_path / "both.crt"
+    both.write_bytes((tmp_path / "old" / "ca.crt").read_bytes()
+                     + (tmp_path / "new" / "ca.crt").read_bytes())  # fmt: skip
+    docs = render(*target, "--set-file", f"certificates.caBundle={both}")
+    hooks = _webhook(docs)["webhooks"]
+    assert len(hooks) == 2
+    for hook in hooks:
+        bundle = base64.b64decode(hook["clientConfig"]["caBundle"])
+        trusted = x509.load_pem_x509_certificates(bundle)
+        assert trusted == [old, new], [c.subject.rfc4514_string() for c in trusted]
+    # Pinned, so cert-manager's injector would not overwrite it.
+    assert "annotations" not in _webhook(docs)["metadata"]
 
 
 def test_provider_credentials_come_from_the_existing_secret(

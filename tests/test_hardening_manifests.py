@@ -102,6 +102,28 @@ def test_the_network_policy_admits_only_the_callers_on_the_https_port() -> None:
             assert peer["podSelector"]["matchLabels"] == {"carbonshift.io/client": "true"}
 
 
+def _generated_configs() -> list[Path]:
+    """Every file a kustomization under manifests/ turns into a ConfigMap."""
+    found = []
+    for kustomization in sorted(MANIFESTS.rglob("kustomization.yaml")):
+        spec = yaml.safe_load(kustomization.read_text())
+        found += [kustomization.parent / entry.rpartition("=")[2]
+                  for generator in spec.get("configMapGenerator", [])
+                  for entry in generator.get("files", [])]  # fmt: skip
+    return found
+
+
+def test_no_shipped_config_names_the_local_zone() -> None:
+    """The local grid zone comes from the cluster's Nodes; a `zone:` in a shipped config
+    would pin every install to one grid. (config/example.yaml, which `make run` serves with
+    and no install uses, names one: `make run` has no cluster, its comment says so.)"""
+    configs = _generated_configs()
+    assert BASE / "config.yaml" in configs
+    for path in configs:
+        config = yaml.safe_load(path.read_text()) or {}
+        assert "zone" not in config, f"{path.relative_to(MANIFESTS)} sets zone: {config['zone']}"
+
+
 def test_the_namespace_enforces_restricted() -> None:
     labels = DOCS["Namespace"]["metadata"]["labels"]
     assert labels["pod-security.kubernetes.io/enforce"] == "restricted"

@@ -7,14 +7,18 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
+import ssl
 import subprocess
 import sys
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
 
-from devtools.sandbox.layout import SandboxError, crd
+from devtools.sandbox.layout import SandboxError, crd, free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -61,7 +65,8 @@ def clone(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _env(clone: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CARBONSHIFT_", "PYTHON"))}
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("CARBONSHIFT_", "PYTHON", "KUBECONFIG"))}  # fmt: skip
     return {**env, "PYTHONPATH": str(clone), **extra}
 
 
@@ -124,3 +129,52 @@ def test_the_clone_fetches_its_crds_from_the_pinned_modules(clone: Path, tmp_pat
     assert all(p.is_relative_to(cache / "crds") for p in paths)
     stamp = (cache / "crds" / "karmada.version").read_text()
     assert stamp.startswith("github.com/karmada-io/karmada@v"), stamp
+
+
+def _make_run(clone: Path, port: int, certs: Path) -> list[str]:
+    """The clone's `make run` recipe, run by this interpreter from the clone (no venv
+    there), on ``port`` with its certificates in ``certs``."""
+    lines = (clone / "Makefile").read_text().splitlines()
+    recipe = shlex.split(lines[next(i for i, ln in enumerate(lines) if ln.startswith("run:")) + 1])
+    assert recipe[0].endswith("/carbonshift"), recipe
+    args = recipe[1:]
+    args[args.index("--port") + 1] = str(port)
+    args[args.index("--cert-dir") + 1] = str(certs)
+    assert args[:3] == ["serve", "--config", "config/example.yaml"], args
+    return [sys.executable, "-m", "webhook.cli", *args]
+
+
+@pytest.mark.timeout(60)
+def test_make_run_serves_from_the_clone(clone: Path, tmp_path: Path) -> None:
+    """`make run`'s command, from the copy with nothing beside it: it makes its development
+    certificates, reads config/example.yaml and answers https /healthz, with no cluster."""
+    port, certs = free_port(), tmp_path / "certs"
+    log = tmp_path / "serve.log"
+    with log.open("w") as out:
+        server = subprocess.Popen(
+            _make_run(clone, port, certs), cwd=clone, env=_env(clone),
+            stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 20
+        status = None
+        while status is None:
+            assert server.poll() is None, f"serve exited {server.returncode}:\n{log.read_text()}"
+            assert time.monotonic() < deadline, f"no answer in 20 s:\n{log.read_text()}"
+            if (certs / "ca.crt").is_file():
+                context = ssl.create_default_context(cafile=str(certs / "ca.crt"))
+                try:
+                    url = f"https://127.0.0.1:{port}/healthz"
+                    with urllib.request.urlopen(url, context=context, timeout=2) as answer:
+                        status = answer.status
+                except OSError:
+                    pass
+            time.sleep(0.2)
+        assert status == 200
+    finally:
+        server.terminate()
+        try:
+            server.wait(15)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait(5)
