@@ -1,164 +1,102 @@
-"""The kinds carbonshift mutates: one registry row per group/kind.
+"""The kinds carbonshift handles: one module per kind, one registry of them.
 
-Each row says how an object of that kind is decided (its decider in
-:mod:`webhook.decision`), whether it is namespaced (cluster-scoped objects opt in with
-their own ``carbonshift.io/enabled=true`` label, since no namespace label applies), when
-an UPDATE is decided again, and the resource name the webhook registration's ``rules:``
-use. :mod:`webhook.serve.admission` dispatches on it, :mod:`webhook.cli.preview` builds reviews
-from it and a test checks ``manifests/base/webhook.yaml`` against it.
+Each kind is a :class:`~webhook.kinds.base.Kind` in its own module
+(:mod:`~webhook.kinds.policies`, :mod:`~webhook.kinds.nodepools`,
+:mod:`~webhook.kinds.offloadings`): its group/version/kind and resource, its admission
+decider, its scope and opt-in rule, how the leader follows it, the Events and the gauge
+it feeds, and the RBAC it needs. :data:`REGISTRY` lists them; admission dispatches on it,
+the re-evaluation (:mod:`webhook.kinds.reevaluation`) follows the kinds it says are
+followed, ``carbonshift mutate`` builds reviews from it, and tests check
+``manifests/base/webhook.yaml`` (:meth:`Registry.webhook_rules`) and the ClusterRole in
+``manifests/base/rbac.yaml`` (:meth:`Registry.grants`) against it, and with them the
+chart, which renders the same objects.
 
-Adding a kind: a decider module under ``webhook/decision/``, a row in :data:`KINDS`,
-its ``rules:`` entry in ``manifests/base/webhook.yaml``, and tests.
+Adding a kind: one module here with its :class:`Kind` and a row in :data:`REGISTRY`, the
+rules and grants it asks for in ``manifests/base/`` (the tests say which), and tests.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable, Mapping
-from datetime import datetime
-from typing import Any
+from collections.abc import Iterable, Iterator, Mapping
 
-from webhook.decision import nodepool, offloading, placement
-from webhook.decision.hysteresis import Hysteresis
-from webhook.decision.labels import Rule
-from webhook.decision.outcome import Decision
-from webhook.model.config import ClusterConfig, Config
-from webhook.model.intensity import IntensityTable
+from webhook.kinds.base import Context, Decider, Following, Grant, Kind, Tally
+from webhook.kinds.nodepools import NODEPOOL
+from webhook.kinds.offloadings import NAMESPACE_OFFLOADING
+from webhook.kinds.policies import CLUSTER_PROPAGATION_POLICY, PROPAGATION_POLICY
 
+__all__ = [
+    "KARMADA",
+    "KARPENTER",
+    "KINDS",
+    "LIQO",
+    "REGISTRY",
+    "Context",
+    "Decider",
+    "Following",
+    "Grant",
+    "Kind",
+    "Registry",
+    "Tally",
+    "find",
+]
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Context:
-    """Inputs of one decision besides the object: config and in-memory intensities."""
+KARMADA = PROPAGATION_POLICY.group
+KARPENTER = NODEPOOL.group
+LIQO = NAMESPACE_OFFLOADING.group
 
-    config: Config
-    table: IntensityTable
-    now: datetime
-    generation: int | None = None
-    """Identifies the table's content (:attr:`webhook.feed.Snapshot.generation`): equal
-    generations mean equal tables. Admission memoises decisions only when it is set."""
-    fleet: Mapping[str, ClusterConfig] | None = None
-    """The member clusters placement chooses among (the fleet inventory merged with the
-    config's ``clusters:``); None: the config's ``clusters:`` alone."""
-    fleet_generation: int = 0
-    """Identifies :attr:`fleet`'s content: it changes whenever a member cluster changes
-    (admission keys its memo on it next to :attr:`generation`)."""
-    local: str | None = None
-    """The grid zone the cluster's own Nodes give (:mod:`webhook.kube.nodes`); None: the
-    config's ``zone``."""
-    nodepools: tuple[str, ...] | None = None
-    """The NodePools of the cluster, by name (:mod:`webhook.kube.nodes`; a NodePool's
-    warnings name where urgent pods can still land while it is limited); None: unknown."""
-    peers: Mapping[str, ClusterConfig] | None = None
-    """Liqo's remote clusters by cluster id (:mod:`webhook.kube.peers`: their virtual
-    nodes' labels and grid zones); None: not known (no cluster to talk to)."""
-    ranked: IntensityTable | None = None
-    """What policies rank their clusters on: :attr:`table` with each member zone read as
-    the forecast mean the re-evaluation ranks on (:meth:`Reevaluation.ranked`); None:
-    :attr:`table` (no forecast, or none in memory yet)."""
-
-    @property
-    def local_zone(self) -> str | None:
-        """The local grid zone NodePools are classed by."""
-        return self.local or self.config.zone
-
-    @property
-    def clusters(self) -> Mapping[str, ClusterConfig]:
-        """The member clusters placement chooses among."""
-        return self.config.clusters if self.fleet is None else self.fleet
-
-    def other_pools(self, obj: Mapping[str, Any]) -> tuple[str, ...] | None:
-        """The cluster's NodePools besides ``obj``; None: unknown."""
-        if self.nodepools is None:
-            return None
-        name = (obj.get("metadata") or {}).get("name")
-        return tuple(p for p in self.nodepools if p != name)
+WebhookRule = tuple[str, str, str, str]
+"""``(apiGroup, apiVersion, resource, scope)`` of one webhook registration rule."""
 
 
-Decider = Callable[[Mapping[str, Any], Context], Decision]
+class Registry:
+    """The handled kinds, looked up by group and kind."""
+
+    def __init__(self, rows: Iterable[Kind]) -> None:
+        self.rows = tuple(rows)
+        self._by_name: Mapping[tuple[str, str], Kind] = {(k.group, k.kind): k for k in self.rows}
+        if len(self._by_name) != len(self.rows):
+            raise ValueError("a kind is registered twice")
+
+    def __iter__(self) -> Iterator[Kind]:
+        return iter(self.rows)
+
+    def find(self, group: str, kind: str) -> Kind | None:
+        """The row for ``group``/``kind`` (any version: the API server may convert)."""
+        return self._by_name.get((group, kind))
+
+    def followed(self) -> tuple[Kind, ...]:
+        """The kinds the leader follows after creation."""
+        return tuple(k for k in self.rows if k.following is not None)
+
+    def webhook_rules(self) -> list[WebhookRule]:
+        """The mutating webhook registration's rules, one per kind, sorted."""
+        return sorted(
+            (k.group, k.version, k.resource, "Namespaced" if k.namespaced else "Cluster")
+            for k in self.rows
+        )
+
+    def grants(self) -> set[tuple[str, str, str]]:
+        """Every ``(apiGroup, resource, verb)`` the kinds need, each once."""
+        return {
+            (g.group, resource, verb)
+            for k in self.rows
+            for g in k.grants
+            for resource in g.resources
+            for verb in g.verbs
+        }
+
+    def with_(self, *rows: Kind) -> Registry:
+        """This registry and ``rows`` besides (a test's own kind)."""
+        return Registry((*self.rows, *rows))
 
 
-def _never(_: Config) -> bool:
-    return False
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Kind:
-    """One handled kind."""
-
-    group: str
-    version: str
-    kind: str
-    resource: str
-    """Plural resource name, as in the webhook registration's ``rules:``."""
-    namespaced: bool
-    decide: Decider
-    every_update: Callable[[Config], bool] = _never
-    """Whether every UPDATE is decided again; otherwise only an UPDATE that changes
-    ``carbonshift.io/refresh`` is (a placement change reschedules the workload)."""
-
-    @property
-    def api_version(self) -> str:
-        """``group/version``."""
-        return f"{self.group}/{self.version}"
-
-
-def _policy(obj: Mapping[str, Any], ctx: Context) -> Decision:
-    h = ctx.config.hysteresis
-    inputs = placement.PolicyInputs(
-        ctx.clusters,
-        ctx.table if ctx.ranked is None else ctx.ranked,
-        ctx.config.weighting,
-        hysteresis=Hysteresis(margin=h.margin, dwell_hours=h.dwell_hours),
-        now=ctx.now,
-    )
-    return placement.decide(obj, inputs)
-
-
-def _nodepool(obj: Mapping[str, Any], ctx: Context) -> Decision:
-    inputs = nodepool.NodePoolInputs(
-        ctx.local_zone, ctx.table, ctx.config.nodepools, other_pools=ctx.other_pools(obj)
-    )
-    return nodepool.decide(obj, inputs)
-
-
-def _nodepool_updates(config: Config) -> bool:
-    return config.nodepools.mutate_on_update
-
-
-def _offloading(obj: Mapping[str, Any], ctx: Context) -> Decision:
-    h = ctx.config.hysteresis
-    inputs = offloading.OffloadingInputs(
-        ctx.peers or {},
-        ctx.table,
-        Rule.of(ctx.config),
-        Hysteresis(margin=h.margin, dwell_hours=h.dwell_hours),
-        ctx.now,
-    )
-    return offloading.decide(obj, inputs)
-
-
-KARMADA = "policy.karmada.io"
-KARPENTER = "karpenter.sh"
-LIQO = "offloading.liqo.io"
-
-KINDS: tuple[Kind, ...] = (
-    Kind(KARMADA, "v1alpha1", "PropagationPolicy", "propagationpolicies", True, _policy),
-    Kind(
-        KARMADA,
-        "v1alpha1",
-        "ClusterPropagationPolicy",
-        "clusterpropagationpolicies",
-        False,
-        _policy,
-    ),
-    Kind(KARPENTER, "v1", "NodePool", "nodepools", False, _nodepool, _nodepool_updates),
-    Kind(LIQO, "v1beta1", "NamespaceOffloading", "namespaceoffloadings", True, _offloading),
+REGISTRY = Registry(
+    (PROPAGATION_POLICY, CLUSTER_PROPAGATION_POLICY, NODEPOOL, NAMESPACE_OFFLOADING)
 )
-"""Every kind carbonshift mutates."""
-
-_BY_NAME: Mapping[tuple[str, str], Kind] = {(k.group, k.kind): k for k in KINDS}
+"""Every kind carbonshift handles."""
+KINDS: tuple[Kind, ...] = REGISTRY.rows
 
 
 def find(group: str, kind: str) -> Kind | None:
-    """The row for ``group``/``kind`` (any version: the API server may convert), or None."""
-    return _BY_NAME.get((group, kind))
+    """The registered row for ``group``/``kind`` (any version), or None."""
+    return REGISTRY.find(group, kind)

@@ -14,8 +14,9 @@ its current reading); the decision record's ``provider`` names the forecast. Nod
 follow the local grid (config ``zone``) with the outlook over the pool's ``max-pause``
 (at most a day ahead).
 
-Adding a kind: one :class:`Target` in :data:`TARGETS` with its registry row and, when its
-rules differ from the placement's, its own step and owned-field paths.
+A kind is followed when its registry row has a :class:`~webhook.kinds.base.Following`
+(its step, owned-field paths, local decider and Events); :data:`TARGETS` is built from
+the registry.
 """
 
 from __future__ import annotations
@@ -26,16 +27,15 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from webhook import kinds
-from webhook.decision import nodepool, offloading, reevaluate
+from webhook.decision import reevaluate
 from webhook.decision.forecast import HOURS_PER_DAY, RANK_HOURS, Method, on_forecast
 from webhook.decision.hysteresis import Hysteresis
-from webhook.decision.outcome import Decision, Path
-from webhook.kinds import Context, Kind
-from webhook.model.config import ClusterConfig, Config
+from webhook.decision.outcome import Decision
+from webhook.kinds import Context, Following, Kind
+from webhook.model.config import Config
 from webhook.model.intensity import IntensityTable
 from webhook.model.vocabulary import knobs
 
-Step = Callable[[Mapping[str, Any], reevaluate.Inputs], reevaluate.Action]
 OutlookMethod = Method | Literal["provider"] | None
 Outlook = Callable[[str, int, OutlookMethod], Sequence[float] | None]
 """``IntensityFeed.outlook(zone, horizon_hours, method)``."""
@@ -49,51 +49,40 @@ METHODS: Mapping[str, OutlookMethod] = {
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Target:
-    """One kind the leader re-evaluates."""
+    """One kind the leader re-evaluates: its registry row and how it is followed."""
 
     row: Kind
-    step: Step = reevaluate.step
-    fields: Mapping[str, Path] = dataclasses.field(default_factory=lambda: reevaluate.POLICY_FIELDS)
-    """Record key prefix -> where the fields carbonshift owns live in the object."""
-    local: bool = False
-    """Decided on the local grid (config ``zone``) over time, with the feed's outlook."""
-    places: Callable[[Context], Mapping[str, ClusterConfig]] = lambda ctx: ctx.clusters
-    """The places its decisions name, by name (stale data there writes nothing)."""
+
+    @property
+    def following(self) -> Following:
+        """The row's :class:`~webhook.kinds.base.Following` (set for every target)."""
+        following = self.row.following
+        if following is None:  # pragma: no cover - targets are built from followed rows
+            raise LookupError(f"{self.row.kind} is not followed")
+        return following
+
+    @property
+    def local(self) -> bool:
+        """Decided on the local grid over time, with the feed's outlook."""
+        return self.following.local is not None
 
 
-def _row(group: str, kind: str) -> Kind:
-    row = kinds.find(group, kind)
-    if row is None:  # pragma: no cover - the registry holds both
-        raise LookupError(f"{group}/{kind} is not a handled kind")
-    return row
+def targets(registry: kinds.Registry | None = None) -> tuple[Target, ...]:
+    """Every kind the registry says the leader follows (default: :data:`kinds.REGISTRY`)."""
+    return tuple(Target(row) for row in (registry or kinds.REGISTRY).followed())
 
 
-TARGETS: tuple[Target, ...] = (
-    Target(_row(kinds.KARMADA, "PropagationPolicy")),
-    Target(_row(kinds.KARMADA, "ClusterPropagationPolicy")),
-    Target(
-        _row(kinds.KARPENTER, "NodePool"),
-        reevaluate.nodepool_step,
-        reevaluate.NODEPOOL_FIELDS,
-        local=True,
-    ),
-    Target(
-        _row(kinds.LIQO, "NamespaceOffloading"),
-        fields=offloading.FIELDS,
-        places=lambda ctx: ctx.peers or {},
-    ),
-)
+TARGETS: tuple[Target, ...] = targets()
 """Every kind re-evaluated after creation."""
 
 
-def target_of(api_version: str, kind: str) -> Target | None:
+def target_of(api_version: str, kind: str, registry: kinds.Registry | None = None) -> Target | None:
     """The target for an object's ``apiVersion`` and ``kind`` (None: not re-evaluated)."""
     group, _, version = api_version.rpartition("/")
-    for target in TARGETS:
-        row = target.row
-        if (row.group, row.version, row.kind) == (group, version, kind):
-            return target
-    return None
+    row = (registry or kinds.REGISTRY).find(group, kind)
+    if row is None or row.version != version or row.following is None:
+        return None
+    return Target(row)
 
 
 class Reevaluation:
@@ -156,30 +145,30 @@ class Reevaluation:
     ) -> reevaluate.Action:
         """The step's action for ``obj`` (``namespace_labels``: its namespace's labels,
         None for cluster-scoped kinds)."""
-        row = target.row
-        if not target.local:
+        row, following = target.row, target.following
+        local = following.local
+        if local is None:
             ctx = self.ranked(ctx)
-        zone = ctx.local_zone if target.local else None
-        outlook = self.local_outlook(obj, zone) if target.local else None
-        nodepools = self.config.nodepools
+        zone = ctx.local_zone if local is not None else None
+        outlook = self.local_outlook(obj, zone) if local is not None else None
+        decide_on = None
+        if local is not None:
+            local_decider = local
 
-        def decide_on(o: Mapping[str, Any], table: IntensityTable) -> Decision:
-            inputs = nodepool.NodePoolInputs(
-                zone, table, nodepools, outlook=outlook, other_pools=ctx.other_pools(o)
-            )
-            return nodepool.reevaluate(o, inputs, ctx.now)
+            def decide_on(o: Mapping[str, Any], table: IntensityTable) -> Decision:
+                return local_decider(o, table, ctx, outlook)
 
         inputs = reevaluate.Inputs(
             decide=lambda o: row.decide(o, ctx),
             table=ctx.table,
-            clusters=target.places(ctx),
+            clusters=following.places(ctx),
             now=ctx.now,
             hysteresis=self.hysteresis,
             min_interval_seconds=self.config.reevaluate.min_interval_seconds,
             namespace_labels=namespace_labels if row.namespaced else None,
-            fields=target.fields,
+            fields=following.fields,
             zone=zone,
-            decide_on=decide_on if target.local else None,
+            decide_on=decide_on,
             outlook=outlook,
         )
-        return target.step(obj, inputs)
+        return following.step(obj, inputs)

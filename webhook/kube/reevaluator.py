@@ -152,7 +152,7 @@ class Reevaluator:
             if not (refused(exc, "list", resource) or absent(exc, resource)):
                 log.warning("reevaluate_list_failed", resource=resource, error=error_name(exc))
             return 0
-        written = paused = 0
+        written = counted = 0
         bucket = self._policies  # what stands after the pass, for the rebalancer
         if target.local:
             bucket = self._nodepools = []  # and for the carbon price overlays
@@ -168,7 +168,7 @@ class Reevaluator:
                 done, stands = await self._one(target, obj, namespaces)
                 bucket.append(stands)
                 written += done
-                paused += target.local and reevaluate.paused(stands)
+                counted += _counts(target, stands)
             except (NotLeader, asyncio.CancelledError):
                 raise
             except Exception as exc:
@@ -181,11 +181,12 @@ class Reevaluator:
                         name=meta.get("name"),
                         error=error_name(exc),
                     )
-                paused += target.local and reevaluate.paused(obj)
+                counted += _counts(target, obj)
                 if target.local:
                     bucket.append(obj)
-        if target.local:
-            metrics.PAUSED_NODEPOOLS.set(paused)
+        tally = target.following.tally
+        if tally is not None:
+            metrics.tally(tally.name, tally.documentation).set(counted)
         return written
 
     def _decide(
@@ -277,8 +278,9 @@ class Reevaluator:
             obj.setdefault("apiVersion", row.api_version)
             obj.setdefault("kind", row.kind)
             pause = str(entry.get("pause"))
-            if pause in PAUSE_EVENTS:
-                (reason, verb), note = PAUSE_EVENTS[pause], f"carbonshift: {pause} at {entry['t']}"
+            named = row.following.events if row.following is not None else {}
+            if pause in named:
+                (reason, verb), note = named[pause], f"carbonshift: {pause} at {entry['t']}"
             else:
                 reason, verb = REBALANCED
                 note = f"switched at {entry['t']}"
@@ -293,8 +295,9 @@ class Reevaluator:
         name = _name(stored)
         key: str | None = _key(stored)
         kind: Literal["Normal", "Warning"] = "Normal"
-        if action.pause is not None:
-            (reason, verb), note = PAUSE_EVENTS[action.pause], f"carbonshift: {action.pause}"
+        named = row.following.events if row.following is not None else {}
+        if action.pause is not None and action.pause in named:
+            (reason, verb), note = named[action.pause], f"carbonshift: {action.pause}"
             log.info("nodepool_" + action.pause, name=name, reason=action.reason)
         elif action.outcome == "switched":
             (reason, verb), note = REBALANCED, "placement switched"
@@ -349,11 +352,12 @@ def _name(obj: Mapping[str, Any]) -> str:
     return f"{namespace}/{meta.get('name')}" if namespace else str(meta.get("name"))
 
 
-PAUSE_EVENTS: Mapping[str, tuple[str, str]] = {
-    "paused": ("NodePoolPaused", "Pause"),
-    "resumed": ("NodePoolResumed", "Resume"),
-}
-"""Pause event -> (Event reason, action)."""
+def _counts(target: Target, obj: Obj) -> int:
+    """1 when the kind's gauge counts ``obj``."""
+    tally = target.following.tally
+    return int(tally is not None and tally.counts(obj))
+
+
 REBALANCED = ("CarbonRebalanced", "Rebalance")
 
 

@@ -139,6 +139,18 @@ PAUSED_NODEPOOLS = Gauge(
     "carbonshift_paused_nodepools",
     "Managed NodePools carbonshift holds paused (limits.cpu 0), as of the leader's last pass.",
 )
+_TALLIES: dict[str, Gauge] = {"carbonshift_paused_nodepools": PAUSED_NODEPOOLS}
+
+
+def tally(name: str, documentation: str) -> Gauge:
+    """The gauge a handled kind declares (:class:`webhook.kinds.base.Tally`), registered
+    the first time it is asked for."""
+    found = _TALLIES.get(name)
+    if found is None:
+        found = _TALLIES[name] = Gauge(name, documentation)
+    return found
+
+
 SHED = Counter(
     "carbonshift_admissions_shed_total",
     "Admission reviews answered allowed and unchanged without a decision because the server "

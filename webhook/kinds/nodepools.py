@@ -1,0 +1,100 @@
+"""Karpenter NodePool: carbon settings for the cluster's own nodes.
+
+Admission applies the pool's strategies (``price``, ``ladder``, ``pause``, ``efficiency``,
+``weight``, ``zones``; :func:`webhook.decision.nodepool.decide`) on the local grid; the
+leader pauses and resumes the pool over time (``spec.limits``, ``spec.weight``) with the
+feed's outlook over the pool's ``max-pause``, and keeps the carbon price NodeOverlays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from webhook.decision import nodepool, reevaluate
+from webhook.decision.outcome import Decision
+from webhook.kinds.base import Context, Following, Grant, Kind, Tally
+from webhook.model.config import Config
+from webhook.model.intensity import IntensityTable
+
+GROUP = "karpenter.sh"
+
+
+def decide(obj: Mapping[str, Any], ctx: Context) -> Decision:
+    """The pool's strategies on the local grid's current reading."""
+    inputs = nodepool.NodePoolInputs(
+        ctx.local_zone, ctx.table, ctx.config.nodepools, other_pools=ctx.other_pools(obj)
+    )
+    return nodepool.decide(obj, inputs)
+
+
+def decide_over_time(
+    obj: Mapping[str, Any], table: IntensityTable, ctx: Context, outlook: Sequence[float] | None
+) -> Decision:
+    """The re-evaluation's decision: on ``table`` with the local zone's outlook."""
+    inputs = nodepool.NodePoolInputs(
+        ctx.local_zone,
+        table,
+        ctx.config.nodepools,
+        outlook=outlook,
+        other_pools=ctx.other_pools(obj),
+    )
+    return nodepool.reevaluate(obj, inputs, ctx.now)
+
+
+def every_update(config: Config) -> bool:
+    """``nodepools.mutate_on_update``: every UPDATE is decided again."""
+    return config.nodepools.mutate_on_update
+
+
+NODEPOOL = Kind(
+    GROUP,
+    "v1",
+    "NodePool",
+    "nodepools",
+    namespaced=False,
+    decide=decide,
+    scope="nodepool",
+    every_update=every_update,
+    following=Following(
+        step=reevaluate.nodepool_step,
+        fields=reevaluate.NODEPOOL_FIELDS,
+        local=decide_over_time,
+        events={"paused": ("NodePoolPaused", "Pause"), "resumed": ("NodePoolResumed", "Resume")},
+        tally=Tally(
+            "carbonshift_paused_nodepools",
+            "Managed NodePools carbonshift holds paused (limits.cpu 0), as of the leader's "
+            "last pass.",
+            reevaluate.paused,
+        ),
+    ),
+    grants=(
+        Grant(
+            GROUP,
+            ("nodepools",),
+            ("get", "list", "watch", "update"),
+            "the leader's re-evaluation pauses and resumes NodePools (spec.limits, spec.weight)",
+        ),
+        Grant(
+            GROUP,
+            ("nodeoverlays",),
+            ("list", "create", "update", "delete"),
+            "strategy price: the carbon price NodeOverlays (labelled carbonshift.io/overlay)",
+        ),
+        Grant(
+            "",
+            ("nodes",),
+            ("get", "list", "watch"),
+            "the local grid zone from the Nodes' region label and providerID",
+        ),
+    ),
+    events=(
+        "NodePoolPaused",
+        "NodePoolResumed",
+        "CarbonFieldReleased",
+        "CarbonPriceChanged",
+        "CarbonPriceLeft",
+        "CarbonPriceNotApplied",
+        "CarbonZoneUnknown",
+    ),
+)

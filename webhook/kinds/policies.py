@@ -1,0 +1,82 @@
+"""Karmada PropagationPolicy and ClusterPropagationPolicy: carbon placement.
+
+Admission writes the ordered fill (or static carbon weights, green-first terms,
+``max-intensity`` excludes) into ``spec.placement`` (:func:`webhook.decision.placement.decide`);
+the leader re-decides it on the forecast behind the hysteresis, and moves replicas back to
+greener tiers of an ordered fill with WorkloadRebalancers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from webhook.decision import placement
+from webhook.decision.hysteresis import Hysteresis
+from webhook.decision.outcome import Decision
+from webhook.kinds.base import Context, Following, Grant, Kind
+
+GROUP = "policy.karmada.io"
+
+
+def decide(obj: Mapping[str, Any], ctx: Context) -> Decision:
+    """The placement for ``obj`` on the context's (forecast-ranked) intensities."""
+    h = ctx.config.hysteresis
+    inputs = placement.PolicyInputs(
+        ctx.clusters,
+        ctx.table if ctx.ranked is None else ctx.ranked,
+        ctx.config.weighting,
+        hysteresis=Hysteresis(margin=h.margin, dwell_hours=h.dwell_hours),
+        now=ctx.now,
+    )
+    return placement.decide(obj, inputs)
+
+
+GRANTS = (
+    Grant(
+        GROUP,
+        ("propagationpolicies", "clusterpropagationpolicies"),
+        ("get", "list", "watch", "update"),
+        "the leader re-evaluates managed policies and writes a switch as an update guarded "
+        "by the resourceVersion it read",
+    ),
+    Grant("", ("namespaces",), ("get", "list", "watch"), "which namespaces opted in"),
+    Grant(
+        "work.karmada.io",
+        ("resourcebindings", "clusterresourcebindings"),
+        ("get", "list", "watch"),
+        "where a managed policy's bindings put the replicas (moving them back)",
+    ),
+    Grant(
+        "apps.karmada.io",
+        ("workloadrebalancers",),
+        ("create", "get", "list", "delete"),
+        "a Fresh reschedule that moves replicas back to greener tiers",
+    ),
+)
+EVENTS = ("CarbonRebalanced", "CarbonFieldReleased", "CarbonReplicasMoved")
+
+PROPAGATION_POLICY = Kind(
+    GROUP,
+    "v1alpha1",
+    "PropagationPolicy",
+    "propagationpolicies",
+    namespaced=True,
+    decide=decide,
+    scope="policy",
+    following=Following(),
+    grants=GRANTS,
+    events=EVENTS,
+)
+CLUSTER_PROPAGATION_POLICY = Kind(
+    GROUP,
+    "v1alpha1",
+    "ClusterPropagationPolicy",
+    "clusterpropagationpolicies",
+    namespaced=False,
+    decide=decide,
+    scope="policy",
+    following=Following(),
+    grants=GRANTS,
+    events=EVENTS,
+)
