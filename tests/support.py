@@ -2,6 +2,8 @@
 
 - :data:`NOW`, :data:`FLEET`, :func:`reading`: a fixed instant, a small fleet, readings.
 - :class:`Clock`: a settable clock for code that takes ``clock=`` (or ``monotonic=``).
+- :class:`FixedProvider`, :func:`make_state`, :func:`make_app`: a provider with a fixed
+  table, a server state whose feed holds it, an app with only the scheduler API's routes.
 - :class:`FakeUpstream`: a scriptable HTTP server on 127.0.0.1 that plays an intensity
   provider. Tests queue replies per path (``fake.on("/v3/carbon-intensity/latest",
   Reply(...))``); the last queued reply repeats. Every request is recorded with its query
@@ -14,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections import Counter, defaultdict
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -22,7 +24,12 @@ import orjson
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
+from webhook.feed import IntensityFeed
+from webhook.model.config import Config
+from webhook.model.errors import ZoneNotSupported
 from webhook.model.intensity import Reading, Signal
+from webhook.serve import schedapi
+from webhook.serve.state import STATE, ServerState
 
 NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)
 
@@ -93,6 +100,68 @@ class Clock:
     def monotonic(self) -> float:
         """Seconds since the clock was made (plus 1000, so never zero)."""
         return 1000.0 + (self.now - self._start).total_seconds()
+
+
+INTENSITIES: Mapping[str, float] = {
+    "SE-SE3": 30.0,
+    "FR": 50.0,
+    "DE": 400.0,
+    "IN-WE": 650.0,
+    "PL": 700.0,
+}
+"""gCO2eq/kWh served by :class:`FixedProvider`."""
+
+
+class FixedProvider:
+    """A provider that knows a fixed table and nothing else."""
+
+    name = "fixed"
+    worst_case_seconds = 1.0
+
+    def __init__(self, values: Mapping[str, float]) -> None:
+        self.values = dict(values)
+        self.asked: list[str] = []
+
+    async def latest(self, zone: str) -> Reading:
+        self.asked.append(zone)
+        if zone not in self.values:
+            raise ZoneNotSupported(self.name, f"no data for {zone}")
+        hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+        return Reading(
+            zone=zone,
+            value=self.values[zone],
+            signal=Signal.AVERAGE,
+            valid_from=hour,
+            valid_to=hour + timedelta(hours=1),
+            estimated=False,
+            source="fixed:test",
+        )
+
+    async def forecast(self, zone: str) -> Sequence[Reading]:
+        return []
+
+    async def history(self, zone: str) -> Sequence[Reading]:
+        return []
+
+    async def close(self) -> None:
+        return None
+
+
+async def make_state(
+    config: Config | None = None, values: Mapping[str, float] = INTENSITIES
+) -> ServerState:
+    """A ServerState whose feed already holds ``values``."""
+    feed = IntensityFeed([FixedProvider(values)], values.keys())
+    await feed.refresh_once()
+    return ServerState(config or Config(), feed)
+
+
+def make_app(state: ServerState) -> web.Application:
+    """An application with only the scheduler routes."""
+    app = web.Application()
+    app[STATE] = state
+    schedapi.add_routes(app)
+    return app
 
 
 @dataclasses.dataclass

@@ -39,7 +39,9 @@ from webhook import kinds
 from webhook.model import vocabulary
 
 __all__ = [
+    "DIVIDED",
     "UID",
+    "Operation",
     "cluster",
     "cluster_propagation_policy",
     "nodepool",

@@ -16,26 +16,23 @@ functions (:data:`webhook.serve.schedapi.ROUTES`).
 from __future__ import annotations
 
 import asyncio
-import base64
 import copy
 import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
-import jsonpatch
 import orjson
 
-from tests.schedapi.conftest import FixedProvider
 from tests.semantics import fleet
-from tests.support import NOW
-from webhook import kinds
-from webhook.cli import preview
+from tests.support import NOW, FixedProvider
+from webhook import kinds, testing
 from webhook.feed import IntensityFeed
 from webhook.model.intensity import Reading
 from webhook.model.vocabulary import REFRESH
 from webhook.serve import admission, schedapi
 from webhook.serve.state import ServerState
+from webhook.testing import stored
 
 Answer = tuple[str, bytes]
 
@@ -46,26 +43,12 @@ AGAIN = ("again-create", "again-update")
 
 
 def review(
-    obj: Mapping[str, Any], operation: str = "CREATE", old: Mapping[str, Any] | None = None
+    obj: Mapping[str, Any],
+    operation: testing.Operation = "CREATE",
+    old: Mapping[str, Any] | None = None,
 ) -> bytes:
     """The raw AdmissionReview kube-apiserver would send for ``obj``."""
-    request = preview.review_for(obj, operation)
-    request.update(uid="uid-1", oldObject=old, dryRun=False)
-    return orjson.dumps(
-        {"apiVersion": admission.API_VERSION, "kind": "AdmissionReview", "request": request}
-    )
-
-
-def patch_of(answer: bytes) -> list[dict[str, Any]]:
-    """The JSON Patch of an AdmissionReview response ([] when it carries none)."""
-    encoded = orjson.loads(answer)["response"].get("patch")
-    return orjson.loads(base64.b64decode(encoded)) if encoded else []
-
-
-def stored(obj: Mapping[str, Any], answer: bytes) -> dict[str, Any]:
-    """``obj`` as the API server stores it after ``answer``."""
-    out: dict[str, Any] = jsonpatch.apply_patch(copy.deepcopy(dict(obj)), patch_of(answer))
-    return out
+    return orjson.dumps(testing.review(obj, operation=operation, old=old, uid="uid-1"))
 
 
 def admissions() -> Iterator[Answer]:

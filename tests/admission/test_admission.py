@@ -13,6 +13,7 @@ import orjson
 import pytest
 
 from tests.support import NOW
+from webhook import testing
 from webhook.decision import placement
 from webhook.kinds import Context
 from webhook.model.config import Config
@@ -20,30 +21,15 @@ from webhook.model.intensity import Reading
 from webhook.model.validation import InvalidInput
 from webhook.serve import admission
 
-PP_KIND = {"group": "policy.karmada.io", "version": "v1alpha1", "kind": "PropagationPolicy"}
-CPP_KIND = {"group": "policy.karmada.io", "version": "v1alpha1", "kind": "ClusterPropagationPolicy"}
-NP_KIND = {"group": "karpenter.sh", "version": "v1", "kind": "NodePool"}
 
-
-def request(kind: dict[str, str], obj: dict[str, Any], **extra: Any) -> dict[str, Any]:
-    return {"uid": "u-1", "kind": kind, "operation": "CREATE", "object": obj, **extra}
+def request(obj: dict[str, Any] | None, **options: Any) -> dict[str, Any]:
+    """The ``request`` of the AdmissionReview kube-apiserver sends for ``obj``."""
+    req: dict[str, Any] = testing.review(obj, **options)["request"]
+    return req
 
 
 def pp(labels: dict[str, str] | None = None, **annotations: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "policy.karmada.io/v1alpha1",
-        "kind": "PropagationPolicy",
-        "metadata": {
-            "name": "web",
-            "namespace": "shop",
-            "labels": labels or {},
-            "annotations": annotations,
-        },
-        "spec": {
-            "resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment"}],
-            "placement": {"replicaScheduling": {"replicaSchedulingType": "Divided"}},
-        },
-    }
+    return testing.propagation_policy(namespace="shop", labels=labels, annotations=annotations)
 
 
 @pytest.fixture
@@ -79,7 +65,7 @@ def test_bad_envelopes_are_rejected_naming_the_field(body: bytes, message: str) 
 
 
 def test_propagation_policy_create_is_patched(ctx: Context) -> None:
-    req = request(PP_KIND, pp())
+    req = request(pp())
     outcome = admit(req, ctx)
     assert outcome.result == "patched"
     obj = stored(req, outcome)
@@ -87,55 +73,49 @@ def test_propagation_policy_create_is_patched(ctx: Context) -> None:
     body = orjson.loads(admission.respond(outcome))
     assert body["apiVersion"] == "admission.k8s.io/v1"
     assert body["kind"] == "AdmissionReview"
-    assert body["response"]["uid"] == "u-1"
+    assert body["response"]["uid"] == testing.UID
     assert body["response"]["allowed"] is True
     assert body["response"]["patchType"] == "JSONPatch"
     assert orjson.loads(base64.b64decode(body["response"]["patch"])) == outcome.patch
 
 
 def test_resubmitting_the_stored_object_gives_no_patch(ctx: Context) -> None:
-    req = request(PP_KIND, pp())
-    again = request(PP_KIND, stored(req, admit(req, ctx)))
+    req = request(pp())
+    again = request(stored(req, admit(req, ctx)))
     outcome = admit(again, ctx)
     assert outcome.result == "unchanged"
     assert "patch" not in orjson.loads(admission.respond(outcome))["response"]
 
 
 def test_kinds_we_do_not_handle_are_allowed_untouched(ctx: Context) -> None:
-    kind = {"group": "apps", "version": "v1", "kind": "Deployment"}
-    outcome = admit(request(kind, {"metadata": {"name": "d"}}), ctx)
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}}
+    outcome = admit(request(deployment), ctx)
     assert (outcome.result, outcome.patch) == ("ignored", [])
 
 
 def test_object_opt_out_and_cluster_scoped_opt_in(ctx: Context) -> None:
-    out = admit(request(PP_KIND, pp({"carbonshift.io/enabled": "false"})), ctx)
+    out = admit(request(pp({"carbonshift.io/enabled": "false"})), ctx)
     assert out.result == "skipped"
-    cpp = pp() | {"kind": "ClusterPropagationPolicy"}
-    assert admit(request(CPP_KIND, cpp), ctx).result == "skipped"
-    cpp = pp({"carbonshift.io/enabled": "true"}) | {"kind": "ClusterPropagationPolicy"}
-    assert admit(request(CPP_KIND, cpp), ctx).result == "patched"
+    cpp = testing.cluster_propagation_policy()
+    assert admit(request(cpp), ctx).result == "skipped"
+    cpp = testing.cluster_propagation_policy(enabled=True)
+    assert admit(request(cpp), ctx).result == "patched"
 
 
 def test_update_recomputes_only_when_refresh_changes(ctx: Context) -> None:
     old = pp()
     new = pp(**{"carbonshift.io/max-clusters": "1"})
-    out = admit(request(PP_KIND, new, operation="UPDATE", oldObject=old), ctx)
+    out = admit(request(new, operation="UPDATE", old=old), ctx)
     assert out.result == "skipped"
     new["metadata"]["annotations"]["carbonshift.io/refresh"] = "2026-01-01"
-    out = admit(request(PP_KIND, new, operation="UPDATE", oldObject=old), ctx)
+    out = admit(request(new, operation="UPDATE", old=old), ctx)
     assert out.result == "patched"
-    deleted = admit(request(PP_KIND, old, operation="DELETE"), ctx)
+    deleted = admit(request(old, operation="DELETE"), ctx)
     assert deleted.result == "skipped"
 
 
 def test_nodepool_is_labelled_when_opted_in(ctx: Context) -> None:
-    obj = {
-        "apiVersion": "karpenter.sh/v1",
-        "kind": "NodePool",
-        "metadata": {"name": "np", "labels": {"carbonshift.io/enabled": "true"}},
-        "spec": {"template": {"spec": {"requirements": []}}},
-    }
-    req = request(NP_KIND, obj)
+    req = request(testing.nodepool("np", enabled=True, requirements=[]))
     out = admit(req, ctx)
     labels = stored(req, out)["spec"]["template"]["metadata"]["labels"]
     assert labels["carbonshift.io/intensity"] == "medium"
@@ -148,7 +128,7 @@ def test_an_internal_error_fails_open_with_a_warning(
         raise RuntimeError("boom")
 
     monkeypatch.setattr("webhook.decision.placement.decide", explode)
-    out = admit(request(PP_KIND, pp()), ctx)
+    out = admit(request(pp()), ctx)
     assert out.result == "failed_open"
     response = orjson.loads(admission.respond(out))["response"]
     assert response["allowed"] is True
@@ -163,22 +143,21 @@ def test_memo_answers_identical_inputs_once_and_follows_the_data(
     real = placement.decide
     monkeypatch.setattr("webhook.decision.placement.decide", lambda *a: calls.append(1) or real(*a))
     memo = admission.DecisionMemo(size=2)
-    no_generation = admission.DecisionMemo.key(admission.request_of(request(PP_KIND, pp())), ctx)
+    no_generation = admission.DecisionMemo.key(admission.request_of(request(pp())), ctx)
     assert no_generation is None
     ctx = dataclasses.replace(ctx, generation=1)
-    first = admit(request(PP_KIND, pp()), ctx, memo)
-    other = request(PP_KIND, pp()) | {"uid": "u-2"}
-    other["object"]["metadata"]["name"] = "another"
+    first = admit(request(pp()), ctx, memo)
+    other = request(testing.propagation_policy("another", namespace="shop"), uid="u-2")
     second = admit(other, ctx, memo)
     assert len(calls) == 1
     assert (second.uid, second.name) == ("u-2", "another")
     assert second.patch == first.patch
     greener = dict(table) | {"PL": dataclasses.replace(table["PL"], value=5.0)}
     newer = dataclasses.replace(ctx, table=greener, generation=2)
-    third = admit(request(PP_KIND, pp()), newer, memo)
+    third = admit(request(pp()), newer, memo)
     assert len(calls) == 2
     assert third.patch != first.patch
-    admit(request(PP_KIND, pp(**{"carbonshift.io/max-clusters": "1"})), ctx, memo)
+    admit(request(pp(**{"carbonshift.io/max-clusters": "1"})), ctx, memo)
     assert len(memo) == 2
 
 
@@ -193,17 +172,14 @@ def test_memo_ignores_annotations_and_labels_a_decision_never_reads(
     applied = "kubectl.kubernetes.io/last-applied-configuration"
     first = pp({"team": "a"}, **{applied: '{"metadata":{"name":"web"}}'})
     second = pp({"team": "b"}, **{applied: '{"metadata":{"name":"web-2"}}'})
-    assert (
-        admit(request(PP_KIND, first), ctx, memo).patch
-        == admit(request(PP_KIND, second), ctx, memo).patch
-    )
+    assert admit(request(first), ctx, memo).patch == admit(request(second), ctx, memo).patch
     assert len(calls) == 1
-    admit(request(PP_KIND, pp(**{"carbonshift.io/max-clusters": "1"})), ctx, memo)
+    admit(request(pp(**{"carbonshift.io/max-clusters": "1"})), ctx, memo)
     assert len(calls) == 2
     # Without any annotations the patch must add the map itself: a different answer.
     bare = pp()
     del bare["metadata"]["annotations"]
-    req = request(PP_KIND, bare)
+    req = request(bare)
     out = admit(req, ctx, memo)
     assert len(calls) == 3
     assert stored(req, out)["metadata"]["annotations"]["carbonshift.io/decision"]
@@ -214,10 +190,11 @@ def test_raw_reviews_hit_the_memo_without_building_the_object(ctx: Context) -> N
     ctx = dataclasses.replace(ctx, generation=1)
     answers = []
     for i in range(3):
-        obj = pp(**{"kubectl.kubernetes.io/last-applied-configuration": f"web-{i}"})
-        obj["metadata"]["name"] = f"web-{i}"
-        req = request(PP_KIND, obj) | {"uid": f"u-{i}"}
-        body = orjson.dumps({"apiVersion": "admission.k8s.io/v1", "request": req})
+        applied = {"kubectl.kubernetes.io/last-applied-configuration": f"web-{i}"}
+        obj = testing.propagation_policy(f"web-{i}", namespace="shop", annotations=applied)
+        review = testing.review(obj, uid=f"u-{i}")
+        req = review["request"]
+        body = orjson.dumps(review)
         outcome = admission.review(body, ctx, memo)
         assert (outcome.uid, outcome.name, outcome.result) == (f"u-{i}", f"web-{i}", "patched")
         answer = orjson.loads(admission.respond(outcome))["response"]
@@ -237,7 +214,7 @@ def test_a_raw_object_that_is_not_an_object_is_named(ctx: Context) -> None:
 
 
 def test_delete_reviews_of_handled_kinds_are_skipped_not_unknown(ctx: Context) -> None:
-    out = admit(request(PP_KIND, pp()) | {"operation": "DELETE", "object": None}, ctx)
+    out = admit(request(None, operation="DELETE", old=pp()), ctx)
     assert (out.result, out.reason) == ("skipped", "operation DELETE is not mutated")
 
 
@@ -246,7 +223,7 @@ def test_a_rule_left_unapplied_is_recorded_on_the_object_even_without_other_chan
 ) -> None:
     obj = pp()
     obj["spec"]["placement"]["spreadConstraints"] = [{"spreadByField": "cluster", "maxGroups": 1}]
-    req = request(PP_KIND, obj)
+    req = request(obj)
     out = admit(req, ctx)
     assert out.result == "patched"
     assert [op["path"] for op in out.patch] == ["/metadata/annotations/carbonshift.io~1decision"]
@@ -254,4 +231,4 @@ def test_a_rule_left_unapplied_is_recorded_on_the_object_even_without_other_chan
     assert record["left"], record
     assert any("spreadConstraints" in w for w in out.warnings)
     # Submitting what was stored changes nothing more.
-    assert admit(request(PP_KIND, stored(req, out)), ctx).result == "unchanged"
+    assert admit(request(stored(req, out)), ctx).result == "unchanged"

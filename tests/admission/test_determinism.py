@@ -20,6 +20,7 @@ import pytest
 
 from tests.admission import answers
 from tests.semantics import fleet
+from webhook import testing
 from webhook.model.vocabulary import DECISION
 from webhook.serve import admission
 
@@ -49,7 +50,7 @@ def lines(output: bytes, suffix: str | tuple[str, ...]) -> list[tuple[str, str]]
 
 def patched(found: list[tuple[str, str]]) -> list[str]:
     """The cases whose answer carries a patch."""
-    return [case for case, answer in found if answers.patch_of(answer.encode())]
+    return [case for case, answer in found if testing.patch_of(answer.encode())]
 
 
 @pytest.fixture(scope="module")
@@ -85,19 +86,12 @@ def test_an_object_stored_by_another_process_gets_no_patch(
 
 
 def test_an_annotation_written_in_another_key_order_is_left_as_stored() -> None:
-    obj = fleet.with_variant(
-        {
-            "apiVersion": "policy.karmada.io/v1alpha1",
-            "kind": "PropagationPolicy",
-            "metadata": {"name": "web", "namespace": "shop"},
-            "spec": {
-                "placement": {"clusterAffinity": {"clusterNames": ["member-fr", "member-de"]}}
-            },
-        },
-        {"carbonshift.io/max-clusters": "1"},
+    policy = testing.propagation_policy(
+        namespace="shop", placement={}, clusters=["member-fr", "member-de"]
     )
+    obj = fleet.with_variant(policy, {"carbonshift.io/max-clusters": "1"})
     ctx = answers.context()
-    kept = answers.stored(obj, admission.respond(admission.review(answers.review(obj), ctx)))
+    kept = testing.stored(obj, admission.respond(admission.review(answers.review(obj), ctx)))
     annotations = kept["metadata"]["annotations"]
     doc = orjson.loads(annotations[DECISION])
     assert len(doc["own"]) > 1
@@ -105,4 +99,4 @@ def test_an_annotation_written_in_another_key_order_is_left_as_stored() -> None:
         doc[key] = dict(reversed(doc[key].items()))
     annotations[DECISION] = orjson.dumps(doc).decode()
     again = admission.respond(admission.review(answers.review(kept), ctx))
-    assert answers.patch_of(again) == []
+    assert testing.patch_of(again) == []

@@ -11,9 +11,9 @@ import orjson
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from tests.schedapi.conftest import make_app, make_state
+from tests.support import make_app, make_state
+from webhook import testing
 from webhook.kube.inventory import FleetInventory
-from webhook.model import vocabulary
 from webhook.model.config import Config, parse
 from webhook.serve import admission
 from webhook.serve.state import ServerState
@@ -21,19 +21,10 @@ from webhook.serve.state import ServerState
 CONFIG = parse({"zone": "DE", "clusters": {"member-cfg": {"zone": "FR"}}})
 
 
-def karmada_cluster(name: str, labels: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "cluster.karmada.io/v1alpha1",
-        "kind": "Cluster",
-        "metadata": {"name": name, "labels": labels or {}},
-        "spec": {"syncMode": "Push", **spec},
-    }
-
-
 FLEET = [
-    karmada_cluster("member-se", {"tier": "gold"}, provider="aws", region="eu-north-1"),
-    karmada_cluster("member-pl", {"tier": "gold"}, provider="gcp", region="europe-central2"),
-    karmada_cluster("member-fr", {"tier": "bronze"}, provider="aws", region="eu-west-3"),
+    testing.cluster("member-se", labels={"tier": "gold"}, provider="aws", region="eu-north-1"),
+    testing.cluster("member-pl", labels={"tier": "gold"}, provider="gcp", region="europe-central2"),
+    testing.cluster("member-fr", labels={"tier": "bronze"}, provider="aws", region="eu-west-3"),
 ]
 
 
@@ -48,26 +39,9 @@ async def fleet_state(config: Config = CONFIG) -> tuple[ServerState, FleetInvent
 def review(
     placement: dict[str, Any] | None = None, uid: str = "u-1", strategy: str = "weighted"
 ) -> bytes:
-    obj = {
-        "apiVersion": "policy.karmada.io/v1alpha1",
-        "kind": "PropagationPolicy",
-        "metadata": {
-            "name": "web",
-            "namespace": "shop",
-            "annotations": {"carbonshift.io/strategy": strategy},
-        },
-        "spec": {
-            "resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment"}],
-            "placement": {
-                "replicaScheduling": {"replicaSchedulingType": "Divided"},
-                **(placement or {}),
-            },
-        },
-    }
-    kind = {"group": "policy.karmada.io", "version": "v1alpha1", "kind": "PropagationPolicy"}
-    request = {"uid": uid, "kind": kind, "operation": "CREATE", "object": obj}
-    return orjson.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-                         "request": request})  # fmt: skip
+    spread = {**testing.DIVIDED, **(placement or {})}
+    policy = testing.propagation_policy(namespace="shop", strategy=strategy, placement=spread)
+    return orjson.dumps(testing.review(policy, uid=uid))
 
 
 def weighted(state: ServerState, body: bytes) -> dict[str, int]:
@@ -139,8 +113,10 @@ async def test_a_relabelled_cluster_is_seen_by_the_next_admission() -> None:
     gold = review({"clusterAffinity": {"labelSelector": {"matchLabels": {"tier": "gold"}}}})
     first = state.context().fleet_generation
     assert set(weighted(state, gold)) == {"member-se", "member-pl"}
-    inventory.event("MODIFIED", karmada_cluster("member-fr", {"tier": "gold"},
-                                                provider="aws", region="eu-west-3"))  # fmt: skip
+    gilded = testing.cluster(
+        "member-fr", labels={"tier": "gold"}, provider="aws", region="eu-west-3"
+    )
+    inventory.event("MODIFIED", gilded)
     assert state.context().fleet_generation > first
     assert set(weighted(state, gold)) == {"member-se", "member-pl", "member-fr"}
 
@@ -157,8 +133,7 @@ async def test_a_relabelled_zone_moves_the_weights() -> None:
     state, inventory = await fleet_state()
     before = weighted(state, review())
     assert before["member-se"] > before["member-pl"]
-    relabelled = karmada_cluster("member-se", {vocabulary.ZONE: "PL"},
-                                 provider="aws", region="eu-north-1")  # fmt: skip
+    relabelled = testing.cluster("member-se", zone="PL", provider="aws", region="eu-north-1")
     inventory.event("MODIFIED", relabelled)
     after = weighted(state, review())
     assert after["member-se"] == after["member-pl"]
@@ -178,7 +153,7 @@ async def test_memo_key_includes_the_fleet_generation() -> None:
 async def test_a_new_members_zone_is_fetched_in_the_background() -> None:
     state, inventory = await fleet_state()
     state.clusters()
-    inventory.event("ADDED", karmada_cluster("member-in", provider="aws", region="ap-south-1"))
+    inventory.event("ADDED", testing.cluster("member-in", provider="aws", region="ap-south-1"))
     zone = state.clusters()["member-in"].grid_zone
     assert zone is not None
     assert zone in state.feed.zones()
@@ -187,7 +162,7 @@ async def test_a_new_members_zone_is_fetched_in_the_background() -> None:
 async def test_scheduler_api_resolves_a_named_candidate_through_the_inventory() -> None:
     state, _ = await fleet_state()
     state.inventory.event(  # type: ignore[union-attr]
-        "ADDED", karmada_cluster("member-x", {vocabulary.ZONE: "PL"})
+        "ADDED", testing.cluster("member-x", zone="PL")
     )
     body = {"clusters": [
         {"name": "member-se"},  # no location in the request: the inventory's

@@ -16,6 +16,7 @@ import orjson
 import pytest
 
 from tests.support import NOW
+from webhook import testing
 from webhook.kinds import Context
 from webhook.model import validation
 from webhook.model.config import Config
@@ -23,31 +24,8 @@ from webhook.model.intensity import Reading
 from webhook.model.validation import InvalidInput
 from webhook.serve import admission
 
-PP = {
-    "apiVersion": "policy.karmada.io/v1alpha1",
-    "kind": "PropagationPolicy",
-    "metadata": {"name": "web", "namespace": "shop", "annotations": {}, "labels": {}},
-    "spec": {"placement": {"replicaScheduling": {"replicaSchedulingType": "Divided"}}},
-}
-REVIEW: dict[str, Any] = {
-    "apiVersion": "admission.k8s.io/v1",
-    "kind": "AdmissionReview",
-    "request": {
-        "uid": "u-1",
-        "kind": {"group": "policy.karmada.io", "version": "v1alpha1", "kind": "PropagationPolicy"},
-        "resource": {"group": "policy.karmada.io", "version": "v1alpha1", "resource": "pp"},
-        "subResource": "",
-        "requestKind": None,
-        "name": "web",
-        "namespace": "shop",
-        "operation": "CREATE",
-        "userInfo": {"username": "admin", "groups": ["system:masters"]},
-        "object": PP,
-        "oldObject": None,
-        "dryRun": False,
-        "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"},
-    },
-}
+PP = testing.propagation_policy(namespace="shop")
+REVIEW: dict[str, Any] = testing.review(PP, uid="u-1")
 
 
 def with_null(path: str, review: dict[str, Any] = REVIEW) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 import pytest
 
-from tests.schedapi.conftest import make_state
+from tests.support import make_state
 from webhook.cli import intensity as cli_intensity
 from webhook.decision import liqo
 from webhook.decision.clusters import node_candidate, node_zone

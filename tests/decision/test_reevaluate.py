@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from webhook import kinds
+from webhook import kinds, testing
 from webhook.decision import nodepool
 from webhook.decision.hysteresis import Hysteresis
 from webhook.decision.nodepool import NodePoolInputs
@@ -24,7 +24,7 @@ from webhook.decision.reevaluate import (
 )
 from webhook.model.config import ClusterConfig, Config, HysteresisConfig
 from webhook.model.intensity import Reading, Signal
-from webhook.model.vocabulary import DECISION, ENABLED, MAX_PAUSE, STRATEGY
+from webhook.model.vocabulary import DECISION, ENABLED, MAX_PAUSE
 
 T0 = datetime(2026, 3, 1, 12, tzinfo=UTC)
 CLUSTERS = {n: ClusterConfig(name=n, zone=z) for n, z in (("a", "FR"), ("b", "DE"), ("c", "PL"))}
@@ -47,17 +47,7 @@ def ctx(at: datetime, values: Mapping[str, Reading]) -> kinds.Context:
 
 def admitted(at: datetime, **values: float) -> dict[str, Any]:
     """A Divided policy with static carbon weights as admission stored it at ``at``."""
-    policy: dict[str, Any] = {
-        "apiVersion": "policy.karmada.io/v1alpha1",
-        "kind": "PropagationPolicy",
-        "metadata": {
-            "name": "web",
-            "namespace": "shop",
-            "creationTimestamp": at.strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "annotations": {"carbonshift.io/strategy": "weighted"},
-        },
-        "spec": {"placement": {"replicaScheduling": {"replicaSchedulingType": "Divided"}}},
-    }
+    policy = testing.propagation_policy(namespace="shop", strategy="weighted", created=at)
     assert ROW is not None
     decision = ROW.decide(policy, ctx(at, table(at, False, **values)))
     assert decision.record is not None
@@ -259,31 +249,15 @@ def pool(
     g: float = 450,
 ) -> dict[str, Any]:
     """A NodePool as admission stored it at ``at`` with DE at ``g``."""
-    annotations = {STRATEGY: strategy}
-    if max_pause is not None:
-        annotations[MAX_PAUSE] = max_pause
-    obj: dict[str, Any] = {
-        "apiVersion": "karpenter.sh/v1",
-        "kind": "NodePool",
-        "metadata": {
-            "name": "batch",
-            "labels": {ENABLED: "true"},
-            "annotations": annotations,
-            "creationTimestamp": at.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        },
-        "spec": {
-            "template": {
-                "spec": {
-                    "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass",
-                                     "name": "default"},
-                    "requirements": [{"key": "kubernetes.io/os", "operator": "In",
-                                      "values": ["linux"]}],
-                }
-            },
-        },
-    }  # fmt: skip
-    if limits is not None:
-        obj["spec"]["limits"] = limits
+    annotations = {} if max_pause is None else {MAX_PAUSE: max_pause}
+    obj = testing.nodepool(
+        "batch",
+        enabled=True,
+        strategy=strategy,
+        annotations=annotations,
+        limits=limits,
+        created=at,
+    )
     assert NP_ROW is not None
     decision = NP_ROW.decide(obj, kinds.Context(NP_CONFIG, table(at, DE=g), at))
     assert decision.record is not None

@@ -21,6 +21,7 @@ import orjson
 import pytest
 
 from devtools.sandbox.layout import free_port
+from webhook import testing
 from webhook.serve import certs
 
 
@@ -37,24 +38,9 @@ def session(config: Path) -> aiohttp.ClientSession:
 
 
 def review(i: int) -> bytes:
-    policy = {
-        "apiVersion": "policy.karmada.io/v1alpha1",
-        "kind": "PropagationPolicy",
-        "metadata": {"name": f"web-{i}", "namespace": "shop"},
-        "spec": {
-            "resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment"}],
-            "placement": {"replicaScheduling": {"replicaSchedulingType": "Divided"}},
-        },
-    }
-    request = {
-        "uid": f"u-{i}",
-        "kind": {"group": "policy.karmada.io", "version": "v1alpha1", "kind": "PropagationPolicy"},
-        "operation": "CREATE",
-        "object": policy,
-    }
-    return orjson.dumps(
-        {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
-    )
+    """The AdmissionReview of policy ``web-<i>`` (uid ``u-<i>``)."""
+    policy = testing.propagation_policy(f"web-{i}", namespace="shop")
+    return orjson.dumps(testing.review(policy, uid=f"u-{i}"))
 
 
 @contextlib.asynccontextmanager

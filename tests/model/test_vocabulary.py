@@ -9,18 +9,16 @@ key and the value; the scheduler API answers 400 naming the key.
 
 from __future__ import annotations
 
-import base64
-import copy
 from collections.abc import AsyncIterator
 from typing import Any
 
-import jsonpatch
 import orjson
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from tests.support import FLEET, NOW
+from webhook import testing
 from webhook.cli import preview
 from webhook.feed import IntensityFeed
 from webhook.kinds import Context
@@ -43,18 +41,8 @@ Client = TestClient[web.Request, web.Application]
 
 
 def policy(**annotations: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "policy.karmada.io/v1alpha1",
-        "kind": "PropagationPolicy",
-        "metadata": {"name": "web", "namespace": "shop", "annotations": annotations},
-        "spec": {
-            "resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment"}],
-            "placement": {
-                "clusterAffinity": {"clusterNames": sorted(FLEET["clusters"])},
-                "replicaScheduling": {"replicaSchedulingType": "Divided"},
-            },
-        },
-    }
+    clusters = sorted(FLEET["clusters"])
+    return testing.propagation_policy(namespace="shop", annotations=annotations, clusters=clusters)
 
 
 @pytest.fixture
@@ -69,15 +57,11 @@ async def client() -> AsyncIterator[Client]:
 
 
 async def mutate(client: Client, obj: dict[str, Any]) -> dict[str, Any]:
-    request = preview.review_for(obj)
-    request["dryRun"] = False
-    review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
-    resp = await client.post("/mutate", data=orjson.dumps(review), headers=JSON)
+    resp = await client.post("/mutate", data=orjson.dumps(testing.review(obj)), headers=JSON)
     assert resp.status == 200
-    body: dict[str, Any] = (await resp.json())["response"]
-    stored = copy.deepcopy(obj)
-    if "patch" in body:
-        stored = jsonpatch.apply_patch(stored, orjson.loads(base64.b64decode(body["patch"])))
+    answer = await resp.json()
+    body: dict[str, Any] = answer["response"]
+    stored = testing.stored(obj, answer)
     return {"allowed": body["allowed"], "warnings": body.get("warnings", []), "stored": stored}
 
 

@@ -10,7 +10,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from tests.schedapi.conftest import make_app, make_state
+from tests.support import make_app, make_state
 from webhook.decision.ranking import NEUTRAL_SCORE
 from webhook.model.config import ClusterConfig, Config, NodePoolConfig
 from webhook.serve.state import ServerState

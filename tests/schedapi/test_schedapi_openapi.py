@@ -17,7 +17,6 @@ from aiohttp.test_utils import TestClient, TestServer
 from hypothesis import HealthCheck, settings
 from jsonschema.validators import Draft202012Validator
 
-from tests.schedapi.conftest import make_app, make_state
 from tests.schedapi.test_schedapi_http import (
     BAD_EXTENDER,
     BAD_KARMADA,
@@ -27,6 +26,7 @@ from tests.schedapi.test_schedapi_http import (
     ISSUE_REQUEST,
     MAX,
 )
+from tests.support import make_app, make_state
 
 DOC: dict[str, Any] = orjson.loads(
     resources.files("webhook").joinpath("data/openapi.json").read_bytes()
