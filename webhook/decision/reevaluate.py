@@ -54,7 +54,7 @@ from webhook.decision.record import (
 from webhook.model import vocabulary
 from webhook.model.config import ClusterConfig
 from webhook.model.intensity import IntensityTable
-from webhook.model.vocabulary import DECISION, ENABLED
+from webhook.model.vocabulary import DECISION, ENABLED, opt_in
 
 Outcome = Literal["skipped", "stale", "user_owned", "kept", "too_soon", "switched"]
 
@@ -156,11 +156,11 @@ def not_opted_in(obj: Mapping[str, Any], namespace_labels: Mapping[str, str] | N
     meta = obj.get("metadata") or {}
     if meta.get("deletionTimestamp"):
         return "being deleted"
-    enabled = (meta.get("labels") or {}).get(ENABLED)
-    if enabled == "false":
+    enabled = opt_in(meta.get("labels"))
+    if enabled is False:
         return f"opted out ({ENABLED}=false)"
-    scope = enabled if namespace_labels is None else namespace_labels.get(ENABLED)
-    if scope != "true":
+    scope = enabled if namespace_labels is None else opt_in(namespace_labels)
+    if scope is not True:
         where = "object" if namespace_labels is None else "namespace"
         return f"not opted in (no {ENABLED}=true on the {where})"
     return None

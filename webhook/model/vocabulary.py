@@ -303,6 +303,18 @@ def flag(key: str, raw: str) -> bool:
     return text == "true"
 
 
+def opt_in(labels: Mapping[str, str] | None) -> bool | None:
+    """The ``carbonshift.io/enabled`` label of an object or namespace: True (``"true"``),
+    False (``"false"``), None (absent or anything else); any case, as :func:`flag` reads.
+    The webhook registration's selectors match ``"true"`` exactly, so that is the value
+    the README asks for."""
+    raw = (labels or {}).get(ENABLED)
+    if not isinstance(raw, str):
+        return None
+    text = raw.strip().lower()
+    return True if text == "true" else False if text == "false" else None
+
+
 def split_strategies(raw: str, known: Sequence[str]) -> tuple[frozenset[str], frozenset[str]]:
     """``(known names, unknown names)`` of a comma list."""
     names = frozenset(s.strip() for s in raw.split(",") if s.strip())

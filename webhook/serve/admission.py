@@ -24,7 +24,7 @@ from webhook.decision.patch import build
 from webhook.decision.record import unchanged_text
 from webhook.kinds import Context, Kind
 from webhook.model import validation
-from webhook.model.vocabulary import DECISION, ENABLED, REFRESH, ours
+from webhook.model.vocabulary import DECISION, ENABLED, REFRESH, opt_in, ours
 
 log = structlog.get_logger("carbonshift.admission")
 
@@ -364,10 +364,10 @@ def _outcome(request: _Head, name: str, namespace: str) -> Outcome:
 
 
 def _skip_reason(request: AdmissionRequest, row: Kind, obj: Object, ctx: Context) -> str | None:
-    enabled = _strings(_metadata(obj), "labels").get(ENABLED)
-    if enabled == "false":
+    enabled = opt_in(_strings(_metadata(obj), "labels"))
+    if enabled is False:
         return f"opted out ({ENABLED}=false)"
-    if not row.namespaced and enabled != "true":
+    if not row.namespaced and enabled is not True:
         return f"not opted in (cluster-scoped objects need label {ENABLED}=true)"
     operation = request.operation
     if operation == "CREATE":
