@@ -8,6 +8,7 @@ from typing import Any
 
 from tests.decision.test_placement import divided, mutate, policy
 from tests.support import FLEET, NOW, reading
+from webhook.decision.capacity import tier_fill
 from webhook.decision.hysteresis import Hysteresis
 from webhook.decision.placement import (
     GREEN_TERM,
@@ -149,3 +150,38 @@ def test_a_refresh_reorders_the_tiers_only_past_dwell_and_margin() -> None:
     assert refreshed(24, DE=370.0) == first  # same order
     moved = refreshed(24, PL=10.0)
     assert fill_tiers(placement_of(moved)) == [["member-pl"], ["member-fr"], ["member-de"]]
+
+
+def test_green_first_by_room_overflows_to_the_next_greenest_not_the_dirtiest() -> None:
+    # examples/30-...: strategy none, max-clusters, the user's own dynamicWeight.
+    obj = policy(
+        {**NAMED, "replicaScheduling": dict(AVAILABLE)},
+        **{"carbonshift.io/strategy": "none", "carbonshift.io/max-clusters": "1"},
+    )
+    out, warnings = stored(obj)
+    p = placement_of(out)
+    assert p["replicaScheduling"] == AVAILABLE  # the division stays the user's
+    (term,) = p["clusterAffinities"]
+    assert term["affinityName"] == GREEN_TERM
+    assert fill_tiers(p) == [["member-fr"], ["member-de"], ["member-pl"]]
+    # member-fr holds 4 of 10: Karmada puts the rest on member-de, none on member-pl.
+    room = {"member-fr": 4, "member-de": 20, "member-pl": 20}
+    assert tier_fill(10, fill_tiers(p) or [], room) == {"member-fr": 4, "member-de": 6}
+    assert not any("not applied" in w for w in warnings)
+
+
+def test_max_intensity_by_room_fills_the_allowed_clusters_in_order() -> None:
+    obj = policy(
+        {**NAMED, "replicaScheduling": dict(AVAILABLE)},
+        **{"carbonshift.io/strategy": "none", "carbonshift.io/max-intensity": "500"},
+    )
+    p = placement_of(stored(obj)[0])
+    assert fill_tiers(p) == [["member-fr"], ["member-de"]]
+    assert p["clusterAffinities"][0]["exclude"] == ["member-pl"]
+
+
+def test_strategy_none_without_an_ordering_knob_writes_nothing() -> None:
+    obj = policy(
+        {**NAMED, "replicaScheduling": dict(AVAILABLE)}, **{"carbonshift.io/strategy": "none"}
+    )
+    assert placement_of(stored(obj)[0]) == {**NAMED, "replicaScheduling": AVAILABLE}

@@ -13,7 +13,11 @@ decide (see README "Annotations"):
 - ``carbonshift.io/max-clusters``: the greenest N share the first tier (ordered fill), or
   green-first ``clusterAffinities`` where the fill cannot be written;
 - ``carbonshift.io/strategy: weighted``: a static weight list (also where the ordered fill
-  cannot be written).
+  cannot be written);
+- ``carbonshift.io/strategy: none`` on a policy Karmada already divides by room
+  (``dynamicWeight: AvailableReplicas`` or Aggregated): no weights, and with
+  ``max-clusters`` or ``max-intensity`` the ordered fill's tiers, the division the user's
+  own, so a full first tier overflows to the next greenest cluster, never to the dirtiest.
 
 Fields the user set are never overwritten unless ``carbonshift.io/override: "true"``.
 The user's intent is never changed, with or without override (README "PropagationPolicy
@@ -384,7 +388,7 @@ def in_force(
 
     With a green-first term, that term's clusters (Karmada tries it first; with static
     weights it never fails) at their static weights, else weight 1; without one, the
-    static weights. None: neither. The simulator compares placements through this too.
+    static weights. None: neither.
     """
     tiers = fill_tiers(placement)
     if tiers:
@@ -452,7 +456,7 @@ class _Proposal:
     intensities: Mapping[str, float | None]
 
     def keep(self, inputs: PolicyInputs, warn: Warn) -> bool:
-        """True when the placement in force stays (:func:`hysteresis.step`'s rule).
+        """True when the placement in force stays (:func:`hysteresis.judge`).
 
         Only a placement carbonshift itself put in force (recorded ``since``, fields
         still as written) is held; user edits and first decisions always go through.
@@ -699,8 +703,14 @@ def _wants_fill(
 ) -> bool:
     """Whether the ordered fill is written; what keeps a wanted one out is left (warned)."""
     names = knobs.strategies
-    if "none" in names or ("weighted" in names and "fill" not in names):
+    if "weighted" in names and "fill" not in names:
         return False
+    if "none" in names:
+        # The user's own division by room stays; a knob that orders clusters
+        # (max-clusters, max-intensity) orders the tiers it fills, never a cliff.
+        ordered = knobs.max_clusters is not None or knobs.max_intensity is not None
+        blocked = user_terms or shape.spread.present or shape.reach is not None
+        return ordered and _by_room(scheduling) and not blocked
     kind = (
         scheduling.get("replicaSchedulingType", "Divided") if isinstance(scheduling, dict) else None
     )
@@ -722,6 +732,19 @@ def _wants_fill(
         notes.leave(FILL, reason + "; carbon weights instead" if shape.reach is None else reason)
         return False
     return True
+
+
+def _by_room(scheduling: object) -> bool:
+    """Whether Karmada divides ``scheduling`` by room (Divided by ``dynamicWeight:
+    AvailableReplicas``, or Aggregated): what ``overflowAffinities`` need."""
+    if not isinstance(scheduling, dict):
+        return False
+    if scheduling.get("replicaSchedulingType", "Divided") != "Divided":
+        return False
+    if scheduling.get("replicaDivisionPreference") == "Aggregated":
+        return True
+    preference = scheduling.get("weightPreference")
+    return isinstance(preference, dict) and preference.get("dynamicWeight") == "AvailableReplicas"
 
 
 def _dynamic(scheduling: object) -> dict[str, Any]:
