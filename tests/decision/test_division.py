@@ -81,7 +81,6 @@ def test_written_terms_read_as_karmada_schedules_them() -> None:
     assert _members().intent(written) == Terms(
         terms=(("b", "a"), ("c",)),
         weights=(("a", 5), ("b", 2), ("d", 2)),
-        compared=(("a", 5), ("b", 2)),  # the greenest term at its weights
     )
 
 

@@ -94,17 +94,6 @@ def test_expected_intensity_is_weight_averaged_and_neutral_for_unknowns() -> Non
     assert hysteresis.expected_intensity({}, {"a": 1}) is None
 
 
-def test_step_keeps_the_held_placement_until_a_switch_pays() -> None:
-    rule = hysteresis.Hysteresis(margin=0.2, dwell_hours=0)
-    held = hysteresis.step(rule, None, {"a": 1}, {"a": 100, "b": 90}, 0)
-    assert held.weights == {"a": 1}
-    same = hysteresis.step(rule, held, {"b": 1}, {"a": 100, "b": 90}, 1)
-    assert same is held
-    moved = hysteresis.step(rule, held, {"b": 1}, {"a": 100, "b": 70}, 2)
-    assert moved.weights == {"b": 1}
-    assert moved.since == 2
-
-
 def test_invalid_rules_are_rejected() -> None:
     with pytest.raises(ValueError, match="margin"):
         hysteresis.Hysteresis(margin=1.0)

@@ -10,7 +10,6 @@ import pytest
 
 from webhook.cli import simulate as cli
 from webhook.decision.forecast import RANK_HOURS
-from webhook.decision.hysteresis import Hysteresis
 from webhook.kinds.reevaluation import METHODS
 from webhook.model.config import Config
 from webhook.model.vocabulary import DEFAULT_MAX_PAUSE
@@ -20,6 +19,7 @@ from webhook.simulate.pausing import OverTime
 from webhook.simulate.policies import (
     DEFAULT_SPATIAL,
     DEFAULT_TEMPORAL,
+    WebhookProposal,
     batch_policies,
     spatial_policies,
 )
@@ -107,7 +107,9 @@ def test_default_rows_run_what_the_default_config_runs() -> None:
     spatial = {p.key: p for p in spatial_policies(settings, ["a", "b"])}[DEFAULT_SPATIAL]
     assert spatial.forecast == method
     assert spatial.horizon_hours == RANK_HOURS == settings.forecast_hours
-    assert spatial.rule == Hysteresis(config.hysteresis.margin, config.hysteresis.dwell_hours)
+    assert isinstance(spatial.propose, WebhookProposal)
+    assert spatial.propose.config.hysteresis == config.hysteresis
+    assert spatial.propose.config.rebalance == config.rebalance
     temporal = {p.key: p for p in batch_policies(settings)}[DEFAULT_TEMPORAL]
     assert isinstance(temporal.paused, OverTime)
     assert temporal.paused.forecast == method

@@ -150,7 +150,7 @@ BAD_SCENARIOS = [
     ),
     # policy
     (_with(policy=[]), "policy", "expected mapping, got list"),
-    (_with(policy={"exponent": 0}), "policy.exponent", "expected float > 0.0, got 0"),
+    (_with(policy={"exponent": 9}), "policy.exponent", "expected float <= 8.0, got 9"),
     (_with(policy={"margin": 1}), "policy.margin", "expected float < 1.0, got 1"),
     (_with(policy={"top_n": 0}), "policy.top_n", "expected int >= 1, got 0"),
     (_with(policy={"forecast_days": "7"}), "policy.forecast_days", "expected int, got str"),

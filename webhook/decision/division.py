@@ -9,12 +9,15 @@
   zero means every candidate weighs 1; zero-replica clusters are dropped).
 - :func:`divide_available`: ``dynamicWeight: AvailableReplicas`` division, Webster on
   the free capacity; ``None`` (unschedulable) when the candidates cannot hold it all.
+- :func:`static_weights`: how Karmada reads a ``staticWeightList`` into a weight per
+  cluster.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 _FNV32_OFFSET = 0x811C9DC5
 _FNV32_PRIME = 0x01000193
@@ -98,3 +101,24 @@ def divide_available(
         votes = {n: a for n, a in votes.items() if a > 0}
         remaining = overflow
     return {n: s for n, s in placed.items() if s > 0}
+
+
+def static_weights(
+    scheduling: Mapping[str, Any],
+    allowed: Callable[[Mapping[str, Any] | None], Iterable[str]],
+) -> dict[str, int] | None:
+    """Karmada's static weight per cluster (``getStaticWeightInfoList``): the highest
+    weight among the entries whose ``targetCluster`` matches it (``allowed``: the clusters
+    an affinity matches). None when Karmada does not divide ``scheduling`` by static
+    weights (Duplicated, a ``dynamicWeight``, or no list)."""
+    if scheduling.get("replicaSchedulingType", "Divided") != "Divided":
+        return None
+    preference = scheduling.get("weightPreference") or {}
+    rules = preference.get("staticWeightList")
+    if not rules or preference.get("dynamicWeight"):
+        return None
+    weights: dict[str, int] = {}
+    for rule in rules:
+        for name in allowed(rule.get("targetCluster")):
+            weights[name] = max(weights.get(name, 0), int(rule.get("weight", 0)))
+    return weights

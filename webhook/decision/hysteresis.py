@@ -11,10 +11,10 @@ the held one only when both hold:
 - the proposal's expected intensity is lower than the held one's by more than
   ``margin`` (relative), both evaluated on the same intensities.
 
-:func:`judge` is the rule, and the only one: the webhook's refresh
-(:mod:`webhook.decision.placement`) and the simulator (:mod:`webhook.simulate.policies`)
-both decide through it. Pure functions, no I/O: the webhook keeps the placement in force
-and its start in the decision annotation, the simulator keeps :class:`Held` in memory.
+:func:`judge` is the rule, and the only one: the placement deciders
+(:mod:`webhook.decision.placement`, :mod:`webhook.decision.offloading`) decide through it,
+on a refresh and in the leader's re-evaluation, which the simulator runs as it is. Pure
+functions, no I/O: the placement in force and its start live in the decision annotation.
 """
 
 from __future__ import annotations
@@ -138,20 +138,3 @@ def judge(
         held_hours=held_hours,
     )
     return Verdict.SWITCH if switch else Verdict.MARGIN
-
-
-def step(
-    rule: Hysteresis,
-    held: Held | None,
-    proposed: Mapping[str, int],
-    intensities: Mapping[str, float | None],
-    now: float,
-) -> Held:
-    """The placement to keep at ``now``: ``held`` unchanged, or ``proposed`` from now on.
-
-    With nothing held yet the proposal is taken at once. A proposal identical to the
-    held placement keeps the held one (and its ``since``).
-    """
-    if held is not None and judge(rule, held, proposed, intensities, now).keeps:
-        return held
-    return Held(dict(proposed), now)

@@ -1,16 +1,20 @@
 """The simulation loops: hour by hour, every policy side by side on the same grid.
 
 Spatial model
-    Each workload instance is one PropagationPolicy. At creation every policy places it;
-    policies that re-evaluate may place movable instances again every
-    ``interval_hours``. An intent becomes replica counts as Karmada would divide it
-    (:mod:`webhook.decision.division`): static weights by Webster, then replicas that
-    do not fit a cluster's free capacity spill, carbon-blind, to the clusters with the
-    most free capacity (Karmada's available-replicas division). Affinity terms are
-    tried in order: with static weights (what carbonshift writes for Divided policies)
-    no term ever fails, so the first one wins and is divided by weight, spilling as
-    above; divided by available replicas, the first whose clusters can hold every
-    replica wins (none: the replicas spill). A replica that changes cluster counts as
+    Each workload instance is one PropagationPolicy. At creation every policy places it
+    (carbonshift's: the webhook's decider, which stores the placement and its decision
+    annotation); policies that re-evaluate may place movable instances again every
+    ``interval_hours`` (carbonshift's: the leader's re-evaluation step on the stored
+    policy, then the leader's move-back of an ordered fill). An intent becomes replica
+    counts as Karmada would divide it (:mod:`webhook.decision.division`): static
+    weights by Webster, then replicas that do not fit a cluster's free capacity spill,
+    carbon-blind, to the clusters with the most free capacity (Karmada's
+    available-replicas division). Affinity terms are tried in order: with static
+    weights no term ever fails, so the first one wins and is divided by weight,
+    spilling as above; divided by available replicas, the first whose clusters can
+    hold every replica wins (none: the replicas spill). An ordered fill is filled tier
+    by tier (:func:`webhook.decision.capacity.tier_fill`). A replica that changes
+    cluster counts as
     one migration.
 
     The oracle knows every hour's intensity, may move every replica every hour for free
@@ -253,8 +257,8 @@ class _Fleet:
         self.held.pop(inst.uid, None)
         self.active.pop(inst.uid, None)
 
-    def place(self, inst: Instance, proposal: Intent, view: Mapping[str, float], t: int) -> None:
-        held = self.policy.decide(proposal, view, None, float(t))
+    def place(self, inst: Instance, view: Mapping[str, float], t: int) -> None:
+        held = self.policy.create(view, t)
         self.held[inst.uid] = held
         self.active[inst.uid] = inst
         free = self._free()
@@ -274,13 +278,13 @@ class _Fleet:
             )
             self._apply(inst, after)
 
-    def revisit(self, proposal: Intent, view: Mapping[str, float], t: int) -> None:
+    def revisit(self, view: Mapping[str, float], t: int) -> None:
         budget = self.policy.move_budget
         for uid, inst in self.active.items():
             if not inst.movable or inst.arrive == t:
                 continue
             old = self.held[uid]
-            new = self.policy.decide(proposal, view, old, float(t))
+            new = self.policy.revisit(old, view, t)
             self.held[uid] = new
             before = self.counts[uid]
             if new.intent == old.intent:
@@ -413,13 +417,10 @@ def simulate_spatial(
             fleet.rescale(t)
             # Admission and the leader's re-evaluation rank on the same view (the forecast
             # mean, when the policy has one: the webhook's ``Context.ranked``).
-            busy = arriving or (policy.reevaluate and reevaluate and fleet.active)
-            proposal = policy.propose(view) if busy else None
-            if proposal is not None:
-                for inst in arriving:
-                    fleet.place(inst, proposal, view, t)
-                if policy.reevaluate and reevaluate:
-                    fleet.revisit(proposal, view, t)
+            for inst in arriving:
+                fleet.place(inst, view, t)
+            if policy.reevaluate and reevaluate and fleet.active:
+                fleet.revisit(view, t)
             fleet.account(t, current, kw)
         oracle.account(t, current, need[t], kw)
         tick(1)

@@ -1,18 +1,23 @@
-"""The policies a simulation compares; carbonshift's own run the webhook's decision code.
+"""The policies a simulation compares; carbonshift's own run the webhook's and the leader's code.
 
 Spatial policies say, for one workload (one PropagationPolicy), where its replicas
-should go, as an *intent*: a static weight list (:class:`Weights`) or ordered affinity
-terms (:class:`Terms`). The engine then divides replicas the way Karmada does.
+should go, as an *intent*: a static weight list (:class:`Weights`), ordered affinity
+terms (:class:`Terms`) or an ordered fill (:class:`Fill`). The engine then divides
+replicas the way Karmada does.
 
-carbonshift's policies (:class:`WebhookProposal`) do not model the webhook, they run it:
-each proposal is the PropagationPolicy the policy stands for, handed with the hour's
-intensities to :func:`webhook.decision.placement.decide`, and the placement it writes
-(``staticWeightList``, ``carbonshift-greenest`` / ``carbonshift-fallback`` terms,
-``exclude``) is read back as Karmada reads it (:meth:`Members.intent`). Re-evaluations
-go through :func:`webhook.decision.hysteresis.step`, built on ``hysteresis.judge``,
-the rule the webhook's refresh applies, comparing placements as
-:func:`webhook.decision.placement.in_force` sees them. The greedy top-N operator and
-the even baseline stand for other products (or none) and are modelled directly.
+carbonshift's policies (:class:`WebhookProposal`) do not model the product, they run it.
+Each stands for a PropagationPolicy and a :class:`~webhook.model.config.Config` (the
+product's defaults, with the scenario's ``policy:`` settings over them). At creation the
+policy goes with the hour's intensities to the kind's decider, the one admission calls
+(:data:`webhook.kinds.KINDS`, :func:`webhook.decision.placement.decide`), and the
+simulator stores what the webhook stores: the placement written and the
+``carbonshift.io/decision`` annotation. Every re-evaluation then runs the leader's step
+on that stored object (:class:`webhook.kinds.reevaluation.Reevaluation`,
+:func:`webhook.decision.reevaluate.step`: hysteresis, dwell, ``min_interval_seconds``),
+and the placement it keeps or writes is read back as Karmada reads it
+(:meth:`Members.intent`). The move-back of an ordered fill is the leader's
+(:func:`webhook.decision.capacity.plan_move`, ``rebalance:``). The greedy top-N operator
+and the even baseline stand for other products (or none) and are modelled directly.
 
 Batch (temporal) policies decide, hour by hour, whether a zone's NodePool is paused
 (limits cpu 0: no new nodes, pending jobs wait); the class-based one pauses by
@@ -26,18 +31,29 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import msgspec
 import orjson
 
-from webhook.decision import hysteresis, nodepool, pause, placement
+from webhook import kinds
+from webhook.decision import nodepool, pause, placement, reevaluate
 from webhook.decision.capacity import MoveRule
+from webhook.decision.division import static_weights
 from webhook.decision.forecast import Method, history_needed, outlook
 from webhook.decision.ladder import DEFAULT_STEPS
-from webhook.decision.outcome import REMOVE, Change
+from webhook.decision.outcome import Change
 from webhook.decision.ranking import intensity_class, order_greenest
 from webhook.decision.selectors import allowed_clusters
-from webhook.model.config import ClusterConfig, Config, WeightingConfig
+from webhook.kinds.reevaluation import Reevaluation, Target, target_of
+from webhook.model.config import ClusterConfig, Config
 from webhook.model.intensity import Reading, Signal
-from webhook.model.vocabulary import DEFAULT_MAX_PAUSE, MAX_CLUSTERS, MAX_INTENSITY, STRATEGY
+from webhook.model.vocabulary import (
+    DECISION,
+    DEFAULT_MAX_PAUSE,
+    ENABLED,
+    MAX_CLUSTERS,
+    MAX_INTENSITY,
+    STRATEGY,
+)
 from webhook.simulate.pausing import LadderOverTime, OverTime
 from webhook.simulate.scenario import PolicySettings
 
@@ -51,7 +67,7 @@ class Weights:
     weights: tuple[tuple[str, int], ...]
 
     def as_weights(self) -> dict[str, int]:
-        """Weight per cluster (also what the hysteresis compares)."""
+        """Weight per cluster."""
         return dict(self.weights)
 
 
@@ -63,12 +79,6 @@ class Terms:
     """Each term's clusters, in the order written."""
     weights: tuple[tuple[str, int], ...] = ()
     """Static weights inside the chosen term; empty: divided by available replicas."""
-    compared: tuple[tuple[str, int], ...] = ()
-    """The placement as the hysteresis compares it (:func:`placement.in_force`)."""
-
-    def as_weights(self) -> dict[str, int]:
-        """What the hysteresis compares."""
-        return dict(self.compared)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -77,12 +87,6 @@ class Fill:
 
     tiers: tuple[tuple[str, ...], ...]
     """Each tier's clusters, greenest tier first."""
-    compared: tuple[tuple[str, int], ...] = ()
-    """The placement as the hysteresis compares it (:func:`placement.in_force`)."""
-
-    def as_weights(self) -> dict[str, int]:
-        """What the hysteresis compares."""
-        return dict(self.compared)
 
 
 Intent = Weights | Terms | Fill
@@ -108,6 +112,10 @@ def propose_top_n(n: int) -> Propose:
     return propose
 
 
+NAMESPACE_LABELS = {ENABLED: "true"}
+"""The simulated policies' namespace: opted in."""
+
+
 def policy_object(
     clusters: Sequence[str],
     *,
@@ -121,7 +129,7 @@ def policy_object(
     Divided over ``clusters`` (``clusterAffinity.clusterNames``), so the webhook writes
     its default (the ordered fill) or ``strategy``; ``available`` instead has Karmada
     divide by available replicas (``dynamicWeight: AvailableReplicas``, ``strategy:
-    none``).
+    none``), as ``examples/30-...`` does.
     """
     annotations: dict[str, str] = {STRATEGY: strategy} if strategy else {}
     if max_clusters is not None:
@@ -147,11 +155,16 @@ def policy_object(
     }
 
 
-_VALID_FROM = datetime(2000, 1, 1, tzinfo=UTC)
-"""Validity of the simulated readings: the placement depends on the values only."""
+EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
+"""Simulated hour 0 (decisions depend on elapsed time only)."""
 _MEMO = 4096
 
 Key = tuple[tuple[str, float], ...]
+
+
+def at_hour(hour: int) -> datetime:
+    """The clock of simulated ``hour``."""
+    return EPOCH + timedelta(hours=hour)
 
 
 def _remember(memo: dict[Any, Any], key: Any, value: Any) -> None:
@@ -164,31 +177,32 @@ class Members:
     """The scenario's member clusters as the webhook's config knows them.
 
     Also reads a written placement back as Karmada does (:meth:`intent`). Memoises what
-    repeats across policies and hours: the intensity table of a view, affinity matches.
+    repeats across policies: the intensity table of an hour's view, affinity matches.
     """
 
     def __init__(self, clusters: Mapping[str, ClusterConfig]) -> None:
         self.clusters = clusters
-        self._tables: dict[Key, dict[str, Reading]] = {}
+        self._tables: dict[tuple[int, Key], dict[str, Reading]] = {}
         self._matches: dict[bytes, list[str]] = {}
 
-    def table(self, key: Key) -> dict[str, Reading]:
-        """Readings of each cluster's grid zone (a forecast below zero reads as 0)."""
-        table = self._tables.get(key)
+    def table(self, key: Key, hour: int = 0) -> dict[str, Reading]:
+        """Readings of each cluster's grid zone in ``hour`` (a forecast below zero reads as 0)."""
+        table = self._tables.get((hour, key))
         if table is None:
             table = {}
+            start = at_hour(hour)
             for name, value in key:
                 zone = self.clusters[name].grid_zone or name
                 table[zone] = Reading(
                     zone,
                     max(0.0, value),
                     Signal.AVERAGE,
-                    _VALID_FROM,
-                    _VALID_FROM + timedelta(hours=1),
+                    start,
+                    start + timedelta(hours=1),
                     False,
                     "simulation",
                 )
-            _remember(self._tables, key, table)
+            _remember(self._tables, (hour, key), table)
         return table
 
     def allowed(self, affinity: Mapping[str, Any] | None) -> list[str]:
@@ -204,31 +218,14 @@ class Members:
             _remember(self._matches, key, names)
         return names
 
-    def static_weights(self, scheduling: Mapping[str, Any]) -> dict[str, int] | None:
-        """Karmada's static weight per cluster (the highest matching rule); None: not static."""
-        if scheduling.get("replicaSchedulingType", "Divided") != "Divided":
-            return None
-        preference = scheduling.get("weightPreference") or {}
-        rules = preference.get("staticWeightList")
-        if not rules or preference.get("dynamicWeight"):
-            return None
-        weights: dict[str, int] = {}
-        for rule in rules:
-            for name in self.allowed(rule.get("targetCluster")):
-                weights[name] = max(weights.get(name, 0), int(rule.get("weight", 0)))
-        return weights
-
     def intent(self, written: Mapping[str, Any]) -> Intent:
         """How Karmada reads a placement: candidates per affinity term, static weights or not."""
-        static = self.static_weights(written.get("replicaScheduling") or {})
+        static = static_weights(written.get("replicaScheduling") or {}, self.allowed)
         terms = written.get("clusterAffinities")
         if terms and placement.fill_tiers(written) is not None:
             first = terms[0]
             tiers = [first, *first.get("overflowAffinities", [])]
-            return Fill(
-                tuple(tuple(self.allowed(t)) for t in tiers),
-                tuple(sorted((placement.in_force(written, None) or {}).items())),
-            )
+            return Fill(tuple(tuple(self.allowed(t)) for t in tiers))
         if not terms:
             group = self.allowed(written.get("clusterAffinity"))
             if static is not None:
@@ -236,86 +233,108 @@ class Members:
                 weighted = {n: static[n] for n in group if static.get(n, 0) > 0}
                 return _weights(weighted or dict.fromkeys(group, 1))
             terms = [written.get("clusterAffinity")]
-        compared = placement.in_force(written, static) or {}
         return Terms(
             tuple(tuple(self.allowed(t)) for t in terms),
             tuple(sorted((static or {}).items())),
-            tuple(sorted(compared.items())),
         )
-
-
-class WebhookProposal:
-    """Proposes by running the webhook's placement decision on a PropagationPolicy.
-
-    Memoised on the intensities: policies sharing one proposal (and one hour's view)
-    run the decision once.
-    """
-
-    def __init__(
-        self,
-        obj: Mapping[str, Any],
-        members: Members,
-        weighting: WeightingConfig,
-    ) -> None:
-        self.obj = obj
-        self.members = members
-        self.weighting = weighting
-        self._memo: dict[Key, Intent] = {}
-
-    def placement(self, intensities: Mapping[str, float]) -> dict[str, Any]:
-        """``spec.placement`` as the webhook writes it for these intensities per cluster."""
-        return self._placement(tuple(intensities.items()))
-
-    def _placement(self, key: Key) -> dict[str, Any]:
-        table = self.members.table(key)
-        inputs = placement.PolicyInputs(self.members.clusters, table, self.weighting)
-        decision = placement.decide(self.obj, inputs)
-        if decision.skipped:
-            raise ValueError(f"carbonshift skipped the policy: {decision.skipped}")
-        return applied(self.obj["spec"]["placement"], decision.changes)
-
-    def __call__(self, intensities: Mapping[str, float]) -> Intent:
-        key = tuple(intensities.items())
-        intent = self._memo.get(key)
-        if intent is None:
-            intent = self.members.intent(self._placement(key))
-            _remember(self._memo, key, intent)
-        return intent
-
-
-def applied(current: Mapping[str, Any], changes: Sequence[Change]) -> dict[str, Any]:
-    """``spec.placement`` after a placement decision's changes."""
-    out = dict(current)
-    for change in changes:
-        if change.path[:2] != ("spec", "placement") or len(change.path) != 3:
-            raise ValueError(f"unexpected change at {'.'.join(change.path)}")
-        field = change.path[2]
-        if change.value is REMOVE:
-            out.pop(field, None)
-        else:
-            out[field] = change.value
-    return out
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Held:
-    """A workload's placement in force: the intent and the hysteresis record behind it."""
+    """A workload's placement in force: the intent, and for carbonshift's policies the
+    stored PropagationPolicy behind it (placement and decision annotation)."""
 
     intent: Intent
-    record: hysteresis.Held
+    stored: Mapping[str, Any] | None = None
+
+
+class WebhookProposal:
+    """A carbonshift policy: a PropagationPolicy decided by the product's code under ``config``.
+
+    :meth:`create` is admission (the kind's decider), :meth:`reevaluate` the leader's
+    re-evaluation step on the stored object. Admissions are memoised on the hour and
+    its intensities: policies sharing one proposal (and one hour's view) decide once.
+    """
+
+    def __init__(self, obj: Mapping[str, Any], members: Members, config: Config) -> None:
+        self.obj = obj
+        self.members = members
+        self.config = msgspec.structs.replace(config, clusters=members.clusters)
+        target = target_of(obj["apiVersion"], obj["kind"])
+        if target is None:  # pragma: no cover - policy_object writes a re-evaluated kind
+            raise LookupError(f"{obj['kind']} is not re-evaluated")
+        self.target: Target = target
+        self.leader = Reevaluation(self.config)  # ranks on the view it is given
+        self._memo: dict[tuple[int, Key], Held] = {}
+        self._revisits: dict[tuple[int, int, Key], tuple[Mapping[str, Any], Held | None]] = {}
+
+    def context(self, intensities: Mapping[str, float], hour: int) -> kinds.Context:
+        """The decision context of ``hour``: the config and the hour's readings."""
+        table = self.members.table(tuple(intensities.items()), hour)
+        return kinds.Context(self.config, table, at_hour(hour))
+
+    def admitted(self, intensities: Mapping[str, float], hour: int = 0) -> dict[str, Any]:
+        """The PropagationPolicy as the webhook stores it when created in ``hour``."""
+        obj = dict(self.obj)
+        obj["metadata"] = {**obj["metadata"], "creationTimestamp": _iso(at_hour(hour))}
+        decision = self.target.row.decide(obj, self.context(intensities, hour))
+        if decision.skipped or decision.record is None:
+            raise ValueError(f"carbonshift skipped the policy: {decision.skipped}")
+        note = Change(("metadata", "annotations", DECISION), decision.record.encode())
+        return reevaluate.apply(obj, [*decision.changes, note])
+
+    def placement(self, intensities: Mapping[str, float], hour: int = 0) -> dict[str, Any]:
+        """``spec.placement`` as the webhook writes it for these intensities per cluster."""
+        out: dict[str, Any] = self.admitted(intensities, hour)["spec"]["placement"]
+        return out
+
+    def create(self, intensities: Mapping[str, float], hour: int) -> Held:
+        """The placement admission writes in ``hour``."""
+        key = (hour, tuple(intensities.items()))
+        held = self._memo.get(key)
+        if held is None:
+            stored = self.admitted(intensities, hour)
+            held = Held(self.members.intent(stored["spec"]["placement"]), stored)
+            _remember(self._memo, key, held)
+        return held
+
+    def reevaluate(self, held: Held, intensities: Mapping[str, float], hour: int) -> Held:
+        """The leader's re-evaluation of the stored policy in ``hour``: ``held`` itself
+        when nothing is written."""
+        stored = held.stored
+        assert stored is not None
+        key = (id(stored), hour, tuple(intensities.items()))
+        done = self._revisits.get(key)
+        if done is not None and done[0] is stored:  # workloads admitted alike, still alike
+            return held if done[1] is None else done[1]
+        ctx = self.context(intensities, hour)
+        action = self.leader.decide(self.target, stored, ctx, NAMESPACE_LABELS)
+        out = None
+        if action.changes:
+            new = action.applied(stored)
+            out = Held(self.members.intent(new["spec"]["placement"]), new)
+        _remember(self._revisits, key, (stored, out))
+        return held if out is None else out
+
+    def __call__(self, intensities: Mapping[str, float]) -> Intent:
+        """The intent admission writes for these intensities."""
+        return self.create(intensities, 0).intent
+
+
+def _iso(when: datetime) -> str:
+    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class SpatialPolicy:
-    """One spatial policy: a proposal plus when (and how reluctantly) it is re-applied."""
+    """One spatial policy: a proposal plus whether it is re-evaluated."""
 
     key: str
     label: str
     propose: Propose
+    """The intent for an hour's intensities; a :class:`WebhookProposal` runs the product."""
     reevaluate: bool = False
     """Re-evaluate movable workloads every interval (else: decided at creation only)."""
-    rule: hysteresis.Hysteresis | None = None
-    """Switching rule for re-evaluations; None switches whenever the proposal changes."""
     forecast: Method | None = None
     """Rank on the forecast mean over ``horizon_hours`` instead of the current intensity."""
     horizon_hours: int = 1
@@ -326,18 +345,21 @@ class SpatialPolicy:
     move_budget: int = 0
     """Replicas the leader may move per hour across the fleet."""
 
-    def decide(
-        self, proposal: Intent, intensities: Mapping[str, float], held: Held | None, now: float
-    ) -> Held:
-        """The placement to have at ``now`` given this hour's ``proposal`` and what is held.
+    def create(self, intensities: Mapping[str, float], hour: int) -> Held:
+        """The placement a workload created in ``hour`` gets."""
+        if isinstance(self.propose, WebhookProposal):
+            return self.propose.create(intensities, hour)
+        return Held(self.propose(intensities))
 
-        ``proposal`` is ``self.propose(intensities)``, computed once per hour by the
-        caller; ``held`` is None at creation.
-        """
-        if held is None or self.rule is None:
-            return Held(proposal, hysteresis.Held(proposal.as_weights(), now))
-        record = hysteresis.step(self.rule, held.record, proposal.as_weights(), intensities, now)
-        return held if record is held.record else Held(proposal, record)
+    def revisit(self, held: Held, intensities: Mapping[str, float], hour: int) -> Held:
+        """The placement to have in ``hour`` given the one ``held`` (``held`` itself: kept).
+
+        carbonshift's policies run the leader's re-evaluation; the others switch whenever
+        their proposal changes."""
+        if isinstance(self.propose, WebhookProposal):
+            return self.propose.reevaluate(held, intensities, hour)
+        intent = self.propose(intensities)
+        return held if intent == held.intent else Held(intent)
 
 
 DEFAULT_SPATIAL = "fill-forecast"
@@ -359,36 +381,35 @@ def spatial_policies(
     settings: PolicySettings,
     clusters: Sequence[str],
     zones: Mapping[str, str] | None = None,
+    *,
+    base: Config | None = None,
 ) -> list[SpatialPolicy]:
     """The spatial line-up: baseline first, then the policies under comparison.
 
     ``zones`` maps each cluster to its grid zone (default: the cluster's name); the
-    webhook-backed proposals see one ClusterConfig per cluster.
+    webhook-backed proposals see one ClusterConfig per cluster. carbonshift's rows run
+    under ``base`` (default: the product's defaults, :class:`Config`) with the
+    ``settings`` over it (:meth:`PolicySettings.config`).
     """
     s = settings
     members = Members({n: ClusterConfig(n, zone=(zones or {}).get(n, n)) for n in clusters})
-    weighting = WeightingConfig(exponent=s.exponent, scale=s.scale)
+    config = s.config(base)
+    forecast = f"{s.forecast.value} forecast, mean over {s.forecast_hours} h"
+    rebalance = config.rebalance
+    move = MoveRule.of(rebalance) if rebalance.enabled else None
 
     def webhook(**knobs: Any) -> WebhookProposal:
-        return WebhookProposal(policy_object(clusters, **knobs), members, weighting)
+        return WebhookProposal(policy_object(clusters, **knobs), members, config)
 
-    rule = hysteresis.Hysteresis(margin=s.margin, dwell_hours=s.dwell_hours)
-    forecast = f"{s.forecast.value} forecast, mean over {s.forecast_hours} h"
-
-    rebalance = Config().rebalance
-    move = MoveRule.of(rebalance)
-
-    def held(
-        key: str, label: str, propose: Propose, *, ahead: bool = False, back: bool = False
-    ) -> SpatialPolicy:
-        """Re-evaluated every interval through the hysteresis, optionally on the forecast,
-        optionally moving replicas back (``back``)."""
-        out = SpatialPolicy(key, label, propose, reevaluate=True, rule=rule)
+    def held(key: str, label: str, propose: Propose, *, ahead: bool = False) -> SpatialPolicy:
+        """Re-evaluated every interval by the leader's step, optionally on the forecast;
+        the leader moves replicas of an ordered fill back (``rebalance:``)."""
+        out = SpatialPolicy(key, label, propose, reevaluate=True)
         if ahead:
             out = dataclasses.replace(
                 out, forecast=s.forecast, horizon_hours=s.forecast_hours, info=forecast
             )
-        if back:
+        if move is not None:
             out = dataclasses.replace(out, move=move, move_budget=rebalance.max_moves_per_hour)
         return out
 
@@ -408,7 +429,7 @@ def spatial_policies(
         ),
         SpatialPolicy(
             "static-weights",
-            "carbon weights at creation only",
+            "carbon weights (strategy weighted) at creation only",
             carbon,
             info="intensity at creation",
         ),
@@ -432,14 +453,14 @@ def spatial_policies(
         ),
         held(
             "green-first-available",
-            f"green-first affinities (max {first}), divided by available replicas,"
-            " hysteresis + dwell",
+            f"max-clusters {first}, strategy none, divided by available replicas"
+            " (examples/30-...): ordered fill, hysteresis + dwell, move-back",
             available_terms,
         ),
         held(
             "green-first-available-forecast",
-            "green-first affinities, divided by available replicas, on a forecast,"
-            " hysteresis + dwell",
+            f"max-clusters {first}, strategy none, divided by available replicas:"
+            " ordered fill on a forecast, hysteresis + dwell, move-back",
             available_terms,
             ahead=True,
         ),
@@ -458,28 +479,24 @@ def spatial_policies(
             "fill",
             "ordered fill on current intensity, hysteresis + dwell, move-back",
             fill,
-            back=True,
         ),
         held(
             "fill-forecast",
             "ordered fill on a forecast, hysteresis + dwell, move-back",
             fill,
             ahead=True,
-            back=True,
         ),
         held(
             "fill-max-clusters",
             f"ordered fill, greenest {first} share the first tier, on a forecast, move-back",
             webhook(max_clusters=s.max_clusters),
             ahead=True,
-            back=True,
         ),
         held(
             "fill-max-intensity",
             f"ordered fill under max-intensity ({s.max_intensity:g}), on a forecast, move-back",
             webhook(max_intensity=s.max_intensity),
             ahead=True,
-            back=True,
         ),
     ]
 

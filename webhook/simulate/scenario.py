@@ -36,7 +36,9 @@ from typing import Annotated, Any
 import msgspec
 import yaml
 
-from webhook.decision.forecast import DAYS, Method
+from webhook.decision.forecast import DAYS, RANK_HOURS, Method
+from webhook.kinds.reevaluation import METHODS
+from webhook.model.config import Config
 from webhook.model.traces import Column
 from webhook.model.validation import GridZone, Schema, check, convert, read_yaml
 
@@ -104,32 +106,59 @@ class BatchPool(Schema, frozen=True):
     replicas: Whole1 = 1
 
 
-class PolicySettings(Schema, frozen=True):
-    """Parameters of the compared policies (defaults are carbonshift's defaults)."""
+_PRODUCT = Config()
+"""The product's defaults: the settings below default to them."""
+_H, _W, _N = _PRODUCT.hysteresis, _PRODUCT.weighting, _PRODUCT.nodepools
+_METHOD = METHODS[_PRODUCT.reevaluate.forecast]
 
-    exponent: Annotated[float, msgspec.Meta(gt=0)] = 1.0
+
+class PolicySettings(Schema, frozen=True):
+    """Parameters of the compared policies.
+
+    The ones the product's config holds default to its defaults (:class:`Config`, read
+    here, never copied) and take its bounds; :meth:`config` is the config carbonshift's
+    rows run under.
+    """
+
+    exponent: Annotated[float, msgspec.Meta(ge=0, le=8)] = _W.exponent
     """``weighting.exponent`` for carbon weights."""
-    scale: Whole1 = 100
+    scale: Annotated[int, msgspec.Meta(ge=1, le=10_000)] = _W.scale
     """``weighting.scale``."""
     top_n: Whole1 = 3
     """Clusters the greedy top-N policy keeps."""
     max_clusters: Whole1 = 3
-    """Clusters in the green-first term; the one fallback term holds the others."""
+    """``carbonshift.io/max-clusters`` of the rows that set it."""
     max_intensity: AtLeast0 = 400.0
-    """Limit of the max-intensity filter (gCO2eq/kWh)."""
-    margin: Annotated[float, msgspec.Meta(ge=0, lt=1)] = 0.05
-    """Hysteresis margin (relative improvement needed to switch)."""
-    dwell_hours: AtLeast0 = 4.0
-    """Minimum dwell of a placement."""
-    forecast: Method = Method.PROFILE
-    """Forecast used by the forecast-aware variants."""
+    """``carbonshift.io/max-intensity`` of the rows that set it (gCO2eq/kWh)."""
+    margin: Annotated[float, msgspec.Meta(ge=0, lt=1)] = _H.margin
+    """``hysteresis.margin`` (relative improvement needed to switch)."""
+    dwell_hours: AtLeast0 = _H.dwell_hours
+    """``hysteresis.dwell_hours``."""
+    forecast: Method = _METHOD if isinstance(_METHOD, Method) else Method.PROFILE
+    """Forecast used by the forecast-aware variants (``reevaluate.forecast``)."""
     forecast_days: Whole1 = DAYS
     """Past days averaged by the day-ahead profile."""
-    forecast_hours: Whole1 = 24
+    forecast_hours: Whole1 = RANK_HOURS
     """Spatial forecast variants rank clusters on the forecast mean over this many hours."""
-    low_below: AtLeast0 = 150.0
+    low_below: AtLeast0 = _N.low_below
     """NodePool class thresholds (``nodepools.low_below`` / ``high_from``)."""
-    high_from: AtLeast0 = 400.0
+    high_from: AtLeast0 = _N.high_from
+
+    def config(self, base: Config | None = None) -> Config:
+        """``base`` (default: the product's defaults) with these settings over it."""
+        base = base or Config()
+        return msgspec.structs.replace(
+            base,
+            weighting=msgspec.structs.replace(
+                base.weighting, exponent=self.exponent, scale=self.scale
+            ),
+            hysteresis=msgspec.structs.replace(
+                base.hysteresis, margin=self.margin, dwell_hours=self.dwell_hours
+            ),
+            nodepools=msgspec.structs.replace(
+                base.nodepools, low_below=self.low_below, high_from=self.high_from
+            ),
+        )
 
 
 class Scenario(Schema, frozen=True, kw_only=True):
