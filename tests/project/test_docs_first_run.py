@@ -52,7 +52,7 @@ def test_the_readme_gives_the_scheduler_apis_error_body() -> None:
 
 
 def _quickstart_commands() -> list[str]:
-    quickstart = README[README.index("## Quickstart") : README.index("### Commands")]
+    quickstart = README[README.index("## Quickstart") : README.index("## Try it locally")]
     lines = [line.split("#")[0].strip() for line in quickstart.splitlines()]
     return [line for line in lines if line.startswith(".venv/bin/carbonshift ")]
 
