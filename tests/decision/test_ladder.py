@@ -9,20 +9,20 @@ from typing import Any
 import orjson
 import pytest
 
-from tests.decision.test_pause import (
+from tests.decision.nodepools import (
+    ADMITTED_AT,
     DAY,
     DIRTY_THEN_CLEAN,
     FLAT,
     T0,
     H,
+    admitted,
     apply,
     inputs,
+    np_step,
     pool,
     record,
 )
-from tests.decision.test_reevaluate import T0 as LATER
-from tests.decision.test_reevaluate import np_step
-from tests.decision.test_reevaluate import pool as admitted
 from webhook.decision import ladder, pause
 from webhook.decision.ladder import State, gap, limit, step, target
 from webhook.decision.nodepool import NodePoolInputs, decide, reevaluate
@@ -201,17 +201,17 @@ def test_the_config_takes_decreasing_steps() -> None:
 
 def test_each_step_down_is_a_pause_event_and_the_whole_limit_back_a_resume() -> None:
     limits = {"cpu": "200", "memory": "1000Gi"}
-    stored = admitted(LATER, strategy="ladder", limits=limits, g=100)  # low: the whole limit
+    stored = admitted(ADMITTED_AT, strategy="ladder", limits=limits, g=100)  # low: the whole limit
     assert stored["spec"]["limits"] == limits
-    half = np_step(stored, LATER + H, outlook=SLIGHTLY_CLEANER, DE=300)
+    half = np_step(stored, ADMITTED_AT + H, outlook=SLIGHTLY_CLEANER, DE=300)
     assert (half.outcome, half.pause) == ("switched", "paused")
     assert half.reason.startswith('limits.cpu "100" (50% of the user\'s limit): DE is at 300')
     stepped = half.applied(stored)
-    zero = np_step(stepped, LATER + 2 * H, outlook=DIRTY_THEN_CLEAN, DE=500)
+    zero = np_step(stepped, ADMITTED_AT + 2 * H, outlook=DIRTY_THEN_CLEAN, DE=500)
     assert (zero.outcome, zero.pause) == ("switched", "paused")
     assert zero.reason.startswith('limits.cpu "0" (0% of the user\'s limit)')
     down = zero.applied(stepped)
-    back = np_step(down, LATER + 3 * H, outlook=FLAT, DE=200)
+    back = np_step(down, ADMITTED_AT + 3 * H, outlook=FLAT, DE=200)
     assert (back.outcome, back.pause) == ("switched", "resumed")
     assert orjson.dumps(back.applied(down)["spec"]) == orjson.dumps(stored["spec"])
 

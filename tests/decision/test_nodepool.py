@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
-import jsonpatch
 import pytest
 
+from tests.decision.nodepools import apply
 from tests.support import reading
 from webhook.decision.nodepool import NodePoolInputs, decide
-from webhook.decision.outcome import Change
-from webhook.decision.patch import build
 from webhook.decision.record import Record
 from webhook.model.config import NodePoolConfig
 from webhook.model.intensity import Reading
@@ -33,12 +30,7 @@ def nodepool(strategy: str | None = None, **spec: Any) -> dict[str, Any]:
 
 
 def store(obj: dict[str, Any], inputs: NodePoolInputs) -> dict[str, Any]:
-    decision = decide(obj, inputs)
-    changes = list(decision.changes)
-    if changes and decision.record is not None:
-        changes.append(Change(("metadata", "annotations", DECISION), decision.record.encode()))
-    stored: dict[str, Any] = jsonpatch.apply_patch(copy.deepcopy(obj), build(obj, changes))
-    return stored
+    return apply(obj, decide(obj, inputs))
 
 
 def inputs(value: float, **settings: Any) -> NodePoolInputs:

@@ -3,30 +3,27 @@
 from __future__ import annotations
 
 import copy
-from datetime import UTC, datetime, timedelta
-from typing import Any
+from datetime import datetime, timedelta
 
-import jsonpatch
 import orjson
 import pytest
 
+from tests.decision.nodepools import (
+    DAY,
+    DIRTY_THEN_CLEAN,
+    FLAT,
+    T0,
+    H,
+    apply,
+    inputs,
+    pool,
+    record,
+)
 from tests.support import reading
 from webhook.decision import pause
 from webhook.decision.nodepool import NodePoolInputs, decide, reevaluate
-from webhook.decision.outcome import Change, Decision
-from webhook.decision.patch import build
 from webhook.decision.pause import State, step, waits
 from webhook.model.config import NodePoolConfig
-from webhook.model.intensity import Reading
-from webhook.model.vocabulary import DECISION
-
-T0 = datetime(2026, 3, 1, 10, tzinfo=UTC)
-H = timedelta(hours=1)
-DAY = timedelta(hours=24)
-DIRTY_THEN_CLEAN = [500.0, 520.0, 510.0, 200.0, 450.0] + [500.0] * 20
-"""Now 500 (high); the cleanest forecast hour is 3 h ahead."""
-FLAT = [500.0] * 25
-
 
 # --- the rule -------------------------------------------------------------------------------
 
@@ -122,49 +119,6 @@ def test_durations_read_as_max_pause_writes_them(minutes: int, text: str) -> Non
 
 
 # --- re-evaluating stored NodePools ---------------------------------------------------------
-
-TEMPLATE: dict[str, Any] = {
-    "metadata": {"labels": {"team": "batch"}},
-    "spec": {
-        "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-        "requirements": [
-            {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}
-        ],
-    },
-}
-
-
-def pool(
-    strategy: str = "pause", annotations: dict[str, str] | None = None, **spec: Any
-) -> dict[str, Any]:
-    return {
-        "apiVersion": "karpenter.sh/v1",
-        "kind": "NodePool",
-        "metadata": {
-            "name": "batch",
-            "annotations": {"carbonshift.io/strategy": strategy, **(annotations or {})},
-        },
-        "spec": {"template": copy.deepcopy(TEMPLATE), **spec},
-    }
-
-
-def inputs(value: float | None, outlook: list[float] | None = None) -> NodePoolInputs:
-    table: dict[str, Reading] = {} if value is None else {"DE": reading("DE", value)}
-    return NodePoolInputs("DE", table, NodePoolConfig(), outlook=outlook)
-
-
-def apply(obj: dict[str, Any], decision: Decision) -> dict[str, Any]:
-    changes = list(decision.changes)
-    if changes and decision.record is not None:
-        changes.append(Change(("metadata", "annotations", DECISION), decision.record.encode()))
-    stored: dict[str, Any] = jsonpatch.apply_patch(copy.deepcopy(obj), build(obj, changes))
-    return stored
-
-
-def record(obj: dict[str, Any]) -> dict[str, Any]:
-    doc: dict[str, Any] = orjson.loads(obj["metadata"]["annotations"][DECISION])
-    return doc
-
 
 LIMITS = {"memory": "1000Gi", "cpu": "200", "nvidia.com/gpu": "8"}
 

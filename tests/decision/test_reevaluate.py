@@ -3,42 +3,38 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
+from tests.decision.nodepools import (
+    ADMITTED_AT,
+    NP_WRITES,
+    np_step,
+    table,
+)
+from tests.decision.nodepools import admitted as pool
 from webhook import kinds, testing
-from webhook.decision import nodepool
 from webhook.decision.hysteresis import Hysteresis
-from webhook.decision.nodepool import NodePoolInputs
-from webhook.decision.outcome import Change, Decision
+from webhook.decision.outcome import Change
 from webhook.decision.record import MAX_SWITCHES, Record, switches, user_fields
 from webhook.decision.reevaluate import (
-    NODEPOOL_FIELDS,
     Action,
     Inputs,
     apply,
-    nodepool_step,
     not_managed,
     paused,
     step,
 )
 from webhook.model.config import ClusterConfig, Config, HysteresisConfig
-from webhook.model.intensity import Reading, Signal
-from webhook.model.vocabulary import DECISION, ENABLED, MAX_PAUSE
+from webhook.model.intensity import Reading
+from webhook.model.vocabulary import DECISION, ENABLED
 
-T0 = datetime(2026, 3, 1, 12, tzinfo=UTC)
+T0 = ADMITTED_AT
 CLUSTERS = {n: ClusterConfig(name=n, zone=z) for n, z in (("a", "FR"), ("b", "DE"), ("c", "PL"))}
 CONFIG = Config(clusters=CLUSTERS, hysteresis=HysteresisConfig(margin=0.1, dwell_hours=12))
 ROW = kinds.find("policy.karmada.io", "PropagationPolicy")
 assert ROW is not None
 NS = {ENABLED: "true"}
-
-
-def table(at: datetime, stale: bool = False, **values: float) -> dict[str, Reading]:
-    return {
-        z: Reading(z, v, Signal.AVERAGE, at, at + timedelta(hours=1), False, "test", stale)
-        for z, v in values.items()
-    }
 
 
 def ctx(at: datetime, values: Mapping[str, Reading]) -> kinds.Context:
@@ -233,85 +229,6 @@ def test_only_managed_objects_opted_in_as_for_admission() -> None:
 
 
 # --- NodePools over time --------------------------------------------------------------
-
-NP_CONFIG = Config(zone="DE")
-NP_ROW = kinds.find("karpenter.sh", "NodePool")
-assert NP_ROW is not None
-NP_WRITES = {("spec", "limits"), ("spec", "weight"), ("metadata", "annotations", DECISION)}
-
-
-def pool(
-    at: datetime = T0,
-    *,
-    limits: dict[str, Any] | None = None,
-    max_pause: str | None = None,
-    strategy: str = "pause,weight",
-    g: float = 450,
-) -> dict[str, Any]:
-    """A NodePool as admission stored it at ``at`` with DE at ``g``."""
-    annotations = {} if max_pause is None else {MAX_PAUSE: max_pause}
-    obj = testing.nodepool(
-        "batch",
-        enabled=True,
-        strategy=strategy,
-        annotations=annotations,
-        limits=limits,
-        created=at,
-    )
-    assert NP_ROW is not None
-    decision = NP_ROW.decide(obj, kinds.Context(NP_CONFIG, table(at, DE=g), at))
-    assert decision.record is not None
-    record = Change(("metadata", "annotations", DECISION), decision.record.encode())
-    return apply(obj, [*decision.changes, record])
-
-
-def np_step(
-    obj: Mapping[str, Any],
-    at: datetime,
-    *,
-    stale: bool = False,
-    outlook: list[float] | None = None,
-    min_interval: float = 0,
-    **values: float,
-) -> Action:
-    readings = table(at, stale, **values)
-
-    def decide_on(o: Mapping[str, Any], t: Mapping[str, Reading]) -> Decision:
-        inputs = NodePoolInputs("DE", t, NP_CONFIG.nodepools, outlook=outlook)
-        return nodepool.reevaluate(o, inputs, at)
-
-    inputs = Inputs(
-        decide=lambda o: decide_on(o, readings),
-        table=readings,
-        clusters={},
-        now=at,
-        min_interval_seconds=min_interval,
-        fields=NODEPOOL_FIELDS,
-        zone="DE",
-        decide_on=decide_on,
-        outlook=outlook,
-    )
-    action = nodepool_step(obj, inputs)
-    assert {c.path for c in action.changes} <= NP_WRITES
-    if action.changes:
-        assert only_limits_and_weight(obj, action.applied(obj))
-    return action
-
-
-def leaves(before: Any, after: Any, path: tuple[str, ...] = ()) -> set[tuple[str, ...]]:
-    """Leaf paths whose value differs between two objects."""
-    if isinstance(before, Mapping) and isinstance(after, Mapping):
-        out: set[tuple[str, ...]] = set()
-        for key in set(before) | set(after):
-            out |= leaves(before.get(key), after.get(key), (*path, key))
-        return out
-    return set() if before == after else {path}
-
-
-def only_limits_and_weight(before: Mapping[str, Any], after: Mapping[str, Any]) -> bool:
-    changed = leaves(before, after)
-    allowed = (("spec", "limits"), ("spec", "weight"), ("metadata", "annotations", DECISION))
-    return all(any(p[: len(a)] == a for a in allowed) for p in changed)
 
 
 def body(obj: Mapping[str, Any]) -> dict[str, Any]:

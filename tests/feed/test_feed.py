@@ -4,32 +4,17 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import pytest
 from aiohttp import web
 from structlog.testing import capture_logs
 
+from tests.feed.upstream import ENV, FORECAST, LATEST, config
 from tests.support import Clock, FakeUpstream, Reply, em_latest
 from webhook.feed import IntensityFeed
 from webhook.feed.cache import Entry, IntensityCache
 from webhook.model.config import Config, FeedConfig, parse
 from webhook.model.intensity import Reading, Signal
-
-LATEST = "/v3/carbon-intensity/latest"
-FORECAST = "/v3/carbon-intensity/forecast"
-ENV = {"ELECTRICITY_MAPS_API_TOKEN": "t", "WATTTIME_USERNAME": "u", "WATTTIME_PASSWORD": "p"}
-
-
-def config(fake: FakeUpstream, *providers: str, **feed: Any) -> Config:
-    return parse(
-        {
-            "providers": list(providers),
-            "electricitymaps": {"url": f"{fake.url}/v3", "timeout_seconds": 0.3, "retries": 0},
-            "watttime": {"url": fake.url, "timeout_seconds": 0.3, "retries": 0},
-            "feed": {"backoff_seconds": 0.01, "forecasts": False, **feed},
-        }
-    )
 
 
 def serve_hourly(fake: FakeUpstream, clock: Clock, values: dict[str, float]) -> None:

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 from aiohttp import web
 
-from tests.feed.test_feed import ENV, FORECAST, LATEST, config
+from tests.feed.upstream import ENV, FORECAST, LATEST, config
 from tests.support import Clock, FakeUpstream, Reply, em_latest, reading
 from webhook.decision import forecast
 from webhook.decision.forecast import Method, outlook

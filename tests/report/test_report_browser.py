@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.report.test_report import report
+from tests.report.sample import report
 from webhook.report import render
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.rules.test_rules import CACHE, ROOT, run
+from tests.rules.promtool import CACHE, ROOT, run
 
 DASHBOARD = ROOT / "charts" / "carbonshift" / "dashboards" / "carbonshift.json"
 METRICS = (ROOT / "webhook" / "runtime" / "metrics.py").read_text()

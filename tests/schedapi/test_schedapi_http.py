@@ -10,13 +10,23 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
+from tests.schedapi.bodies import (
+    BAD_EXTENDER,
+    BAD_KARMADA,
+    DIRTY,
+    GREEN,
+    GRID,
+    ISSUE_REQUEST,
+    MAX,
+    node,
+    pod,
+)
 from tests.support import make_app, make_state
 from webhook.decision.ranking import NEUTRAL_SCORE
 from webhook.model.config import ClusterConfig, Config, NodePoolConfig
 from webhook.serve.state import ServerState
 
 Client = TestClient[web.Request, web.Application]
-MAX = "carbonshift.io/max-intensity"
 
 
 async def post(client: Client, path: str, body: Any) -> tuple[int, Any]:
@@ -24,21 +34,6 @@ async def post(client: Client, path: str, body: Any) -> tuple[int, Any]:
     resp = await client.post(path, data=data, headers={"Content-Type": "application/json"})
     assert resp.content_type == "application/json"
     return resp.status, orjson.loads(await resp.read())
-
-
-ISSUE_REQUEST = {
-    "clusters": [
-        {
-            "name": "m1",
-            "provider": "aws",
-            "region": "eu-west-3",
-            "zones": ["eu-west-3a"],
-            "labels": {},
-        },
-        {"name": "m2", "zone": "PL"},
-    ],
-    "workload": {"namespace": "ns", "name": "app", "replicas": 3, "annotations": {MAX: "300"}},
-}
 
 
 async def test_karmada_filter_removes_clusters_above_max_intensity(client: Client) -> None:
@@ -114,23 +109,6 @@ def _server(state: ServerState) -> TestServer:
     return TestServer(make_app(state), host="127.0.0.1")
 
 
-def node(name: str, **labels: str) -> dict[str, Any]:
-    return {
-        "metadata": {"name": name, "labels": {k.replace("_", "/"): v for k, v in labels.items()}},
-        "spec": {},
-        "status": {"allocatable": {"cpu": "4"}},
-    }
-
-
-GREEN = node("green", **{"topology.kubernetes.io/region": "eu-west-3"})
-DIRTY = node("dirty", **{"topology.kubernetes.io/region": "ap-south-1"})
-GRID = node("grid", **{"carbonshift.io/grid-zone": "SE-SE3"})
-
-
-def pod(annotations: dict[str, str] | None = None) -> dict[str, Any]:
-    return {"metadata": {"name": "p", "namespace": "d", "annotations": annotations}, "spec": {}}
-
-
 async def test_extender_filter_with_nodes_echoes_kept_items(client: Client) -> None:
     status, body = await post(
         client,
@@ -180,28 +158,6 @@ async def test_extender_topology_zone_through_config() -> None:
     assert body == [{"Host": "n", "Score": 3}]
 
 
-BAD_KARMADA = [
-    b"not json",
-    b"[]",
-    {},
-    {"clusters": {}},
-    {"clusters": [{}]},
-    {"clusters": [{"name": ""}]},
-    {"clusters": [{"name": 3}]},
-    {"clusters": [{"name": "a"}, {"name": "a"}]},
-    {"clusters": [{"name": "a", "zone": 5}]},
-    {"clusters": [{"name": "a", "zone": "not a zone!"}]},
-    {"clusters": [{"name": "a", "zones": "x"}]},
-    {"clusters": [{"name": "a", "labels": {"k": 1}}]},
-    {"clusters": [{"name": "a", "provider": ["aws"]}]},
-    {"clusters": [{"name": "a"}], "workload": []},
-    {"clusters": [{"name": "a"}], "workload": {"replicas": -1}},
-    {"clusters": [{"name": "a"}], "workload": {"replicas": True}},
-    {"clusters": [{"name": "a"}], "workload": {"annotations": {MAX: 300}}},
-    {"clusters": [{"name": f"c{i}"} for i in range(10_001)]},
-]
-
-
 @pytest.mark.parametrize("path", ["/v1/karmada/filter", "/v1/karmada/score"])
 @pytest.mark.parametrize("body", BAD_KARMADA, ids=range(len(BAD_KARMADA)))
 async def test_karmada_bad_requests_get_400_naming_the_field(
@@ -211,22 +167,6 @@ async def test_karmada_bad_requests_get_400_naming_the_field(
     assert status == 400
     assert isinstance(answer["error"], str)
     assert answer["error"]
-
-
-BAD_EXTENDER = [
-    b"{",
-    b"1",
-    {"Pod": []},
-    {"Nodes": []},
-    {"Nodes": {"items": {}}},
-    {"Nodes": {"items": [{}]}},
-    {"Nodes": {"items": [{"metadata": {"name": ""}}]}},
-    {"Nodes": {"items": [{"metadata": {"name": "a", "labels": []}}]}},
-    {"Nodes": {"items": [{"metadata": {"name": "a"}, "spec": {"providerID": 1}}]}},
-    {"Nodes": {"items": [node("a"), node("a")]}},
-    {"NodeNames": "a"},
-    {"NodeNames": [""]},
-]
 
 
 @pytest.mark.parametrize("path", ["/v1/extender/filter", "/v1/extender/prioritize"])

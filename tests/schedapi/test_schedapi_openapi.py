@@ -17,7 +17,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from hypothesis import HealthCheck, settings
 from jsonschema.validators import Draft202012Validator
 
-from tests.schedapi.test_schedapi_http import (
+from tests.schedapi.bodies import (
     BAD_EXTENDER,
     BAD_KARMADA,
     DIRTY,
