@@ -56,27 +56,23 @@ GRANTS = (
 )
 EVENTS = ("CarbonRebalanced", "CarbonFieldReleased", "CarbonReplicasMoved")
 
-PROPAGATION_POLICY = Kind(
-    GROUP,
-    "v1alpha1",
-    "PropagationPolicy",
-    "propagationpolicies",
-    namespaced=True,
-    decide=decide,
-    scope="policy",
-    following=Following(),
-    grants=GRANTS,
-    events=EVENTS,
-)
-CLUSTER_PROPAGATION_POLICY = Kind(
-    GROUP,
-    "v1alpha1",
-    "ClusterPropagationPolicy",
-    "clusterpropagationpolicies",
-    namespaced=False,
-    decide=decide,
-    scope="policy",
-    following=Following(),
-    grants=GRANTS,
-    events=EVENTS,
+
+def _policy(kind: str, resource: str, *, namespaced: bool) -> Kind:
+    return Kind(
+        GROUP,
+        "v1alpha1",
+        kind,
+        resource,
+        namespaced=namespaced,
+        decide=decide,
+        scope="policy",
+        following=Following(),
+        grants=GRANTS,
+        events=EVENTS,
+    )
+
+
+PROPAGATION_POLICY = _policy("PropagationPolicy", "propagationpolicies", namespaced=True)
+CLUSTER_PROPAGATION_POLICY = _policy(
+    "ClusterPropagationPolicy", "clusterpropagationpolicies", namespaced=False
 )
