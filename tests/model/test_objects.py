@@ -8,7 +8,18 @@ from typing import Any
 
 import pytest
 
-from webhook.model.objects import Meta, Obj, OwnerRef, condition, dig, items, mapping, strings, text
+from webhook.model.objects import (
+    Meta,
+    Obj,
+    OwnerRef,
+    condition,
+    dig,
+    items,
+    mapping,
+    meta_of,
+    strings,
+    text,
+)
 
 UTC = datetime.UTC
 
@@ -47,6 +58,8 @@ def test_a_whole_object_reads_through_its_view() -> None:
     assert (obj.group, obj.version) == ("policy.karmada.io", "v1alpha1")
     meta = obj.meta
     assert (meta.name, meta.namespace, meta.uid) == ("web", "shop", "u-1")
+    assert meta.namespaced_name == "shop/web"
+    assert Meta({"name": "fleet", "namespace": None}).namespaced_name == "fleet"
     assert (meta.resource_version, meta.generation) == ("42", 3)
     assert meta.labels == {"app": "web"}
     assert meta.annotations is POLICY["metadata"]["annotations"]  # not copied
@@ -59,6 +72,8 @@ def test_a_whole_object_reads_through_its_view() -> None:
     assert obj.mapping("spec", "placement") == POLICY["spec"]["placement"]
     assert obj.text("status", "conditions", 0, "type") == "Ready"
     assert condition(POLICY, "Ready") == "True"
+    assert meta_of(POLICY).raw is POLICY["metadata"]
+    assert meta_of(None).name == ""
     assert repr(obj) == "Obj(PropagationPolicy Meta(shop/web))"
 
 

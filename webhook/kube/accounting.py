@@ -67,10 +67,19 @@ from webhook.decision.capacity import quantity, room
 from webhook.decision.division import divide_static
 from webhook.kinds import Context
 from webhook.kube.client import FIELD_MANAGER, REQUEST_TIMEOUT, absent, error_name, refused
-from webhook.kube.rebalancer import BINDINGS, CLUSTERS, owner, placed, requests, workload
+from webhook.kube.rebalancer import (
+    BINDINGS,
+    CLUSTERS,
+    owner,
+    placed,
+    requests,
+    resource_summaries,
+    workload,
+)
 from webhook.kube.writes import Gate
 from webhook.model.config import Config
 from webhook.model.intensity import utcnow
+from webhook.model.objects import dig, mapping, meta_of
 from webhook.model.vocabulary import DECISION, format_time, parse_time
 from webhook.prometheus import promql
 from webhook.prometheus.kepler import Kepler
@@ -147,12 +156,12 @@ class ObjectTotals:
         totals = data.get("totals")
         places = data.get("places")
         return cls(
-            totals={str(k): Totals.from_json(v) for k, v in (totals or {}).items()}
+            totals={str(k): Totals.from_json(v) for k, v in totals.items()}
             if isinstance(totals, Mapping)
             else {},
             places={
                 str(p): {str(k): float(v) for k, v in r.items() if isinstance(v, int | float)}
-                for p, r in (places or {}).items()
+                for p, r in places.items()
                 if isinstance(r, Mapping)
             }
             if isinstance(places, Mapping)
@@ -353,19 +362,13 @@ class Accountant:
         managed: dict[ObjectKey, Obj] = {}
         for group, version, plural, kind in POLICIES:
             for policy in await self._list(group, version, plural) or []:
-                meta = policy.get("metadata") or {}
-                if DECISION in (meta.get("annotations") or {}):
-                    key = (kind, str(meta.get("namespace") or ""), str(meta.get("name")))
-                    managed[key] = policy
+                meta = meta_of(policy)
+                if DECISION in meta.annotations:
+                    managed[kind, meta.namespace, meta.name] = policy
         if not managed:
             return []
         clusters = await self._list(*CLUSTERS) or []
-        summaries = {
-            str((c.get("metadata") or {}).get("name")): (c.get("status") or {}).get(
-                "resourceSummary"
-            )
-            for c in clusters
-        }
+        summaries = resource_summaries(clusters)
         out: list[tuple[ObjectKey, Interval, Mapping[str, float]]] = []
         for group, version, plural in BINDINGS:
             for binding in await self._list(group, version, plural) or []:
@@ -393,12 +396,12 @@ class Accountant:
         cpu = quantity(need.get("cpu"))
         if cpu is None or cpu <= 0:
             return None  # no cpu request: no energy to estimate
-        spec = binding.get("spec") or {}
+        spec = mapping(binding, "spec")
         replicas = spec.get("replicas")
         if not isinstance(replicas, int) or replicas <= 0:
             replicas = sum(actual.values())
         target = workload(binding)
-        uid = str((spec.get("resource") or {}).get("uid") or "") if target else ""
+        uid = str(dig(spec, "resource", "uid") or "") if target else ""
         room_now = {
             name: (room(summary, need) or 0) + actual.get(name, 0)
             for name, summary in summaries.items()
@@ -419,7 +422,9 @@ class Accountant:
                 joules=joules,
             )
         except AccountingError as exc:
-            log.info("accounting_skipped", binding=_name(binding), reason=str(exc))
+            log.info(
+                "accounting_skipped", binding=meta_of(binding).namespaced_name, reason=str(exc)
+            )
             return None
         return interval, actual
 
@@ -430,7 +435,7 @@ class Accountant:
         pools = [
             p
             for p in await self._list(group, version, plural) or []
-            if DECISION in ((p.get("metadata") or {}).get("annotations") or {})
+            if DECISION in meta_of(p).annotations
         ]
         if not pools:
             return []
@@ -456,7 +461,7 @@ class Accountant:
                 used[zone] = used.get(zone, 0.0) + node_joules.get(node.metadata.name, 0.0)
         out: list[tuple[ObjectKey, Interval, Mapping[str, float]]] = []
         for pool in pools:
-            name = str((pool.get("metadata") or {}).get("name"))
+            name = meta_of(pool).name
             actual = millicores.get(name)
             if not actual:
                 continue
@@ -661,9 +666,3 @@ def _zone_intensities(
         if reading is not None:
             out[place] = Intensity(reading.value, reading.signal, reading.source)
     return out
-
-
-def _name(obj: Mapping[str, Any]) -> str:
-    meta = obj.get("metadata") or {}
-    namespace = meta.get("namespace")
-    return f"{namespace}/{meta.get('name')}" if namespace else str(meta.get("name"))

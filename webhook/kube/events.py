@@ -18,6 +18,7 @@ from kubernetes_asyncio import client
 
 from webhook.kube.client import REQUEST_TIMEOUT, error_name, refused
 from webhook.kube.writes import Gate
+from webhook.model.objects import meta_of
 from webhook.runtime import metrics
 
 log = structlog.get_logger("carbonshift.events")
@@ -53,17 +54,16 @@ class EventRecorder:
         not announce) leaves exactly one Event."""
         if self.gate is not None and not self.gate.leading:
             return None
-        meta = regarding.get("metadata") or {}
-        name = str(meta.get("name", ""))
-        namespace = meta.get("namespace")
+        meta = meta_of(regarding)
+        name, namespace = meta.name, meta.namespace
         prefix = re.sub(r"[^a-z0-9-]", "-", name.lower())[:200].strip("-") or "carbonshift"
         ref = {
             "apiVersion": regarding.get("apiVersion"),
             "kind": regarding.get("kind"),
             "name": name,
             "namespace": namespace,
-            "uid": meta.get("uid"),
-            "resourceVersion": meta.get("resourceVersion"),
+            "uid": meta.uid,
+            "resourceVersion": meta.resource_version,
         }
         body = {
             "apiVersion": "events.k8s.io/v1",

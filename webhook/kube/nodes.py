@@ -29,6 +29,7 @@ from kubernetes_asyncio import client
 
 from webhook.decision import liqo
 from webhook.kube.client import REQUEST_TIMEOUT, absent, refused
+from webhook.model.objects import dig, items, meta_of
 from webhook.model.regions import zone_for_region
 from webhook.model.validation import InvalidInput
 from webhook.model.vocabulary import GRID_ZONE, zone
@@ -71,14 +72,14 @@ def provider_of(provider_id: object) -> str | None:
 
 def node_zone(node: Mapping[str, Any]) -> tuple[str | None, str]:
     """One Node's grid zone (None: unknown) and what it says (``aws/eu-north-1``)."""
-    labels: Mapping[str, str] = (node.get("metadata") or {}).get("labels") or {}
+    labels = meta_of(node).labels
     if GRID_ZONE in labels:
         try:
             return zone(labels[GRID_ZONE]), f"{GRID_ZONE}={labels[GRID_ZONE]}"
         except InvalidInput:
             pass
     region = next((labels[k] for k in REGION_LABELS if labels.get(k)), None)
-    provider = provider_of((node.get("spec") or {}).get("providerID"))
+    provider = provider_of(dig(node, "spec", "providerID"))
     said = f"{provider or '?'}/{region or '?'}"
     if region is None:
         return None, said
@@ -91,7 +92,7 @@ def resolve(nodes: Iterable[Mapping[str, Any]], configured: str | None) -> Local
     labelled = False
     unknown: set[str] = set()
     for node in nodes:
-        if liqo.is_virtual((node.get("metadata") or {}).get("labels") or {}):
+        if liqo.is_virtual(meta_of(node).labels):
             continue  # a Liqo virtual node stands for a remote cluster, on its own grid
         found, said = node_zone(node)
         if found is None:
@@ -175,6 +176,4 @@ async def _nodepools(
             return None
         log.warning("nodepools_list_failed", error=str(exc))
         return last
-    return tuple(
-        sorted(str((o.get("metadata") or {}).get("name")) for o in listed.get("items") or [])
-    )
+    return tuple(sorted(meta_of(o).name for o in items(listed, "items")))

@@ -33,6 +33,7 @@ from webhook.kube.writes import Gate, apply_options
 from webhook.model import vocabulary
 from webhook.model.config import Config
 from webhook.model.intensity import IntensityTable, utcnow
+from webhook.model.objects import meta_of
 from webhook.model.validation import InvalidInput
 from webhook.runtime import metrics, tasks
 
@@ -96,7 +97,7 @@ class PlacementScorer:
         table = self.feed.snapshot().table
         ranked = self.rules.ranked_zones(table, zones)
         held = {
-            str((o.get("metadata") or {}).get("namespace")): o
+            meta_of(o).namespace: o
             for o in await self._list(*ocm.SCORES, field_selector=f"metadata.name={ocm.RESOURCE}")
             or []
         }

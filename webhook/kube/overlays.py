@@ -37,6 +37,7 @@ from webhook.kube.client import FIELD_MANAGER, REQUEST_TIMEOUT, absent, error_na
 from webhook.kube.events import EventRecorder
 from webhook.kube.writes import Gate, NotLeader
 from webhook.model.config import Config
+from webhook.model.objects import items, meta_of, text
 from webhook.model.vocabulary import knobs
 from webhook.runtime import metrics
 
@@ -56,13 +57,11 @@ def priced(nodepools: Sequence[Mapping[str, Any]]) -> list[tuple[Pool, Mapping[s
     """The opted-in NodePools under strategy ``price`` (the default), with their objects."""
     found = []
     for obj in opted_in(nodepools):
-        meta = obj.get("metadata") or {}
-        if "price" not in knobs(meta.get("annotations") or {}, "nodepool").strategies:
+        meta = meta_of(obj)
+        if "price" not in knobs(meta.annotations, "nodepool").strategies:
             continue
-        ref = (((obj.get("spec") or {}).get("template") or {}).get("spec") or {}).get(
-            "nodeClassRef"
-        ) or {}
-        found.append((Pool(str(meta.get("name") or ""), str(ref.get("group") or "")), obj))
+        group = text(obj, "spec", "template", "spec", "nodeClassRef", "group")
+        found.append((Pool(meta.name, group), obj))
     return found
 
 
@@ -99,8 +98,7 @@ class OverlayKeeper:
         settings = self.config.nodepools.price
         basis, since = carbonprice.basis_of(list(kept.values()))
         moved = any(
-            ((o.get("metadata") or {}).get("annotations") or {}).get(carbonprice.ZONE) != zone
-            for o in kept.values()
+            meta_of(o).annotations.get(carbonprice.ZONE) != zone for o in kept.values()
         ) or carbonprice.due(
             basis,
             since,
@@ -146,11 +144,7 @@ class OverlayKeeper:
             if not (refused(exc, "list", OVERLAYS) or absent(exc, OVERLAYS)):
                 log.warning("overlays_list_failed", error=error_name(exc))
             return None
-        return {
-            str(o["metadata"]["name"]): o
-            for o in listed.get("items") or []
-            if (o.get("metadata") or {}).get("name")
-        }
+        return {name: o for o in items(listed, "items") if (name := meta_of(o).name)}
 
     async def _write(self, want: Obj, have: Obj | None) -> int:
         if not self.gate.leading:
@@ -203,8 +197,11 @@ class OverlayKeeper:
     ) -> None:
         """Karpenter's verdict on the kept overlays: each one it refused, once."""
         for name, obj in sorted(kept.items()):
-            for cond in (obj.get("status") or {}).get("conditions") or []:
-                if cond.get("type") != "ValidationSucceeded" or cond.get("status") != "False":
+            for cond in items(obj, "status", "conditions"):
+                if not isinstance(cond, Mapping) or (cond.get("type"), cond.get("status")) != (
+                    "ValidationSucceeded",
+                    "False",
+                ):
                     continue
                 why = f"{name}: {cond.get('reason')}: {cond.get('message')}"
                 if why in self._told:

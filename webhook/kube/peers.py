@@ -21,6 +21,7 @@ from webhook.decision.liqo import SELECTOR, Peer, peer, place
 from webhook.kube.watch import ListWatch
 from webhook.model import vocabulary
 from webhook.model.config import ClusterConfig, Config
+from webhook.model.objects import meta_of
 from webhook.model.validation import InvalidInput
 from webhook.runtime import tasks
 
@@ -82,8 +83,8 @@ class PeerInventory:
 
     def event(self, kind: str, obj: Mapping[str, Any]) -> None:
         """One watch event on a virtual node."""
-        name = (obj.get("metadata") or {}).get("name")
-        if not isinstance(name, str):
+        name = meta_of(obj).name
+        if not name:
             return
         before = self._peers.get(name)
         if kind == "DELETED":

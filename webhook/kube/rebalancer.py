@@ -45,6 +45,7 @@ from webhook.kube.client import FIELD_MANAGER, REQUEST_TIMEOUT, absent, error_na
 from webhook.kube.events import EventRecorder
 from webhook.kube.writes import Gate, NotLeader
 from webhook.model.config import Config
+from webhook.model.objects import dig, items, mapping, meta_of
 from webhook.model.vocabulary import DECISION, parse_time
 from webhook.runtime import metrics
 
@@ -132,29 +133,25 @@ def _time(value: object) -> datetime.datetime | None:
         return None
 
 
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, Mapping) else {}
-
-
 def policy_key(obj: Mapping[str, Any]) -> PolicyKey:
-    meta = _meta(obj)
-    return str(obj.get("kind") or ""), str(meta.get("namespace") or ""), str(meta.get("name"))
+    meta = meta_of(obj)
+    return str(obj.get("kind") or ""), meta.namespace, meta.name
 
 
 def owner(binding: Mapping[str, Any]) -> PolicyKey | None:
     """The policy that made a (Cluster)ResourceBinding, from Karmada's annotations."""
-    annotations = _meta(binding).get("annotations") or {}
+    meta = meta_of(binding)
+    annotations = meta.annotations
     if annotations.get(PP_NAME):
-        namespace = annotations.get(PP_NAMESPACE) or _meta(binding).get("namespace") or ""
-        return "PropagationPolicy", str(namespace), str(annotations[PP_NAME])
+        namespace = annotations.get(PP_NAMESPACE) or meta.namespace
+        return "PropagationPolicy", namespace, annotations[PP_NAME]
     if annotations.get(CPP_NAME):
-        return "ClusterPropagationPolicy", "", str(annotations[CPP_NAME])
+        return "ClusterPropagationPolicy", "", annotations[CPP_NAME]
     return None
 
 
 def workload(binding: Mapping[str, Any]) -> Workload | None:
-    resource = (binding.get("spec") or {}).get("resource") or {}
+    resource = mapping(binding, "spec", "resource")
     parts = tuple(str(resource.get(k) or "") for k in ("apiVersion", "kind", "namespace", "name"))
     if not (parts[0] and parts[1] and parts[3]):
         return None
@@ -164,7 +161,7 @@ def workload(binding: Mapping[str, Any]) -> Workload | None:
 def placed(binding: Mapping[str, Any]) -> dict[str, int]:
     """Where the binding's replicas are: ``spec.clusters``."""
     out: dict[str, int] = {}
-    for target in (binding.get("spec") or {}).get("clusters") or []:
+    for target in items(binding, "spec", "clusters"):
         if isinstance(target, Mapping) and isinstance(target.get("replicas"), int):
             out[str(target.get("name"))] = out.get(str(target.get("name")), 0) + target["replicas"]
     return {name: n for name, n in out.items() if n > 0}
@@ -173,7 +170,7 @@ def placed(binding: Mapping[str, Any]) -> dict[str, int]:
 def pending(binding: Mapping[str, Any]) -> bool:
     """Karmada has not scheduled the binding as it stands: a reschedule asked for and not
     done yet, or replicas not yet divided."""
-    spec, status = binding.get("spec") or {}, binding.get("status") or {}
+    spec, status = mapping(binding, "spec"), mapping(binding, "status")
     asked, done = _time(spec.get("rescheduleTriggeredAt")), _time(status.get("lastScheduledTime"))
     if asked is not None and (done is None or asked > done):
         return True
@@ -182,9 +179,12 @@ def pending(binding: Mapping[str, Any]) -> bool:
 
 
 def requests(binding: Mapping[str, Any]) -> Mapping[str, Any]:
-    needs = (binding.get("spec") or {}).get("replicaRequirements") or {}
-    asked = needs.get("resourceRequest") if isinstance(needs, Mapping) else None
-    return asked if isinstance(asked, Mapping) else {}
+    return mapping(binding, "spec", "replicaRequirements", "resourceRequest")
+
+
+def resource_summaries(clusters: Iterable[Mapping[str, Any]]) -> dict[str, object]:
+    """Cluster name -> its ``status.resourceSummary`` (None when it has none)."""
+    return {meta_of(c).name: dig(c, "status", "resourceSummary") for c in clusters}
 
 
 def with_allocating(summary: object, extra: Mapping[str, Decimal]) -> object:
@@ -241,8 +241,7 @@ class Rebalancer:
         clusters, bindings, rebalancers = listed
         busy = {w for r in rebalancers if not _finished(r) for w in _targets(r)}
         self._settle(bindings, busy)
-        summaries = {str(_meta(c).get("name")): (c.get("status") or {}).get("resourceSummary")
-                     for c in clusters}  # fmt: skip
+        summaries = resource_summaries(clusters)
         view = _View(summaries, _intensities(ctx, summaries), busy)
         for binding in bindings:
             key = owner(binding)
@@ -258,7 +257,11 @@ class Rebalancer:
                     raise
                 outcome = "error"
                 if not refused(exc, "create", REBALANCER_RESOURCE):
-                    log.warning("rebalance_failed", binding=_name(binding), error=error_name(exc))
+                    log.warning(
+                        "rebalance_failed",
+                        binding=meta_of(binding).namespaced_name,
+                        error=error_name(exc),
+                    )
             if outcome is not None:
                 outcomes[outcome] += 1
                 metrics.REBALANCES.labels(outcome).inc()
@@ -336,7 +339,8 @@ class Rebalancer:
         assert target is not None  # checked by the caller
         api_version, kind, namespace, name = target
         now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-        rebalancer = f"carbonshift-{fingerprint([_meta(binding).get('uid'), _name(binding), now])}"
+        meta = meta_of(binding)
+        rebalancer = f"carbonshift-{fingerprint([meta.uid, meta.namespaced_name, now])}"
         body = {
             "apiVersion": f"{REBALANCERS[0]}/{REBALANCERS[1]}",
             "kind": "WorkloadRebalancer",
@@ -358,7 +362,7 @@ class Rebalancer:
         log.info(
             "replicas_moved",
             policy="/".join(filter(None, policy_key(policy)[1:])),
-            binding=_name(binding),
+            binding=meta_of(binding).namespaced_name,
             moves=what,
             before=round(before, 1),
             after=round(after, 1),
@@ -436,7 +440,7 @@ class Rebalancer:
                     log.warning("rebalance_list_failed", resource=resource, error=error_name(exc))
                 return None
             items.extend(slim(o) for o in listed.get("items") or [] if isinstance(o, Mapping))
-            token = (listed.get("metadata") or {}).get("continue")
+            token = dig(listed, "metadata", "continue")
             if not token:
                 return items
 
@@ -472,9 +476,9 @@ def slim(obj: Mapping[str, Any]) -> Obj:
 
 def _managed(policy: Mapping[str, Any]) -> list[list[str]] | None:
     """The tiers of a policy carbonshift decided as an ordered fill, else None."""
-    if DECISION not in (_meta(policy).get("annotations") or {}):
+    if DECISION not in meta_of(policy).annotations:
         return None
-    placement = (policy.get("spec") or {}).get("placement")
+    placement = dig(policy, "spec", "placement")
     if not isinstance(placement, Mapping):
         return None
     tiers = fill_tiers(placement)
@@ -482,12 +486,15 @@ def _managed(policy: Mapping[str, Any]) -> list[list[str]] | None:
 
 
 def _finished(rebalancer: Mapping[str, Any]) -> bool:
-    return bool((rebalancer.get("status") or {}).get("finishTime"))
+    return bool(dig(rebalancer, "status", "finishTime"))
 
 
 def _targets(rebalancer: Mapping[str, Any]) -> list[Workload]:
-    items = (rebalancer.get("spec") or {}).get("workloads") or []
-    found = [workload({"spec": {"resource": i}}) for i in items if isinstance(i, Mapping)]
+    found = [
+        workload({"spec": {"resource": i}})
+        for i in items(rebalancer, "spec", "workloads")
+        if isinstance(i, Mapping)
+    ]
     return [w for w in found if w is not None]
 
 
@@ -518,9 +525,3 @@ def _arriving(
                 amounts[str(resource)] = amount * extra
         out[cluster] = amounts
     return out
-
-
-def _name(obj: Mapping[str, Any]) -> str:
-    meta = _meta(obj)
-    namespace = meta.get("namespace")
-    return f"{namespace}/{meta.get('name')}" if namespace else str(meta.get("name"))

@@ -22,6 +22,7 @@ from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.rest import ApiException
 
 from webhook.kube.client import REQUEST_TIMEOUT, Backoff, Outage, absent
+from webhook.model.objects import meta_of
 from webhook.runtime import metrics
 
 log = structlog.get_logger("carbonshift.kube.watch")
@@ -90,7 +91,7 @@ class ListWatch:
                     self._working()
                     kind = event["type"]
                     raw = event["raw_object"]
-                    version = (raw.get("metadata") or {}).get("resourceVersion")
+                    version = meta_of(raw).resource_version
                     if version:
                         self.resource_version = version
                     if kind in ("ADDED", "MODIFIED", "DELETED"):

@@ -121,6 +121,12 @@ class Meta:
         return text(self.raw, "namespace")
 
     @property
+    def namespaced_name(self) -> str:
+        """``namespace/name``, or ``name`` for a cluster-scoped object (as client-go's
+        ``MetaNamespaceKeyFunc`` keys objects): the name of an object in logs."""
+        return f"{self.namespace}/{self.name}" if self.namespace else self.name
+
+    @property
     def uid(self) -> str:
         return text(self.raw, "uid")
 
@@ -166,6 +172,11 @@ class Meta:
             for ref in items(self.raw, "ownerReferences")
             if isinstance(ref, Mapping)
         )
+
+
+def meta_of(obj: object) -> Meta:
+    """The :class:`Meta` view of ``obj["metadata"]`` (``Obj(obj).meta``)."""
+    return Meta(dig(obj, "metadata"))
 
 
 class Obj:
