@@ -22,6 +22,7 @@ from typing import Any
 
 from webhook.decision.fleet import ZoneSource, configured_zone, declared_zone
 from webhook.model.config import ClusterConfig, Config
+from webhook.model.objects import meta_of
 from webhook.model.validation import InvalidInput
 
 TYPE_LABEL = "liqo.io/type"
@@ -87,18 +88,16 @@ def peer_zone(
 def peer(node: Mapping[str, Any], config: Config) -> Peer:
     """The :class:`Peer` of a virtual Node object; :class:`InvalidInput` when it is not a
     virtual node or names no remote cluster."""
-    meta = node.get("metadata") or {}
-    name = meta.get("name")
-    labels = meta.get("labels") or {}
-    if not isinstance(name, str) or not name:
+    meta = meta_of(node)
+    name, labels = meta.name, meta.labels
+    if not name:
         raise InvalidInput("metadata.name", "missing")
-    if not isinstance(labels, Mapping) or not is_virtual(labels):
+    if not is_virtual(labels):
         raise InvalidInput(f"metadata.labels.{TYPE_LABEL}", f"must be {VIRTUAL_NODE}")
     cluster_id = labels.get(REMOTE_ID_LABEL)
     if not isinstance(cluster_id, str) or not cluster_id:
         raise InvalidInput(f"metadata.labels.{REMOTE_ID_LABEL}", "missing")
-    annotations = meta.get("annotations") or {}
-    zone, source, problems = declared_zone(labels, annotations)
+    zone, source, problems = declared_zone(labels, meta.annotations)
     provider, region = provider_of(labels), labels.get(REGION_LABEL) or None
     zone, source = peer_zone(cluster_id, (zone, source), provider, region, config)
     return Peer(name, cluster_id, dict(labels), provider, region, zone, source, problems)

@@ -36,6 +36,7 @@ from webhook.decision.record import Record, fingerprint, history, user_view
 from webhook.model import vocabulary
 from webhook.model.config import NodePoolConfig
 from webhook.model.intensity import IntensityTable
+from webhook.model.objects import mapping, meta_of
 from webhook.model.vocabulary import DECISION
 from webhook.model.vocabulary import INTENSITY_CLASS as CLASS_LABEL
 
@@ -254,7 +255,7 @@ def _ladder(
     if plan.static:
         plan.leave("ladder", "a static NodePool (spec.replicas) has no limits to step")
         return {}
-    knobs = vocabulary.knobs(_annotations(nodepool), "nodepool")
+    knobs = vocabulary.knobs(meta_of(nodepool).annotations, "nodepool")
     if now is None:
         if level is None:  # pragma: no cover - admission always has a reading here
             return {}
@@ -285,10 +286,6 @@ def _kept_step(body: Mapping[str, Any]) -> dict[str, Any]:
     return {ladder.STEP: body[ladder.STEP]} if ladder.STEP in body else {}
 
 
-def _annotations(nodepool: Mapping[str, Any]) -> Mapping[str, str]:
-    return (nodepool.get("metadata") or {}).get("annotations") or {}
-
-
 def pauses(level: str) -> bool:
     """The pause rule (strategy ``pause``): no new nodes while the grid's class is high.
 
@@ -315,15 +312,14 @@ class _Plan:
 
     @classmethod
     def start(cls, nodepool: Mapping[str, Any], previous: Record, warn: Warn) -> _Plan:
-        spec: Mapping[str, Any] = nodepool.get("spec") or {}
-        template: Mapping[str, Any] = spec.get("template") or {}
-        template_spec: Mapping[str, Any] = template.get("spec") or {}
+        spec = mapping(nodepool, "spec")
+        template_spec = mapping(spec, "template", "spec")
         base_spec = user_view(spec, previous, _SPEC)
         base_template = user_view(template_spec, previous, _TEMPLATE)
         return cls(
             spec=spec,
             template_spec=template_spec,
-            labels=(template.get("metadata") or {}).get("labels") or {},
+            labels=meta_of(spec.get("template")).labels,
             base_spec=base_spec,
             base_template=base_template,
             new_spec=dict(base_spec),
@@ -523,8 +519,7 @@ def _own(
 def _begin(nodepool: Mapping[str, Any]) -> tuple[Mapping[str, str], Decision, vocabulary.Knobs]:
     """The NodePool's annotations, a fresh decision warning about malformed ones, and the
     settings they carry."""
-    meta = nodepool.get("metadata") or {}
-    annotations: Mapping[str, str] = meta.get("annotations") or {}
+    annotations = meta_of(nodepool).annotations
     decision = Decision()
     knobs = vocabulary.knobs(annotations, "nodepool")
     decision.warnings.extend(vocabulary.warning(p) for p in knobs.problems)

@@ -40,6 +40,7 @@ from webhook.decision.fleet import ClusterEntry, configured_zone, declared_zone
 from webhook.decision.ranking import CEILING
 from webhook.model.config import Config
 from webhook.model.intensity import Reading
+from webhook.model.objects import items, mapping, meta_of
 from webhook.model.validation import InvalidInput
 from webhook.model.vocabulary import format_time, parse_time
 
@@ -88,30 +89,22 @@ def _claims(status: object) -> dict[str, str]:
     }
 
 
-def _available(status: object) -> bool:
-    conditions = status.get("conditions") if isinstance(status, Mapping) else None
+def _available(obj: Mapping[str, Any]) -> bool:
     return any(
         isinstance(c, Mapping) and c.get("type") == AVAILABLE and c.get("status") == "True"
-        for c in conditions or ()
+        for c in items(obj, "status", "conditions")
     )
-
-
-def _strings(value: object) -> dict[str, str]:
-    if not isinstance(value, Mapping):
-        return {}
-    return {str(k): v for k, v in value.items() if isinstance(v, str)}
 
 
 def managed_cluster(obj: Mapping[str, Any], config: Config) -> ClusterEntry:
     """A ManagedCluster object as the fleet inventory's entry of a cluster (no availability
     zones; ready: its ``ManagedClusterConditionAvailable`` condition is True);
     :class:`InvalidInput` when it has no name."""
-    meta = obj.get("metadata") or {}
-    name = meta.get("name") if isinstance(meta, Mapping) else None
-    if not isinstance(name, str) or not name:
+    meta = meta_of(obj)
+    name = meta.name
+    if not name:
         raise InvalidInput("metadata.name", "missing")
-    labels = _strings(meta.get("labels"))
-    annotations = _strings(meta.get("annotations"))
+    labels, annotations = dict(meta.labels), meta.annotations
     claims = _claims(obj.get("status"))
     platform = claims.get(PLATFORM_CLAIM) or labels.get(CLOUD_LABEL)
     provider = PLATFORMS.get(platform.strip().lower()) if platform else None
@@ -121,9 +114,7 @@ def managed_cluster(obj: Mapping[str, Any], config: Config) -> ClusterEntry:
     zone, source, problems = declared_zone(labels, annotations)
     if zone is None:
         zone, source = configured_zone(name, provider, region, config)
-    return ClusterEntry(
-        name, labels, provider, region, (), _available(obj.get("status")), zone, source, problems
-    )
+    return ClusterEntry(name, labels, provider, region, (), _available(obj), zone, source, problems)
 
 
 def score(intensity: float | None) -> int | None:
@@ -168,9 +159,9 @@ def published(obj: Mapping[str, Any] | None) -> Scores | None:
     """The scores an AddOnPlacementScore object holds (None: no object)."""
     if obj is None:
         return None
-    status = obj.get("status") or {}
+    status = mapping(obj, "status")
     values: dict[str, int] = {}
-    for item in status.get("scores") or ():
+    for item in items(status, "scores"):
         if isinstance(item, Mapping) and isinstance(item.get("value"), int):
             values[str(item.get("name"))] = int(item["value"])
     until: datetime | None = None

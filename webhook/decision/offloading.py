@@ -42,6 +42,7 @@ from webhook.decision.selectors import SelectorError, labels_match
 from webhook.model import vocabulary
 from webhook.model.config import ClusterConfig
 from webhook.model.intensity import IntensityTable
+from webhook.model.objects import Obj, mapping
 from webhook.model.vocabulary import DECISION
 
 NAME = "offloading"
@@ -133,11 +134,10 @@ def _left(decision: Decision, why: str, previous: Record) -> Decision:
 
 def decide(obj: Mapping[str, Any], inputs: OffloadingInputs) -> Decision:
     """Decide the ``clusterSelector`` of a NamespaceOffloading object."""
-    meta = obj.get("metadata") or {}
-    annotations: Mapping[str, str] = meta.get("annotations") or {}
-    spec: Mapping[str, Any] = obj.get("spec") or {}
+    view = Obj(obj)
+    annotations, spec = view.meta.annotations, view.spec
     decision = Decision()
-    if meta.get("name") != NAME:
+    if view.meta.name != NAME:
         decision.skipped = f"Liqo reads only the NamespaceOffloading named {NAME}"
         return decision
     if spec.get("podOffloadingStrategy") == "Local":
@@ -198,7 +198,7 @@ def _held(
         started = vocabulary.parse_time(since).timestamp() / 3600
     except ValueError:
         return None
-    recorded = previous.body.get("clusters") or {}
+    recorded = mapping(previous.body, "clusters")
     weights = {n: c.get("w") for n, c in recorded.items() if isinstance(c, dict)}
     held = {n: w for n, w in weights.items() if isinstance(w, int) and w > 0}
     wanted = {n: w for n, w in proposed.items() if w > 0}
