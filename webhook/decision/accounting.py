@@ -49,6 +49,7 @@ from webhook.decision.capacity import tier_fill
 from webhook.decision.division import divide_available, divide_static, names_descending
 from webhook.decision.record import Record, user_view
 from webhook.model.intensity import Signal
+from webhook.model.objects import mapping, meta_of
 from webhook.model.vocabulary import DECISION
 
 Method = Literal["coefficient", "kepler"]
@@ -260,14 +261,9 @@ def account(
 # --- the counterfactual placement --------------------------------------------------------
 
 
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, Mapping) else {}
-
-
 def record_of(obj: Mapping[str, Any]) -> Record:
     """The object's decision record (empty when there is none)."""
-    return Record.decode((_meta(obj).get("annotations") or {}).get(DECISION))
+    return Record.decode(meta_of(obj).annotations.get(DECISION))
 
 
 def candidates(record: Record) -> list[str]:
@@ -278,10 +274,7 @@ def candidates(record: Record) -> list[str]:
 
 def user_placement(policy: Mapping[str, Any]) -> dict[str, Any]:
     """The policy's placement as the user wrote it (what carbonshift owns put back)."""
-    spec = policy.get("spec") or {}
-    placement = spec.get("placement") if isinstance(spec, Mapping) else None
-    current = placement if isinstance(placement, Mapping) else {}
-    return user_view(current, record_of(policy), "placement.")
+    return user_view(mapping(policy, "spec", "placement"), record_of(policy), "placement.")
 
 
 def _names(term: object) -> list[str]:
@@ -356,10 +349,7 @@ def nodepool_zones(nodepool: Mapping[str, Any], topology: Mapping[str, str]) -> 
     """The topology zones (of ``topology``: zone -> grid zone) the user's own requirements
     allow: the NodePool's ``spec.template.spec.requirements`` with what carbonshift owns
     put back."""
-    spec = nodepool.get("spec") or {}
-    template = (spec.get("template") or {}) if isinstance(spec, Mapping) else {}
-    template_spec = template.get("spec") if isinstance(template, Mapping) else None
-    current = template_spec if isinstance(template_spec, Mapping) else {}
+    current = mapping(nodepool, "spec", "template", "spec")
     requirements = user_view(current, record_of(nodepool), "template.").get("requirements")
     allowed = set(topology)
     for r in requirements if isinstance(requirements, list) else []:

@@ -20,6 +20,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from webhook.model.objects import mapping
+
 ARCH = "kubernetes.io/arch"
 OS = "kubernetes.io/os"
 INSTANCE_TYPE = "node.kubernetes.io/instance-type"
@@ -288,8 +290,7 @@ def why_not(template_spec: Mapping[str, Any]) -> str | None:
     provider = provider_of(template_spec)
     families = candidates(provider, reqs)
     if not families:
-        ref = template_spec.get("nodeClassRef") or {}
-        return f"{ref.get('kind')} offers no arm64 types"
+        return f"{mapping(template_spec, 'nodeClassRef').get('kind')} offers no arm64 types"
     types = _named_types(reqs)
     matching = [
         f

@@ -34,6 +34,7 @@ from datetime import datetime
 from typing import Any
 
 from webhook.model.config import CarbonPriceConfig
+from webhook.model.objects import meta_of
 from webhook.model.vocabulary import (
     INTENSITY_SINCE,
     INTENSITY_VALUE,
@@ -202,7 +203,7 @@ def basis_of(overlays: Sequence[Mapping[str, Any]]) -> tuple[float | None, datet
     """The intensity and time the kept overlays were priced at (None, None: none kept or
     their annotations unreadable)."""
     for found in overlays:
-        notes = (found.get("metadata") or {}).get("annotations") or {}
+        notes = meta_of(found).annotations
         try:
             return float(notes[BASIS]), parse_time(str(notes[PRICED_AT]))
         except (KeyError, ValueError, TypeError):
@@ -212,7 +213,7 @@ def basis_of(overlays: Sequence[Mapping[str, Any]]) -> tuple[float | None, datet
 
 def differs(want: Mapping[str, Any], have: Mapping[str, Any]) -> bool:
     """Whether a kept overlay must be rewritten to be ``want``."""
-    keep = (have.get("metadata") or {}).get("annotations") or {}
+    keep = meta_of(have).annotations
     wanted = want["metadata"]["annotations"]
     return have.get("spec") != want["spec"] or any(keep.get(k) != v for k, v in wanted.items())
 

@@ -39,6 +39,7 @@ from typing import Any
 
 from webhook.decision import pause
 from webhook.decision.capacity import quantity
+from webhook.model.objects import dig
 
 DEFAULT_STEPS = (1.0, 0.5, 0.0)
 """``nodepools.ladder``: the shares of the user's cpu limit, whole limit first."""
@@ -199,5 +200,4 @@ def _cpu(value: Decimal) -> str:
 
 def usage(nodepool: Mapping[str, Any]) -> object:
     """What the pool already uses (``status.resources.cpu``), as written; None: unknown."""
-    resources = ((nodepool.get("status") or {}).get("resources")) or {}
-    return resources.get("cpu") if isinstance(resources, Mapping) else None
+    return dig(nodepool, "status", "resources", "cpu")
