@@ -10,8 +10,10 @@ four one-CPU replicas, member-fr eight, member-pl 64).
 - room returning on the greenest member: the leader (a ``carbonshift serve`` replica with
   re-evaluation every second) moves the replicas back with a WorkloadRebalancer and a
   ``CarbonReplicasMoved`` Event, once, and not while there is no room;
-- twenty such policies created at once never put more on member-se than it holds
-  (karmada-scheduler's ``SchedulingOvercommitProtection``);
+- twenty such policies created at once never put more on member-se than it holds (the
+  CarbonAware plugin's settling replica estimator, ``--carbonshift-settle``, counts the
+  scheduler's own assignments until the member's resource summary shows them;
+  ``SchedulingOvercommitProtection`` alone let 6 and 8 through);
 - with carbonshift stopped, a new policy and Deployment still propagate (the webhook's
   ``failurePolicy: Ignore``, the plugin failing open).
 """
