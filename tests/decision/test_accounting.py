@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from webhook import testing
 from webhook.decision.accounting import (
     Coefficients,
     Intensity,
@@ -52,15 +53,8 @@ def managed(user: dict[str, Any], written: dict[str, Any] = FILL) -> dict[str, A
         if user.get(field) != written.get(field):
             record.orig["placement." + field] = user.get(field)
             record.own["placement." + field] = fingerprint(written.get(field))
-    return {
-        "kind": "PropagationPolicy",
-        "metadata": {
-            "name": "web",
-            "namespace": "shop",
-            "annotations": {DECISION: record.encode()},
-        },
-        "spec": {"placement": dict(written)},
-    }
+    annotations = {DECISION: record.encode()}
+    return testing.propagation_policy(namespace="shop", annotations=annotations, placement=written)
 
 
 DIVIDED = {"replicaScheduling": {"replicaSchedulingType": "Divided"}}

@@ -18,6 +18,7 @@ from aiohttp.test_utils import TestServer
 from kubernetes_asyncio import client
 
 from tests.support import NOW, reading
+from webhook import testing
 from webhook.decision.placement import GREEN_TERM, TIER_TERM
 from webhook.decision.record import Record, fingerprint
 from webhook.kinds import Context
@@ -47,13 +48,10 @@ def policy(name: str, namespace: str = "shop") -> dict[str, Any]:
     for field in ("clusterAffinities", "replicaScheduling"):
         record.orig["placement." + field] = USER.get(field)
         record.own["placement." + field] = fingerprint(FILL[field])
-    return {
-        "apiVersion": "policy.karmada.io/v1alpha1",
-        "kind": "PropagationPolicy",
-        "metadata": {"name": name, "namespace": namespace,
-                     "annotations": {DECISION: record.encode()}},
-        "spec": {"placement": FILL},
-    }  # fmt: skip
+    annotations = {DECISION: record.encode()}
+    return testing.propagation_policy(
+        name, namespace=namespace, annotations=annotations, placement=FILL
+    )
 
 
 def binding(name: str, clusters: dict[str, int], namespace: str = "shop") -> dict[str, Any]:

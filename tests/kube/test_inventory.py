@@ -4,17 +4,16 @@ objects, the synced flag, and the /readyz field; plus the adapters' plain parts.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from tests.support import FLEET
+from webhook import testing
 from webhook.feed import IntensityFeed
 from webhook.kube.client import Backoff, settings
 from webhook.kube.inventory import FleetInventory
 from webhook.kube.leader import LeaderElector
-from webhook.model import vocabulary
 from webhook.model.config import parse
 from webhook.serve.server import build_app
 from webhook.serve.state import ServerState
@@ -22,23 +21,14 @@ from webhook.serve.state import ServerState
 CONFIG = parse({"clusters": {"member-fr": {"zone": "FR"}}})
 
 
-def cluster(name: str, labels: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "cluster.karmada.io/v1alpha1",
-        "kind": "Cluster",
-        "metadata": {"name": name, "labels": labels or {}},
-        "spec": {"syncMode": "Push", **spec},
-    }
-
-
 def test_a_list_replaces_the_inventory_and_skips_malformed_clusters() -> None:
     fleet = FleetInventory(CONFIG)
-    fleet.replace([cluster("gone", region="eu-west-3")])
+    fleet.replace([testing.cluster("gone", region="eu-west-3")])
     fleet.replace(
         [
-            cluster("member-se", provider="aws", region="eu-north-1"),
-            cluster("member-fr"),
-            cluster("broken", provider="ibm", region="eu-de"),
+            testing.cluster("member-se", provider="aws", region="eu-north-1"),
+            testing.cluster("member-fr"),
+            testing.cluster("broken", provider="ibm", region="eu-de"),
         ]
     )
     got = {name: (e.grid_zone, e.zone_source) for name, e in fleet.clusters().items()}
@@ -51,18 +41,18 @@ def test_watch_events_add_relabel_and_remove() -> None:
     fleet = FleetInventory(CONFIG)
     fleet.replace([])
     before = fleet.clusters()
-    fleet.event("ADDED", cluster("a", region="eu-north-1"))
+    fleet.event("ADDED", testing.cluster("a", region="eu-north-1"))
     assert fleet.clusters()["a"].grid_zone == "SE-SE3"
     assert before == {}  # readers keep the snapshot they took
-    fleet.event("MODIFIED", cluster("a", {vocabulary.ZONE: "DE"}, region="eu-north-1"))
+    fleet.event("MODIFIED", testing.cluster("a", zone="DE", region="eu-north-1"))
     assert (fleet.clusters()["a"].grid_zone, fleet.clusters()["a"].zone_source) == ("DE", "label")
-    fleet.event("MODIFIED", cluster("a", provider="nope"))  # became malformed: left out
+    fleet.event("MODIFIED", testing.cluster("a", provider="nope"))  # became malformed: left out
     assert "a" not in fleet.clusters()
     assert "a" in fleet.skipped()
-    fleet.event("MODIFIED", cluster("a", region="eu-west-3"))
+    fleet.event("MODIFIED", testing.cluster("a", region="eu-west-3"))
     assert fleet.clusters()["a"].grid_zone == "FR"
     assert fleet.skipped() == {}
-    fleet.event("DELETED", cluster("a", region="eu-west-3"))
+    fleet.event("DELETED", testing.cluster("a", region="eu-west-3"))
     assert fleet.clusters() == {}
 
 
@@ -120,10 +110,10 @@ async def test_readyz_reports_inventory_sync_without_depending_on_it() -> None:
 
 def test_a_status_only_change_keeps_the_snapshot_so_nothing_downstream_rebuilds() -> None:
     fleet = FleetInventory(CONFIG)
-    fleet.replace([cluster("a", region="eu-north-1")])
+    fleet.replace([testing.cluster("a", region="eu-north-1")])
     view = fleet.clusters()
-    beat = cluster("a", region="eu-north-1") | {"status": {"kubernetesVersion": "v1.35.4"}}
+    beat = testing.cluster("a", region="eu-north-1") | {"status": {"kubernetesVersion": "v1.35.4"}}
     fleet.event("MODIFIED", beat)
     assert fleet.clusters() is view  # same snapshot: admission keeps its fleet generation
-    fleet.event("MODIFIED", cluster("a", {"tier": "prod"}, region="eu-north-1"))
+    fleet.event("MODIFIED", testing.cluster("a", labels={"tier": "prod"}, region="eu-north-1"))
     assert fleet.clusters() is not view

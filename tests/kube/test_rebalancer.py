@@ -17,6 +17,7 @@ from aiohttp.test_utils import TestServer
 from kubernetes_asyncio import client
 
 from tests.support import NOW, reading
+from webhook import testing
 from webhook.decision.placement import GREEN_TERM, TIER_TERM
 from webhook.kinds import Context
 from webhook.kube.events import EventRecorder
@@ -30,15 +31,8 @@ ZONES = {"green": "SE-SE3", "mid": "FR", "dirty": "PL"}
 VALUES = {"SE-SE3": 25.0, "FR": 100.0, "PL": 800.0}
 
 
-def summary(cpus: int, used: int = 0) -> dict[str, Any]:
-    return {
-        "allocatable": {"cpu": str(cpus), "memory": "256Gi", "pods": "1000"},
-        "allocated": {"cpu": str(used), "pods": str(used)},
-    }
-
-
 def cluster(name: str, cpus: int, used: int = 0) -> dict[str, Any]:
-    return {"metadata": {"name": name}, "status": {"resourceSummary": summary(cpus, used)}}
+    return testing.cluster(name, summary=testing.resource_summary(cpus, used=used))
 
 
 def fill_policy(name: str, namespace: str = "shop", *, managed: bool = True) -> dict[str, Any]:
@@ -294,6 +288,6 @@ def test_links_and_room_arithmetic() -> None:
     assert owner({"metadata": {}}) is None
     from decimal import Decimal  # noqa: PLC0415
 
-    grown = with_allocating(summary(4), {"cpu": Decimal(3), "pods": Decimal(3)})
+    grown = with_allocating(testing.resource_summary(4), {"cpu": Decimal(3), "pods": Decimal(3)})
     assert isinstance(grown, dict)
     assert grown["allocating"] == {"cpu": "3", "pods": "3"}

@@ -10,45 +10,26 @@ import pytest
 from tests.semantics import checker
 from tests.semantics.checker import World
 from tests.semantics.fleet import CONFIG, world
+from webhook import testing
 from webhook.model.config import ClusterConfig
 
 WORLD = world()
 ARM = {"key": "kubernetes.io/arch", "operator": "In", "values": ["arm64"]}
 
 
+SELECTORS = [{"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "shop"}]
+
+
 def pp(placement: dict[str, Any], **annotations: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "policy.karmada.io/v1alpha1",
-        "kind": "PropagationPolicy",
-        "metadata": {"name": "web", "namespace": "shop", "annotations": annotations},
-        "spec": {
-            "resourceSelectors": [
-                {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "shop"}
-            ],
-            "placement": placement,
-        },
-    }
+    return testing.propagation_policy(
+        namespace="shop", annotations=annotations, selectors=SELECTORS, placement=placement
+    )
 
 
 def nodepool(requirements: list[dict[str, Any]], **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "karpenter.sh/v1",
-        "kind": "NodePool",
-        "metadata": {"name": "default", "labels": {"carbonshift.io/enabled": "true"}},
-        "spec": {
-            "template": {
-                "spec": {
-                    "nodeClassRef": {
-                        "group": "karpenter.k8s.aws",
-                        "kind": "EC2NodeClass",
-                        "name": "default",
-                    },
-                    "requirements": requirements,
-                }
-            },
-            **spec,
-        },
-    }
+    obj = testing.nodepool(enabled=True, requirements=requirements)
+    obj["spec"].update(spec)
+    return obj
 
 
 def placed(obj: dict[str, Any], placement: dict[str, Any]) -> dict[str, Any]:
