@@ -1,0 +1,249 @@
+"""The leader's re-evaluation against an in-process API server (:mod:`tests.kubeapi`), through
+the real Kubernetes client: a policy admitted when one member was greenest is replaced once
+the grid turns (with the ``resourceVersion`` it was read with) and a ``CarbonRebalanced``
+Event is recorded; a concurrent write means re-read, decide again, write once, and a second
+one is counted as a conflict with nothing written; nothing is written without the Lease or
+in a namespace that is not opted in; NodePools held paused are counted in the gauge."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from tests import kubeapi
+from tests.support import NOW, Clock, reading
+from webhook import testing
+from webhook.cli.preview import preview
+from webhook.decision.record import Record, switches
+from webhook.kinds import Context
+from webhook.kube.events import EventRecorder
+from webhook.kube.reevaluator import Reevaluator
+from webhook.model.config import ClusterConfig, Config, parse
+from webhook.model.intensity import IntensityTable
+from webhook.model.vocabulary import DECISION, ENABLED
+from webhook.runtime import metrics
+
+POLICIES = "propagationpolicies"
+CLUSTERS = {"a": "FR", "b": "DE", "c": "PL"}
+ADMITTED = {"FR": 100.0, "DE": 400.0, "PL": 800.0}
+"""The grid at admission: ``a`` (FR) greenest."""
+TURNED = {"FR": 600.0, "DE": 100.0, "PL": 800.0}
+"""The grid later: ``b`` (DE) far greener."""
+
+
+class Grid:
+    """What the feed holds now, at the clock's time."""
+
+    def __init__(self, config: Config, values: Mapping[str, float]) -> None:
+        self.config = config
+        self.values = dict(values)
+        self.clock = Clock(NOW)
+        self.fleet = {n: ClusterConfig(name=n, zone=z) for n, z in CLUSTERS.items()}
+
+    def table(self) -> IntensityTable:
+        at = self.clock.hour()
+        return {z: reading(z, v, valid_from=at, valid_to=at + timedelta(hours=1))
+                for z, v in self.values.items()}  # fmt: skip
+
+    def context(self) -> Context:
+        return Context(self.config, self.table(), self.clock(), fleet=self.fleet)
+
+
+def settings(**extra: Any) -> Config:
+    return parse({
+        "zone": "DE",
+        "clusters": {n: {"zone": z} for n, z in CLUSTERS.items()},
+        "hysteresis": {"margin": 0.1, "dwell_hours": 12},
+        "reevaluate": {"min_interval_seconds": 1800, "forecast": "none"},
+        **extra,
+    })  # fmt: skip
+
+
+def admitted(grid: Grid, obj: Mapping[str, Any]) -> dict[str, Any]:
+    """``obj`` as admission stored it on ``grid`` now (its decision annotation set)."""
+    [done] = preview([obj], grid.context())
+    stored = dict(done.stored)
+    assert DECISION in stored["metadata"]["annotations"], done.outcome
+    return stored
+
+
+def namespace(name: str, *, enabled: bool | None) -> dict[str, Any]:
+    labels = {} if enabled is None else {ENABLED: str(enabled).lower()}
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
+
+
+def weights(policy: Mapping[str, Any]) -> dict[str, int]:
+    listed = policy["spec"]["placement"]["replicaScheduling"]["weightPreference"]
+    return {
+        e["targetCluster"]["clusterNames"][0]: e["weight"]
+        for e in listed["staticWeightList"]
+        if "clusterNames" in e["targetCluster"]
+    }
+
+
+def favoured(policy: Mapping[str, Any]) -> str:
+    found = weights(policy)
+    return max(found, key=found.__getitem__)
+
+
+def counted(outcome: str, kind: str = "PropagationPolicy") -> float:
+    return float(metrics.REEVALUATIONS.labels(kind, outcome)._value.get())
+
+
+@pytest.fixture
+async def kube() -> AsyncIterator[kubeapi.KubeApi]:
+    async with kubeapi.serve() as server:
+        yield server
+
+
+@pytest.fixture
+def grid() -> Grid:
+    return Grid(settings(), ADMITTED)
+
+
+def leader(kube: kubeapi.KubeApi, grid: Grid, gate: kubeapi.Gate | None = None) -> Reevaluator:
+    gate = gate or kubeapi.Gate()
+    events = EventRecorder(kube.api, "replica-0", gate)
+    return Reevaluator(kube.api, grid.config, grid.context, gate, events=events)
+
+
+def managed_policy(kube: kubeapi.KubeApi, grid: Grid, ns: str = "shop") -> dict[str, Any]:
+    """A weighted policy admitted in the opted-in namespace ``ns`` while ``a`` was greenest,
+    stored; the grid has turned 13 hours later (past the dwell and the minimum interval)."""
+    kube.add(namespace(ns, enabled=True))
+    policy = testing.propagation_policy(namespace=ns, strategy="weighted", created=grid.clock())
+    stored = kube.add(admitted(grid, policy))
+    assert favoured(stored) == "a"
+    grid.values = dict(TURNED)
+    grid.clock.advance(hours=13)
+    return stored
+
+
+async def test_a_turned_grid_replaces_the_policy_once_with_an_event(
+    kube: kubeapi.KubeApi, grid: Grid
+) -> None:
+    stored = managed_policy(kube, grid)
+    switched = counted("switched")
+    assert await leader(kube, grid).pass_once() == 1
+    [put] = kube.calls("PUT")
+    assert put.where.namespace == "shop"
+    assert put.where.name == "web"
+    assert put.query["fieldManager"] == "carbonshift"
+    assert put.body["metadata"]["resourceVersion"] == stored["metadata"]["resourceVersion"]
+    now = kube.get(POLICIES, "web", "shop")
+    assert favoured(now) == "b"
+    assert now["metadata"]["resourceVersion"] != stored["metadata"]["resourceVersion"]
+    (entry,) = switches(Record.decode(now["metadata"]["annotations"][DECISION]))
+    assert entry["before"] > entry["after"]
+    assert counted("switched") - switched == 1
+    [event] = kube.items("events.events.k8s.io", "shop")
+    assert event["reason"] == "CarbonRebalanced"
+    assert event["type"] == "Normal"
+    assert event["regarding"]["kind"] == "PropagationPolicy"
+    assert event["regarding"]["uid"] == stored["metadata"]["uid"]
+    assert "greener than the placement in force" in event["note"], event["note"]
+    # The next pass finds the placement in force: nothing more is written.
+    writes = len(kube.writes())
+    assert await leader(kube, grid).pass_once() == 0
+    assert len(kube.writes()) == writes
+
+
+async def test_a_concurrent_write_is_read_again_decided_again_and_written_once(
+    kube: kubeapi.KubeApi, grid: Grid
+) -> None:
+    managed_policy(kube, grid)
+
+    def someone_labels(_: kubeapi.Request) -> None:
+        kube.touch(POLICIES, "web", "shop", lambda o: o["metadata"]["labels"].update(team="x"))
+
+    kube.before("PUT", POLICIES, someone_labels)
+    conflicts = metrics.KUBE_CONFLICTS.labels("propagationpolicies.policy.karmada.io")
+    before = conflicts._value.get()
+    assert await leader(kube, grid).pass_once() == 1
+    steps = [(r.method, r.where.name) for r in kube.calls(resource=POLICIES)]
+    assert steps == [("GET", ""), ("PUT", "web"), ("GET", "web"), ("PUT", "web")]
+    first, second = kube.calls("PUT", POLICIES)
+    assert first.body["metadata"]["resourceVersion"] != second.body["metadata"]["resourceVersion"]
+    now = kube.get(POLICIES, "web", "shop")
+    assert now["metadata"]["labels"]["team"] == "x"  # the other write is kept
+    assert favoured(now) == "b"
+    assert conflicts._value.get() - before == 1
+    assert [e["reason"] for e in kube.items("events")] == ["CarbonRebalanced"]
+
+
+async def test_a_second_conflict_is_counted_and_nothing_is_written(
+    kube: kubeapi.KubeApi, grid: Grid
+) -> None:
+    managed_policy(kube, grid)
+
+    def someone_writes(_: kubeapi.Request) -> None:
+        kube.touch(POLICIES, "web", "shop")
+
+    kube.before("PUT", POLICIES, someone_writes, times=2)
+    conflict = counted("conflict")
+    assert await leader(kube, grid).pass_once() == 0
+    assert len(kube.calls("PUT", POLICIES)) == 2
+    assert counted("conflict") - conflict == 1
+    assert favoured(kube.get(POLICIES, "web", "shop")) == "a"
+    assert kube.items("events") == []
+
+
+async def test_nothing_is_written_without_the_lease(kube: kubeapi.KubeApi, grid: Grid) -> None:
+    managed_policy(kube, grid)
+    gate = kubeapi.Gate(leading=False)
+    assert await leader(kube, grid, gate).pass_once() == 0
+    assert kube.writes() == []
+    # Leadership lost between the list and the write: still nothing.
+    gate.leading = True
+
+    kube.before("GET", POLICIES, gate.lose)
+    assert await leader(kube, grid, gate).pass_once() == 0
+    assert kube.writes() == []
+    assert favoured(kube.get(POLICIES, "web", "shop")) == "a"
+
+
+async def test_a_namespace_not_opted_in_is_never_touched(kube: kubeapi.KubeApi, grid: Grid) -> None:
+    managed_policy(kube, grid, "shop")
+    # Admitted while opted in, then the namespace was opted out (or lost its label).
+    grid.clock.advance(hours=-13)
+    grid.values = dict(ADMITTED)
+    policy = testing.propagation_policy(namespace="legacy", strategy="weighted")
+    kube.add(admitted(grid, policy))
+    kube.add(namespace("legacy", enabled=None))
+    grid.values = dict(TURNED)
+    grid.clock.advance(hours=13)
+    assert await leader(kube, grid).pass_once() == 1
+    assert [(r.where.namespace, r.where.name) for r in kube.calls("PUT")] == [("shop", "web")]
+    assert favoured(kube.get(POLICIES, "web", "legacy")) == "a"
+    assert [r.query.get("labelSelector") for r in kube.calls("GET", "namespaces")] == [
+        f"{ENABLED}=true"
+    ]
+
+
+async def test_nodepools_held_paused_are_counted_in_the_gauge(kube: kubeapi.KubeApi) -> None:
+    grid = Grid(settings(), {"DE": 480.0})  # the local grid is dirty
+    paused = testing.nodepool("batch", enabled=True, strategy="pause", limits={"cpu": "100"})
+    free = testing.nodepool("web", enabled=True, strategy="weight")
+    other = testing.nodepool("theirs", limits={"cpu": "0"})  # not managed
+    for pool in (paused, free):
+        kube.add(admitted(grid, pool))
+    kube.add(other)
+    assert kube.get("nodepools", "batch")["spec"]["limits"] == {"cpu": "0"}
+    metrics.PAUSED_NODEPOOLS.set(-1)
+    grid.clock.advance(minutes=5)
+    assert await leader(kube, grid).pass_once() == 0
+    assert metrics.PAUSED_NODEPOOLS._value.get() == 1
+    assert kube.calls("PUT") == []
+    # The grid turns clean: the pool is resumed, its limits back, and the gauge follows
+    # (the other pool's weight rises with it).
+    grid.values["DE"] = 100.0
+    grid.clock.advance(minutes=5)
+    assert await leader(kube, grid).pass_once() == 2
+    assert sorted(r.where.name for r in kube.calls("PUT")) == ["batch", "web"]
+    assert kube.get("nodepools", "batch")["spec"]["limits"] == {"cpu": "100"}
+    assert metrics.PAUSED_NODEPOOLS._value.get() == 0
+    told = {(e["regarding"]["name"], e["reason"]) for e in kube.items("events", "default")}
+    assert told == {("batch", "NodePoolResumed"), ("web", "CarbonRebalanced")}
