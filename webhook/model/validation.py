@@ -47,10 +47,9 @@ def pattern(regex: str, means: str) -> msgspec.Meta:
     return msgspec.Meta(pattern=regex, description=means)
 
 
-GridZone = Annotated[
-    str,
-    pattern(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$", "a grid zone key such as DE or US-CAL-CISO"),
-]
+GRID_ZONE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"
+"""A grid zone key: letters, digits, ``-`` and ``_`` (``DE``, ``US-CAL-CISO``, ``SE-SE3``)."""
+GridZone = Annotated[str, pattern(GRID_ZONE_PATTERN, "a grid zone key such as DE or US-CAL-CISO")]
 """An Electricity Maps style grid zone key (config, scenarios, requests)."""
 
 

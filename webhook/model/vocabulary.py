@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Literal
 
 from webhook import PREFIX
-from webhook.model.validation import InvalidInput
+from webhook.model.validation import GRID_ZONE_PATTERN, InvalidInput
 
 # --- keys ----------------------------------------------------------------------------------
 
@@ -206,7 +206,7 @@ def max_pause(raw: str) -> datetime.timedelta:
     return value
 
 
-_GRID_ZONE_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+_GRID_ZONE_KEY = re.compile(GRID_ZONE_PATTERN)
 
 
 def zone(raw: str) -> str:
