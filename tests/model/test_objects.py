@@ -59,6 +59,7 @@ def test_a_whole_object_reads_through_its_view() -> None:
     meta = obj.meta
     assert (meta.name, meta.namespace, meta.uid) == ("web", "shop", "u-1")
     assert meta.namespaced_name == "shop/web"
+    assert Meta({"generateName": "web-"}).generate_name == "web-"
     assert Meta({"name": "fleet", "namespace": None}).namespaced_name == "fleet"
     assert (meta.resource_version, meta.generation) == ("42", 3)
     assert meta.labels == {"app": "web"}

@@ -38,6 +38,7 @@ from webhook.feed import IntensityFeed, ZoneStatus
 from webhook.model import config as config_mod
 from webhook.model.config import Config
 from webhook.model.intensity import utcnow
+from webhook.model.objects import items
 from webhook.model.validation import InvalidInput
 
 
@@ -200,8 +201,10 @@ def _managed_member(obj: Mapping[str, Any], cfg: Config) -> Member:
 
 
 def _ready_node(node: Mapping[str, Any]) -> bool:
-    conditions = (node.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+    return any(
+        isinstance(c, Mapping) and c.get("type") == "Ready" and c.get("status") == "True"
+        for c in items(node, "status", "conditions")
+    )
 
 
 Listed = tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]

@@ -22,6 +22,7 @@ import jsonpatch
 from webhook import kinds
 from webhook.decision.outcome import Change
 from webhook.kinds.reevaluation import Reevaluation, target_of
+from webhook.model.objects import Obj
 from webhook.model.validation import InvalidInput
 from webhook.model.vocabulary import DECISION, ENABLED
 from webhook.serve import admission
@@ -37,20 +38,16 @@ class Preview:
 
 def review_for(obj: Mapping[str, Any], operation: str = "CREATE") -> dict[str, Any]:
     """The ``request`` part of the AdmissionReview kube-apiserver would send."""
-    api_version = str(obj.get("apiVersion", ""))
-    group, _, version = api_version.rpartition("/")
-    meta = obj.get("metadata")
-    meta = meta if isinstance(meta, dict) else {}
-    kind = str(obj.get("kind", ""))
+    view = Obj(obj)
+    group, kind, meta = view.group, view.kind, view.meta
     row = kinds.find(group, kind)
-    namespaced = row.namespaced if row is not None else bool(meta.get("namespace"))
-    namespace = str(meta.get("namespace") or "default") if namespaced else ""
+    namespaced = row.namespaced if row is not None else bool(meta.namespace)
     return {
         "uid": str(uuid.uuid4()),
-        "kind": {"group": group, "version": version, "kind": kind},
+        "kind": {"group": group, "version": view.version, "kind": kind},
         "operation": operation,
-        "namespace": namespace,
-        "name": meta.get("name", ""),
+        "namespace": (meta.namespace or "default") if namespaced else "",
+        "name": meta.raw.get("name", ""),  # as written: the review refuses a wrong type
         "object": obj,
         "oldObject": None,
         "dryRun": True,
@@ -106,11 +103,10 @@ def reevaluate(
     """
     out = []
     for doc in documents:
-        meta = doc.get("metadata")
-        name = str(meta.get("name", "")) if isinstance(meta, dict) else ""
-        kind = str(doc.get("kind", ""))
+        view = Obj(doc)
+        name, kind = view.meta.name, view.kind
         outcome = admission.Outcome(uid="", kind=kind, name=name, operation="REEVALUATE")
-        target = target_of(str(doc.get("apiVersion", "")), kind)
+        target = target_of(view.api_version, kind)
         if target is None:
             outcome.reason = f"{doc.get('apiVersion')} {kind} is not re-evaluated"
             out.append(Preview(stored=doc, outcome=outcome))

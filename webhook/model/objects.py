@@ -117,6 +117,10 @@ class Meta:
         return text(self.raw, "name")
 
     @property
+    def generate_name(self) -> str:
+        return text(self.raw, "generateName")
+
+    @property
     def namespace(self) -> str:
         return text(self.raw, "namespace")
 

@@ -11,6 +11,7 @@ from kubernetes_asyncio.client.rest import ApiException
 
 from webhook.kube.accounting import NODEPOOLS, POLICIES
 from webhook.kube.client import REQUEST_TIMEOUT
+from webhook.model.objects import meta_of
 from webhook.model.vocabulary import DECISION
 from webhook.report.history import REASONS
 
@@ -65,7 +66,7 @@ async def everything(
                 continue
             raise
         for obj in got.get("items") or []:
-            if DECISION in ((obj.get("metadata") or {}).get("annotations") or {}):
+            if DECISION in meta_of(obj).annotations:
                 obj.setdefault("kind", kind)
                 objects.append(obj)
     return ledger, events, objects

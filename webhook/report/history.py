@@ -9,6 +9,7 @@ from typing import Any
 
 from webhook.decision.accounting import record_of
 from webhook.decision.record import switches
+from webhook.model.objects import dig, meta_of
 from webhook.model.vocabulary import parse_time
 
 REASONS = frozenset({
@@ -70,9 +71,12 @@ def entries(
         if reason not in REASONS:
             continue
         regarding = event.get("regarding") or event.get("involvedObject") or {}
-        meta = event.get("metadata") or {}
-        at = _when(event.get("eventTime"), event.get("deprecatedLastTimestamp"),
-                   event.get("lastTimestamp"), meta.get("creationTimestamp"))  # fmt: skip
+        at = _when(
+            event.get("eventTime"),
+            event.get("deprecatedLastTimestamp"),
+            event.get("lastTimestamp"),
+            dig(event, "metadata", "creationTimestamp"),
+        )
         if at is None:
             continue
         who = f"{regarding.get('kind')}/{regarding.get('namespace') or ''}/{regarding.get('name')}"
@@ -81,8 +85,8 @@ def entries(
         if reason == "CarbonRebalanced":
             told.add((who, at.strftime("%Y-%m-%dT%H:%M")))
     for obj in objects:
-        meta = obj.get("metadata") or {}
-        who = f"{obj.get('kind')}/{meta.get('namespace') or ''}/{meta.get('name')}"
+        meta = meta_of(obj)
+        who = f"{obj.get('kind')}/{meta.namespace}/{meta.name}"
         for switch in switches(record_of(obj)):
             at = _when(switch.get("t"))
             if at is None or (who, at.strftime("%Y-%m-%dT%H:%M")) in told:

@@ -24,6 +24,7 @@ from webhook.decision.patch import build
 from webhook.decision.record import unchanged_text
 from webhook.kinds import Context, Kind
 from webhook.model import validation
+from webhook.model.objects import meta_of
 from webhook.model.vocabulary import DECISION, ENABLED, REFRESH, opt_in, ours
 
 log = structlog.get_logger("carbonshift.admission")
@@ -157,7 +158,7 @@ class DecisionMemo:
         obj = request.object
         if ctx.generation is None or obj is None or request.operation != "CREATE":
             return None  # UPDATE decisions also depend on time (minimum dwell)
-        meta = _metadata(obj)
+        meta = meta_of(obj).raw
         try:
             spec = orjson.dumps(obj.get("spec"))
         except TypeError:
@@ -336,21 +337,10 @@ def review(body: bytes, ctx: Context, memo: DecisionMemo | None = None) -> Outco
 # --- internals ---------------------------------------------------------------------------
 
 
-def _metadata(obj: Object | None) -> Mapping[str, Any]:
-    meta = obj.get("metadata") if obj is not None else None
-    return meta if isinstance(meta, dict) else {}
-
-
-def _strings(meta: Mapping[str, Any], field: str) -> Mapping[str, str]:
-    value = meta.get(field)
-    return value if isinstance(value, dict) else {}
-
-
 def _named(request: AdmissionRequest) -> tuple[str, str]:
     """The object's name (or generateName) and namespace, for the log line."""
-    meta = _metadata(request.object or request.oldObject)
-    name = request.name or str(meta.get("name") or meta.get("generateName") or "")
-    return name, request.namespace or str(meta.get("namespace") or "")
+    meta = meta_of(request.object or request.oldObject)
+    return request.name or meta.name or meta.generate_name, request.namespace or meta.namespace
 
 
 def _outcome(request: _Head, name: str, namespace: str) -> Outcome:
@@ -364,7 +354,7 @@ def _outcome(request: _Head, name: str, namespace: str) -> Outcome:
 
 
 def _skip_reason(request: AdmissionRequest, row: Kind, obj: Object, ctx: Context) -> str | None:
-    enabled = opt_in(_strings(_metadata(obj), "labels"))
+    enabled = opt_in(meta_of(obj).labels)
     if enabled is False:
         return f"opted out ({ENABLED}=false)"
     if not row.namespaced and enabled is not True:
@@ -375,8 +365,8 @@ def _skip_reason(request: AdmissionRequest, row: Kind, obj: Object, ctx: Context
     if operation == "UPDATE":
         if row.every_update(ctx.config):
             return None
-        old = _strings(_metadata(request.oldObject), "annotations").get(REFRESH)
-        if _strings(_metadata(obj), "annotations").get(REFRESH) != old:
+        old = meta_of(request.oldObject).annotations.get(REFRESH)
+        if meta_of(obj).annotations.get(REFRESH) != old:
             return None
         return f"UPDATE without a new {REFRESH} annotation"
     return f"operation {operation} is not mutated"
@@ -405,7 +395,7 @@ def _decide(request: AdmissionRequest, ctx: Context, outcome: Outcome) -> None:
     # The record goes with every change, and alone when carbonshift left a rule unapplied
     # (``left``): the object itself then says why it was not changed.
     if record is not None and (changes or record.body.get("left")):
-        stored = _strings(_metadata(obj), "annotations").get(DECISION)
+        stored = meta_of(obj).annotations.get(DECISION)
         outcome.decision = unchanged_text(stored, record.encode())
         changes.append(Change(("metadata", "annotations", DECISION), outcome.decision))
     outcome.patch = build(obj, changes)
