@@ -15,7 +15,8 @@ write gives the object a new ``metadata.resourceVersion`` (one counter for the w
 store, as etcd's); creation sets ``uid`` and ``creationTimestamp``. The verbs:
 
 - LIST, cluster-wide or per namespace, with ``labelSelector`` (``k=v``, ``k!=v``, ``k``,
-  comma-separated) and ``fieldSelector`` (``metadata.name``, ``metadata.namespace``);
+  comma-separated), ``fieldSelector`` (``metadata.name``, ``metadata.namespace``) and
+  pages (``limit``, ``continue``);
 - GET; DELETE (answers the deleted object);
 - POST creates (``generateName`` honoured; 409 ``AlreadyExists``);
 - PUT replaces: the body's ``resourceVersion`` must be the stored one (409 ``Conflict``
@@ -187,6 +188,10 @@ class KubeApi:
         self.objects[key]["metadata"]["resourceVersion"] = str(next(self._versions))
         return copy.deepcopy(self.objects[key])
 
+    def remove(self, resource: str, name: str, namespace: str = "") -> None:
+        """Someone else deleted the object."""
+        del self.objects[self._locate(resource, name, namespace)]
+
     def before(
         self, method: str, resource: str, hook: Hook, *, name: str | None = None, times: int = 1
     ) -> None:
@@ -293,12 +298,13 @@ class KubeApi:
             and labels(obj["metadata"].get("labels") or {})
             and fields({f"metadata.{k}": str(v) for k, v in obj["metadata"].items()})
         ]
-        return {
-            "apiVersion": where.api_version,
-            "kind": "List",
-            "metadata": {"resourceVersion": str(next(self._versions))},
-            "items": items,
-        }
+        start, limit = int(query.get("continue") or 0), int(query.get("limit") or 0)
+        end = start + limit if limit else len(items)
+        meta = {"resourceVersion": str(next(self._versions))}
+        if end < len(items):
+            meta["continue"] = str(end)
+        return {"apiVersion": where.api_version, "kind": "List", "metadata": meta,
+                "items": items[start:end]}  # fmt: skip
 
     def _create(self, where: Where, obj: Obj) -> Obj:
         meta = obj.setdefault("metadata", {})

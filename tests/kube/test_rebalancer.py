@@ -1,8 +1,8 @@
-"""The leader's moves back to greener tiers against a fake Karmada API (Clusters with
-resource summaries, ResourceBindings, WorkloadRebalancers, Events): a move becomes one
-WorkloadRebalancer and one Event; room is shared by the bindings of one pass; a binding
-in flight waits; the budgets are per policy and for the fleet over an hour; nothing is
-written without the Lease."""
+"""The leader's moves back to greener tiers against the in-process API server
+(:mod:`tests.kubeapi`: Clusters with resource summaries, ResourceBindings,
+WorkloadRebalancers, Events): a move becomes one WorkloadRebalancer and one Event; room is
+shared by the bindings of one pass; a binding in flight waits; the budgets are per policy
+and for the fleet over an hour; nothing is written without the Lease."""
 
 from __future__ import annotations
 
@@ -10,12 +10,10 @@ import dataclasses
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-import orjson
 import pytest
-from aiohttp import web
-from aiohttp.test_utils import TestServer
 from kubernetes_asyncio import client
 
+from tests import kubeapi
 from tests.support import NOW, reading
 from webhook import testing
 from webhook.decision.placement import GREEN_TERM, TIER_TERM
@@ -27,6 +25,8 @@ from webhook.model.config import ClusterConfig, Config, parse
 from webhook.model.vocabulary import DECISION
 from webhook.runtime import metrics
 
+BINDINGS = "resourcebindings"
+REBALANCERS = "workloadrebalancers"
 ZONES = {"green": "SE-SE3", "mid": "FR", "dirty": "PL"}
 VALUES = {"SE-SE3": 25.0, "FR": 100.0, "PL": 800.0}
 
@@ -55,6 +55,8 @@ def fill_policy(name: str, namespace: str = "shop", *, managed: bool = True) -> 
 
 def binding(policy: str, clusters: Mapping[str, int], namespace: str = "shop") -> dict[str, Any]:
     return {
+        "apiVersion": "work.karmada.io/v1alpha2",
+        "kind": "ResourceBinding",
         "metadata": {
             "name": f"{policy}-deployment", "namespace": namespace, "uid": f"rb-{policy}",
             "annotations": {"propagationpolicy.karmada.io/name": policy,
@@ -72,57 +74,49 @@ def binding(policy: str, clusters: Mapping[str, int], namespace: str = "shop") -
 
 
 @dataclasses.dataclass
-class FakeKarmada:
-    clusters: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    bindings: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    rebalancers: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    events: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    selectors: list[str] = dataclasses.field(default_factory=list)
+class Karmada:
+    """The Karmada objects of a test, held by the in-process API server."""
 
-    @staticmethod
-    def _reply(body: object, status: int = 200) -> web.Response:
-        return web.Response(status=status, body=orjson.dumps(body), content_type="application/json")
+    kube: kubeapi.KubeApi
 
-    async def list(self, request: web.Request) -> web.Response:
-        plural = request.match_info["plural"]
-        if plural == "workloadrebalancers":
-            self.selectors.append(request.query.get("labelSelector", ""))
-        items = {
-            "clusters": self.clusters,
-            "resourcebindings": self.bindings,
-            "clusterresourcebindings": [],
-            "workloadrebalancers": self.rebalancers,
-        }[plural]
-        return self._reply({"items": items})
+    def seed(self, clusters: list[dict[str, Any]], bindings: list[dict[str, Any]]) -> None:
+        for obj in [*clusters, *bindings]:
+            self.kube.add(obj)
 
-    async def create(self, request: web.Request) -> web.Response:
-        body = await request.json()
-        self.rebalancers.append(body)
-        return self._reply(body, 201)
+    def rebind(self, held: dict[str, Any]) -> None:
+        """Karmada rescheduled the binding: it now stands as ``held``."""
+        meta = held["metadata"]
+        self.kube.touch(BINDINGS, meta["name"], meta["namespace"], lambda o: o.update(held))
 
-    async def event(self, request: web.Request) -> web.Response:
-        body = await request.json()
-        self.events.append(body)
-        return self._reply(body, 201)
+    @property
+    def rebalancers(self) -> list[dict[str, Any]]:
+        return self.kube.items(REBALANCERS)
 
+    def finish(self) -> None:
+        """Every WorkloadRebalancer has finished."""
+        status = {"finishTime": "2026-01-01T12:00:01Z"}
+        for done in self.rebalancers:
+            name = done["metadata"]["name"]
+            self.kube.touch(REBALANCERS, name, change=lambda o: o.update(status=status))
 
-class Gate:
-    leading = True
+    def expire(self) -> None:
+        """Every WorkloadRebalancer is gone (its TTL after finishing)."""
+        for done in self.rebalancers:
+            self.kube.remove(REBALANCERS, done["metadata"]["name"])
+
+    @property
+    def events(self) -> list[dict[str, Any]]:
+        return self.kube.items("events.events.k8s.io")
+
+    @property
+    def selectors(self) -> list[str]:
+        return [r.query.get("labelSelector", "") for r in self.kube.calls("GET", REBALANCERS)]
 
 
 @pytest.fixture
-async def karmada() -> AsyncIterator[tuple[FakeKarmada, client.ApiClient]]:
-    fake = FakeKarmada()
-    app = web.Application()
-    app.router.add_get("/apis/{group}/{version}/{plural}", fake.list)
-    app.router.add_post("/apis/apps.karmada.io/v1alpha1/workloadrebalancers", fake.create)
-    app.router.add_post("/apis/events.k8s.io/v1/namespaces/{ns}/events", fake.event)
-    async with TestServer(app) as http:
-        api = client.ApiClient(client.Configuration(host=f"http://{http.host}:{http.port}"))
-        try:
-            yield fake, api
-        finally:
-            await api.close()
+async def karmada() -> AsyncIterator[tuple[Karmada, client.ApiClient]]:
+    async with kubeapi.serve() as kube:
+        yield Karmada(kube), kube.api
 
 
 def context(config: Config) -> Context:
@@ -140,10 +134,13 @@ class Clock:
 
 
 def rebalancer(
-    api: client.ApiClient, gate: Gate | None = None, clock: Clock | None = None, **rules: Any
+    api: client.ApiClient,
+    gate: kubeapi.Gate | None = None,
+    clock: Clock | None = None,
+    **rules: Any,
 ) -> tuple[Rebalancer, Config]:
     config = parse({"rebalance": rules})
-    gate = gate or Gate()
+    gate = gate or kubeapi.Gate()
     events = EventRecorder(api, "test", gate)
     return Rebalancer(api, config, gate, events=events, clock=clock or Clock()), config
 
@@ -153,11 +150,13 @@ def moved_total() -> float:
 
 
 async def test_a_move_back_is_one_workload_rebalancer_and_one_event(
-    karmada: tuple[FakeKarmada, client.ApiClient],
+    karmada: tuple[Karmada, client.ApiClient],
 ) -> None:
     fake, api = karmada
-    fake.clusters = [cluster("green", 4, used=1), cluster("mid", 8, used=8), cluster("dirty", 64)]
-    fake.bindings = [binding("web", {"green": 1, "mid": 8, "dirty": 1})]
+    fake.seed(
+        [cluster("green", 4, used=1), cluster("mid", 8, used=8), cluster("dirty", 64)],
+        [binding("web", {"green": 1, "mid": 8, "dirty": 1})],
+    )
     before = moved_total()
     planner, config = rebalancer(api)
     got = await planner.pass_once([fill_policy("web")], context(config))
@@ -184,11 +183,13 @@ async def test_a_move_back_is_one_workload_rebalancer_and_one_event(
 
 
 async def test_bindings_of_one_pass_share_the_room_and_moves_in_flight_wait(
-    karmada: tuple[FakeKarmada, client.ApiClient],
+    karmada: tuple[Karmada, client.ApiClient],
 ) -> None:
     fake, api = karmada
-    fake.clusters = [cluster("green", 4, used=1), cluster("mid", 8, used=6), cluster("dirty", 64)]
-    fake.bindings = [binding("a", {"mid": 3}), binding("b", {"mid": 3})]
+    fake.seed(
+        [cluster("green", 4, used=1), cluster("mid", 8, used=6), cluster("dirty", 64)],
+        [binding("a", {"mid": 3}), binding("b", {"mid": 3})],
+    )
     planner, config = rebalancer(api)
     policies = [fill_policy("a"), fill_policy("b")]
     # green has room for 3: the first binding takes it all, the second finds none.
@@ -197,8 +198,8 @@ async def test_bindings_of_one_pass_share_the_room_and_moves_in_flight_wait(
     # The next pass: our rebalancer has not finished, and the room it claimed stays taken.
     assert await planner.pass_once(policies, context(config)) == {"in_flight": 1, "no_room": 1}
     # Finished, and the binding rescheduled: still claimed for the grace period.
-    fake.rebalancers[0]["status"] = {"finishTime": "2026-01-01T12:00:01Z"}
-    fake.bindings[0] = binding("a", {"green": 3})
+    fake.finish()
+    fake.rebind(binding("a", {"green": 3}))
     assert await planner.pass_once(policies, context(config)) == {"no_room": 1}
     assert len(fake.rebalancers) == 1
 
@@ -214,52 +215,58 @@ def test_a_reschedule_asked_for_and_not_done_is_pending() -> None:
 
 
 async def test_budgets_per_policy_and_fleet_over_a_sliding_hour(
-    karmada: tuple[FakeKarmada, client.ApiClient],
+    karmada: tuple[Karmada, client.ApiClient],
 ) -> None:
     fake, api = karmada
-    fake.clusters = [cluster("green", 64), cluster("mid", 8), cluster("dirty", 64)]
-    fake.bindings = [binding("a", {"dirty": 3}), binding("b", {"dirty": 3})]
+    fake.seed(
+        [cluster("green", 64), cluster("mid", 8), cluster("dirty", 64)],
+        [binding("a", {"dirty": 3}), binding("b", {"dirty": 3})],
+    )
     clock = Clock()
     planner, config = rebalancer(api, clock=clock, max_moves_per_policy=3, max_moves_per_hour=4)
     ctx = context(config)
     policies = [fill_policy("a"), fill_policy("b")]
     assert await planner.pass_once(policies, ctx) == {"moved": 1, "over_budget": 1}
     # An hour later the fleet budget is back (a's move has landed by now).
-    fake.rebalancers.clear()
-    fake.bindings[0] = binding("a", {"green": 3})
+    fake.expire()
+    fake.rebind(binding("a", {"green": 3}))
     clock.now += 3600 + 1
     assert await planner.pass_once(policies, ctx) == {"moved": 1}
     # A policy allowed fewer moves than it needs never moves.
     small, config = rebalancer(api, max_moves_per_policy=2)
-    fake.rebalancers.clear()
-    fake.bindings = [binding("c", {"dirty": 3})]
+    fake.expire()
+    fake.seed([], [binding("c", {"dirty": 3})])
     assert await small.pass_once([fill_policy("c")], context(config)) == {"over_budget": 1}
 
 
 async def test_a_move_not_worth_its_cost_is_not_asked_for(
-    karmada: tuple[FakeKarmada, client.ApiClient],
+    karmada: tuple[Karmada, client.ApiClient],
 ) -> None:
     fake, api = karmada
-    fake.clusters = [cluster("green", 64), cluster("mid", 8), cluster("dirty", 64)]
-    fake.bindings = [binding("web", {"mid": 2})]
+    fake.seed(
+        [cluster("green", 64), cluster("mid", 8), cluster("dirty", 64)],
+        [binding("web", {"mid": 2})],
+    )
     planner, config = rebalancer(api, horizon_hours=0.25, move_cost_hours=1, margin=1)
     assert await planner.pass_once([fill_policy("web")], context(config)) == {"not_worth_it": 1}
     assert fake.rebalancers == []
 
 
 async def test_unmanaged_policies_and_other_bindings_are_left_alone(
-    karmada: tuple[FakeKarmada, client.ApiClient],
+    karmada: tuple[Karmada, client.ApiClient],
 ) -> None:
     fake, api = karmada
-    fake.clusters = [cluster("green", 64), cluster("mid", 8), cluster("dirty", 64)]
     weighted = fill_policy("weighted")
     weighted["spec"]["placement"] = {"replicaScheduling": {"replicaSchedulingType": "Divided"}}
-    fake.bindings = [
-        binding("plain", {"dirty": 2}),
-        binding("weighted", {"dirty": 2}),
-        binding("web", {"green": 2}),  # where it belongs
-        binding("web", {"dirty": 2}, namespace="other"),  # another namespace's policy
-    ]
+    fake.seed(
+        [cluster("green", 64), cluster("mid", 8), cluster("dirty", 64)],
+        [
+            binding("plain", {"dirty": 2}),
+            binding("weighted", {"dirty": 2}),
+            binding("web", {"green": 2}),  # where it belongs
+            binding("web", {"dirty": 2}, namespace="other"),  # another namespace's policy
+        ],
+    )
     planner, config = rebalancer(api)
     policies = [fill_policy("plain", managed=False), weighted, fill_policy("web")]
     assert await planner.pass_once(policies, context(config)) == {}
@@ -268,13 +275,14 @@ async def test_unmanaged_policies_and_other_bindings_are_left_alone(
 
 
 async def test_nothing_is_written_without_the_lease(
-    karmada: tuple[FakeKarmada, client.ApiClient],
+    karmada: tuple[Karmada, client.ApiClient],
 ) -> None:
     fake, api = karmada
-    fake.clusters = [cluster("green", 64), cluster("mid", 8), cluster("dirty", 64)]
-    fake.bindings = [binding("web", {"dirty": 3})]
-    gate = Gate()
-    gate.leading = False
+    fake.seed(
+        [cluster("green", 64), cluster("mid", 8), cluster("dirty", 64)],
+        [binding("web", {"dirty": 3})],
+    )
+    gate = kubeapi.Gate(leading=False)
     planner, config = rebalancer(api, gate=gate)
     with pytest.raises(NotLeader):
         await planner.pass_once([fill_policy("web")], context(config))
