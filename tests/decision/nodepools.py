@@ -17,9 +17,11 @@ from tests.support import reading
 from webhook import kinds, testing
 from webhook.decision import nodepool
 from webhook.decision.nodepool import NodePoolInputs
+from webhook.decision.nodepool_step import NODEPOOL_FIELDS
+from webhook.decision.nodepool_step import step as nodepool_step
 from webhook.decision.outcome import Change, Decision
 from webhook.decision.patch import build
-from webhook.decision.reevaluate import NODEPOOL_FIELDS, Action, Inputs, nodepool_step
+from webhook.decision.reevaluate import Action, Inputs
 from webhook.decision.reevaluate import apply as apply_changes
 from webhook.model.config import Config, NodePoolConfig
 from webhook.model.intensity import Reading, Signal

@@ -20,12 +20,7 @@ match wins:
 - ``switched``: the changes plus the annotation, whose ``switches`` keeps the last five
   switches (time, from, to, expected intensity before and after).
 
-NodePools (:func:`nodepool_step`) follow the same rules with their own decider
-(:func:`webhook.decision.nodepool.reevaluate`: only ``spec.limits`` and ``spec.weight``
-change) and two differences, both so a pause never outlasts its promise: a resume (the
-user's limits back, at the cleaner hour or at ``max-pause``) is written even on stale or
-missing data (decided without the reading, so only ``max-pause`` ends it then) and is never
-``too_soon``. The action says whether the pool was ``paused`` or ``resumed``.
+NodePools follow the same rules with their own step (:mod:`webhook.decision.nodepool_step`).
 
 Pure: data in, action out; the caller reads the clock and writes.
 """
@@ -38,8 +33,6 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal
 
-from webhook.decision import pause
-from webhook.decision.forecast import best_start
 from webhook.decision.hysteresis import Hysteresis, expected_intensity
 from webhook.decision.outcome import REMOVE, Change, Decision, Path, iso
 from webhook.decision.placement import in_force
@@ -60,13 +53,6 @@ Outcome = Literal["skipped", "stale", "user_owned", "kept", "too_soon", "switche
 
 POLICY_FIELDS: Mapping[str, Path] = {"placement.": ("spec", "placement")}
 """Record key prefix -> where those fields live in a (Cluster)PropagationPolicy."""
-NODEPOOL_FIELDS: Mapping[str, Path] = {
-    "spec.": ("spec",),
-    "template.": ("spec", "template", "spec"),
-}
-"""Record key prefix -> where those fields live in a NodePool."""
-NODEPOOL_WRITES = (("spec", "limits"), ("spec", "weight"), ("metadata", "annotations", DECISION))
-"""Everything the re-evaluation may change in a NodePool."""
 PauseEvent = Literal["paused", "resumed"]
 
 
@@ -178,11 +164,11 @@ def step(obj: Mapping[str, Any], inputs: Inputs) -> Action:
     stale = _stale(previous, new, inputs)
     if stale:
         return Action("stale", f"stale intensity data for {', '.join(stale)}: nothing written")
-    settled = _released_or_skipped(obj, previous, decision, inputs.fields)
+    settled = released_or_skipped(obj, previous, decision, inputs.fields)
     if settled is not None:
         return settled
     taken = user_fields(previous)
-    changes = [c for c in decision.changes if _record_key(c.path, inputs.fields) not in taken]
+    changes = [c for c in decision.changes if record_key(c.path, inputs.fields) not in taken]
     current = _placement(obj)
     intensities = _intensities(new if new is not None else previous)
     held = in_force(current, _weights(previous))
@@ -194,155 +180,29 @@ def step(obj: Mapping[str, Any], inputs: Inputs) -> Action:
     proposed_placement = _placement(apply(obj, changes))
     proposed = in_force(proposed_placement, _weights(new)) or {}
     after = expected_intensity(proposed, intensities)
-    last = _last_write(obj, previous)
+    last = last_write(obj, previous)
     if last is not None:
         ago = (inputs.now - last).total_seconds()
         if ago < inputs.min_interval_seconds:
             limit = inputs.min_interval_seconds
             why = f"last write {ago:.0f} s ago, min_interval_seconds is {limit:g}"
             return Action("too_soon", why, before=before, after=after)
-    record = _carried(new, taken)
+    record = carried(new, taken)
     record = with_switch(
         record,
         {
             "t": iso(inputs.now),
             "from": held or {},
             "to": proposed,
-            "before": _round(before),
-            "after": _round(after),
+            "before": rounded(before),
+            "after": rounded(after),
         },
     )
     changes.append(Change(("metadata", "annotations", DECISION), record.encode()))
     return Action("switched", _why(before, after, inputs.hysteresis), tuple(changes), before, after)
 
 
-def nodepool_step(obj: Mapping[str, Any], inputs: Inputs) -> Action:
-    """What the re-evaluation does with the stored NodePool ``obj`` now (module doc)."""
-    reason = not_managed(obj, None)
-    if reason:
-        return Action("skipped", reason)
-    if inputs.decide_on is None:  # pragma: no cover - the reevaluator always binds it
-        raise ValueError("nodepool_step needs inputs.decide_on")
-    annotations: Mapping[str, str] = obj["metadata"]["annotations"]
-    previous = Record.decode(annotations.get(DECISION))
-    zone = inputs.zone
-    reading = inputs.table.get(zone) if zone else None
-    stale = zone is not None and (reading is None or reading.stale)
-    table = {z: r for z, r in inputs.table.items() if z != zone} if stale else inputs.table
-    decision = inputs.decide_on(obj, table)
-    new = decision.record
-    was = paused(obj)
-    resuming = was and new is not None and not new.body.get("paused")
-    if stale and not resuming:
-        return Action("stale", f"stale intensity data for {zone}: nothing written")
-    settled = _released_or_skipped(obj, previous, decision, inputs.fields)
-    if settled is not None:
-        return settled
-    taken = user_fields(previous)
-    changes = [
-        c
-        for c in decision.changes
-        if c.path in NODEPOOL_WRITES and _record_key(c.path, inputs.fields) not in taken
-    ]
-    g = reading.value if reading is not None and not stale else None
-    if not changes or new is None:
-        return Action("kept", _pause_why(decision.warnings) or "nothing to change", before=g)
-    limits = any(c.path == ("spec", "limits") for c in changes)
-    event: PauseEvent | None = None
-    stepped = new.body.get("step") != previous.body.get("step")  # strategy ladder
-    if limits and new.body.get("paused") and (not was or stepped):
-        event = "paused"
-    elif limits and was and not new.body.get("paused"):
-        event = "resumed"
-    last = _last_write(obj, previous)
-    if last is not None and event != "resumed":
-        ago = (inputs.now - last).total_seconds()
-        if ago < inputs.min_interval_seconds:
-            limit = inputs.min_interval_seconds
-            why = f"last write {ago:.0f} s ago, min_interval_seconds is {limit:g}"
-            return Action("too_soon", why, before=g)
-    record, why = _nodepool_switch(
-        obj, changes, _carried(new, taken), g=g, event=event, inputs=inputs
-    )
-    changes.append(Change(("metadata", "annotations", DECISION), record.encode()))
-    if event is not None:
-        if event == "paused":
-            why = _paused_why(obj, inputs, g, apply(obj, tuple(changes)), new.body.get("step"))
-        else:
-            why = f"{_pause_why(decision.warnings) or event} ({zone} at {_show(g)} g/kWh)"
-    return Action("switched", why, tuple(changes), before=g, pause=event)
-
-
-def paused(obj: Mapping[str, Any]) -> bool:
-    """True while carbonshift holds the NodePool paused (its limits are still the ones
-    carbonshift wrote and the decision annotation says ``paused``)."""
-    meta = obj.get("metadata") or {}
-    record = Record.decode((meta.get("annotations") or {}).get(DECISION))
-    limits = (obj.get("spec") or {}).get("limits")
-    return bool(record.body.get("paused")) and record.owns("spec.limits", limits)
-
-
 # --- internals ---------------------------------------------------------------------------
-
-
-def _nodepool_switch(
-    obj: Mapping[str, Any],
-    changes: list[Change],
-    record: Record,
-    *,
-    g: float | None,
-    event: PauseEvent | None,
-    inputs: Inputs,
-) -> tuple[Record, str]:
-    """The record with this write in ``switches``, and the weight change in words."""
-    old_w = (obj.get("spec") or {}).get("weight")
-    new_w = (apply(obj, changes).get("spec") or {}).get("weight")
-    entry: dict[str, Any] = {"t": iso(inputs.now), "g": _round(g)}
-    if event is not None:
-        entry["pause"] = event
-    if old_w != new_w:
-        entry["from"], entry["to"] = {"weight": old_w}, {"weight": new_w}
-    why = f"spec.weight {_show_w(old_w)} -> {_show_w(new_w)}: {inputs.zone} at {_show(g)} g/kWh"
-    return with_switch(record, entry), why
-
-
-def _pause_why(warnings: Sequence[str]) -> str | None:
-    for w in warnings:
-        for prefix in ("carbonshift: pause: ", "carbonshift: ladder: "):
-            if w.startswith(prefix):
-                return w.removeprefix(prefix)
-    return None
-
-
-def _paused_why(
-    obj: Mapping[str, Any], inputs: Inputs, g: float | None, new: Mapping[str, Any], step: object
-) -> str:
-    """``limits.cpu "0", no new nodes: DE is at 450 g/kWh (class high); cleaner hour
-    15:00Z in 2 h, ~200 g/kWh forecast; max-pause 24h``; a ladder step (``step``, the
-    share) says its limit: ``limits.cpu "100" (50 % of the user's limit): ...``."""
-    annotations = (obj.get("metadata") or {}).get("annotations") or {}
-    limit = vocabulary.knobs(annotations, "nodepool").max_pause
-    at = f"{inputs.zone} is at {_show(g)} g/kWh"
-    if isinstance(step, int | float):
-        cpu = ((new.get("spec") or {}).get("limits") or {}).get("cpu")
-        why = f'limits.cpu "{cpu}" ({step:.0%} of the user\'s limit): {at}'
-    else:
-        why = f'limits.cpu "0", no new nodes: {at} (class high)'
-    series = inputs.outlook
-    ahead = best_start(series, 1, limit // pause.HOUR) if series else 0
-    if series and ahead > 0:
-        hour = inputs.now.replace(minute=0, second=0, microsecond=0) + ahead * pause.HOUR
-        why += (
-            f"; cleaner hour {hour.strftime('%H:%MZ')} in {ahead} h,"
-            f" ~{series[ahead]:.0f} g/kWh forecast"
-        )
-    elif not series:
-        why += "; no forecast"
-    return f"{why}; max-pause {pause.duration(limit)}"
-
-
-def _show_w(value: object) -> str:
-    return "unset" if value is None else str(value)
 
 
 def _stale(previous: Record, new: Record | None, inputs: Inputs) -> list[str]:
@@ -386,7 +246,7 @@ def _at(obj: Mapping[str, Any], path: Path) -> Any:
     return node
 
 
-def _record_key(path: Path, fields: Mapping[str, Path]) -> str | None:
+def record_key(path: Path, fields: Mapping[str, Path]) -> str | None:
     for prefix, where in fields.items():
         if len(path) == len(where) + 1 and path[: len(where)] == where:
             return prefix + path[-1]
@@ -421,7 +281,7 @@ def _intensities(record: Record) -> dict[str, float | None]:
     return out
 
 
-def _last_write(obj: Mapping[str, Any], previous: Record) -> datetime | None:
+def last_write(obj: Mapping[str, Any], previous: Record) -> datetime | None:
     """When the object was last written by carbonshift's re-evaluation, else created."""
     done = switches(previous)
     text = done[-1].get("t") if done else _at(obj, ("metadata", "creationTimestamp"))
@@ -433,18 +293,18 @@ def _last_write(obj: Mapping[str, Any], previous: Record) -> datetime | None:
         return None
 
 
-def _carried(new: Record, taken: list[str]) -> Record:
+def carried(new: Record, taken: list[str]) -> Record:
     """The decider's new record (which carries the switch history over,
     :func:`webhook.decision.record.history`), still without the fields the user took back."""
     return released(new, taken) if taken else new
 
 
-def _round(value: float | None) -> float | None:
+def rounded(value: float | None) -> float | None:
     return None if value is None else round(value, 1)
 
 
 def _why(before: float | None, after: float | None, rule: Hysteresis) -> str:
-    shown = f"{_show(before)} -> {_show(after)} gCO2eq/kWh"
+    shown = f"{show(before)} -> {show(after)} gCO2eq/kWh"
     if before and after is not None:
         better = 1 - after / before
         return (
@@ -454,11 +314,11 @@ def _why(before: float | None, after: float | None, rule: Hysteresis) -> str:
     return f"expected intensity {shown}: the grid moved (dwell {rule.dwell_hours:g} h passed)"
 
 
-def _show(value: float | None) -> str:
+def show(value: float | None) -> str:
     return "unknown" if value is None else f"{value:.0f}"
 
 
-def _released_or_skipped(
+def released_or_skipped(
     obj: Mapping[str, Any], previous: Record, decision: Decision, fields: Mapping[str, Path]
 ) -> Action | None:
     """``user_owned`` when the user edited a field carbonshift wrote (the field is released

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from webhook.decision import nodepool, reevaluate
+from webhook.decision import nodepool, nodepool_step
 from webhook.decision.outcome import Decision
 from webhook.kinds.base import Context, Following, Grant, Kind, Tally
 from webhook.model.config import Config
@@ -57,15 +57,15 @@ NODEPOOL = Kind(
     scope="nodepool",
     every_update=every_update,
     following=Following(
-        step=reevaluate.nodepool_step,
-        fields=reevaluate.NODEPOOL_FIELDS,
+        step=nodepool_step.step,
+        fields=nodepool_step.NODEPOOL_FIELDS,
         local=decide_over_time,
         events={"paused": ("NodePoolPaused", "Pause"), "resumed": ("NodePoolResumed", "Resume")},
         tally=Tally(
             "carbonshift_paused_nodepools",
             "Managed NodePools carbonshift holds paused (limits.cpu 0), as of the leader's "
             "last pass.",
-            reevaluate.paused,
+            nodepool_step.paused,
         ),
     ),
     grants=(

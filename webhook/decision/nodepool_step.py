@@ -1,0 +1,170 @@
+"""Re-evaluating a managed NodePool: pause, resume or re-weight it as the grid moves.
+
+NodePools follow the rules of :func:`webhook.decision.reevaluate.step` with their own decider
+(:func:`webhook.decision.nodepool.reevaluate`: only ``spec.limits`` and ``spec.weight``
+change) and two differences, both so a pause never outlasts its promise: a resume (the
+user's limits back, at the cleaner hour or at ``max-pause``) is written even on stale or
+missing data (decided without the reading, so only ``max-pause`` ends it then) and is never
+``too_soon``. The action says whether the pool was ``paused`` or ``resumed``.
+
+Pure: data in, action out; the caller reads the clock and writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from webhook.decision import pause
+from webhook.decision.forecast import best_start
+from webhook.decision.outcome import Change, Path, iso
+from webhook.decision.record import Record, user_fields, with_switch
+from webhook.decision.reevaluate import (
+    Action,
+    Inputs,
+    PauseEvent,
+    apply,
+    carried,
+    last_write,
+    not_managed,
+    record_key,
+    released_or_skipped,
+    rounded,
+    show,
+)
+from webhook.model import vocabulary
+from webhook.model.vocabulary import DECISION
+
+NODEPOOL_FIELDS: Mapping[str, Path] = {
+    "spec.": ("spec",),
+    "template.": ("spec", "template", "spec"),
+}
+"""Record key prefix -> where those fields live in a NodePool."""
+NODEPOOL_WRITES = (("spec", "limits"), ("spec", "weight"), ("metadata", "annotations", DECISION))
+"""Everything the re-evaluation may change in a NodePool."""
+
+
+def step(obj: Mapping[str, Any], inputs: Inputs) -> Action:
+    """What the re-evaluation does with the stored NodePool ``obj`` now (module doc)."""
+    reason = not_managed(obj, None)
+    if reason:
+        return Action("skipped", reason)
+    if inputs.decide_on is None:  # pragma: no cover - the reevaluator always binds it
+        raise ValueError("the NodePool step needs inputs.decide_on")
+    annotations: Mapping[str, str] = obj["metadata"]["annotations"]
+    previous = Record.decode(annotations.get(DECISION))
+    zone = inputs.zone
+    reading = inputs.table.get(zone) if zone else None
+    stale = zone is not None and (reading is None or reading.stale)
+    table = {z: r for z, r in inputs.table.items() if z != zone} if stale else inputs.table
+    decision = inputs.decide_on(obj, table)
+    new = decision.record
+    was = paused(obj)
+    resuming = was and new is not None and not new.body.get("paused")
+    if stale and not resuming:
+        return Action("stale", f"stale intensity data for {zone}: nothing written")
+    settled = released_or_skipped(obj, previous, decision, inputs.fields)
+    if settled is not None:
+        return settled
+    taken = user_fields(previous)
+    changes = [
+        c
+        for c in decision.changes
+        if c.path in NODEPOOL_WRITES and record_key(c.path, inputs.fields) not in taken
+    ]
+    g = reading.value if reading is not None and not stale else None
+    if not changes or new is None:
+        return Action("kept", _pause_why(decision.warnings) or "nothing to change", before=g)
+    limits = any(c.path == ("spec", "limits") for c in changes)
+    event: PauseEvent | None = None
+    stepped = new.body.get("step") != previous.body.get("step")  # strategy ladder
+    if limits and new.body.get("paused") and (not was or stepped):
+        event = "paused"
+    elif limits and was and not new.body.get("paused"):
+        event = "resumed"
+    last = last_write(obj, previous)
+    if last is not None and event != "resumed":
+        ago = (inputs.now - last).total_seconds()
+        if ago < inputs.min_interval_seconds:
+            limit = inputs.min_interval_seconds
+            why = f"last write {ago:.0f} s ago, min_interval_seconds is {limit:g}"
+            return Action("too_soon", why, before=g)
+    record, why = _nodepool_switch(
+        obj, changes, carried(new, taken), g=g, event=event, inputs=inputs
+    )
+    changes.append(Change(("metadata", "annotations", DECISION), record.encode()))
+    if event is not None:
+        if event == "paused":
+            why = _paused_why(obj, inputs, g, apply(obj, tuple(changes)), new.body.get("step"))
+        else:
+            why = f"{_pause_why(decision.warnings) or event} ({zone} at {show(g)} g/kWh)"
+    return Action("switched", why, tuple(changes), before=g, pause=event)
+
+
+def paused(obj: Mapping[str, Any]) -> bool:
+    """True while carbonshift holds the NodePool paused (its limits are still the ones
+    carbonshift wrote and the decision annotation says ``paused``)."""
+    meta = obj.get("metadata") or {}
+    record = Record.decode((meta.get("annotations") or {}).get(DECISION))
+    limits = (obj.get("spec") or {}).get("limits")
+    return bool(record.body.get("paused")) and record.owns("spec.limits", limits)
+
+
+def _nodepool_switch(
+    obj: Mapping[str, Any],
+    changes: list[Change],
+    record: Record,
+    *,
+    g: float | None,
+    event: PauseEvent | None,
+    inputs: Inputs,
+) -> tuple[Record, str]:
+    """The record with this write in ``switches``, and the weight change in words."""
+    old_w = (obj.get("spec") or {}).get("weight")
+    new_w = (apply(obj, changes).get("spec") or {}).get("weight")
+    entry: dict[str, Any] = {"t": iso(inputs.now), "g": rounded(g)}
+    if event is not None:
+        entry["pause"] = event
+    if old_w != new_w:
+        entry["from"], entry["to"] = {"weight": old_w}, {"weight": new_w}
+    why = f"spec.weight {_show_w(old_w)} -> {_show_w(new_w)}: {inputs.zone} at {show(g)} g/kWh"
+    return with_switch(record, entry), why
+
+
+def _pause_why(warnings: Sequence[str]) -> str | None:
+    for w in warnings:
+        for prefix in ("carbonshift: pause: ", "carbonshift: ladder: "):
+            if w.startswith(prefix):
+                return w.removeprefix(prefix)
+    return None
+
+
+def _paused_why(
+    obj: Mapping[str, Any], inputs: Inputs, g: float | None, new: Mapping[str, Any], step: object
+) -> str:
+    """``limits.cpu "0", no new nodes: DE is at 450 g/kWh (class high); cleaner hour
+    15:00Z in 2 h, ~200 g/kWh forecast; max-pause 24h``; a ladder step (``step``, the
+    share) says its limit: ``limits.cpu "100" (50 % of the user's limit): ...``."""
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    limit = vocabulary.knobs(annotations, "nodepool").max_pause
+    at = f"{inputs.zone} is at {show(g)} g/kWh"
+    if isinstance(step, int | float):
+        cpu = ((new.get("spec") or {}).get("limits") or {}).get("cpu")
+        why = f'limits.cpu "{cpu}" ({step:.0%} of the user\'s limit): {at}'
+    else:
+        why = f'limits.cpu "0", no new nodes: {at} (class high)'
+    series = inputs.outlook
+    ahead = best_start(series, 1, limit // pause.HOUR) if series else 0
+    if series and ahead > 0:
+        hour = inputs.now.replace(minute=0, second=0, microsecond=0) + ahead * pause.HOUR
+        why += (
+            f"; cleaner hour {hour.strftime('%H:%MZ')} in {ahead} h,"
+            f" ~{series[ahead]:.0f} g/kWh forecast"
+        )
+    elif not series:
+        why += "; no forecast"
+    return f"{why}; max-pause {pause.duration(limit)}"
+
+
+def _show_w(value: object) -> str:
+    return "unset" if value is None else str(value)
