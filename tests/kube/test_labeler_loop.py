@@ -3,7 +3,8 @@
 ``carbonshift.io/intensity`` and its annotations by server-side apply as field manager
 ``carbonshift``, other keys untouched; a class change records an ``IntensityClassChanged``
 Event; a cluster hovering at a threshold keeps its class (band hysteresis); stale data and
-a replica without the Lease write nothing."""
+a replica without the Lease write nothing; Liqo's virtual nodes get the same through the
+core API."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ from tests.support import NOW, Clock, reading
 from webhook import testing
 from webhook.feed import IntensityFeed
 from webhook.kube.events import EventRecorder
-from webhook.kube.labeler import ClusterLabeler
+from webhook.kube.labeler import CLUSTERS as CLUSTER_RESOURCE
+from webhook.kube.labeler import NODES, ClusterLabeler, Resource
 from webhook.model import vocabulary
 from webhook.model.config import parse
 from webhook.model.intensity import IntensityTable
@@ -46,6 +48,7 @@ class Inventory:
     """The fleet inventory as its watch would see the API server's Clusters."""
 
     kube: kubeapi.KubeApi
+    resource: str = CLUSTERS
 
     def clusters(self) -> Mapping[str, Place]:
         return {
@@ -53,7 +56,7 @@ class Inventory:
                 c["metadata"].get("labels") or {},
                 (c["metadata"].get("labels") or {}).get(vocabulary.ZONE),
             )
-            for c in self.kube.items(CLUSTERS)
+            for c in self.kube.items(self.resource)
         }
 
 
@@ -88,15 +91,19 @@ async def kube() -> AsyncIterator[kubeapi.KubeApi]:
 
 
 def labeler(
-    kube: kubeapi.KubeApi, feed: Feed, clock: Clock, gate: kubeapi.Gate | None = None
+    kube: kubeapi.KubeApi,
+    feed: Feed,
+    clock: Clock,
+    gate: kubeapi.Gate | None = None,
+    resource: Resource = CLUSTER_RESOURCE,
 ) -> ClusterLabeler:
     config = parse({"labels": {"low_below": 150, "high_from": 400, "band": 0.1,
                                "min_interval_seconds": 1800}})  # fmt: skip
     gate = gate or kubeapi.Gate()
     events = EventRecorder(kube.api, "replica-0", gate)
     return ClusterLabeler(
-        kube.api, config, Inventory(kube), cast(IntensityFeed, feed), gate,
-        events=events, clock=clock,
+        kube.api, config, Inventory(kube, resource.plural),
+        cast(IntensityFeed, feed), gate, events=events, clock=clock, resource=resource,
     )  # fmt: skip
 
 
@@ -227,3 +234,24 @@ async def test_a_refused_write_is_read_again_next_pass(kube: kubeapi.KubeApi) ->
         "member-pl",
         "member-de",
     ]
+
+
+async def test_liqo_virtual_nodes_are_labelled_through_the_core_api(
+    kube: kubeapi.KubeApi,
+) -> None:
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "liqo-remote",
+            "labels": {vocabulary.ZONE: "PL", "liqo.io/type": "virtual-node"}}}  # fmt: skip
+    kube.add(node)
+    feed = Feed({"PL": 700.0})
+    assert await labeler(kube, feed, Clock(), resource=NODES).pass_once() == 1
+    [read] = [r for r in kube.calls("GET", "nodes") if r.where.name]
+    [patch] = kube.calls("PATCH")
+    assert (read.where.group, patch.where.api_version) == ("", "v1")
+    assert patch.where.resource == "nodes"
+    assert patch.content_type == "application/apply-patch+yaml"
+    stored = kube.get("nodes", "liqo-remote")["metadata"]
+    assert stored["labels"][vocabulary.INTENSITY_CLASS] == "high"
+    assert stored["labels"]["liqo.io/type"] == "virtual-node"
+    [(name, _)] = changes(kube)
+    assert name == "liqo-remote"
+    assert all(klass(kube, n) is None for n in ZONES)  # the Clusters are another labeler's
