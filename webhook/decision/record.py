@@ -26,6 +26,32 @@ def fingerprint(value: object) -> str:
     return hashlib.blake2s(data, digest_size=6).hexdigest()
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class ClusterFacts:
+    """One cluster of a decision record's ``clusters``, read liberally (a missing or
+    wrong-typed field is None)."""
+
+    zone: str | None = None
+    intensity: float | None = None
+    """``g``: gCO2eq/kWh at the decision."""
+    weight: int | None = None
+    """``w``: the static weight written, if any."""
+    tier: int | None = None
+    """``t``: the ordered fill's tier (0 = the greenest)."""
+
+    @classmethod
+    def of(cls, entry: object) -> ClusterFacts:
+        if not isinstance(entry, Mapping):
+            return cls()
+        zone, g, w, t = (entry.get(k) for k in ("zone", "g", "w", "t"))
+        return cls(
+            zone if isinstance(zone, str) else None,
+            float(g) if isinstance(g, int | float) and not isinstance(g, bool) else None,
+            w if isinstance(w, int) and not isinstance(w, bool) else None,
+            t if isinstance(t, int) and not isinstance(t, bool) else None,
+        )
+
+
 @dataclasses.dataclass(slots=True)
 class Record:
     """What the decision annotation holds."""
@@ -68,6 +94,14 @@ class Record:
         if not isinstance(own, dict) or not isinstance(orig, dict):
             return cls(body=doc)
         return cls(body=doc, orig=orig, own={k: v for k, v in own.items() if isinstance(v, str)})
+
+    @property
+    def clusters(self) -> dict[str, ClusterFacts]:
+        """The clusters the decision weighed, by name (empty without any)."""
+        found = self.body.get("clusters")
+        if not isinstance(found, Mapping):
+            return {}
+        return {str(name): ClusterFacts.of(entry) for name, entry in found.items()}
 
     def owns(self, field: str, current: object) -> bool:
         """True when ``current`` is still exactly what carbonshift wrote to ``field``."""

@@ -170,7 +170,9 @@ def step(obj: Mapping[str, Any], inputs: Inputs) -> Action:
     taken = user_fields(previous)
     changes = [c for c in decision.changes if record_key(c.path, inputs.fields) not in taken]
     current = _placement(obj)
-    intensities = _intensities(new if new is not None else previous)
+    intensities = {
+        n: c.intensity for n, c in (new if new is not None else previous).clusters.items()
+    }
     held = in_force(current, _weights(previous))
     before = expected_intensity(held, intensities) if held else None
     if not changes or new is None or new is previous:
@@ -205,13 +207,16 @@ def step(obj: Mapping[str, Any], inputs: Inputs) -> Action:
 # --- internals ---------------------------------------------------------------------------
 
 
+def _weights(record: Record) -> dict[str, int]:
+    return {n: c.weight for n, c in record.clusters.items() if c.weight is not None}
+
+
 def _stale(previous: Record, new: Record | None, inputs: Inputs) -> list[str]:
     """Clusters of the held or proposed placement whose reading is stale or missing."""
     names: set[str] = set()
     for record in (previous, new):
-        clusters = record.body.get("clusters") if record is not None else None
-        if isinstance(clusters, dict):
-            names |= set(clusters)
+        if record is not None:
+            names |= set(record.clusters)
     out = []
     for name in sorted(names):
         cluster = inputs.clusters.get(name)
@@ -260,25 +265,6 @@ def _field_name(key: str) -> str:
 def _placement(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     found = _at(obj, ("spec", "placement"))
     return found if isinstance(found, Mapping) else {}
-
-
-def _weights(record: Record) -> dict[str, int]:
-    clusters = record.body.get("clusters")
-    if not isinstance(clusters, dict):
-        return {}
-    found = {n: c.get("w") for n, c in clusters.items() if isinstance(c, dict)}
-    return {n: w for n, w in found.items() if isinstance(w, int) and not isinstance(w, bool)}
-
-
-def _intensities(record: Record) -> dict[str, float | None]:
-    clusters = record.body.get("clusters")
-    if not isinstance(clusters, dict):
-        return {}
-    out: dict[str, float | None] = {}
-    for name, entry in clusters.items():
-        value = entry.get("g") if isinstance(entry, dict) else None
-        out[name] = float(value) if isinstance(value, int | float) else None
-    return out
 
 
 def last_write(obj: Mapping[str, Any], previous: Record) -> datetime | None:
