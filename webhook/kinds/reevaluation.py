@@ -34,7 +34,8 @@ from webhook.decision.outcome import Decision
 from webhook.kinds import Context, Following, Kind
 from webhook.model.config import Config
 from webhook.model.intensity import IntensityTable
-from webhook.model.vocabulary import knobs
+from webhook.model.objects import meta_of
+from webhook.model.vocabulary import Scope, knobs
 
 OutlookMethod = Method | Literal["provider"] | None
 Outlook = Callable[[str, int, OutlookMethod], Sequence[float] | None]
@@ -123,16 +124,15 @@ class Reevaluation:
         return on_forecast(table, zones, lambda z: outlook(z, RANK_HOURS - 1, method), basis)
 
     def local_outlook(
-        self, obj: Mapping[str, Any], zone: str | None = None
+        self, obj: Mapping[str, Any], zone: str | None = None, scope: Scope = "nodepool"
     ) -> Sequence[float] | None:
         """The feed's ``[now, now+1 h, ...]`` for the local zone (default: config ``zone``)
-        over the pool's ``max-pause`` (at most a day ahead); None without a zone, a method
-        or enough data."""
+        over the object's slack, its ``max-pause`` (at most a day ahead); None without a
+        zone, a method or enough data."""
         zone = zone or self.config.zone
         if zone is None or self.method is None or self.outlook is None:
             return None
-        annotations = (obj.get("metadata") or {}).get("annotations") or {}
-        slack = knobs(annotations, "nodepool").max_pause.total_seconds() / 3600
+        slack = knobs(meta_of(obj).annotations, scope).max_pause.total_seconds() / 3600
         horizon = max(1, min(HOURS_PER_DAY, math.ceil(slack)))
         return self.outlook(zone, horizon, self.method)
 
@@ -150,7 +150,7 @@ class Reevaluation:
         if local is None:
             ctx = self.ranked(ctx)
         zone = ctx.local_zone if local is not None else None
-        outlook = self.local_outlook(obj, zone) if local is not None else None
+        outlook = self.local_outlook(obj, zone, row.scope) if local is not None else None
         decide_on = None
         if local is not None:
             local_decider = local
