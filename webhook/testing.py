@@ -31,7 +31,7 @@ import copy
 import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, TypedDict, Unpack
 
 import jsonpatch
 
@@ -41,7 +41,9 @@ from webhook.model import vocabulary
 __all__ = [
     "DIVIDED",
     "UID",
+    "Meta",
     "Operation",
+    "PolicyOptions",
     "cluster",
     "cluster_propagation_policy",
     "nodepool",
@@ -126,90 +128,54 @@ def review(
     return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
 
 
+class Meta(TypedDict, total=False):
+    """Options every object builder takes, for the object's ``metadata`` (None: unset)."""
+
+    labels: Mapping[str, str] | None
+    annotations: Mapping[str, str] | None
+    enabled: bool | None
+    """The ``carbonshift.io/enabled`` label: ``"true"`` or ``"false"`` (None: no label).
+    Namespaced objects are managed unless opted out; cluster-scoped ones only with it."""
+    strategy: str | None
+    """The ``carbonshift.io/strategy`` annotation."""
+    created: datetime | None
+    """The ``creationTimestamp``."""
+
+
+class PolicyOptions(Meta, total=False):
+    """Options of the Karmada policy builders, besides :class:`Meta`'s."""
+
+    selectors: Sequence[Mapping[str, Any]] | None
+    """``resourceSelectors`` (default: every Deployment of the policy's namespace)."""
+    placement: Mapping[str, Any] | None
+    """``spec.placement`` (default: :data:`DIVIDED`)."""
+    clusters: Sequence[str] | None
+    """Adds a ``clusterAffinity`` naming these clusters to the placement."""
+
+
 def propagation_policy(
-    name: str = "web",
-    *,
-    namespace: str = "default",
-    labels: Mapping[str, str] | None = None,
-    annotations: Mapping[str, str] | None = None,
-    enabled: bool | None = None,
-    strategy: str | None = None,
-    selectors: Sequence[Mapping[str, Any]] | None = None,
-    placement: Mapping[str, Any] | None = None,
-    clusters: Sequence[str] | None = None,
-    created: datetime | None = None,
+    name: str = "web", *, namespace: str = "default", **options: Unpack[PolicyOptions]
 ) -> Object:
-    """A Karmada ``PropagationPolicy``.
-
-    ``selectors`` are its ``resourceSelectors`` (default: every Deployment of its
-    namespace); ``placement`` its ``spec.placement`` (default :data:`DIVIDED`);
-    ``clusters`` adds a ``clusterAffinity`` naming those clusters. ``enabled`` sets the
-    ``carbonshift.io/enabled`` label (None: no label; a namespaced policy is managed
-    unless opted out), ``strategy`` the ``carbonshift.io/strategy`` annotation,
-    ``created`` the ``creationTimestamp``.
-    """
-    return _policy(
-        "PropagationPolicy",
-        _metadata(
-            name,
-            namespace,
-            labels=labels,
-            annotations=annotations,
-            enabled=enabled,
-            strategy=strategy,
-            created=created,
-        ),
-        selectors,
-        placement,
-        clusters,
-    )
+    """A Karmada ``PropagationPolicy`` in ``namespace`` (options: :class:`PolicyOptions`)."""
+    return _policy("PropagationPolicy", _metadata(name, namespace, options), options)
 
 
-def cluster_propagation_policy(
-    name: str = "web",
-    *,
-    labels: Mapping[str, str] | None = None,
-    annotations: Mapping[str, str] | None = None,
-    enabled: bool | None = None,
-    strategy: str | None = None,
-    selectors: Sequence[Mapping[str, Any]] | None = None,
-    placement: Mapping[str, Any] | None = None,
-    clusters: Sequence[str] | None = None,
-    created: datetime | None = None,
-) -> Object:
+def cluster_propagation_policy(name: str = "web", **options: Unpack[PolicyOptions]) -> Object:
     """A Karmada ``ClusterPropagationPolicy``: :func:`propagation_policy` without a
     namespace. Cluster-scoped objects are managed only with ``enabled=True``."""
-    return _policy(
-        "ClusterPropagationPolicy",
-        _metadata(
-            name,
-            None,
-            labels=labels,
-            annotations=annotations,
-            enabled=enabled,
-            strategy=strategy,
-            created=created,
-        ),
-        selectors,
-        placement,
-        clusters,
-    )
+    return _policy("ClusterPropagationPolicy", _metadata(name, None, options), options)
 
 
 def nodepool(
     name: str = "default",
     *,
-    labels: Mapping[str, str] | None = None,
-    annotations: Mapping[str, str] | None = None,
-    enabled: bool | None = None,
-    strategy: str | None = None,
     requirements: Sequence[Mapping[str, Any]] | None = None,
     node_class: Mapping[str, str] | None = None,
     limits: Mapping[str, Any] | None = None,
     weight: int | None = None,
-    created: datetime | None = None,
+    **meta: Unpack[Meta],
 ) -> Object:
-    """A Karpenter ``NodePool`` (``karpenter.sh/v1``).
+    """A Karpenter ``NodePool`` (``karpenter.sh/v1``; metadata options: :class:`Meta`).
 
     ``requirements`` go to ``spec.template.spec.requirements`` (default: Linux nodes);
     ``node_class`` is its ``nodeClassRef`` (default: the ``default`` EC2NodeClass);
@@ -225,16 +191,8 @@ def nodepool(
         spec["limits"] = copy.deepcopy(dict(limits))
     if weight is not None:
         spec["weight"] = weight
-    meta = _metadata(
-        name,
-        None,
-        labels=labels,
-        annotations=annotations,
-        enabled=enabled,
-        strategy=strategy,
-        created=created,
-    )
-    return {"apiVersion": KARPENTER, "kind": "NodePool", "metadata": meta, "spec": spec}
+    metadata = _metadata(name, None, meta)
+    return {"apiVersion": KARPENTER, "kind": "NodePool", "metadata": metadata, "spec": spec}
 
 
 def cluster(
@@ -325,42 +283,29 @@ _LINUX: Final = ({"key": "kubernetes.io/os", "operator": "In", "values": ["linux
 _DEPLOYMENTS: Final = ({"apiVersion": "apps/v1", "kind": "Deployment"},)
 
 
-def _metadata(
-    name: str,
-    namespace: str | None,
-    *,
-    labels: Mapping[str, str] | None,
-    annotations: Mapping[str, str] | None,
-    enabled: bool | None,
-    strategy: str | None,
-    created: datetime | None,
-) -> Object:
-    meta: Object = {"name": name}
+def _metadata(name: str, namespace: str | None, meta: Meta) -> Object:
+    out: Object = {"name": name}
     if namespace is not None:
-        meta["namespace"] = namespace
-    if created is not None:
-        meta["creationTimestamp"] = vocabulary.format_time(created)
-    all_labels = dict(labels or {})
-    if enabled is not None:
-        all_labels[vocabulary.ENABLED] = "true" if enabled else "false"
-    all_annotations = dict(annotations or {})
-    if strategy is not None:
-        all_annotations[vocabulary.STRATEGY] = strategy
-    meta["labels"] = all_labels
-    meta["annotations"] = all_annotations
-    return meta
+        out["namespace"] = namespace
+    if (created := meta.get("created")) is not None:
+        out["creationTimestamp"] = vocabulary.format_time(created)
+    labels = dict(meta.get("labels") or {})
+    if (enabled := meta.get("enabled")) is not None:
+        labels[vocabulary.ENABLED] = "true" if enabled else "false"
+    annotations = dict(meta.get("annotations") or {})
+    if (strategy := meta.get("strategy")) is not None:
+        annotations[vocabulary.STRATEGY] = strategy
+    out["labels"] = labels
+    out["annotations"] = annotations
+    return out
 
 
-def _policy(
-    kind: str,
-    meta: Object,
-    selectors: Sequence[Mapping[str, Any]] | None,
-    placement: Mapping[str, Any] | None,
-    clusters: Sequence[str] | None,
-) -> Object:
+def _policy(kind: str, meta: Object, options: PolicyOptions) -> Object:
+    placement = options.get("placement")
     spread = copy.deepcopy(dict(placement if placement is not None else DIVIDED))
-    if clusters is not None:
+    if (clusters := options.get("clusters")) is not None:
         spread["clusterAffinity"] = {"clusterNames": list(clusters)}
+    selectors = options.get("selectors")
     spec = {
         "resourceSelectors": _copies(selectors if selectors is not None else _DEPLOYMENTS),
         "placement": spread,
