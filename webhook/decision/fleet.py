@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 from webhook.model import vocabulary
 from webhook.model.config import ClusterConfig, Config
+from webhook.model.objects import condition, meta_of
 from webhook.model.regions import BY_PROVIDER, zone_for_region
 from webhook.model.validation import InvalidInput
 
@@ -95,18 +96,6 @@ def _zones(spec: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(z for z in zones if z)
 
 
-def _ready(status: object) -> bool:
-    if not isinstance(status, Mapping):
-        return False
-    conditions = status.get("conditions")
-    if not isinstance(conditions, list):
-        return False
-    for condition in conditions:
-        if isinstance(condition, Mapping) and condition.get("type") == "Ready":
-            return condition.get("status") == "True"
-    return False
-
-
 def entry(obj: object, config: Config) -> ClusterEntry:
     """The inventory entry of one Cluster object; raises :class:`InvalidInput` when the
     object cannot be used (see the module docstring)."""
@@ -148,7 +137,7 @@ def entry(obj: object, config: Config) -> ClusterEntry:
         provider=provider,
         region=region,
         zones=zones,
-        ready=_ready(obj.get("status")),
+        ready=condition(obj, "Ready") == "True",
         grid_zone=grid_zone,
         zone_source=source,
         problems=problems,
@@ -193,9 +182,7 @@ def configured_zone(
 def name_of(obj: object) -> str:
     """The Cluster's name for a log line, or ``"?"``: also for objects :func:`entry`
     refuses."""
-    metadata = obj.get("metadata") if isinstance(obj, Mapping) else None
-    name = metadata.get("name") if isinstance(metadata, Mapping) else None
-    return name if isinstance(name, str) and name else "?"
+    return meta_of(obj).name or "?"
 
 
 def as_cluster(found: ClusterEntry) -> ClusterConfig:
