@@ -12,7 +12,6 @@ from webhook import testing
 from webhook.decision.accounting import (
     Coefficients,
     Intensity,
-    MixedSignals,
     PodJoules,
     Totals,
     account,
@@ -26,6 +25,7 @@ from webhook.decision.accounting import (
 )
 from webhook.decision.placement import GREEN_TERM, TIER_TERM
 from webhook.decision.record import Record, fingerprint
+from webhook.model.errors import MixedSignals
 from webhook.model.intensity import Signal
 from webhook.model.vocabulary import DECISION
 

@@ -48,6 +48,7 @@ from typing import Any, Literal
 from webhook.decision.capacity import tier_fill
 from webhook.decision.division import divide_available, divide_static, names_descending
 from webhook.decision.record import Record, user_view
+from webhook.model.errors import AccountingError, MixedSignals
 from webhook.model.intensity import Signal
 from webhook.model.objects import mapping, meta_of
 from webhook.model.vocabulary import DECISION
@@ -61,14 +62,6 @@ CCF_EMBODIED_G_PER_VCPU_HOUR = 0.479
 """CCF's ``m5`` host (1.6103792 tCO2e) over 35040 h and 96 vCPU; off unless configured."""
 
 _ZONE_KEYS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")
-
-
-class AccountingError(ValueError):
-    """A figure that cannot be computed honestly."""
-
-
-class MixedSignals(AccountingError):
-    """Figures of different signals (average, marginal) or methods were to be added."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -51,7 +51,6 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
 from webhook.decision.accounting import (
-    AccountingError,
     Coefficients,
     Intensity,
     Interval,
@@ -78,10 +77,10 @@ from webhook.kube.rebalancer import (
 )
 from webhook.kube.writes import Gate
 from webhook.model.config import Config
+from webhook.model.errors import AccountingError, QueryError
 from webhook.model.intensity import utcnow
 from webhook.model.objects import dig, mapping, meta_of
 from webhook.model.vocabulary import DECISION, format_time, parse_time
-from webhook.prometheus import promql
 from webhook.prometheus.kepler import Kepler
 from webhook.runtime import metrics, tasks
 
@@ -351,7 +350,7 @@ class Accountant:
         seconds = hours * 3600.0
         try:
             return await self.kepler.pods(seconds), await self.kepler.nodes(seconds)
-        except promql.QueryError as exc:
+        except QueryError as exc:
             metrics.ACCOUNTED.labels("kepler_unavailable").inc()
             log.warning("kepler_query_failed", url=self.kepler.url, error=str(exc))
             return [], {}

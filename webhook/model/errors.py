@@ -12,6 +12,9 @@
     │   ├── RateLimited
     │   ├── IncomparableSignal
     │   └── CircuitOpen
+    ├── AccountingError (ValueError)     a carbon figure that cannot be computed honestly
+    │   └── MixedSignals                 figures of different signals or methods added up
+    ├── QueryError (RuntimeError)        Prometheus unreachable, or it refused a query
     ├── NotLeader (RuntimeError)         a write asked for on a replica that does not lead
     ├── ReportUnavailable (RuntimeError) the simulator's report needs matplotlib
     ├── UsageError                       a command called the wrong way
@@ -94,6 +97,18 @@ class IncomparableSignal(ProviderError):
 
 class CircuitOpen(ProviderError):
     """The provider's circuit breaker is open: no request was made."""
+
+
+class AccountingError(CarbonshiftError, ValueError):
+    """A figure that cannot be computed honestly."""
+
+
+class MixedSignals(AccountingError):
+    """Figures of different signals (average, marginal) or methods were to be added."""
+
+
+class QueryError(CarbonshiftError, RuntimeError):
+    """Prometheus could not be reached or refused the query."""
 
 
 class NotLeader(CarbonshiftError, RuntimeError):

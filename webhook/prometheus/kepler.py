@@ -53,7 +53,7 @@ class Kepler:
         return f"sum by (node_name) ({increase})"
 
     async def pods(self, seconds: float) -> list[PodJoules]:
-        """Every pod's joules over the last ``seconds`` (raises :class:`promql.QueryError`)."""
+        """Every pod's joules over the last ``seconds`` (raises ``QueryError``)."""
         async with aiohttp.ClientSession(timeout=self.timeout) as session:
             samples = await promql.instant(session, self.url, self.pod_query(seconds))
         return [
@@ -67,7 +67,7 @@ class Kepler:
         ]
 
     async def nodes(self, seconds: float) -> dict[str, float]:
-        """Node name -> joules over the last ``seconds`` (raises :class:`promql.QueryError`)."""
+        """Node name -> joules over the last ``seconds`` (raises ``QueryError``)."""
         async with aiohttp.ClientSession(timeout=self.timeout) as session:
             samples = await promql.instant(session, self.url, self.node_query(seconds))
         return {labels.get("node_name", ""): value for labels, value in samples}

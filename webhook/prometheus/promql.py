@@ -6,12 +6,10 @@ from typing import Any
 
 import aiohttp
 
+from webhook.model.errors import QueryError
+
 Sample = tuple[dict[str, str], float]
 """One element of an instant vector: its labels and its value."""
-
-
-class QueryError(RuntimeError):
-    """Prometheus could not be reached or refused the query."""
 
 
 async def instant(session: aiohttp.ClientSession, url: str, query: str) -> list[Sample]:

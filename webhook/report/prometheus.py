@@ -6,7 +6,7 @@ import datetime
 
 import aiohttp
 
-from webhook.model.errors import UsageError
+from webhook.model.errors import QueryError, UsageError
 from webhook.prometheus import promql
 
 Key = tuple[str, str, str, str, str]
@@ -32,7 +32,7 @@ async def increases(url: str, since: datetime.timedelta) -> dict[Key, list[float
             query = f"sum by ({BY}) (increase({metric}[{_window(since)}]))"
             try:
                 samples = await promql.instant(session, url, query)
-            except promql.QueryError as exc:
+            except QueryError as exc:
                 raise UsageError(f"--prometheus: {exc}") from None
             for labels, value in samples:
                 key = tuple(str(labels.get(k, "")) for k in BY.split(", "))
