@@ -21,10 +21,22 @@ store, as etcd's); creation sets ``uid`` and ``creationTimestamp``. The verbs:
 - POST creates (``generateName`` honoured; 409 ``AlreadyExists``);
 - PUT replaces: the body's ``resourceVersion`` must be the stored one (409 ``Conflict``
   otherwise; 422 when missing, as for custom resources); 404 when there is no object;
-- PATCH: server-side apply (``application/apply-patch+yaml``; creates a missing object,
-  ``fieldManager`` required), merge and strategic merge patch (a recursive merge, ``null``
-  deletes), JSON patch. Apply merges like a merge patch: it never removes fields a
-  manager stopped sending (no managed fields are tracked).
+- PATCH: server-side apply (``application/apply-patch+yaml``; ``fieldManager`` required;
+  creates a missing object, but not through a subresource), merge and strategic merge
+  patch (a recursive merge, ``null`` deletes), JSON patch. Apply merges like a merge patch:
+  it never removes fields a manager stopped sending (no managed fields are tracked).
+
+Writes through a ``status`` subresource change nothing but ``status``. What a cluster has
+installed and enforces is the test's to set (by default every resource is served, without
+a status subresource, in namespaces that all exist):
+
+- :attr:`KubeApi.unserved`: API groups or resources whose CRDs are not installed: every
+  request on them answers 404, as for a path the API server does not know;
+- :attr:`KubeApi.status_subresource`: resources with a ``status`` subresource: creating
+  or writing the object itself leaves its ``status`` as stored (none on creation);
+- :attr:`KubeApi.strict_namespaces`: an object is created (POST, apply) only in a
+  namespace stored as a ``Namespace`` (404 otherwise), as the API server's
+  NamespaceLifecycle admission does.
 
 Errors are ``Status`` bodies with the API server's ``reason`` and ``code``. Every request
 is recorded (:attr:`KubeApi.requests`, :meth:`KubeApi.calls`), and :meth:`KubeApi.before`
@@ -144,6 +156,13 @@ class KubeApi:
         self.objects: dict[Key, Obj] = {}
         self.requests: list[Request] = []
         self._hooks: list[_Before] = []
+        self.unserved: set[str] = set()
+        """API groups, or resources as in :meth:`Where.matches`, not served (404)."""
+        self.status_subresource: set[str] = set()
+        """Resources (as in :meth:`Where.matches`) whose ``status`` only the ``status``
+        subresource writes."""
+        self.strict_namespaces = False
+        """Objects are created only in namespaces stored as ``Namespace`` objects."""
         self._versions = itertools.count(1)
         self._names = itertools.count(1)
         self.api: client.ApiClient = client.ApiClient(client.Configuration())
@@ -226,6 +245,8 @@ class KubeApi:
             request.method, where, dict(request.query), request.content_type, _decode(raw)
         )
         self.requests.append(seen)
+        if any(where.group == name or where.matches(name) for name in self.unserved):
+            return _status(404, "NotFound", "the server could not find the requested resource")
         for pending in list(self._hooks):
             if pending.method == request.method and where.matches(pending.resource):
                 if pending.name not in (None, where.name):
@@ -248,15 +269,16 @@ class KubeApi:
                     return _status(400, "BadRequest", "the body is not an object")
                 if self._find(where, _name_of(seen.body)) is not None:
                     return _status(409, "AlreadyExists", f"{_name_of(seen.body)} already exists")
-                return _json(self._create(where, copy.deepcopy(seen.body)), 201)
+                return self._created(where, copy.deepcopy(seen.body))
             return _status(405, "MethodNotAllowed", f"{method} on a collection")
         stored = self._find(where, where.name)
-        if method == "PATCH" and stored is None and "apply-patch" in seen.content_type:
-            if not seen.query.get("fieldManager"):
-                return _status(422, "Invalid", "fieldManager is required for apply patch")
+        apply = method == "PATCH" and "apply-patch" in seen.content_type
+        if apply and not seen.query.get("fieldManager"):
+            return _status(422, "Invalid", "fieldManager is required for apply patch")
+        if apply and stored is None and not where.subresource:
             body = copy.deepcopy(seen.body)
             body.setdefault("metadata", {})["name"] = where.name
-            return _json(self._create(where, body), 201)
+            return self._created(where, body)
         if stored is None:
             return _status(404, "NotFound", f'{where.resource} "{where.name}" not found')
         if method == "GET":
@@ -323,11 +345,28 @@ class KubeApi:
         ``status`` subresource changes nothing but ``status``)."""
         if where.subresource == "status":
             obj = {**stored, "status": obj.get("status")}
+        elif self._has_status(where):
+            obj.pop("status", None)
+            if "status" in stored:
+                obj["status"] = stored["status"]
         kept = {k: v for k, v in stored["metadata"].items() if k in SERVER_OWNED}
         obj["metadata"] = {**(obj.get("metadata") or {}), **kept}
         obj["metadata"]["resourceVersion"] = str(next(self._versions))
         self.objects[self._key(where, where.name)] = obj
         return copy.deepcopy(obj)
+
+    def _created(self, where: Where, obj: Obj) -> web.Response:
+        """A client's create: 404 in a namespace that does not exist (with
+        :attr:`strict_namespaces`), a ``status`` its subresource owns is dropped."""
+        namespace = ("", "v1", "namespaces", "", where.namespace)
+        if self.strict_namespaces and where.namespace and namespace not in self.objects:
+            return _status(404, "NotFound", f'namespaces "{where.namespace}" not found')
+        if self._has_status(where):
+            obj.pop("status", None)
+        return _json(self._create(where, obj), 201)
+
+    def _has_status(self, where: Where) -> bool:
+        return any(where.matches(name) for name in self.status_subresource)
 
     def _key(self, where: Where, name: str) -> Key:
         return (where.group, where.version, where.resource, where.namespace, name)

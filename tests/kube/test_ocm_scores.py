@@ -1,7 +1,9 @@
-"""The leader's AddOnPlacementScores against a fake API server: one ``carbon`` object per
-ManagedCluster namespace with both scores and ``validUntil``, created by server-side apply;
-rewritten only past the hysteresis margin; nothing written without the Lease, for a cluster
-without a zone, or where OCM is not installed."""
+"""The leader's AddOnPlacementScores against the in-process API server
+(:mod:`tests.kubeapi`: ManagedClusters, their namespaces, AddOnPlacementScores with a
+status subresource): one ``carbon`` object per ManagedCluster namespace with both scores
+and ``validUntil``, created by server-side apply of the object, then of its status;
+rewritten only past the hysteresis margin; nothing written without the Lease, for a
+cluster without a zone, or where OCM is not installed."""
 
 from __future__ import annotations
 
@@ -10,12 +12,10 @@ from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
 
-import orjson
 import pytest
-from aiohttp import web
-from aiohttp.test_utils import TestServer
 from kubernetes_asyncio import client
 
+from tests import kubeapi
 from tests.support import NOW, reading
 from webhook.decision import ocm
 from webhook.kinds.reevaluation import OutlookMethod
@@ -24,55 +24,43 @@ from webhook.model.config import parse
 from webhook.model.intensity import IntensityTable
 from webhook.model.vocabulary import ZONE
 
+GROUP, _, SCORES = ocm.SCORES
+
 
 def managed(name: str, zone: str | None) -> dict[str, Any]:
-    return {"metadata": {"name": name, "labels": {ZONE: zone} if zone else {}}}
+    return {
+        "apiVersion": f"{GROUP}/v1",
+        "kind": "ManagedCluster",
+        "metadata": {"name": name, "labels": {ZONE: zone} if zone else {}},
+    }
 
 
-@dataclasses.dataclass
-class FakeApi:
-    clusters: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    scores: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
-    """namespace -> the AddOnPlacementScore ``carbon``."""
-    namespaces: set[str] = dataclasses.field(default_factory=set)
-    installed: bool = True
-    writes: list[tuple[str, str]] = dataclasses.field(default_factory=list)
-
-    @staticmethod
-    def _reply(body: object, status: int = 200) -> web.Response:
-        return web.Response(status=status, body=orjson.dumps(body), content_type="application/json")
-
-    def _missing(self) -> web.Response:
-        return self._reply({"kind": "Status", "code": 404, "reason": "NotFound"}, 404)
-
-    async def list(self, request: web.Request) -> web.Response:
-        if not self.installed:
-            return self._missing()
-        plural = request.match_info["plural"]
-        if plural == "managedclusters":
-            return self._reply({"items": self.clusters})
-        assert plural == "addonplacementscores"
-        assert request.query.get("fieldSelector") == "metadata.name=carbon"
-        return self._reply({"items": list(self.scores.values())})
-
-    async def apply(self, request: web.Request) -> web.Response:
-        assert request.content_type == "application/apply-patch+yaml"
-        assert request.query.get("fieldManager") == "carbonshift"
-        ns, name = request.match_info["ns"], request.match_info["name"]
-        assert name == ocm.RESOURCE
-        if ns not in self.namespaces:
-            return self._missing()
-        body = await request.json()
-        sub = request.match_info.get("sub")
-        self.writes.append((ns, sub or "object"))
-        held = self.scores.setdefault(ns, {"metadata": {"name": name, "namespace": ns}})
-        if sub == "status":
-            held["status"] = body["status"]
-        return self._reply(held)
+def namespace(name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
 
 
-class Gate:
-    leading = True
+def fleet(kube: kubeapi.KubeApi, clusters: list[dict[str, Any]], *namespaces: str) -> None:
+    """The ManagedClusters, and the namespaces OCM's registration made for them."""
+    for obj in [*clusters, *map(namespace, namespaces)]:
+        kube.add(obj)
+
+
+def scores(kube: kubeapi.KubeApi) -> dict[str, dict[str, Any]]:
+    """namespace -> the stored AddOnPlacementScore ``carbon``."""
+    held = kube.items(SCORES)
+    return {o["metadata"]["namespace"]: o for o in held if o["metadata"]["name"] == ocm.RESOURCE}
+
+
+def writes(kube: kubeapi.KubeApi) -> list[tuple[str, str]]:
+    """(namespace, ``object`` or ``status``) of each write, in order; each a forced
+    server-side apply of ``carbon`` by the field manager ``carbonshift``."""
+    done = kube.writes()
+    for call in done:
+        assert (call.method, call.content_type) == ("PATCH", "application/apply-patch+yaml")
+        assert call.query.get("fieldManager") == "carbonshift"
+        assert call.query.get("force", "").lower() == "true"
+        assert (call.where.resource, call.where.name) == (SCORES, ocm.RESOURCE)
+    return [(call.where.namespace, call.where.subresource or "object") for call in done]
 
 
 @dataclasses.dataclass
@@ -97,35 +85,29 @@ class Feed:
 
 
 @pytest.fixture
-async def fake() -> AsyncIterator[tuple[FakeApi, client.ApiClient]]:
-    state = FakeApi()
-    app = web.Application()
-    app.router.add_get("/apis/{group}/{version}/{plural}", state.list)
-    base = "/apis/{group}/{version}/namespaces/{ns}/{plural}/{name}"
-    app.router.add_patch(base, state.apply)
-    app.router.add_patch(base + "/{sub}", state.apply)
-    async with TestServer(app) as http:
-        api = client.ApiClient(client.Configuration(host=f"http://{http.host}:{http.port}"))
-        try:
-            yield state, api
-        finally:
-            await api.close()
+async def kube() -> AsyncIterator[kubeapi.KubeApi]:
+    """An API server with OCM's CRDs: AddOnPlacementScore's status is its subresource's,
+    and a score is created only in an existing namespace."""
+    async with kubeapi.serve() as server:
+        server.status_subresource = {SCORES}
+        server.strict_namespaces = True
+        yield server
 
 
-def scorer(api: client.ApiClient, feed: Feed, gate: Gate | None = None) -> PlacementScorer:
+def scorer(api: client.ApiClient, feed: Feed, gate: kubeapi.Gate | None = None) -> PlacementScorer:
     config = parse({"hysteresis": {"margin": 0.1}, "ocm": {"interval_seconds": 30}})
-    return PlacementScorer(api, config, feed, gate or Gate(), clock=lambda: NOW)
+    return PlacementScorer(api, config, feed, gate or kubeapi.Gate(), clock=lambda: NOW)
 
 
-async def test_each_managed_cluster_gets_its_scores(fake: tuple[FakeApi, client.ApiClient]) -> None:
-    state, api = fake
-    state.clusters = [managed("green", "SE-SE3"), managed("dirty", "PL"), managed("nowhere", None)]
-    state.namespaces = {"green", "dirty", "nowhere"}
+async def test_each_managed_cluster_gets_its_scores(kube: kubeapi.KubeApi) -> None:
+    clusters = [managed("green", "SE-SE3"), managed("dirty", "PL"), managed("nowhere", None)]
+    fleet(kube, clusters, "green", "dirty", "nowhere")
     feed = Feed({"SE-SE3": 25.0, "PL": 800.0}, ahead={"PL": 500.0})
-    assert await scorer(api, feed).pass_once() == 2
+    assert await scorer(kube.api, feed).pass_once() == 2
     assert feed.wanted == {"SE-SE3", "PL"}
-    assert set(state.scores) == {"green", "dirty"}
-    green, dirty = state.scores["green"]["status"], state.scores["dirty"]["status"]
+    held = scores(kube)
+    assert set(held) == {"green", "dirty"}
+    green, dirty = held["green"]["status"], held["dirty"]["status"]
     assert green["scores"] == [
         {"name": "forecast", "value": 95},
         {"name": "intensity", "value": 95},
@@ -135,56 +117,59 @@ async def test_each_managed_cluster_gets_its_scores(fake: tuple[FakeApi, client.
         {"name": "intensity", "value": -60},
     ]
     assert green["validUntil"] == "2026-01-01T15:00:00Z"  # the hour's end + feed.max_age_seconds
-    assert ("green", "object") in state.writes
+    assert held["green"]["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "carbonshift"}
+    # The object is created first: its status subresource cannot create it.
+    assert writes(kube) == [
+        ("dirty", "object"), ("dirty", "status"), ("green", "object"), ("green", "status"),
+    ]  # fmt: skip
+    [listed] = kube.calls("GET", SCORES)
+    assert listed.query.get("fieldSelector") == f"metadata.name={ocm.RESOURCE}"
 
 
-async def test_rewritten_only_beyond_the_margin(fake: tuple[FakeApi, client.ApiClient]) -> None:
-    state, api = fake
-    state.clusters = [managed("green", "SE-SE3")]
-    state.namespaces = {"green"}
+async def test_rewritten_only_beyond_the_margin(kube: kubeapi.KubeApi) -> None:
+    fleet(kube, [managed("green", "SE-SE3")], "green")
+    # Another add-on's score in the same namespace is none of the leader's business.
+    other = ocm.score_object("green")
+    other["metadata"] = {"name": "resource-usage-score", "namespace": "green"}
+    other["status"] = {"scores": [{"name": "cpuAvailable", "value": 50}]}
+    untouched = kube.add(other)
     feed = Feed({"SE-SE3": 200.0})
-    leader = scorer(api, feed)
+    leader = scorer(kube.api, feed)
     assert await leader.pass_once() == 1
     feed.values["SE-SE3"] = 210.0  # +5 %: inside the margin
     assert await leader.pass_once() == 0
-    assert state.scores["green"]["status"]["scores"][1] == {"name": "intensity", "value": 60}
+    assert scores(kube)["green"]["status"]["scores"][1] == {"name": "intensity", "value": 60}
     feed.values["SE-SE3"] = 600.0
     assert await leader.pass_once() == 1
-    assert state.scores["green"]["status"]["scores"][1] == {"name": "intensity", "value": -20}
+    assert scores(kube)["green"]["status"]["scores"][1] == {"name": "intensity", "value": -20}
+    assert kube.get(SCORES, "resource-usage-score", "green") == untouched
+    assert len(writes(kube)) == 4
 
 
-async def test_nothing_is_written_without_the_lease(fake: tuple[FakeApi, client.ApiClient]) -> None:
-    state, api = fake
-    state.clusters = [managed("green", "SE-SE3")]
-    state.namespaces = {"green"}
-    gate = Gate()
-    gate.leading = False
-    assert await scorer(api, Feed({"SE-SE3": 25.0}), gate).pass_once() == 0
-    assert state.writes == []
+async def test_nothing_is_written_without_the_lease(kube: kubeapi.KubeApi) -> None:
+    fleet(kube, [managed("green", "SE-SE3")], "green")
+    gate = kubeapi.Gate(leading=False)
+    assert await scorer(kube.api, Feed({"SE-SE3": 25.0}), gate).pass_once() == 0
+    assert writes(kube) == []
 
 
-async def test_a_missing_namespace_or_ocm_is_no_failure(
-    fake: tuple[FakeApi, client.ApiClient],
-) -> None:
-    state, api = fake
-    state.clusters = [managed("green", "SE-SE3")]
+async def test_a_missing_namespace_or_ocm_is_no_failure(kube: kubeapi.KubeApi) -> None:
+    fleet(kube, [managed("green", "SE-SE3")])
     feed = Feed({"SE-SE3": 25.0})
-    assert await scorer(api, feed).pass_once() == 0  # no namespace "green"
-    state.installed = False
-    assert await scorer(api, feed).pass_once() == 0
-    assert state.scores == {}
+    assert await scorer(kube.api, feed).pass_once() == 0  # no namespace "green"
+    assert writes(kube) == [("green", "object")]  # refused: 404
+    kube.unserved = {GROUP}
+    assert await scorer(kube.api, feed).pass_once() == 0
+    assert len(kube.writes()) == 1
+    assert scores(kube) == {}
 
 
-async def test_valid_until_is_renewed_before_it_lapses(
-    fake: tuple[FakeApi, client.ApiClient],
-) -> None:
-    state, api = fake
-    state.clusters = [managed("green", "SE-SE3")]
-    state.namespaces = {"green"}
+async def test_valid_until_is_renewed_before_it_lapses(kube: kubeapi.KubeApi) -> None:
+    fleet(kube, [managed("green", "SE-SE3")], "green")
     feed = Feed({"SE-SE3": 25.0})
     now = [NOW]
     config = parse({"ocm": {"interval_seconds": 30}})
-    leader = PlacementScorer(api, config, feed, Gate(), clock=lambda: now[0])
+    leader = PlacementScorer(kube.api, config, feed, kubeapi.Gate(), clock=lambda: now[0])
     assert await leader.pass_once() == 1
     now[0] += timedelta(hours=2, minutes=59)  # a minute before validUntil, same data
     assert await leader.pass_once() == 0
@@ -192,4 +177,4 @@ async def test_valid_until_is_renewed_before_it_lapses(
                     valid_to=NOW + timedelta(hours=3))  # fmt: skip
     feed.snapshot = lambda: Feed._Snapshot({"SE-SE3": later})  # type: ignore[method-assign]
     assert await leader.pass_once() == 1
-    assert state.scores["green"]["status"]["validUntil"] == "2026-01-01T17:00:00Z"
+    assert scores(kube)["green"]["status"]["validUntil"] == "2026-01-01T17:00:00Z"
