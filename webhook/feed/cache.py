@@ -37,6 +37,7 @@ from aiocache.serializers import BaseSerializer
 
 from webhook.model import errors
 from webhook.model.intensity import Reading, Signal
+from webhook.model.vocabulary import parse_time
 from webhook.runtime.metrics import CACHE_LOOKUPS
 
 log = structlog.get_logger("carbonshift.cache")
@@ -94,7 +95,9 @@ class Entry:
 
     @classmethod
     def from_bytes(cls, raw: bytes) -> Entry:
-        """Inverse of :meth:`to_bytes`; raises ValueError on anything else."""
+        """Inverse of :meth:`to_bytes`; raises ValueError on anything else. orjson writes
+        aware times as RFC 3339 (``2026-11-23T11:00:00.000005+00:00``), which the one
+        time parser reads back as the same instant in UTC."""
         try:
             data = orjson.loads(raw)
             readings = tuple(
@@ -102,8 +105,8 @@ class Entry:
                     zone=r["zone"],
                     value=float(r["value"]),
                     signal=Signal(r["signal"]),
-                    valid_from=datetime.fromisoformat(r["valid_from"]),
-                    valid_to=datetime.fromisoformat(r["valid_to"]),
+                    valid_from=parse_time(r["valid_from"]),
+                    valid_to=parse_time(r["valid_to"]),
                     estimated=bool(r["estimated"]),
                     source=r["source"],
                     stale=bool(r.get("stale", False)),
@@ -115,8 +118,8 @@ class Entry:
                 kind=data["kind"],
                 zone=data["zone"],
                 readings=readings,
-                fetched_at=datetime.fromisoformat(data["fetched_at"]),
-                expires_at=datetime.fromisoformat(data["expires_at"]),
+                fetched_at=parse_time(data["fetched_at"]),
+                expires_at=parse_time(data["expires_at"]),
                 error=data.get("error"),
                 error_type=data.get("error_type"),
             )
