@@ -165,6 +165,39 @@ async def test_an_idle_keep_alive_connection_is_kept_then_closed(strict: Running
     assert await metric(strict, HEADER_TIMEOUTS) == before  # idle is not a header timeout
 
 
+async def test_a_later_request_trickling_in_on_a_kept_connection_is_cut_off(
+    strict: Running,
+) -> None:
+    # The connection's one timer was armed by the first request; it fires while the second
+    # one's headers are awaited and waits for that request's own deadline.
+    before = await metric(strict, HEADER_TIMEOUTS)
+    conn = await Conn.open(strict)
+    await conn.send(http_post(review("first")))
+    status, _ = await conn.response()
+    assert status == 200
+    await asyncio.sleep(0.2)  # half the header timeout
+    await conn.send(b"POST /mutate HTTP/1.1\r\nHost: localhost\r\n")  # and never the rest
+    started = time.monotonic()
+    assert await conn.closed_within(3.0)
+    assert 0.3 < time.monotonic() - started < 1.2  # its own deadline, not the first one's
+    assert await metric(strict, HEADER_TIMEOUTS) == before + 1
+
+
+async def test_a_busy_kept_connection_outlives_the_header_timeout(strict: Running) -> None:
+    before = await metric(strict, HEADER_TIMEOUTS)
+    conn = await Conn.open(strict)
+    started, answered = time.monotonic(), 0
+    while time.monotonic() - started < 1.3:  # three header timeouts of requests in a row
+        await conn.send(http_post(review(f"busy-{answered}")))
+        status, payload = await conn.response()
+        assert status == 200
+        assert payload["response"]["uid"] == f"busy-{answered}"
+        answered += 1
+        await asyncio.sleep(0.05)
+    assert not await conn.closed_within(0.1)
+    assert await metric(strict, HEADER_TIMEOUTS) == before
+
+
 async def test_a_connection_that_never_speaks_is_closed(strict: Running) -> None:
     conn = await Conn.open(strict)
     assert await conn.closed_within(3.0)

@@ -3,11 +3,13 @@
 - **TLS handshake**: at most ``service.handshake_timeout_seconds`` (asyncio's own timeout,
   passed to ``create_server``), then the socket is closed.
 - **Headers**: from the first byte of a request to the end of its headers at most
-  ``service.header_timeout_seconds``: each connection's protocol is wrapped by
-  :class:`_HeaderDeadline`, which arms a timer when bytes arrive on an idle connection
-  and disarms it when a handler starts (:func:`deadlines`, a middleware); on expiry the
-  connection is closed. Header lines are limited to :data:`MAX_LINE` bytes and a request
-  to :data:`MAX_HEADERS` headers (aiohttp answers 400 past either).
+  ``service.header_timeout_seconds``, then the connection is closed. The clock lives in
+  aiohttp's own protocol (:class:`GuardedHandler`): bytes arriving while no request is
+  handled stamp the first byte, the handler's start stops the clock and one timer per
+  connection, re-armed only when it fires, checks the deadline (as aiohttp's own
+  keep-alive timer does): no timer, task or middleware per request. Header lines are
+  limited to :data:`MAX_LINE` bytes and a request to :data:`MAX_HEADERS` headers
+  (aiohttp answers 400 past either).
 - **Body**: a request whose body is not all in when its handler starts gets
   ``service.body_timeout_seconds`` for the rest (then 408 with a JSON error). Bodies that
   arrived with their headers, the normal case, cost no timer.
@@ -26,9 +28,8 @@ Every refusal is counted (:data:`~webhook.runtime.metrics.SHED`,
 
 Every error answer, carbonshift's own and aiohttp's (404 for an unknown path, 405 for a
 wrong method, 400 for a request line or headers it cannot parse, 500), has one shape:
-``{"error": "..."}`` as ``application/json`` (:func:`error_response`): aiohttp's HTTP
-exceptions through the :func:`json_errors` middleware, its protocol-level answers
-through :class:`JsonErrorHandler`.
+``{"error": "..."}`` as ``application/json`` (:func:`error_response`), written by
+:class:`GuardedHandler` too.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import dataclasses
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from http import HTTPStatus
 from typing import Any
 
@@ -64,7 +65,7 @@ _shed_concurrency = SHED.labels("concurrency")
 _shed_queue = SHED.labels("queue")
 WAITED: contextvars.ContextVar[float] = contextvars.ContextVar("carbonshift_waited", default=0.0)
 """Seconds from the request's first byte to its handler (each request's task has its own
-context, so the middleware sets it and the handler reads it)."""
+context, so :class:`GuardedHandler` sets it as the handler starts and the handler reads it)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -100,72 +101,6 @@ class Limits:
         }
 
 
-class _HeaderDeadline(asyncio.Protocol):
-    """aiohttp's protocol for one connection, with a deadline on receiving headers.
-
-    Bytes arriving while no handler runs start the clock (the first bytes of the next
-    request); :meth:`request_started` stops it and says how long the request waited,
-    :meth:`request_finished` lets the next bytes start it again. Everything else is
-    passed through unchanged."""
-
-    __slots__ = ("_arrived", "_busy", "_inner", "_seconds", "_timer", "_transport")
-
-    def __init__(self, inner: asyncio.Protocol, seconds: float) -> None:
-        self._inner = inner
-        self._seconds = seconds
-        self._timer: asyncio.TimerHandle | None = None
-        self._transport: asyncio.BaseTransport | None = None
-        self._busy = 0
-        self._arrived = 0.0
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self._transport = transport
-        self._inner.connection_made(transport)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._disarm()
-        self._inner.connection_lost(exc)
-
-    def data_received(self, data: bytes) -> None:
-        if not self._busy and self._timer is None:
-            loop = asyncio.get_running_loop()
-            self._arrived = now = loop.time()
-            self._timer = loop.call_at(now + self._seconds, self._expired)
-        self._inner.data_received(data)
-
-    def eof_received(self) -> bool | None:
-        return self._inner.eof_received()
-
-    def pause_writing(self) -> None:
-        self._inner.pause_writing()
-
-    def resume_writing(self) -> None:
-        self._inner.resume_writing()
-
-    def request_started(self) -> float:
-        """Stop the clock; the seconds since the request's first byte (0 when its bytes
-        came in while another request of this connection was being handled)."""
-        self._busy += 1
-        if self._timer is None:
-            return 0.0
-        self._disarm()
-        return asyncio.get_running_loop().time() - self._arrived
-
-    def request_finished(self) -> None:
-        self._busy -= 1
-
-    def _disarm(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-
-    def _expired(self) -> None:
-        self._timer = None
-        _header_timeouts.inc()
-        if self._transport is not None:
-            self._transport.close()
-
-
 def _one_line(message: str | None) -> str:
     """A parser's message without the lines that point at the offending byte
     (``Invalid method encountered: b'GARBAGE'``)."""
@@ -173,45 +108,7 @@ def _one_line(message: str | None) -> str:
     return " ".join(line for line in lines if line.strip("^"))
 
 
-class GuardedSite(web.TCPSite):
-    """``TCPSite`` with a TLS handshake timeout and the header deadline on every
-    connection."""
-
-    __slots__ = ("_limits",)
-
-    def __init__(self, runner: web.BaseRunner, host: str, port: int, **kwargs: Any) -> None:
-        self._limits: Limits = kwargs.pop("limits")
-        super().__init__(runner, host, port, **kwargs)
-
-    async def start(self) -> None:
-        self._runner._reg_site(self)  # what BaseSite.start does
-        server = self._runner.server
-        assert server is not None
-        seconds = self._limits.header_seconds
-
-        def protocol() -> asyncio.Protocol:
-            handler = server()
-            handler.__class__ = JsonErrorHandler  # same slots: only handle_error differs
-            return _HeaderDeadline(handler, seconds)
-
-        loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            protocol,
-            self._host,
-            self._port,
-            ssl=self._ssl_context,
-            ssl_handshake_timeout=self._limits.handshake_seconds
-            if self._ssl_context is not None
-            else None,
-            backlog=self._backlog,
-            reuse_address=self._reuse_address,
-            reuse_port=self._reuse_port,
-        )
-        sockets = self._server.sockets
-        self._bound_port = sockets[0].getsockname()[1] if sockets else self._port
-
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+Handler = Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]
 
 
 def error_response(
@@ -237,39 +134,6 @@ def _from_http(request: web.BaseRequest, exc: web.HTTPException) -> web.Response
 
 
 _BODY_HEADERS = frozenset({hdrs.CONTENT_TYPE, hdrs.CONTENT_LENGTH})
-
-
-@web.middleware
-async def json_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """The middleware that answers aiohttp's HTTP errors (no route: 404, wrong method:
-    405...) with the JSON error body; the outermost one, so it sees every handler's."""
-    try:
-        return await handler(request)
-    except web.HTTPException as exc:
-        if exc.status < 400:
-            raise
-        return _from_http(request, exc)
-
-
-class JsonErrorHandler(RequestHandler):
-    """aiohttp's protocol for one connection, whose own error answers (a request line or
-    headers it cannot parse: 400; an unhandled exception: 500) carry the JSON error body.
-    aiohttp logs and closes as before; only the body changes."""
-
-    __slots__ = ()
-
-    def handle_error(
-        self,
-        request: web.BaseRequest,
-        status: int = 500,
-        exc: BaseException | None = None,
-        message: str | None = None,
-    ) -> web.StreamResponse:
-        plain = super().handle_error(request, status, exc, message)
-        text = _one_line(message) if status != HTTPStatus.INTERNAL_SERVER_ERROR else ""
-        response = error_response(plain.status, text or plain.reason or str(plain.status))
-        response.force_close()
-        return response
 
 
 class Drain:
@@ -309,38 +173,145 @@ class Drain:
         return True
 
 
-def deadlines(limits: Limits, drain: Drain) -> Any:
-    """The middleware that stops a connection's header clock while its handler runs,
-    bounds the wait for a body that is not all in yet and counts requests in progress
-    for ``drain``."""
-    body_seconds = limits.body_seconds
+class GuardedHandler(RequestHandler):
+    """aiohttp's protocol for one connection, with the header clock, the body deadline,
+    the count of requests in progress for ``drain`` and the JSON error body on every
+    error answer, its own included (a request line or headers it cannot parse: 400; an
+    unhandled exception: 500).
 
-    @web.middleware
-    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-        transport = request.transport
-        protocol = transport.get_protocol() if transport is not None else None
-        guard = protocol if isinstance(protocol, _HeaderDeadline) else None
-        if guard is not None:
-            WAITED.set(guard.request_started())
-        drain.enter()
-        try:
-            if guard is None or request.content.is_eof():
-                response = await handler(request)
-            else:
-                response = await _with_body_deadline(request, handler, body_seconds)
-        finally:
-            drain.leave()
-            if guard is not None:
-                guard.request_finished()
-        if drain.closing:
-            response.force_close()
+    Everything per request runs in aiohttp's own synchronous steps (receiving bytes,
+    calling the handler, finishing the response): the hooks hand aiohttp its own
+    coroutines back, so a request whose body came with its headers costs no extra task,
+    coroutine or timer."""
+
+    __slots__ = ("_app_handler", "_body_seconds", "_busy", "_drain", "_first_byte",
+                 "_header_seconds", "_header_timer")  # fmt: skip
+
+    def __init__(self, manager: web.Server, *, limits: Limits, drain: Drain, **kwargs: Any) -> None:
+        super().__init__(manager, **kwargs)
+        self._header_seconds = limits.header_seconds
+        self._body_seconds = limits.body_seconds
+        self._drain = drain
+        self._header_timer: asyncio.TimerHandle | None = None
+        self._first_byte = 0.0
+        """Loop time of the first byte of the request whose headers are awaited (0: none)."""
+        self._busy = False
+        """A handler of this connection runs (its bytes, and a next request's, start no clock)."""
+        self._app_handler = self._request_handler
+        self._request_handler = self._dispatch
+
+    def data_received(self, data: bytes) -> None:
+        if not self._busy and not self._first_byte and data:
+            loop = self._loop
+            self._first_byte = now = loop.time()
+            if self._header_timer is None:
+                self._header_timer = loop.call_at(now + self._header_seconds, self._headers_due)
+        super().data_received(data)
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+        super().connection_lost(exc)
+
+    def _headers_due(self) -> None:
+        """The connection's one timer: close it when a request's headers are overdue, else
+        check again at the deadline of the request now awaited (if any)."""
+        self._header_timer = None
+        if not self._first_byte:
+            return  # no headers awaited: the next request's first byte arms the timer
+        due = self._first_byte + self._header_seconds
+        if self._loop.time() < due:  # the headers of a later request: its own deadline
+            self._header_timer = self._loop.call_at(due, self._headers_due)
+            return
+        _header_timeouts.inc()
+        if self.transport is not None:
+            self.transport.close()
+
+    def _dispatch(self, request: web.BaseRequest) -> Awaitable[web.StreamResponse]:
+        """The handler starts: stop the clock (the request waited since its first byte,
+        0 when its bytes came in while another request of this connection was handled),
+        count the request in progress, bound the wait for a body not all in yet."""
+        self._busy = True
+        if self._first_byte:
+            WAITED.set(self._loop.time() - self._first_byte)
+            self._first_byte = 0.0
+        self._drain.enter()
+        handler = self._app_handler
+        assert handler is not None
+        if request.content.is_eof():
+            return handler(request)
+        return _with_body_deadline(request, handler, self._body_seconds)
+
+    def finish_response(  # aiohttp's own coroutine, handed back (no frame of ours)
+        self, request: web.BaseRequest, resp: web.StreamResponse, start_time: float | None
+    ) -> Coroutine[Any, Any, tuple[web.StreamResponse, bool]]:
+        """The handler ended (or raised): an HTTP exception becomes the JSON error; while
+        draining every answer closes its connection."""
+        if self._busy:
+            self._busy = False
+            self._drain.leave()
+        if isinstance(resp, web.HTTPException) and resp.status >= 400:
+            resp = _from_http(request, resp)
+        if self._drain.closing:
+            resp.force_close()
+        return super().finish_response(request, resp, start_time)
+
+    def handle_error(
+        self,
+        request: web.BaseRequest,
+        status: int = 500,
+        exc: BaseException | None = None,
+        message: str | None = None,
+    ) -> web.StreamResponse:
+        """aiohttp's error answer (it logs and closes as before) with the JSON body."""
+        plain = super().handle_error(request, status, exc, message)
+        text = _one_line(message) if status != HTTPStatus.INTERNAL_SERVER_ERROR else ""
+        response = error_response(plain.status, text or plain.reason or str(plain.status))
+        response.force_close()
         return response
 
-    return middleware
+
+class GuardedSite(web.TCPSite):
+    """``TCPSite`` with a TLS handshake timeout whose connections are
+    :class:`GuardedHandler`."""
+
+    __slots__ = ("_drain", "_limits")
+
+    def __init__(self, runner: web.BaseRunner, host: str, port: int, **kwargs: Any) -> None:
+        self._limits: Limits = kwargs.pop("limits")
+        self._drain: Drain = kwargs.pop("drain")
+        super().__init__(runner, host, port, **kwargs)
+
+    async def start(self) -> None:
+        self._runner._reg_site(self)  # what BaseSite.start does
+        server = self._runner.server
+        assert server is not None
+        loop = asyncio.get_running_loop()
+        limits, drain = self._limits, self._drain
+        options = server._kwargs  # what web.Server passes to its RequestHandler
+
+        def protocol() -> GuardedHandler:
+            return GuardedHandler(server, loop=loop, limits=limits, drain=drain, **options)
+
+        self._server = await loop.create_server(
+            protocol,
+            self._host,
+            self._port,
+            ssl=self._ssl_context,
+            ssl_handshake_timeout=self._limits.handshake_seconds
+            if self._ssl_context is not None
+            else None,
+            backlog=self._backlog,
+            reuse_address=self._reuse_address,
+            reuse_port=self._reuse_port,
+        )
+        sockets = self._server.sockets
+        self._bound_port = sockets[0].getsockname()[1] if sockets else self._port
 
 
 async def _with_body_deadline(
-    request: web.Request, handler: Handler, seconds: float
+    request: web.BaseRequest, handler: Handler, seconds: float
 ) -> web.StreamResponse:
     try:
         async with asyncio.timeout(seconds):
