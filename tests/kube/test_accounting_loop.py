@@ -1,22 +1,20 @@
-"""The leader's carbon accounting against a fake API server (policies, ResourceBindings,
-Clusters, NodePools, Nodes, the ConfigMap): an interval is counted at the intensity of
-where the replicas ran and against the user's own placement; the totals are persisted and
-a new leader resumes from them; nothing is written without the Lease; the metrics have
-one series per managed object."""
+"""The leader's carbon accounting against the in-process API server (:mod:`tests.kubeapi`:
+policies, ResourceBindings, NodePools, Nodes, the ConfigMap): an interval is counted at
+the intensity of where the replicas ran and against the user's own placement; the totals
+are persisted in a ConfigMap, written over another writer's version, and a new leader
+resumes from them; nothing is written without the Lease; the metrics have one series per
+managed object."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
 from typing import Any
 
-import orjson
 import pytest
-from aiohttp import web
-from aiohttp.test_utils import TestServer
 from kubernetes_asyncio import client
 
+from tests import kubeapi
 from tests.support import NOW, reading
 from webhook import testing
 from webhook.decision.placement import GREEN_TERM, TIER_TERM
@@ -27,6 +25,8 @@ from webhook.model.config import ClusterConfig, Config, parse
 from webhook.model.vocabulary import DECISION
 from webhook.runtime import metrics
 
+NAMESPACE = "carbonshift-system"
+CONFIGMAP = "carbonshift-accounting"
 ZONES = {"green": "SE-SE3", "dirty": "PL"}
 VALUES = {"SE-SE3": 25.0, "PL": 800.0}
 FILL = {
@@ -56,6 +56,8 @@ def policy(name: str, namespace: str = "shop") -> dict[str, Any]:
 
 def binding(name: str, clusters: dict[str, int], namespace: str = "shop") -> dict[str, Any]:
     return {
+        "apiVersion": "work.karmada.io/v1alpha2",
+        "kind": "ResourceBinding",
         "metadata": {
             "name": f"{name}-deployment", "namespace": namespace,
             "annotations": {"propagationpolicy.karmada.io/name": name,
@@ -87,57 +89,43 @@ def nodepool(name: str) -> dict[str, Any]:
 
 def node(name: str, pool: str, zone: str, cpu: str) -> dict[str, Any]:
     return {
+        "apiVersion": "v1",
+        "kind": "Node",
         "metadata": {"name": name, "labels": {"karpenter.sh/nodepool": pool,
                                               "topology.kubernetes.io/zone": zone}},
         "status": {"capacity": {"cpu": cpu}},
     }  # fmt: skip
 
 
-@dataclasses.dataclass
-class FakeApi:
-    policies: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    bindings: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    nodepools: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    nodes: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    configmap: dict[str, Any] | None = None
-    writes: int = 0
-
-    @staticmethod
-    def _reply(body: object, status: int = 200) -> web.Response:
-        return web.Response(status=status, body=orjson.dumps(body), content_type="application/json")
-
-    async def list(self, request: web.Request) -> web.Response:
-        items = {
-            "propagationpolicies": self.policies,
-            "clusterpropagationpolicies": [],
-            "clusters": [],
-            "resourcebindings": self.bindings,
-            "clusterresourcebindings": [],
-            "nodepools": self.nodepools,
-        }[request.match_info["plural"]]
-        return self._reply({"items": items})
-
-    async def list_nodes(self, request: web.Request) -> web.Response:
-        assert request.query.get("labelSelector") == "karpenter.sh/nodepool"
-        return self._reply({"kind": "NodeList", "apiVersion": "v1", "items": self.nodes})
-
-    async def read(self, request: web.Request) -> web.Response:
-        if self.configmap is None:
-            return self._reply({"kind": "Status", "code": 404, "reason": "NotFound"}, 404)
-        return self._reply(self.configmap)
-
-    async def write(self, request: web.Request) -> web.Response:
-        body = await request.json()
-        if request.method == "POST" and self.configmap is not None:
-            return self._reply({"kind": "Status", "code": 409, "reason": "AlreadyExists"}, 409)
-        self.writes += 1
-        body["metadata"]["resourceVersion"] = str(self.writes)
-        self.configmap = body
-        return self._reply(body, 201 if request.method == "POST" else 200)
+def seed(kube: kubeapi.KubeApi, *objects: dict[str, Any]) -> None:
+    for obj in objects:
+        kube.add(obj)
 
 
-class Gate:
-    leading = True
+def configmap(kube: kubeapi.KubeApi) -> dict[str, Any] | None:
+    """The stored ledger ConfigMap, if any."""
+    held = kube.items("configmaps", NAMESPACE)
+    return next((o for o in held if o["metadata"]["name"] == CONFIGMAP), None)
+
+
+def saves(kube: kubeapi.KubeApi) -> list[str]:
+    """The methods of the requests on the ledger ConfigMap, in order; every write by the
+    field manager ``carbonshift``."""
+    calls = kube.calls(resource="configmaps")
+    for call in calls:
+        name = call.where.name or call.body["metadata"]["name"]
+        assert (call.where.namespace, name) == (NAMESPACE, CONFIGMAP)
+        if call.method != "GET":
+            assert call.query.get("fieldManager") == "carbonshift"
+    return [call.method for call in calls]
+
+
+def persisted(kube: kubeapi.KubeApi) -> Ledger:
+    """The ledger in the stored ConfigMap (labelled as carbonshift's)."""
+    stored = configmap(kube)
+    assert stored is not None
+    assert stored["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "carbonshift"}
+    return Ledger.from_data(stored["data"])
 
 
 class Clock:
@@ -161,20 +149,9 @@ def no_series() -> None:
 
 
 @pytest.fixture
-async def fake() -> AsyncIterator[tuple[FakeApi, client.ApiClient]]:
-    api_state = FakeApi()
-    app = web.Application()
-    app.router.add_get("/apis/{group}/{version}/{plural}", api_state.list)
-    app.router.add_get("/api/v1/nodes", api_state.list_nodes)
-    app.router.add_get("/api/v1/namespaces/{ns}/configmaps/{name}", api_state.read)
-    app.router.add_post("/api/v1/namespaces/{ns}/configmaps", api_state.write)
-    app.router.add_put("/api/v1/namespaces/{ns}/configmaps/{name}", api_state.write)
-    async with TestServer(app) as http:
-        api = client.ApiClient(client.Configuration(host=f"http://{http.host}:{http.port}"))
-        try:
-            yield api_state, api
-        finally:
-            await api.close()
+async def kube() -> AsyncIterator[kubeapi.KubeApi]:
+    async with kubeapi.serve() as server:
+        yield server
 
 
 def context(config: Config) -> Context:
@@ -184,14 +161,14 @@ def context(config: Config) -> Context:
 
 
 def accountant(
-    api: client.ApiClient, clock: Clock, gate: Gate | None = None, **settings: Any
+    api: client.ApiClient, clock: Clock, gate: kubeapi.Gate | None = None, **settings: Any
 ) -> Accountant:
     config = parse({
         "accounting": settings,
         "nodepools": {"topology_zones": {"eu-north-1a": "SE-SE3", "eu-central-1a": "PL"}},
     })  # fmt: skip
     return Accountant(
-        api, config, lambda: context(config), gate or Gate(), namespace="carbonshift-system",
+        api, config, lambda: context(config), gate or kubeapi.Gate(), namespace=NAMESPACE,
         clock=clock,
     )  # fmt: skip
 
@@ -209,19 +186,17 @@ LABELS = {"kind": "PropagationPolicy", "namespace": "shop", "name": "web",
 
 
 async def test_an_interval_is_counted_against_the_users_own_division(
-    fake: tuple[FakeApi, client.ApiClient],
+    kube: kubeapi.KubeApi,
 ) -> None:
-    state, api = fake
-    state.policies = [policy("web")]
-    state.bindings = [binding("web", {"green": 4})]
+    seed(kube, policy("web"), binding("web", {"green": 4}))
     clock = Clock()
-    leader = accountant(api, clock)
+    leader = accountant(kube.api, clock)
     leader.forget()
     assert await leader.pass_once() == 0  # the first pass only sets the start
-    assert state.configmap is not None
+    assert configmap(kube) is not None
     clock.now += timedelta(seconds=300)
     assert await leader.pass_once() == 1
-    ledger = Ledger.from_data(state.configmap["data"])
+    ledger = persisted(kube)
     totals = ledger.objects["PropagationPolicy/shop/web"].totals["average/coefficient"]
     # Actual: 4 replicas on green (25 g/kWh). Counterfactual: the user's plain Divided
     # policy splits them evenly: 2 on green, 2 on dirty (800 g/kWh).
@@ -237,16 +212,43 @@ async def test_an_interval_is_counted_against_the_users_own_division(
     assert ledger.series[-1]["i"] == {"green": 25.0, "dirty": 800.0}
     assert sample(metrics.EMISSIONS_GRAMS, **LABELS) == pytest.approx(4 * KWH * 25)
     assert sample(metrics.AVOIDED_GRAMS, **LABELS) == pytest.approx(2 * KWH * 775)
+    # Read (none yet), created, then replaced at the version the leader wrote.
+    assert saves(kube) == ["GET", "POST", "PUT"]
+
+
+async def test_a_write_meeting_another_version_is_written_over(kube: kubeapi.KubeApi) -> None:
+    seed(kube, policy("web"), binding("web", {"green": 4}))
+    clock = Clock()
+    leader = accountant(kube.api, clock)
+    leader.forget()
+    await leader.pass_once()
+    # A former leader's last write lands after this leader's: the replace meets a newer
+    # version (409), the leader reads the version and writes its own ledger over it.
+    kube.touch("configmaps", CONFIGMAP, NAMESPACE, lambda o: o["data"].update(stale="{}"))
+    clock.now += timedelta(seconds=300)
+    assert await leader.pass_once() == 1
+    assert saves(kube) == ["GET", "POST", "PUT", "GET", "PUT"]
+    stored = configmap(kube)
+    assert stored is not None
+    assert "stale" not in stored["data"]
+    totals = persisted(kube).objects["PropagationPolicy/shop/web"].totals
+    assert totals["average/coefficient"].grams == pytest.approx(4 * KWH * 25)
+    # Deleted meanwhile: the replace meets 404 and the ledger is created again.
+    kube.remove("configmaps", CONFIGMAP, NAMESPACE)
+    clock.now += timedelta(seconds=300)
+    assert await leader.pass_once() == 1
+    assert saves(kube)[5:] == ["PUT", "GET", "POST"]
+    totals = persisted(kube).objects["PropagationPolicy/shop/web"].totals
+    assert totals["average/coefficient"].grams == pytest.approx(2 * 4 * KWH * 25)
+    leader.forget()
 
 
 async def test_a_new_leader_resumes_from_the_persisted_totals(
-    fake: tuple[FakeApi, client.ApiClient],
+    kube: kubeapi.KubeApi,
 ) -> None:
-    state, api = fake
-    state.policies = [policy("web")]
-    state.bindings = [binding("web", {"green": 4})]
+    seed(kube, policy("web"), binding("web", {"green": 4}))
     clock = Clock()
-    first = accountant(api, clock)
+    first = accountant(kube.api, clock)
     first.forget()
     await first.pass_once()
     clock.now += timedelta(seconds=300)
@@ -255,38 +257,41 @@ async def test_a_new_leader_resumes_from_the_persisted_totals(
     assert sample(metrics.EMISSIONS_GRAMS, **LABELS) == 0
     # Another replica takes over one interval later and counts that interval too.
     clock.now += timedelta(seconds=300)
-    second = accountant(api, clock)
+    second = accountant(kube.api, clock)
     assert await second.pass_once() == 1
-    assert state.configmap is not None
-    totals = Ledger.from_data(state.configmap["data"]).objects["PropagationPolicy/shop/web"]
+    totals = persisted(kube).objects["PropagationPolicy/shop/web"]
     assert totals.totals["average/coefficient"].grams == pytest.approx(2 * 4 * KWH * 25)
     assert sample(metrics.EMISSIONS_GRAMS, **LABELS) == pytest.approx(2 * 4 * KWH * 25)
     # After a long gap (no leader for an hour) the gap is not counted.
     clock.now += timedelta(hours=1)
-    third = accountant(api, clock)
+    third = accountant(kube.api, clock)
     assert await third.pass_once() == 0
-    again = Ledger.from_data(state.configmap["data"]).objects["PropagationPolicy/shop/web"]
+    again = persisted(kube).objects["PropagationPolicy/shop/web"]
     assert again.totals["average/coefficient"].grams == pytest.approx(2 * 4 * KWH * 25)
+    # Each leader read the ledger and replaced it at the version it read.
+    assert saves(kube) == ["GET", "POST", "PUT", "GET", "PUT", "GET", "PUT"]
     third.forget()
 
 
 async def test_nodepools_count_their_nodes_cpu_by_zone(
-    fake: tuple[FakeApi, client.ApiClient],
+    kube: kubeapi.KubeApi,
 ) -> None:
-    state, api = fake
-    state.nodepools = [nodepool("batch")]
-    state.nodes = [
+    seed(
+        kube,
+        nodepool("batch"),
         node("n1", "batch", "eu-north-1a", "4"),
         node("n2", "batch", "eu-north-1a", "4"),
         node("n3", "other", "eu-central-1a", "64"),  # another pool: not ours
-    ]
+    )
     clock = Clock()
-    leader = accountant(api, clock)
+    leader = accountant(kube.api, clock)
     await leader.pass_once()
     clock.now += timedelta(hours=0.05)
     assert await leader.pass_once() == 1
-    assert state.configmap is not None
-    ledger = Ledger.from_data(state.configmap["data"])
+    assert {r.query.get("labelSelector") for r in kube.calls("GET", "nodes")} == {
+        "karpenter.sh/nodepool"
+    }
+    ledger = persisted(kube)
     totals = ledger.objects["NodePool//batch"].totals["average/coefficient"]
     kwh = 8 * 2.12 * 0.05 / 1000  # 8 vCPU for 3 minutes
     assert totals.kwh == pytest.approx(kwh)
@@ -297,33 +302,26 @@ async def test_nodepools_count_their_nodes_cpu_by_zone(
 
 
 async def test_nothing_is_written_without_the_lease(
-    fake: tuple[FakeApi, client.ApiClient],
+    kube: kubeapi.KubeApi,
 ) -> None:
-    state, api = fake
-    state.policies = [policy("web")]
-    state.bindings = [binding("web", {"green": 4})]
-    gate = Gate()
-    gate.leading = False
-    leader = accountant(api, Clock(), gate)
+    seed(kube, policy("web"), binding("web", {"green": 4}))
+    leader = accountant(kube.api, Clock(), kubeapi.Gate(leading=False))
     assert await leader.pass_once() == 0
-    assert state.configmap is None
-    assert state.writes == 0
+    assert configmap(kube) is None
+    assert kube.writes() == []
 
 
 async def test_embodied_emissions_when_configured(
-    fake: tuple[FakeApi, client.ApiClient],
+    kube: kubeapi.KubeApi,
 ) -> None:
-    state, api = fake
-    state.policies = [policy("web")]
-    state.bindings = [binding("web", {"green": 4})]
+    seed(kube, policy("web"), binding("web", {"green": 4}))
     clock = Clock()
-    leader = accountant(api, clock, embodied_g_per_vcpu_hour=0.479)
+    leader = accountant(kube.api, clock, embodied_g_per_vcpu_hour=0.479)
     leader.forget()
     await leader.pass_once()
     clock.now += timedelta(seconds=300)
     await leader.pass_once()
-    assert state.configmap is not None
-    totals = Ledger.from_data(state.configmap["data"]).objects["PropagationPolicy/shop/web"]
+    totals = persisted(kube).objects["PropagationPolicy/shop/web"]
     got = totals.totals["average/coefficient"]
     embodied = 4 * 0.5 * (300 / 3600) * 0.479
     assert got.embodied_grams == pytest.approx(embodied)
@@ -333,14 +331,13 @@ async def test_embodied_emissions_when_configured(
 
 
 async def test_series_are_bounded_by_the_managed_objects(
-    fake: tuple[FakeApi, client.ApiClient],
+    kube: kubeapi.KubeApi,
 ) -> None:
     """1,000 managed policies of 5 replicas each: one series per object per metric."""
-    state, api = fake
-    state.policies = [policy(f"app-{k}") for k in range(1000)]
-    state.bindings = [binding(f"app-{k}", {"green": 3, "dirty": 2}) for k in range(1000)]
+    for k in range(1000):
+        seed(kube, policy(f"app-{k}"), binding(f"app-{k}", {"green": 3, "dirty": 2}))
     clock = Clock()
-    leader = accountant(api, clock)
+    leader = accountant(kube.api, clock)
     leader.forget()
     await leader.pass_once()
     clock.now += timedelta(seconds=300)
@@ -357,7 +354,8 @@ async def test_series_are_bounded_by_the_managed_objects(
         assert {tuple(sorted(s.labels)) for s in series} == {
             ("kind", "method", "name", "namespace", "signal")
         }
-    assert state.configmap is not None
-    size = sum(len(v) for v in state.configmap["data"].values())
+    stored = configmap(kube)
+    assert stored is not None
+    size = sum(len(v) for v in stored["data"].values())
     assert size < 1_000_000, size  # fits a ConfigMap
     leader.forget()
