@@ -14,7 +14,9 @@ applies wins:
 An object carbonshift cannot use raises :class:`~webhook.model.validation.InvalidInput` naming
 the field: no name, a label set that is not a string map or is huge, or (when neither the
 object nor the config names the zone) no ``spec.region`` or a provider the region table
-does not know. The caller skips it with a warning. A malformed ``carbonshift.io/zone``
+does not know. The fields' types are checked as every structured input is, by msgspec
+structs through :func:`~webhook.model.validation.convert` (a JSON null is an absent field,
+as Go reads it). The caller skips it with a warning. A malformed ``carbonshift.io/zone``
 value is not fatal: it is reported in :attr:`ClusterEntry.problems` and the next source
 is used.
 
@@ -29,7 +31,9 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from webhook.model import vocabulary
+import msgspec
+
+from webhook.model import validation, vocabulary
 from webhook.model.config import ClusterConfig, Config
 from webhook.model.objects import condition, meta_of
 from webhook.model.regions import BY_PROVIDER, zone_for_region
@@ -61,24 +65,41 @@ class ClusterEntry:
     """Values that were ignored (a malformed ``carbonshift.io/zone``)."""
 
 
-def _text(value: object, path: str) -> str | None:
-    if value is None or value == "":
-        return None
-    if not isinstance(value, str):
-        raise InvalidInput(path, f"must be a string, got {type(value).__name__}")
-    return value.strip() or None
+class _Metadata(msgspec.Struct, frozen=True):
+    name: str | None = None
+    labels: dict[str, Any] | None = None
+    """Values checked with the size (:func:`_string_map`), so an error names the map."""
+    annotations: dict[str, Any] | None = None
 
 
-def _string_map(value: object, path: str) -> dict[str, str]:
-    if value is None:
+class _Spec(msgspec.Struct, frozen=True):
+    provider: str | None = None
+    region: str | None = None
+    zones: list[str] | None = None
+    zone: str | None = None
+    """The legacy single availability zone, read when ``zones`` is absent."""
+
+
+class _Cluster(msgspec.Struct, frozen=True):
+    """What :func:`entry` reads of a Cluster (other fields are not looked at; a null is
+    an absent field, as Go reads it)."""
+
+    metadata: _Metadata
+    spec: _Spec | None = None
+
+
+def _text(value: str | None) -> str | None:
+    return (value.strip() or None) if value else None
+
+
+def _string_map(value: Mapping[str, Any] | None, path: str) -> dict[str, str]:
+    if not value:
         return {}
-    if not isinstance(value, Mapping):
-        raise InvalidInput(path, f"must be a map of strings, got {type(value).__name__}")
     if len(value) > MAX_LABELS:
         raise InvalidInput(path, f"{len(value)} entries (at most {MAX_LABELS} are read)")
     size = 0
     for key, item in value.items():
-        if not isinstance(key, str) or not isinstance(item, str):
+        if not isinstance(item, str):
             raise InvalidInput(path, f"must be a map of strings, {key!r} is not")
         size += len(key) + len(item)
     if size > MAX_LABEL_BYTES:
@@ -86,35 +107,24 @@ def _string_map(value: object, path: str) -> dict[str, str]:
     return dict(value)
 
 
-def _zones(spec: Mapping[str, Any]) -> tuple[str, ...]:
-    zones = spec.get("zones")
-    if zones is None:
-        legacy = _text(spec.get("zone"), "spec.zone")
+def _zones(spec: _Spec) -> tuple[str, ...]:
+    if spec.zones is None:
+        legacy = _text(spec.zone)
         return (legacy,) if legacy else ()
-    if not isinstance(zones, list) or not all(isinstance(z, str) for z in zones):
-        raise InvalidInput("spec.zones", "must be a list of strings")
-    return tuple(z for z in zones if z)
+    return tuple(z for z in spec.zones if z)
 
 
 def entry(obj: object, config: Config) -> ClusterEntry:
     """The inventory entry of one Cluster object; raises :class:`InvalidInput` when the
     object cannot be used (see the module docstring)."""
-    if not isinstance(obj, Mapping):
-        raise InvalidInput("", f"a Cluster must be an object, got {type(obj).__name__}")
-    metadata = obj.get("metadata")
-    if not isinstance(metadata, Mapping):
-        raise InvalidInput("metadata", "missing")
-    name = _text(metadata.get("name"), "metadata.name")
+    cluster = validation.convert(obj, _Cluster)
+    metadata, spec = cluster.metadata, cluster.spec or _Spec()
+    name = _text(metadata.name)
     if not name:
         raise InvalidInput("metadata.name", "missing")
-    labels = _string_map(metadata.get("labels"), "metadata.labels")
-    annotations = _string_map(metadata.get("annotations"), "metadata.annotations")
-    spec = obj.get("spec", {})
-    if not isinstance(spec, Mapping):
-        raise InvalidInput("spec", f"must be an object, got {type(spec).__name__}")
-    provider = _text(spec.get("provider"), "spec.provider")
-    region = _text(spec.get("region"), "spec.region")
-    zones = _zones(spec)
+    labels = _string_map(metadata.labels, "metadata.labels")
+    annotations = _string_map(metadata.annotations, "metadata.annotations")
+    provider, region, zones = _text(spec.provider), _text(spec.region), _zones(spec)
 
     grid_zone, source, problems = declared_zone(labels, annotations)
     if grid_zone is None:
