@@ -191,7 +191,7 @@ def with_allocating(summary: object, extra: Mapping[str, Decimal]) -> object:
     """``summary`` with ``extra`` added to what it counts as allocating."""
     if not extra or not isinstance(summary, Mapping):
         return summary
-    allocating = dict(summary.get("allocating") or {})
+    allocating = dict(mapping(summary, "allocating"))
     for resource, amount in extra.items():
         before = quantity(allocating.get(resource, "0")) or Decimal(0)
         allocating[resource] = str(before + amount)

@@ -3,8 +3,8 @@
 The API server, kubectl and carbonshift's own fixtures hand carbonshift plain dicts (the
 object's JSON). :class:`Obj` and :class:`Meta` are thin views over such a dict (the dict
 itself is kept, never copied, never written): each field a reader needs is a typed
-property, so a module says ``Obj(policy).meta.annotations`` instead of walking
-``(policy.get("metadata") or {}).get("annotations") or {}``.
+property, so a module says ``Obj(policy).meta.annotations`` (or ``meta_of(policy)``)
+instead of walking the metadata by hand, a ``.get(...) or {}`` at each step.
 
 The views never raise. A field that is absent, a JSON ``null``, or of the wrong type
 reads as its zero value (``""``, ``0``, an empty mapping or tuple, ``None`` for a time),

@@ -10,6 +10,7 @@ from typing import Any
 
 import orjson
 
+from webhook.model.objects import mapping
 from webhook.model.vocabulary import parse_time
 from webhook.report.data import Report, Row
 
@@ -170,12 +171,12 @@ def plots(report: Report) -> list[str]:
     sums: dict[str, float] = {}
     for point in report.series:
         x = _time(point)
-        for name, value in (point.get("i") or {}).items():
+        for name, value in mapping(point, "i").items():
             intensity.setdefault(name, []).append((x, float(value)))
-        for name, value in (point.get("r") or {}).items():
+        for name, value in mapping(point, "r").items():
             replicas.setdefault(name, []).append((x, float(value)))
         for part, label in (("g", "actual"), ("c", "counterfactual")):
-            for signal, grams in (point.get(part) or {}).items():
+            for signal, grams in mapping(point, part).items():
                 key = f"{label} ({signal})"
                 sums[key] = sums.get(key, 0.0) + float(grams) / 1000.0
                 cumulative.setdefault(key, []).append((x, sums[key]))
