@@ -27,7 +27,6 @@ from webhook.model.config import Config, NodePoolConfig
 from webhook.model.intensity import Reading, Signal
 from webhook.serve import admission
 from webhook.simulate.policies import (
-    EPOCH,
     Fill,
     PoolMoment,
     SpatialPolicy,
@@ -36,6 +35,7 @@ from webhook.simulate.policies import (
     pause_by_class,
     spatial_policies,
 )
+from webhook.simulate.product import EPOCH
 from webhook.simulate.scenario import PolicySettings
 
 ZONES = {"de": "DE", "gb": "GB", "caiso": "US-CAL-CISO", "nsw": "AU-NSW", "tokyo": "JP-TK"}

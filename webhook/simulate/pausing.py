@@ -1,33 +1,71 @@
-"""The NodePool pause the webhook runs over time (:func:`webhook.decision.pause.step`).
+"""The NodePool pause and ladder as the product runs them, over one pool's hours.
 
-Unlike the stateless pause rules in :mod:`webhook.simulate.policies`, this one remembers,
-as the webhook's decision annotation does, when the pause in force began and when the
-last one ended. It is paused while the grid is high and (with a forecast) a cleaner
-hour is forecast within ``max-pause``, and is resumed at that hour or once ``max-pause``
-has passed. The webhook knows nothing of the jobs' deadlines: ``max-pause`` is the
-only limit. One instance serves one NodePool at a time; the engine calls
-:meth:`OverTime.reset` before each pool.
+A simulated pool is a Karpenter NodePool (``carbonshift.io/strategy: pause`` or
+``ladder``) in the scenario's zone. It is admitted by the kind's decider (what the webhook
+writes on CREATE) and then re-evaluated every hour by the leader's step
+(:class:`webhook.kinds.reevaluation.Reevaluation`,
+:func:`webhook.decision.nodepool_step.step`,
+:func:`webhook.decision.nodepool.reevaluate`, :func:`webhook.decision.pause.step` /
+:func:`webhook.decision.ladder.step`), its state kept where the product keeps it: in the
+pool's decision annotation. The pool's ``limits.cpu`` in force is the share of the work it
+starts. The forecast is the one the leader's feed gives (``reevaluate.forecast``), computed
+from the hours seen so far. The webhook knows nothing of the jobs' deadlines:
+``max-pause`` is the only limit. One instance serves one NodePool at a time; the engine
+calls :meth:`OverTime.reset` before each pool.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
+from webhook import kinds
 from webhook.decision import ladder, pause
-from webhook.decision.forecast import Method, history_needed, outlook
-from webhook.decision.ranking import intensity_class
+from webhook.decision.capacity import quantity
+from webhook.decision.forecast import DAYS, Method, history_needed, outlook
+from webhook.decision.record import Record
+from webhook.kinds.reevaluation import OutlookMethod, Reevaluation, Target, target_of
+from webhook.model.config import Config
+from webhook.model.intensity import Reading, Signal
+from webhook.model.vocabulary import DECISION, ENABLED, MAX_PAUSE, STRATEGY
+from webhook.simulate.product import admitted, at_hour
 
 if TYPE_CHECKING:
     from webhook.simulate.policies import PoolMoment
 
-_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
-"""Simulated hour 0 (the rule depends on elapsed time only)."""
+ZONE = "LOCAL"
+"""The pool's grid zone as the simulated config names it."""
+LIMIT = Decimal(1000)
+"""The user's ``limits.cpu``: a share of it is the share of the work started."""
+
+
+def nodepool(strategy: str, max_pause: timedelta) -> dict[str, Any]:
+    """The NodePool a pause policy stands for."""
+    annotations = {STRATEGY: strategy, MAX_PAUSE: pause.duration(max_pause)}
+    return {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {
+            "name": "batch",
+            "labels": {ENABLED: "true"},
+            "annotations": annotations,
+        },
+        "spec": {
+            "template": {"spec": {"requirements": [], "nodeClassRef": {"name": "default"}}},
+            "limits": {"cpu": str(LIMIT)},
+        },
+    }
 
 
 class OverTime:
-    """A pause decision for :class:`~webhook.simulate.policies.PausePolicy`, with state."""
+    """A pause decision for :class:`~webhook.simulate.policies.PausePolicy`, run by the
+    product: strategy ``pause`` (``limits.cpu: "0"`` or the user's)."""
+
+    strategy = "pause"
 
     def __init__(
         self,
@@ -36,57 +74,82 @@ class OverTime:
         high_from: float,
         max_pause: timedelta,
         forecast: Method | None = None,
-        days: int = 7,
+        days: int = DAYS,
+        steps: Sequence[float] | None = None,
+        base: Config | None = None,
     ) -> None:
+        base = base or Config()
+        pools = msgspec.structs.replace(base.nodepools, low_below=low_below, high_from=high_from)
+        if steps is not None:
+            pools = msgspec.structs.replace(pools, ladder=tuple(steps))
+        named = "day-ahead-profile" if forecast is not None else "none"
+        self.config = msgspec.structs.replace(
+            base,
+            zone=ZONE,
+            nodepools=pools,
+            reevaluate=msgspec.structs.replace(base.reevaluate, forecast=named),
+        )
         self.low_below = low_below
         self.high_from = high_from
         self.max_pause = max_pause
         self.forecast = forecast
         self.days = days
-        self.state = pause.State()
+        self.steps = tuple(pools.ladder)
+        target = target_of("karpenter.sh/v1", "NodePool")
+        if target is None:  # pragma: no cover - NodePools are re-evaluated
+            raise LookupError("NodePools are not re-evaluated")
+        self.target: Target = target
+        self.leader = Reevaluation(self.config, self._outlook)
+        self.leader.method = forecast  # the scenario's method, named or not in the config
+        self.stored: Mapping[str, Any] | None = None
+        self._moment: PoolMoment | None = None
 
     def reset(self) -> None:
-        """Forget the previous pool's pause."""
-        self.state = pause.State()
+        """Forget the previous pool."""
+        self.stored = None
 
-    def inputs(self, m: PoolMoment) -> tuple[str, Sequence[float] | None, datetime]:
-        """The class, the forecast over ``max-pause`` (None without) and the time at ``m``,
-        as the webhook's re-evaluation gives them."""
-        level = intensity_class(m.value, low_below=self.low_below, high_from=self.high_from)
-        series = None
-        if self.forecast is not None:
-            horizon = max(self.max_pause // pause.HOUR, 1)
-            needed = history_needed(self.forecast, horizon, days=self.days)
-            series = outlook(self.forecast, m.history(needed), horizon, days=self.days)
-        return level, series, _EPOCH + timedelta(hours=m.hour)
+    @property
+    def state(self) -> pause.State:
+        """The pause state the pool's decision annotation holds."""
+        if self.stored is None:
+            return pause.State()
+        annotations = self.stored["metadata"]["annotations"]
+        return pause.State.of(Record.decode(annotations.get(DECISION)).body)
 
-    def __call__(self, m: PoolMoment) -> bool:
-        level, series, now = self.inputs(m)
-        step = pause.step(level, series, self.state, now, self.max_pause)
-        self.state = step.state
-        return step.paused
-
-
-class LadderOverTime(OverTime):
-    """The ladder (:func:`webhook.decision.ladder.step`) with its state: :meth:`share` is
-    the share of the pool's cpu limit in force, and the pool counts as paused below its
-    whole limit."""
-
-    def __init__(self, *, steps: Sequence[float] = ladder.DEFAULT_STEPS, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.steps = tuple(steps)
-        self.ladder = ladder.State()
-
-    def reset(self) -> None:
-        """Forget the previous pool's step."""
-        self.ladder = ladder.State()
+    def _outlook(self, zone: str, horizon: int, method: OutlookMethod) -> Sequence[float] | None:
+        """The leader's feed: ``[now, now+1 h, ...]`` from the hours seen so far."""
+        m = self._moment
+        if m is None or not isinstance(method, Method):
+            return None
+        history = m.history(history_needed(method, horizon, days=self.days))
+        return outlook(method, history, horizon, days=self.days)
 
     def share(self, m: PoolMoment) -> float:
-        """The share of the pool's limit at ``m`` (call once per simulated hour)."""
-        level, series, now = self.inputs(m)
-        step = ladder.step(level, series, self.ladder, now, self.max_pause, self.steps)
-        self.ladder = step.state
-        return step.share
+        """The share of the pool's limit in force at ``m`` (call once per simulated hour)."""
+        self._moment = m
+        now = at_hour(m.hour)
+        reading = Reading(
+            ZONE, m.value, Signal.AVERAGE, now, now + timedelta(hours=1), False, "simulation"
+        )
+        ctx = kinds.Context(self.config, {ZONE: reading}, now)
+        if self.stored is None:
+            self.stored = admitted(self.target, nodepool(self.strategy, self.max_pause), ctx)
+        else:
+            action = self.leader.decide(self.target, self.stored, ctx, None)
+            if action.changes:
+                self.stored = action.applied(self.stored)
+        cpu = quantity(((self.stored.get("spec") or {}).get("limits") or {}).get("cpu"))
+        return 1.0 if cpu is None else float(min(Decimal(1), cpu / LIMIT))
 
     def __call__(self, m: PoolMoment) -> bool:
         return self.share(m) < 1.0
+
+
+class LadderOverTime(OverTime):
+    """The ladder (strategy ``ladder``): ``limits.cpu`` a share of the user's, by
+    :func:`webhook.decision.ladder.step`; the pool counts as paused below its whole limit."""
+
+    strategy = "ladder"
+
+    def __init__(self, *, steps: Sequence[float] = ladder.DEFAULT_STEPS, **kwargs: Any) -> None:
+        super().__init__(steps=steps, **kwargs)

@@ -28,26 +28,24 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import msgspec
 import orjson
 
 from webhook import kinds
-from webhook.decision import nodepool, pause, placement, reevaluate
+from webhook.decision import nodepool, pause, placement
 from webhook.decision.capacity import MoveRule
 from webhook.decision.division import static_weights
 from webhook.decision.forecast import Method, history_needed, outlook
 from webhook.decision.ladder import DEFAULT_STEPS
-from webhook.decision.outcome import Change
 from webhook.decision.ranking import intensity_class, order_greenest
 from webhook.decision.selectors import allowed_clusters
 from webhook.kinds.reevaluation import Reevaluation, Target, target_of
 from webhook.model.config import ClusterConfig, Config
 from webhook.model.intensity import Reading, Signal
 from webhook.model.vocabulary import (
-    DECISION,
     DEFAULT_MAX_PAUSE,
     ENABLED,
     MAX_CLUSTERS,
@@ -55,6 +53,7 @@ from webhook.model.vocabulary import (
     STRATEGY,
 )
 from webhook.simulate.pausing import LadderOverTime, OverTime
+from webhook.simulate.product import admitted, at_hour
 from webhook.simulate.scenario import PolicySettings
 
 # --- spatial -------------------------------------------------------------------------------
@@ -155,16 +154,9 @@ def policy_object(
     }
 
 
-EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
-"""Simulated hour 0 (decisions depend on elapsed time only)."""
 _MEMO = 4096
 
 Key = tuple[tuple[str, float], ...]
-
-
-def at_hour(hour: int) -> datetime:
-    """The clock of simulated ``hour``."""
-    return EPOCH + timedelta(hours=hour)
 
 
 def _remember(memo: dict[Any, Any], key: Any, value: Any) -> None:
@@ -275,13 +267,7 @@ class WebhookProposal:
 
     def admitted(self, intensities: Mapping[str, float], hour: int = 0) -> dict[str, Any]:
         """The PropagationPolicy as the webhook stores it when created in ``hour``."""
-        obj = dict(self.obj)
-        obj["metadata"] = {**obj["metadata"], "creationTimestamp": _iso(at_hour(hour))}
-        decision = self.target.row.decide(obj, self.context(intensities, hour))
-        if decision.skipped or decision.record is None:
-            raise ValueError(f"carbonshift skipped the policy: {decision.skipped}")
-        note = Change(("metadata", "annotations", DECISION), decision.record.encode())
-        return reevaluate.apply(obj, [*decision.changes, note])
+        return admitted(self.target, self.obj, self.context(intensities, hour))
 
     def placement(self, intensities: Mapping[str, float], hour: int = 0) -> dict[str, Any]:
         """``spec.placement`` as the webhook writes it for these intensities per cluster."""
@@ -319,10 +305,6 @@ class WebhookProposal:
     def __call__(self, intensities: Mapping[str, float]) -> Intent:
         """The intent admission writes for these intensities."""
         return self.create(intensities, 0).intent
-
-
-def _iso(when: datetime) -> str:
-    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
