@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import logging
+from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
 
 import pytest
+import structlog
 
 from tests.support import FLEET, Clock, FakeUpstream, reading, running_fake
 from webhook.model.config import Config, parse
@@ -35,3 +37,17 @@ async def fake() -> AsyncIterator[FakeUpstream]:
 def clock() -> Clock:
     """A settable clock at 2026-03-01 10:20 UTC (inside an hourly period, not at its start)."""
     return Clock(datetime(2026, 3, 1, 10, 20, tzinfo=UTC))
+
+
+@pytest.fixture(autouse=True)
+def logging_restored() -> Iterator[None]:
+    """Undo what a test configures for structlog and the root logger (``carbonshift
+    serve`` run in-process caches its loggers), so the next test's ``capture_logs`` sees
+    every event whatever ran before it."""
+    saved = structlog.get_config()
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    structlog.configure(**saved)
+    root.handlers[:] = handlers
+    root.setLevel(level)
