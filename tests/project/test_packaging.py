@@ -184,6 +184,7 @@ def test_wheel_holds_the_product_and_no_dev_tooling(tmp_path: Path) -> None:
     assert {t for t in top if not t.endswith(".dist-info")} == {"webhook"}
     assert not [n for n in names if "sandbox" in n or n.startswith(("devtools/", "bench/"))]
     assert "webhook/py.typed" in names
+    assert "webhook/testing.py" in names  # the builders users' tests import
     assert "webhook/data/static_intensity.csv" in names
     # The Electricity Maps traces ship compressed with their attribution, and stay small.
     shipped = "webhook/data/traces/electricitymaps-hourly-2023/"
