@@ -140,6 +140,8 @@ class Meta(TypedDict, total=False):
     """The ``carbonshift.io/strategy`` annotation."""
     created: datetime | None
     """The ``creationTimestamp``."""
+    uid: str | None
+    """The ``uid`` the API server gave the stored object."""
 
 
 class PolicyOptions(Meta, total=False):
@@ -287,6 +289,8 @@ def _metadata(name: str, namespace: str | None, meta: Meta) -> Object:
     out: Object = {"name": name}
     if namespace is not None:
         out["namespace"] = namespace
+    if (uid := meta.get("uid")) is not None:
+        out["uid"] = uid
     if (created := meta.get("created")) is not None:
         out["creationTimestamp"] = vocabulary.format_time(created)
     labels = dict(meta.get("labels") or {})

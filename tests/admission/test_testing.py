@@ -125,8 +125,10 @@ def test_policy_options_land_where_karmada_and_carbonshift_read_them() -> None:
         strategy="weighted",
         clusters=["member-fr", "member-de"],
         created=at,
+        uid="0d6b5c4e",
     )
     meta = policy["metadata"]
+    assert meta["uid"] == "0d6b5c4e"
     assert (meta["name"], meta["namespace"], meta["creationTimestamp"]) == (
         "api",
         "shop",

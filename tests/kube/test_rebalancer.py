@@ -35,22 +35,21 @@ def cluster(name: str, cpus: int, used: int = 0) -> dict[str, Any]:
     return testing.cluster(name, summary=testing.resource_summary(cpus, used=used))
 
 
+FILL = {"clusterAffinities": [{
+    "affinityName": GREEN_TERM, "clusterNames": ["green"],
+    "overflowAffinities": [
+        {"affinityName": f"{TIER_TERM}1", "clusterNames": ["mid"]},
+        {"affinityName": f"{TIER_TERM}2", "clusterNames": ["dirty"]},
+    ],
+}]}  # fmt: skip
+"""The green-first terms of an ordered fill, as admission writes them."""
+
+
 def fill_policy(name: str, namespace: str = "shop", *, managed: bool = True) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name, "namespace": namespace, "uid": f"uid-{name}"}
-    if managed:
-        meta["annotations"] = {DECISION: "{}"}
-    return {
-        "apiVersion": "policy.karmada.io/v1alpha1",
-        "kind": "PropagationPolicy",
-        "metadata": meta,
-        "spec": {"placement": {"clusterAffinities": [{
-            "affinityName": GREEN_TERM, "clusterNames": ["green"],
-            "overflowAffinities": [
-                {"affinityName": f"{TIER_TERM}1", "clusterNames": ["mid"]},
-                {"affinityName": f"{TIER_TERM}2", "clusterNames": ["dirty"]},
-            ],
-        }]}},
-    }  # fmt: skip
+    annotations = {DECISION: "{}"} if managed else None
+    return testing.propagation_policy(
+        name, namespace=namespace, uid=f"uid-{name}", annotations=annotations, placement=FILL
+    )
 
 
 def binding(policy: str, clusters: Mapping[str, int], namespace: str = "shop") -> dict[str, Any]:

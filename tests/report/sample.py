@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from webhook import testing
 from webhook.decision.accounting import Totals
 from webhook.decision.record import Record
 from webhook.kube.accounting import Ledger, ObjectTotals
@@ -67,11 +68,8 @@ def objects() -> list[dict[str, Any]]:
         {"t": "2026-03-01T09:00:00Z", "from": {"dirty": 1}, "to": {"green": 1},
          "before": 700, "after": 40},
     ]})  # fmt: skip
-    return [{
-        "kind": "PropagationPolicy",
-        "metadata": {"name": "web", "namespace": "shop",
-                     "annotations": {DECISION: record.encode()}},
-    }]  # fmt: skip
+    annotations = {DECISION: record.encode()}
+    return [testing.propagation_policy(namespace="shop", annotations=annotations)]
 
 
 def report(since: str = "1d") -> data.Report:
