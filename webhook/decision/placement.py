@@ -289,6 +289,10 @@ class _Shape:
         rest = order[size:]
         if spread.present and rest and not spread.met(rest, known):
             rest = order  # a fallback below minGroups would always be skipped
+        if self.reach is not None:
+            # Karmada weighs every feasible cluster 1 when none of the weighted ones is
+            # feasible: the user's unweighted clusters stay in the fallback for that case.
+            rest = [*rest, *(n for n in _named(placement) if n not in order)]
         terms = _green_first(placement, order[:size], rest, opened=self.opened)
         placement["clusterAffinities"] = terms
         placement.pop("clusterAffinity", None)
@@ -655,6 +659,17 @@ def _weight_reach(scheduling: object) -> list[Mapping[str, Any]] | None:
         for e in entries
         if isinstance(e, dict) and isinstance(e.get("targetCluster"), dict)
     ]
+
+
+def _named(placement: Mapping[str, Any]) -> list[str]:
+    """The clusters the user's ``clusterAffinity`` names, minus its ``exclude``."""
+    affinity = placement.get("clusterAffinity")
+    if not isinstance(affinity, Mapping):
+        return []
+    names, out = affinity.get("clusterNames"), set(affinity.get("exclude") or [])
+    return (
+        [n for n in names if isinstance(n, str) and n not in out] if isinstance(names, list) else []
+    )
 
 
 def _exclude(placement: dict[str, Any], names: list[str]) -> None:
