@@ -13,7 +13,7 @@ names, labels and ``zone`` values of Kepler's ``docs/user/metrics.md``)::
 Every counter grows at a fixed rate (joules per second) from the server's start, in the
 overlapping RAPL zones ``package``, ``core`` and ``dram``. A real Prometheus scrapes both
 every second, adding the label ``cluster`` (as a fleet's scrape configuration would); the
-leader's accounting (against the fake API server of ``tests/kube/test_accounting_loop``)
+leader's accounting (against the in-process API server, ``tests/kube/accounting_world``)
 asks it for the joules of the interval it accounts. Energy must be the ``package`` zone's
 only (summing the overlapping zones would count core energy twice), per workload (its own
 pods, not those of a workload whose name starts the same or of another namespace), per
@@ -34,24 +34,26 @@ from aiohttp import web
 from prometheus_support import Prometheus, running_prometheus
 
 from devtools.sandbox.layout import free_port
-from tests.kube.test_accounting_loop import (
+from tests import kubeapi
+from tests.kube.accounting_world import (
     Clock,
-    FakeApi,
     accountant,
     binding,
-    fake,
+    configmap,
+    kube,
     no_series,
     node,
     nodepool,
     policy,
     sample,
+    seed,
 )
 from webhook.decision.accounting import workload_joules
 from webhook.kube.accounting import Ledger
 from webhook.prometheus.kepler import Kepler
 from webhook.runtime import metrics
 
-__all__ = ["fake", "no_series"]  # fixtures used by name
+__all__ = ["kube", "no_series"]  # fixtures used by name
 
 WINDOW = 6.0
 """Seconds of Kepler data each query covers (the accounting interval here)."""
@@ -165,24 +167,22 @@ async def test_a_workloads_joules_are_its_own_pods_in_one_zone_per_cluster(
 
 
 async def test_the_accounting_measures_with_kepler_and_says_so(
-    kepler: Prometheus, fake: tuple[FakeApi, object]
+    kepler: Prometheus, kube: kubeapi.KubeApi
 ) -> None:
-    state, api = fake
-    state.policies = [policy("web"), policy("elsewhere")]
     # web runs where Kepler measures it; "elsewhere" has no Kepler data at all.
-    state.bindings = [binding("web", {"green": 2, "dirty": 1}),
-                      binding("elsewhere", {"green": 1})]  # fmt: skip
-    state.nodepools = [nodepool("batch")]
-    state.nodes = [node("n1", "batch", "eu-north-1a", "4"),
-                   node("n2", "batch", "eu-north-1a", "4")]  # fmt: skip
+    seed(kube, policy("web"), policy("elsewhere"),
+         binding("web", {"green": 2, "dirty": 1}), binding("elsewhere", {"green": 1}),
+         nodepool("batch"), node("n1", "batch", "eu-north-1a", "4"),
+         node("n2", "batch", "eu-north-1a", "4"))  # fmt: skip
     clock = Clock()
-    leader = accountant(api, clock, prometheus_url=kepler.url)
+    leader = accountant(kube.api, clock, prometheus_url=kepler.url)
     leader.forget()
     await leader.pass_once()
     clock.now += timedelta(seconds=WINDOW)
     assert await leader.pass_once() == 3
-    assert state.configmap is not None
-    ledger = Ledger.from_data(state.configmap["data"])
+    stored = configmap(kube)
+    assert stored is not None
+    ledger = Ledger.from_data(stored["data"])
     web_totals = ledger.objects["PropagationPolicy/shop/web"].totals
     assert set(web_totals) == {"average/kepler"}
     measured = web_totals["average/kepler"]
