@@ -72,7 +72,7 @@ sandbox: $(STAMP) binaries ## Local Karmada fleet (control plane + 3 member clus
 sandbox-down: ## Stop everything `make sandbox` started and remove .sandbox/
 	$(BIN)/python -m devtools.sandbox down
 
-bench: $(STAMP) ## Benchmarks (BENCH="admission score", the default); results to bench/results/ and README
+bench: $(STAMP) ## Benchmarks (BENCH="admission score", the default); results to bench/results/ and docs/benchmarks.md
 	@command -v wrk >/dev/null || { echo "installing wrk (Debian package)"; apt-get install -y -qq wrk; }
 	$(BIN)/python -m bench $(BENCH)
 

@@ -1,4 +1,4 @@
-"""``python -m bench [NAME ...]``: run benchmarks, results into bench/results/ and README."""
+"""``python -m bench [NAME ...]``: run benchmarks, results into bench/results/ and the docs."""
 
 from __future__ import annotations
 
@@ -56,7 +56,8 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m bench",
         description="carbonshift benchmarks (make bench): the server pinned to core 0, wrk\n"
-        "(Debian package) to core 1. Results go to bench/results/*.json and the README tables.",
+        "(Debian package) to core 1. Results go to bench/results/*.json and the tables in\n"
+        "docs/benchmarks.md and docs/scheduler.md.",
         epilog=f"benchmarks:\n{listing}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

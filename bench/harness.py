@@ -1,4 +1,4 @@
-"""Shared benchmark plumbing: a pinned server process, wrk runs, README tables."""
+"""Shared benchmark plumbing: a pinned server process, wrk runs, the tables in the docs."""
 
 from __future__ import annotations
 
@@ -170,15 +170,17 @@ def wrk(
 
 
 def write_table(name: str, table: str) -> None:
-    """Replace the README block between ``<!-- bench:NAME -->`` markers."""
+    """Replace the block between ``<!-- bench:NAME -->`` markers in the README or the
+    page of ``docs/`` that holds it."""
     start, end = f"<!-- bench:{name}:start -->", f"<!-- bench:{name}:end -->"
-    text = README.read_text()
-    if start not in text:
-        print(f"README has no {start} marker; table not written", file=sys.stderr)
-        return
-    head, rest = text.split(start, 1)
-    _, tail = rest.split(end, 1)
-    README.write_text(f"{head}{start}\n{table.rstrip()}\n{end}{tail}")
+    for page in (README, *sorted((ROOT / "docs").glob("*.md"))):
+        text = page.read_text()
+        if start in text:
+            head, rest = text.split(start, 1)
+            _, tail = rest.split(end, 1)
+            page.write_text(f"{head}{start}\n{table.rstrip()}\n{end}{tail}")
+            return
+    print(f"no page has a {start} marker; table not written", file=sys.stderr)
 
 
 def machine() -> str:
