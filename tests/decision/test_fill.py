@@ -6,7 +6,7 @@ import dataclasses
 from datetime import timedelta
 from typing import Any
 
-from tests.decision.test_placement import divided, mutate, policy
+from tests.decision.placements import divided, mutate, policy
 from tests.support import FLEET, NOW, reading
 from webhook.decision.capacity import tier_fill
 from webhook.decision.hysteresis import Hysteresis

@@ -233,8 +233,8 @@ def test_a_limited_pool_names_the_other_pools_or_says_there_is_none() -> None:
 
 
 def test_efficiency_says_it_forces_arm64_and_how_to_undo_it() -> None:
-    from tests.decision.test_nodepool import inputs as admission_inputs  # noqa: PLC0415
-    from tests.decision.test_nodepool import nodepool, store  # noqa: PLC0415
+    from tests.decision.admission_pools import inputs as admission_inputs  # noqa: PLC0415
+    from tests.decision.admission_pools import nodepool, store  # noqa: PLC0415
 
     original = nodepool("efficiency")
     decision = decide(original, admission_inputs(450))

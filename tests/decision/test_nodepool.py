@@ -6,36 +6,12 @@ from typing import Any
 
 import pytest
 
-from tests.decision.nodepools import apply
+from tests.decision.admission_pools import inputs, nodepool, store
 from tests.support import reading
 from webhook.decision.nodepool import NodePoolInputs, decide
 from webhook.decision.record import Record
 from webhook.model.config import NodePoolConfig
-from webhook.model.intensity import Reading
 from webhook.model.vocabulary import DECISION
-
-
-def nodepool(strategy: str | None = None, **spec: Any) -> dict[str, Any]:
-    annotations = {"carbonshift.io/strategy": strategy} if strategy else {}
-    template_spec = {
-        "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-        "requirements": spec.pop("requirements", []),
-    }
-    return {
-        "apiVersion": "karpenter.sh/v1",
-        "kind": "NodePool",
-        "metadata": {"name": "default", "annotations": annotations},
-        "spec": {"template": {"spec": template_spec}, **spec},
-    }
-
-
-def store(obj: dict[str, Any], inputs: NodePoolInputs) -> dict[str, Any]:
-    return apply(obj, decide(obj, inputs))
-
-
-def inputs(value: float, **settings: Any) -> NodePoolInputs:
-    table: dict[str, Reading] = {"DE": reading("DE", value), "FR": reading("FR", 60.0)}
-    return NodePoolInputs("DE", table, NodePoolConfig(**settings))
 
 
 @pytest.mark.parametrize(("value", "level"), [(100, "low"), (200, "medium"), (450, "high")])

@@ -7,14 +7,12 @@ import dataclasses
 from datetime import timedelta
 from typing import Any
 
-import jsonpatch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.decision.placements import divided, mutate, policy, weights_of
 from tests.support import FLEET, NOW, reading
 from webhook.decision.hysteresis import Hysteresis
-from webhook.decision.outcome import Change
-from webhook.decision.patch import build
 from webhook.decision.placement import PolicyInputs, decide
 from webhook.decision.record import Record
 from webhook.decision.selectors import allowed_clusters
@@ -25,41 +23,6 @@ from webhook.model.vocabulary import DECISION
 NAMES = ["member-fr", "member-de", "member-pl", "unknown-x"]
 WEIGHTED = {"carbonshift.io/strategy": "weighted"}
 """Static carbon weights instead of the default ordered fill (``tests/decision/test_fill.py``)."""
-
-
-def policy(placement: dict[str, Any] | None = None, **annotations: str) -> dict[str, Any]:
-    spec: dict[str, Any] = {"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment"}]}
-    if placement is not None:
-        spec["placement"] = placement
-    return {
-        "apiVersion": "policy.karmada.io/v1alpha1",
-        "kind": "PropagationPolicy",
-        "metadata": {"name": "web", "namespace": "shop", "annotations": annotations},
-        "spec": spec,
-    }
-
-
-def mutate(obj: dict[str, Any], inputs: PolicyInputs) -> tuple[dict[str, Any], list[str]]:
-    """What the webhook would store, and the warnings."""
-    decision = decide(obj, inputs)
-    changes = list(decision.changes)
-    if changes and decision.record is not None:
-        changes.append(Change(("metadata", "annotations", DECISION), decision.record.encode()))
-    return jsonpatch.apply_patch(copy.deepcopy(obj), build(obj, changes)), decision.warnings
-
-
-def divided() -> dict[str, Any]:
-    return {"replicaScheduling": {"replicaSchedulingType": "Divided"}}
-
-
-def weights_of(obj: dict[str, Any]) -> dict[str, int]:
-    """Per-cluster static weights (catch-all entries for unknown clusters left out)."""
-    entries = obj["spec"]["placement"]["replicaScheduling"]["weightPreference"]["staticWeightList"]
-    return {
-        e["targetCluster"]["clusterNames"][0]: e["weight"]
-        for e in entries
-        if e["targetCluster"].get("clusterNames")
-    }
 
 
 def test_divided_policy_gets_weighted_division_greener_higher(

@@ -24,7 +24,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.decision.test_placement import mutate, policy, weights_of
+from tests.decision.placements import mutate, policy, weights_of
 from tests.support import FLEET, reading
 from webhook.decision.placement import FALLBACK_TERM, GREEN_TERM, PolicyInputs, decide
 from webhook.decision.record import Record

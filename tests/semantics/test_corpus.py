@@ -13,19 +13,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.semantics import checker, fleet
+from tests.semantics import fleet
+from tests.semantics.holds import assert_holds
 
-WORLD = fleet.world()
 CASES = list(fleet.cases())
 KNOWN = sorted(fleet.CONFIG.clusters)
-
-
-def assert_holds(obj: dict[str, Any]) -> None:
-    stored, warnings = fleet.run(obj)
-    violations = checker.check(obj, stored, warnings, WORLD)
-    assert not violations, "\n".join(
-        [*map(str, violations), f"user: {obj}", f"stored: {stored}", f"warnings: {warnings}"]
-    )
 
 
 # --- the corpus ----------------------------------------------------------------------------

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.semantics.test_corpus import assert_holds
+from tests.semantics.holds import assert_holds
 from webhook import testing
 
 POLICY: dict[str, Any] = testing.propagation_policy(

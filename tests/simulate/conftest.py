@@ -3,19 +3,15 @@
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
+from tests.simulate.grids import START, MakeGrid, MakeScenario
 from webhook.simulate.grid import Grid
 from webhook.simulate.scenario import Scenario, parse
-
-START = datetime(2023, 1, 1, tzinfo=UTC)
-
-MakeGrid = Callable[[Mapping[str, Sequence[float]]], Grid]
-MakeScenario = Callable[..., Scenario]
 
 
 @pytest.fixture

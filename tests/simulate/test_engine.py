@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from tests.simulate.conftest import MakeGrid, MakeScenario
+from tests.simulate.grids import MakeGrid, MakeScenario
 from webhook.simulate.engine import realise, simulate_batch, simulate_spatial
 from webhook.simulate.metrics import Role, compare
 from webhook.simulate.policies import Terms

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from tests.simulate.conftest import MakeGrid, MakeScenario
+from tests.simulate.grids import MakeGrid, MakeScenario
 from webhook.decision import ladder
 from webhook.model.config import NodePoolConfig
 from webhook.model.vocabulary import DEFAULT_MAX_PAUSE

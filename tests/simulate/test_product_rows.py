@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import msgspec
 import pytest
 
-from tests.simulate.conftest import MakeGrid, MakeScenario
+from tests.simulate.grids import MakeGrid, MakeScenario
 from webhook.decision import placement
 from webhook.decision.forecast import DAYS, RANK_HOURS
 from webhook.kinds.reevaluation import METHODS

@@ -1,1 +1,0 @@
-"""Semantic invariants of what carbonshift writes, checked on real upstream objects."""
