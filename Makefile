@@ -88,7 +88,7 @@ clean: ## Remove the virtualenv and caches (not the Go binary cache)
 
 .PHONY: fuzz
 fuzz: $(STAMP) crds ## Full fuzz run (~10,000 reviews from the CRD schemas + malformed envelopes) against carbonshift serve
-	CARBONSHIFT_FUZZ_SCALE=5 $(BIN)/pytest -q -s tests/test_hardening_fuzz.py
+	CARBONSHIFT_FUZZ_SCALE=5 $(BIN)/pytest -q -s tests/serve/test_hardening_fuzz.py
 
 .PHONY: image helm
 image: ## Build the container image here with no Docker engine or registry (buildah on a Debian base from mmdebstrap)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build Helm (helm.sh/helm/v3/cmd/helm at the version pinned in hack/helm/go.mod) into the
-# binary cache, for the chart's tests (tests/test_chart.py, tests/e2e/test_helm_chart.py)
+# binary cache, for the chart's tests (tests/project/test_chart.py, tests/e2e/test_helm_chart.py)
 # and README "Install". Output: $CARBONSHIFT_CACHE/helm (default .cache/bin in the
 # repository) with a stamp file helm.version; a binary whose stamp matches is not rebuilt.
 # Usage: hack/build-helm.sh

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build Prometheus and promtool (github.com/prometheus/prometheus at the version pinned in
 # hack/prometheus/go.mod, Prometheus 3.x is published as module v0.3XX.Y) into the binary
-# cache, for the alerting rules' tests (tests/test_rules.py) and the dashboard's queries.
+# cache, for the alerting rules' tests (tests/rules/test_rules.py) and the dashboard's queries.
 # Output: $CARBONSHIFT_CACHE/{prometheus,promtool} (default .cache/bin in the repository),
 # each with a stamp file <name>.version; a binary whose stamp matches is not rebuilt.
 # Built with -tags remove_all_sd (static, file and HTTP discovery only) and without the web UI.

@@ -19,7 +19,7 @@ from kubernetes_asyncio.client import ApiClient, CustomObjectsApi
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from devtools.sandbox import Sandbox
-from tests.test_hardening_fuzz import FUZZ, KINDS, _schema, from_schema
+from tests.serve.crd_values import FUZZ, KINDS, crd_schema, from_schema
 from webhook.kube.client import Settings, connect
 
 EXAMPLES = {"PropagationPolicy": 800, "ClusterPropagationPolicy": 700, "NodePool": 500}
@@ -44,7 +44,7 @@ def generated(kind: str, count: int) -> list[dict[str, Any]]:
     found: list[dict[str, Any]] = []
 
     @settings(FUZZ, max_examples=count)
-    @given(obj=from_schema(_schema(kind)), placement=PLACEMENTS, keep=st.integers(0, 9))
+    @given(obj=from_schema(crd_schema(kind)), placement=PLACEMENTS, keep=st.integers(0, 9))
     def collect(obj: dict[str, Any], placement: dict[str, Any], keep: int) -> None:
         if kind != "NodePool":
             if keep < 9:  # nine in ten (Hypothesis favours 0)

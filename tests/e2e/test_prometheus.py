@@ -52,8 +52,8 @@ from test_reevaluate_karmada import scheduled
 from test_reevaluate_policies import MEMBERS, Grid, follower
 
 from devtools.sandbox import Sandbox
+from tests.serve.hardening import REVIEW
 from tests.support import Reply, em_latest
-from tests.test_server import REVIEW
 from webhook.serve import certs
 
 pytestmark = pytest.mark.timeout(420)

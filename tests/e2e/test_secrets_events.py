@@ -13,7 +13,7 @@ import yaml
 from e2e_support import Kube, unique
 
 from devtools.sandbox import Sandbox
-from tests.providers.test_secrets import EM_TOKEN, assert_clean, failing_providers
+from tests.providers.failing import EM_TOKEN, assert_clean, failing_providers
 from tests.serving import serve_process
 from tests.support import FakeUpstream, Reply
 from webhook.model import vocabulary

@@ -13,19 +13,16 @@ import os
 import time
 from collections import Counter
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from aiohttp import web
 
 from devtools.sandbox.layout import free_port
 from tests.feed import replicas
 from tests.feed.replicas import review, running_redis, start_replicas, wait_ready
-from tests.support import FakeUpstream, Reply, em_latest, iso
+from tests.feed.windowed import WindowedProvider
+from tests.support import FakeUpstream
 
-WINDOW = 3
-"""Seconds of validity of each reading the fake hands out."""
 BURST_SECONDS = 8.0
 ZONES = ("DE", "FR", "PL")
 
@@ -35,35 +32,6 @@ def redis_url() -> Iterator[str]:
     """A private redis-server on a free loopback port, stopped afterwards."""
     with running_redis() as server:
         yield server.url
-
-
-class WindowedProvider:
-    """Scripts the fake: readings valid until the end of the current WINDOW."""
-
-    def __init__(self, fake: FakeUpstream) -> None:
-        self.latest: Counter[tuple[str, int]] = Counter()
-        self.forecast: Counter[str] = Counter()
-        fake.on("/v3/carbon-intensity/latest", self._latest)
-        fake.on("/v3/carbon-intensity/forecast", self._forecast)
-
-    def _latest(self, request: web.Request) -> Reply:
-        zone = request.query["zone"]
-        window = int(time.time() // WINDOW)
-        self.latest[zone, window] += 1
-        end = datetime.fromtimestamp((window + 1) * WINDOW, UTC)
-        start = end - timedelta(minutes=5)
-        values = {"DE": 380, "FR": 60, "PL": 700}
-        return Reply(em_latest(zone, values[zone], start, temporalGranularity="5_minutes"))
-
-    def _forecast(self, request: web.Request) -> Reply:
-        zone = request.query["zone"]
-        self.forecast[zone] += 1
-        first = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(minutes=10)
-        points = [
-            {"carbonIntensity": 100 + h, "datetime": iso(first + timedelta(hours=h))}
-            for h in range(24)
-        ]
-        return Reply({"zone": zone, "forecast": points})
 
 
 def write_config(path: Path, fake: FakeUpstream) -> None:

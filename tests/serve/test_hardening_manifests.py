@@ -15,7 +15,7 @@ import yaml
 
 from webhook.serve.server import serve
 
-MANIFESTS = Path(__file__).resolve().parents[1] / "manifests"
+MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
 BASE = MANIFESTS / "base"
 NETWORK_POLICY = MANIFESTS / "components" / "networkpolicy"
 

@@ -27,7 +27,7 @@ from cryptography.hazmat.primitives import hashes
 from webhook.cli import main as carbonshift
 from webhook.model.config import parse
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "carbonshift"
 CI_VALUES = sorted((CHART / "ci").glob("*-values.yaml"))
 MANIFESTS = ROOT / "manifests"
@@ -153,8 +153,8 @@ def test_each_ci_values_file_renders(render: Callable[..., list[Doc]], values: P
 
 def test_no_shipped_values_name_the_local_zone() -> None:
     """Neither the defaults nor a ci/ file pins the NodePools' grid zone: by default it
-    comes from the cluster's Nodes (tests/test_hardening_manifests.py checks the kustomize
-    side)."""
+    comes from the cluster's Nodes (tests/serve/test_hardening_manifests.py checks the
+    kustomize side)."""
     for path in (CHART / "values.yaml", *CI_VALUES):
         config = (yaml.safe_load(path.read_text()) or {}).get("config") or {}
         assert "zone" not in config, f"{path.name} sets config.zone: {config['zone']}"

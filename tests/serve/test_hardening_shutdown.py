@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.serve.hardening import Conn, http_post, patched, review
 from tests.serving import serve_process
 from tests.support import FLEET
-from tests.test_hardening_limits import Conn, http_post, patched, review
 
 GRACE_SECONDS = 30.0
 """The pod's terminationGracePeriodSeconds (manifests/base/deployment.yaml)."""

@@ -16,9 +16,9 @@ import aiohttp
 import orjson
 import pytest
 
+from tests.serve.hardening import REVIEW
 from tests.serving import Running, serving
 from tests.support import FLEET
-from tests.test_server import REVIEW
 from webhook.model.config import parse
 from webhook.model.validation import InvalidInput
 from webhook.serve import certs

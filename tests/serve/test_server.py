@@ -13,40 +13,11 @@ import aiohttp
 import orjson
 import pytest
 
+from tests.serve.hardening import REVIEW
 from tests.serving import Running, serving
 from tests.support import FLEET
 from webhook.model.config import parse
 from webhook.serve import certs, server
-
-REVIEW = {
-    "apiVersion": "admission.k8s.io/v1",
-    "kind": "AdmissionReview",
-    "request": {
-        "uid": "0b1c2d3e",
-        "kind": {"group": "policy.karmada.io", "version": "v1alpha1", "kind": "PropagationPolicy"},
-        "resource": {
-            "group": "policy.karmada.io",
-            "version": "v1alpha1",
-            "resource": "propagationpolicies",
-        },
-        "namespace": "shop",
-        "operation": "CREATE",
-        "userInfo": {"username": "kubernetes-admin"},
-        "object": {
-            "apiVersion": "policy.karmada.io/v1alpha1",
-            "kind": "PropagationPolicy",
-            "metadata": {"name": "web", "namespace": "shop"},
-            "spec": {
-                "resourceSelectors": [
-                    {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}
-                ],
-                "placement": {"replicaScheduling": {"replicaSchedulingType": "Divided"}},
-            },
-        },
-        "oldObject": None,
-        "dryRun": False,
-    },
-}
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from webhook.kinds.reevaluation import Reevaluation, target_of
 from webhook.kube.grants import FLEET
 from webhook.model.vocabulary import ENABLED
 
-WEBHOOK_YAML = Path(__file__).resolve().parents[1] / "manifests" / "base" / "webhook.yaml"
+WEBHOOK_YAML = Path(__file__).resolve().parents[2] / "manifests" / "base" / "webhook.yaml"
 
 
 def _rules() -> list[tuple[str, str, str, str]]:

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from tests.feed.replicas import Redis, running_redis
-from tests.feed.test_shared_cache import WindowedProvider
+from tests.feed.windowed import WindowedProvider
+from tests.serve.hardening import TIMEOUT_SECONDS, Conn, http_post, patched, review
 from tests.serving import serve_process
 from tests.support import FakeUpstream
-from tests.test_hardening_limits import TIMEOUT_SECONDS, Conn, http_post, patched, review
 
 ZONES = {"member-de": {"zone": "DE"}, "member-fr": {"zone": "FR"}, "member-pl": {"zone": "PL"}}
 

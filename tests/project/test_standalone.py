@@ -20,7 +20,7 @@ import pytest
 
 from devtools.sandbox.layout import SandboxError, crd, free_port
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _outside() -> list[str]:

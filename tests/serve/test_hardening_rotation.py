@@ -13,9 +13,9 @@ import aiohttp
 import orjson
 import pytest
 
+from tests.serve.hardening import patched, review
 from tests.serving import Running, serving
 from tests.support import FLEET
-from tests.test_hardening_limits import patched, review
 from webhook.model.config import parse
 from webhook.serve import certs
 

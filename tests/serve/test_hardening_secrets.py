@@ -1,7 +1,7 @@
 """Provider credentials stay out of everything a running server hands out: admission
 answers (warnings, the decision annotation in the patch), scheduler answers, error
 bodies, /readyz, /metrics and the process's own log, while every provider fails in the
-ways of tests/providers/test_secrets.py (an upstream that echoes the token included)."""
+ways of tests/providers/failing.py (an upstream that echoes the token included)."""
 
 from __future__ import annotations
 
@@ -14,15 +14,15 @@ import aiohttp
 import orjson
 import pytest
 
-from tests.providers.test_secrets import (
+from tests.providers.failing import (
     EM_TOKEN,
     FAILURES,
     assert_clean,
     failing_providers,
 )
+from tests.serve.hardening import REVIEW
 from tests.serving import Running, serve_process
 from tests.support import FLEET, FakeUpstream, Reply
-from tests.test_server import REVIEW
 
 
 async def exchange(run: Running, method: str, path: str, body: Any = None) -> str:
