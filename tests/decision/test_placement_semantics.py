@@ -137,7 +137,14 @@ def check(obj: dict[str, Any]) -> tuple[dict[str, Any], list[str], Record | None
     was_all, now_all = set().union(*was), set().union(*now)
 
     # Reach never widens; open selections keep unknown and future clusters; never empty.
-    assert now_all <= was_all, (was, now)
+    # With the user's static weights the first term is where replicas go while its weighted
+    # clusters are feasible; a later term is tried only when none of them is, and then
+    # Karmada weighs every feasible cluster of the user's own selection 1 as well.
+    if _static_targets(before) is None:
+        assert now_all <= was_all, (was, now)
+    else:
+        assert now[0] <= was_all, (was, now)
+        assert now_all <= set().union(*map(_term_clusters, _terms(before))), (was, now)
     if NEWCOMER in was_all:
         assert NEWCOMER in now_all, (before, after)
     if was_all:
