@@ -14,7 +14,7 @@ import pytest
 
 from bench.reevaluate import _rss_mb
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 HELD_MB = 256
 CHILD = (
     "import json, resource; from bench.reevaluate import _rss_mb; "
