@@ -14,15 +14,10 @@ from webhook.kinds.reevaluation import METHODS
 from webhook.model.config import Config
 from webhook.model.vocabulary import DEFAULT_MAX_PAUSE
 from webhook.simulate import report
+from webhook.simulate.batch import DEFAULT_TEMPORAL, batch_policies
 from webhook.simulate.grid import Grid
 from webhook.simulate.pausing import OverTime
-from webhook.simulate.policies import (
-    DEFAULT_SPATIAL,
-    DEFAULT_TEMPORAL,
-    WebhookProposal,
-    batch_policies,
-    spatial_policies,
-)
+from webhook.simulate.policies import DEFAULT_SPATIAL, WebhookProposal, spatial_policies
 from webhook.simulate.scenario import PolicySettings
 
 HEADER = (
@@ -139,7 +134,7 @@ def test_attribution_spanning_two_years() -> None:
 
 
 def test_the_webhooks_pause_resumes_at_max_pause() -> None:
-    from webhook.simulate.policies import PoolMoment  # noqa: PLC0415
+    from webhook.simulate.batch import PoolMoment  # noqa: PLC0415
 
     rule = OverTime(low_below=100, high_from=400, max_pause=timedelta(hours=3))
 

@@ -10,10 +10,10 @@ from tests.simulate.grids import MakeGrid, MakeScenario
 from webhook.decision import ladder
 from webhook.model.config import NodePoolConfig
 from webhook.model.vocabulary import DEFAULT_MAX_PAUSE
+from webhook.simulate.batch import DEFAULT_TEMPORAL, PausePolicy, batch_policies
 from webhook.simulate.engine import _starts, simulate_batch
 from webhook.simulate.metrics import Run
 from webhook.simulate.pausing import LadderOverTime, OverTime
-from webhook.simulate.policies import DEFAULT_TEMPORAL, PausePolicy, batch_policies
 from webhook.simulate.scenario import PolicySettings
 
 

@@ -26,13 +26,12 @@ from webhook.decision.ranking import intensity_class
 from webhook.model.config import Config, NodePoolConfig
 from webhook.model.intensity import Reading, Signal
 from webhook.serve import admission
+from webhook.simulate.batch import PoolMoment, pause_by_class
 from webhook.simulate.policies import (
     Fill,
-    PoolMoment,
     SpatialPolicy,
     Terms,
     WebhookProposal,
-    pause_by_class,
     spatial_policies,
 )
 from webhook.simulate.product import EPOCH

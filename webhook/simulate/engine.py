@@ -45,17 +45,15 @@ from collections.abc import Callable, Mapping, Sequence
 from webhook.decision.capacity import plan_move, tier_fill
 from webhook.decision.division import divide_available, divide_static, names_descending
 from webhook.decision.forecast import Method, history_needed, outlook, ranking_value
+from webhook.simulate.batch import PausePolicy, PoolMoment, batch_policies
 from webhook.simulate.grid import Grid
 from webhook.simulate.metrics import Role, Run
 from webhook.simulate.policies import (
     Fill,
     Held,
     Intent,
-    PausePolicy,
-    PoolMoment,
     SpatialPolicy,
     Weights,
-    batch_policies,
     spatial_policies,
 )
 from webhook.simulate.scenario import BatchPool, Scenario

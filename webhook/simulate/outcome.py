@@ -7,10 +7,11 @@ import time
 from collections.abc import Sequence
 from typing import TypeVar
 
+from webhook.simulate.batch import PausePolicy, batch_policies
 from webhook.simulate.engine import simulate_batch, simulate_spatial
 from webhook.simulate.grid import Grid
 from webhook.simulate.metrics import Row, Run, compare
-from webhook.simulate.policies import PausePolicy, SpatialPolicy, batch_policies, spatial_policies
+from webhook.simulate.policies import SpatialPolicy, spatial_policies
 from webhook.simulate.progress import Progress
 from webhook.simulate.scenario import Scenario
 

@@ -35,7 +35,7 @@ from webhook.model.vocabulary import DECISION, ENABLED, MAX_PAUSE, STRATEGY
 from webhook.simulate.product import admitted, at_hour
 
 if TYPE_CHECKING:
-    from webhook.simulate.policies import PoolMoment
+    from webhook.simulate.batch import PoolMoment
 
 ZONE = "LOCAL"
 """The pool's grid zone as the simulated config names it."""
@@ -62,7 +62,7 @@ def nodepool(strategy: str, max_pause: timedelta) -> dict[str, Any]:
 
 
 class OverTime:
-    """A pause decision for :class:`~webhook.simulate.policies.PausePolicy`, run by the
+    """A pause decision for :class:`~webhook.simulate.batch.PausePolicy`, run by the
     product: strategy ``pause`` (``limits.cpu: "0"`` or the user's)."""
 
     strategy = "pause"

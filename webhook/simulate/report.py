@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from webhook.model.errors import ReportUnavailable as ReportUnavailable  # noqa: PLC0414 - callers import it here
+from webhook.simulate.batch import DEFAULT_TEMPORAL
 from webhook.simulate.grid import Grid
 from webhook.simulate.metrics import Row, Run
 from webhook.simulate.outcome import Outcome, Part
-from webhook.simulate.policies import DEFAULT_SPATIAL, DEFAULT_TEMPORAL
+from webhook.simulate.policies import DEFAULT_SPATIAL
 
 INSTALL_HINT = "pip install 'carbonshift[sim]'"
 
