@@ -60,7 +60,7 @@ from bench.harness import RESULTS, SERVER_CPU, machine, write_table
 from webhook import kinds
 from webhook.cli import preview
 from webhook.decision.capacity import tier_fill
-from webhook.decision.placement import fill_tiers
+from webhook.decision.terms import fill_tiers
 from webhook.kube import rebalancer
 from webhook.kube.events import EventRecorder
 from webhook.kube.reevaluator import Reevaluator

@@ -23,8 +23,8 @@ from webhook.decision.accounting import (
     user_placement,
     workload_joules,
 )
-from webhook.decision.placement import GREEN_TERM, TIER_TERM
 from webhook.decision.record import Record, fingerprint
+from webhook.decision.terms import GREEN_TERM, TIER_TERM
 from webhook.model.errors import MixedSignals
 from webhook.model.intensity import Signal
 from webhook.model.vocabulary import DECISION

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from devtools.sandbox import Layout, Sandbox
-from webhook.decision.placement import fill_tiers
+from webhook.decision.terms import fill_tiers
 
 DEMO = ("member-se", "member-fr", "member-pl")  # greenest first
 DECISION = "carbonshift.io/decision"

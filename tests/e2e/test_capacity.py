@@ -37,7 +37,7 @@ from test_schedulers import carbonshift_stopped, eventually
 from devtools.sandbox import Sandbox
 from devtools.sandbox.objects import MEMBER_CPUS
 from webhook.decision.capacity import room
-from webhook.decision.placement import fill_tiers
+from webhook.decision.terms import fill_tiers
 
 pytestmark = pytest.mark.timeout(600)
 

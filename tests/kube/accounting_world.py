@@ -14,8 +14,8 @@ from kubernetes_asyncio import client
 from tests import kubeapi
 from tests.support import NOW, reading
 from webhook import testing
-from webhook.decision.placement import GREEN_TERM, TIER_TERM
 from webhook.decision.record import Record, fingerprint
+from webhook.decision.terms import GREEN_TERM, TIER_TERM
 from webhook.kinds import Context
 from webhook.kube.accounting import Accountant, Ledger
 from webhook.model.config import ClusterConfig, Config, parse

@@ -16,7 +16,7 @@ from kubernetes_asyncio import client
 from tests import kubeapi
 from tests.support import NOW, reading
 from webhook import testing
-from webhook.decision.placement import GREEN_TERM, TIER_TERM
+from webhook.decision.terms import GREEN_TERM, TIER_TERM
 from webhook.kinds import Context
 from webhook.kube.events import EventRecorder
 from webhook.kube.rebalancer import Rebalancer, owner, pending, with_allocating

@@ -1,7 +1,7 @@
 """Carbon-based placement for Karmada PropagationPolicy / ClusterPropagationPolicy.
 
 Given the policy object, the known member clusters and the in-memory intensities,
-decide (see README "Annotations"):
+decide (docs/annotations.md):
 
 - candidates: the clusters the policy already allows (never more);
 - ``carbonshift.io/max-intensity``: exclude candidates above the limit;
@@ -27,6 +27,9 @@ selections (selectors, or no affinity) keep matching clusters carbonshift does n
 and static weights are never written where Karmada would then ignore the spread constraints
 or reject ``overflowAffinities``. What carbonshift leaves alone for that is warned about and
 listed in the decision record (``left``: rule and reason).
+
+The shapes it reads and writes are :mod:`webhook.decision.terms`; whether a recomputed
+placement replaces the one in force (hysteresis, dwell) is :mod:`webhook.decision.holding`.
 """
 
 from __future__ import annotations
@@ -36,29 +39,40 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from webhook.decision.hysteresis import Held, Hysteresis, Verdict, judge
-from webhook.decision.outcome import REMOVE, Change, Decision, lookup, short
+from webhook.decision.holding import Proposal
+from webhook.decision.hysteresis import Hysteresis
+from webhook.decision.outcome import Decision, lookup, short
 from webhook.decision.ranking import carbon_weights, order_greenest, within_limit
-from webhook.decision.record import Record, fingerprint, history, user_view
-from webhook.decision.selectors import SelectorError, allowed_clusters, is_open
+from webhook.decision.record import Record, history, user_view
+from webhook.decision.selectors import SelectorError, is_open
+from webhook.decision.terms import (
+    FILL,
+    GREEN_TERM,
+    OTHERS_TERM,
+    OWN,
+    SELECTOR_KEYS,
+    TIER_TERM,
+    Tiers,
+    by_room,
+    diff,
+    dynamic,
+    exclude,
+    fill_order,
+    green_first_terms,
+    has_overflow,
+    named,
+    open_selection,
+    record_of,
+    selected_groups,
+    unweighted_terms,
+    weight_blocker,
+    weight_reach,
+    weighted,
+)
 from webhook.model import vocabulary
 from webhook.model.config import ClusterConfig, WeightingConfig
 from webhook.model.intensity import IntensityTable
 from webhook.model.vocabulary import DECISION, MAX_CLUSTERS, MAX_INTENSITY, Knobs
-
-Tiers = list[list[str]]
-
-GREEN_TERM = "carbonshift-greenest"
-FALLBACK_TERM = "carbonshift-fallback"
-TIER_TERM = "carbonshift-tier-"
-"""Overflow tiers of the ordered fill: ``carbonshift-tier-1``, ``-2``... (greenest first)."""
-OTHERS_TERM = "carbonshift-others"
-"""Last overflow tier of an open selection: the clusters carbonshift does not know."""
-FILL = "ordered fill"
-_TIER_DEPTH = 10
-"""Tiers the hysteresis tells apart in an ordered fill (:func:`in_force`)."""
-_OWN = "placement."
-_SELECTOR_KEYS = ("labelSelector", "fieldSelector", "exclude")
 
 _OTHERS = "\x00others"
 """Stand-in for clusters an open selection matches that carbonshift does not know."""
@@ -155,7 +169,7 @@ def decide(policy: Mapping[str, Any], inputs: PolicyInputs) -> Decision:
     spec = policy.get("spec") or {}
     current: Mapping[str, Any] = spec.get("placement") or {}
     previous = Record.decode(annotations.get(DECISION))
-    base = user_view(current, previous, _OWN)
+    base = user_view(current, previous, OWN)
     knobs = vocabulary.knobs(annotations, "policy")
     override = knobs.override
     decision = Decision()
@@ -164,9 +178,9 @@ def decide(policy: Mapping[str, Any], inputs: PolicyInputs) -> Decision:
     decision.warnings.extend(vocabulary.warning(p) for p in knobs.problems)
     known = inputs.clusters
 
-    reach = _weight_reach(base.get("replicaScheduling"))
+    reach = weight_reach(base.get("replicaScheduling"))
     try:
-        groups = _groups(base, known, reach)
+        groups = selected_groups(base, known, reach)
     except SelectorError as exc:
         decision.skipped = f"placement not understood: {exc}"
         warn(f"carbonshift: {decision.skipped}")
@@ -188,13 +202,13 @@ def decide(policy: Mapping[str, Any], inputs: PolicyInputs) -> Decision:
     user_terms = bool(base.get("clusterAffinities"))
     shape = _Shape(
         spread=_Spread.of(base.get("spreadConstraints")),
-        overflow=_has_overflow(base.get("clusterAffinities")),
+        overflow=has_overflow(base.get("clusterAffinities")),
         reach=reach,
         # Open: the selection matches clusters by selectors (or every cluster), so clusters
         # carbonshift does not know, or that join later, must stay reachable.
-        opened=_open_selection(base) and (reach is None or any(map(is_open, reach))),
+        opened=open_selection(base) and (reach is None or any(map(is_open, reach))),
         known=known,
-        unweighted=_unweighted_terms(base, known, reach),
+        unweighted=unweighted_terms(base, known, reach),
     )
     limits = _Limits(user_terms and not override, groups, shape.spread, known, reach is not None)
     intensities = _apply_limit(new, dict(data.values), knobs.max_intensity, limits, notes)
@@ -202,8 +216,8 @@ def decide(policy: Mapping[str, Any], inputs: PolicyInputs) -> Decision:
         new, intensities, knobs, shape, user_terms, weighting=inputs.weighting, notes=notes
     )
 
-    changes = _diff(current, new)
-    proposal = _Proposal(previous, current, new, weights, data.values)
+    changes = diff(current, new)
+    proposal = Proposal(previous, current, new, weights, data.values)
     if changes and proposal.keep(inputs, warn):
         decision.record = previous
         return decision
@@ -214,7 +228,7 @@ def decide(policy: Mapping[str, Any], inputs: PolicyInputs) -> Decision:
     # When this placement came into force: the data time of the decision that made it
     # (deterministic for given inputs, so identical reviews get identical answers).
     body["since"] = (not changes and previous.body.get("since")) or body["at"]
-    decision.record = _record(base, new, body | history(previous))
+    decision.record = record_of(base, new, body | history(previous))
     decision.changes = changes
     return decision
 
@@ -248,7 +262,7 @@ class _Shape:
         """
         tiers = fill_order(intensities, first)
         affinity = placement.get("clusterAffinity") or {}
-        selectors = {k: affinity[k] for k in _SELECTOR_KEYS if affinity.get(k)}
+        selectors = {k: affinity[k] for k in SELECTOR_KEYS if affinity.get(k)}
         term: dict[str, Any] = {"affinityName": GREEN_TERM, **selectors, "clusterNames": tiers[0]}
         overflow = [
             {"affinityName": f"{TIER_TERM}{k}", **selectors, "clusterNames": names}
@@ -261,7 +275,7 @@ class _Shape:
             term["overflowAffinities"] = overflow
         placement["clusterAffinities"] = [term]
         placement.pop("clusterAffinity", None)
-        placement["replicaScheduling"] = _dynamic(placement.get("replicaScheduling"))
+        placement["replicaScheduling"] = dynamic(placement.get("replicaScheduling"))
         return tiers
 
     def green_first(
@@ -292,8 +306,8 @@ class _Shape:
         if self.reach is not None:
             # Karmada weighs every feasible cluster 1 when none of the weighted ones is
             # feasible: the user's unweighted clusters stay in the fallback for that case.
-            rest = [*rest, *(n for n in _named(placement) if n not in order)]
-        terms = _green_first(placement, order[:size], rest, opened=self.opened)
+            rest = [*rest, *(n for n in named(placement) if n not in order)]
+        terms = green_first_terms(placement, order[:size], rest, opened=self.opened)
         placement["clusterAffinities"] = terms
         placement.pop("clusterAffinity", None)
         return True
@@ -354,7 +368,7 @@ def _apply_weights(
     if shape.overflow:
         notes.leave(rule, "overflowAffinities need dynamicWeight or Aggregated division")
         return None, None
-    blocker = _weight_blocker(scheduling)
+    blocker = weight_blocker(scheduling)
     if blocker and not knobs.override:
         within = green and shape.reach is not None  # they split the greenest term's replicas
         notes.leave(rule, blocker + (", within the greenest term" if within else ""))
@@ -366,7 +380,7 @@ def _apply_weights(
     targets += shape.unweighted
     if not targets:
         weights = carbon_weights(intensities, exponent=weighting.exponent, scale=weighting.scale)
-        placement["replicaScheduling"] = _weighted(scheduling, weights, [], 0)
+        placement["replicaScheduling"] = weighted(scheduling, weights, [], 0)
         return weights, None
     # Clusters the selection matches that carbonshift does not know weigh as unknown
     # intensity does (neutral); without an entry Karmada would give them no replicas.
@@ -378,118 +392,11 @@ def _apply_weights(
     catch_all = [
         {**t, "exclude": sorted(set(t.get("exclude") or []) | set(named))} for t in targets
     ]
-    placement["replicaScheduling"] = _weighted(scheduling, every, catch_all, others)
+    placement["replicaScheduling"] = weighted(scheduling, every, catch_all, others)
     return every, others
 
 
-# --- hysteresis ------------------------------------------------------------------------
-
-
-def in_force(
-    placement: Mapping[str, Any], weights: Mapping[str, int] | None
-) -> dict[str, int] | None:
-    """A placement as the hysteresis compares it: weights on the clusters Karmada uses.
-
-    With a green-first term, that term's clusters (Karmada tries it first; with static
-    weights it never fails) at their static weights, else weight 1; without one, the
-    static weights. None: neither.
-    """
-    tiers = fill_tiers(placement)
-    if tiers:
-        # Karmada fills the tiers in order: each weighs twice the next (from the tenth on, 1).
-        return {n: 2 ** max(0, _TIER_DEPTH - k) for k, tier in enumerate(tiers) for n in tier}
-    for term in placement.get("clusterAffinities") or []:
-        if isinstance(term, dict) and term.get("affinityName") == GREEN_TERM:
-            names = term.get("clusterNames") or []
-            known = weights or {}
-            weighted = {n: known[n] for n in names if n in known}
-            return weighted or dict.fromkeys(names, 1)
-    return dict(weights) if weights else None
-
-
-def fill_order(intensities: Mapping[str, float | None], first: int | None = None) -> Tiers:
-    """Candidates in tiers, greenest first; equally green clusters share a tier.
-
-    ``first``: the greenest ``first`` clusters share the first tier (``max-clusters``).
-    Clusters of unknown intensity come last, together.
-    """
-    order = order_greenest(intensities)
-    tiers: Tiers = [order[:first]] if first else []
-    for name in order[len(tiers[0]) if tiers else 0 :]:
-        last = tiers[-1][-1] if tiers and (len(tiers) > 1 or not first) else None
-        if last is not None and intensities[last] == intensities[name]:
-            tiers[-1].append(name)
-        else:
-            tiers.append([name])
-    return [t for t in tiers if t]
-
-
-def fill_tiers(placement: Mapping[str, Any]) -> Tiers | None:
-    """The ordered-fill tiers carbonshift wrote into a placement (named clusters only);
-    None when the placement is not an ordered fill."""
-    for term in placement.get("clusterAffinities") or []:
-        if not isinstance(term, dict) or term.get("affinityName") != GREEN_TERM:
-            continue
-        overflow = term.get("overflowAffinities")
-        if overflow is None and len(placement.get("clusterAffinities") or []) == 1:
-            scheduling = placement.get("replicaScheduling")
-            preference = (
-                scheduling.get("weightPreference") if isinstance(scheduling, dict) else None
-            )
-            if not (isinstance(preference, dict) and preference.get("staticWeightList")):
-                overflow = []  # every candidate equally green: one tier
-        if not isinstance(overflow, list):
-            return None
-        named = [o for o in overflow if isinstance(o, dict) and o.get("clusterNames")]
-        return [list(term.get("clusterNames") or []), *(list(o["clusterNames"]) for o in named)]
-    return None
-
-
-def _hours(when: datetime) -> float:
-    return when.timestamp() / 3600
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Proposal:
-    """The placement in force (as recorded) against a freshly computed one."""
-
-    previous: Record
-    current: Mapping[str, Any]
-    new: Mapping[str, Any]
-    weights: Mapping[str, int] | None
-    intensities: Mapping[str, float | None]
-
-    def keep(self, inputs: PolicyInputs, warn: Warn) -> bool:
-        """True when the placement in force stays (:func:`hysteresis.judge`).
-
-        Only a placement carbonshift itself put in force (recorded ``since``, fields
-        still as written) is held; user edits and first decisions always go through.
-        """
-        previous, since = self.previous, self.previous.body.get("since")
-        if inputs.now is None or not isinstance(since, str) or not previous.own:
-            return False
-        if not all(previous.owns(k, self.current.get(k[len(_OWN) :])) for k in previous.own):
-            return False
-        try:
-            started = _hours(vocabulary.parse_time(since))
-        except ValueError:
-            return False
-        clusters = previous.body.get("clusters") or {}
-        recorded = {n: c.get("w") for n, c in clusters.items() if isinstance(c, dict)}
-        held = in_force(self.current, {n: w for n, w in recorded.items() if isinstance(w, int)})
-        proposed = in_force(self.new, self.weights) or {}
-        rule, now = inputs.hysteresis, _hours(inputs.now)
-        record = Held(held, started) if held else None
-        verdict = judge(rule, record, proposed, self.intensities, now)
-        if verdict is Verdict.DWELL:
-            hours = now - started
-            warn(f"carbonshift: placement kept: in force {hours:.1f} h of {rule.dwell_hours:g} h")
-        elif verdict is Verdict.MARGIN:
-            warn(f"carbonshift: placement kept: new one is not {rule.margin:.0%} greener")
-        return verdict.keeps
-
-
-# --- steps -----------------------------------------------------------------------------
+# --- rules ---------------------------------------------------------------------------------
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -561,156 +468,8 @@ def _apply_limit(
             )
     if not dropped:
         return intensities
-    _exclude(placement, dropped)
+    exclude(placement, dropped)
     return {n: v for n, v in intensities.items() if n not in dropped}
-
-
-def _groups(
-    placement: Mapping[str, Any],
-    known: Mapping[str, ClusterConfig],
-    reach: list[Mapping[str, Any]] | None,
-) -> list[list[str]]:
-    """The candidates of each affinity term (with its overflow), or of the one affinity.
-
-    Only clusters within the user's static weights' reach, when there are any.
-    Empty when no candidate has a user weight.
-    """
-    terms = placement.get("clusterAffinities")
-    if terms:
-        if not isinstance(terms, list) or not all(isinstance(t, dict) for t in terms):
-            raise SelectorError("clusterAffinities must be a list of objects")
-        groups = [
-            sorted({n for a in (t, *_overflow(t)) for n in allowed_clusters(a, known)})
-            for t in terms
-        ]
-    else:
-        groups = [allowed_clusters(placement.get("clusterAffinity"), known)]
-    if reach is None:
-        return groups
-    within = {n for target in reach for n in allowed_clusters(target, known)}
-    if within.isdisjoint(n for g in groups for n in g):
-        return []  # the weights may name clusters carbonshift does not know: leave it
-    # A term none of whose clusters has a weight gives each of them weight 1 (Karmada).
-    return [[n for n in g if n in within] or g for g in groups]
-
-
-def _overflow(term: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    extra = term.get("overflowAffinities")
-    if extra is None:
-        return []
-    if not isinstance(extra, list) or not all(isinstance(o, dict) for o in extra):
-        raise SelectorError("overflowAffinities must be a list of objects")
-    return extra
-
-
-def _has_overflow(terms: object) -> bool:
-    return isinstance(terms, list) and any(
-        isinstance(t, dict) and t.get("overflowAffinities") is not None for t in terms
-    )
-
-
-def _open_selection(placement: Mapping[str, Any]) -> bool:
-    """True when the policy selects clusters by selectors or selects every cluster."""
-    terms = placement.get("clusterAffinities")
-    if terms:
-        return any(is_open(a) for t in terms for a in (t, *_overflow(t)))
-    return is_open(placement.get("clusterAffinity"))
-
-
-def _unweighted_terms(
-    placement: Mapping[str, Any],
-    known: Mapping[str, ClusterConfig],
-    reach: list[Mapping[str, Any]] | None,
-) -> list[dict[str, Any]]:
-    """The selectors of open user terms whose known clusters have no user static weight."""
-    terms = placement.get("clusterAffinities")
-    if reach is None or not isinstance(terms, list):
-        return []
-    within = {n for target in reach for n in allowed_clusters(target, known)}
-    out = []
-    for term in terms:
-        open_ = isinstance(term, dict) and is_open(term)
-        if open_ and within.isdisjoint(allowed_clusters(term, known)):
-            keys = (*_SELECTOR_KEYS, "clusterNames")
-            out.append({k: term[k] for k in keys if term.get(k)})
-    return out
-
-
-def _weight_reach(scheduling: object) -> list[Mapping[str, Any]] | None:
-    """The user's static weight targets when Karmada divides by them, else None.
-
-    Karmada gives a cluster that matches no ``staticWeightList`` entry no replicas, so
-    the list bounds where replicas can go (``getStaticWeightInfoList``).
-    """
-    if not isinstance(scheduling, dict):
-        return None
-    if scheduling.get("replicaSchedulingType", "Divided") != "Divided":
-        return None
-    if scheduling.get("replicaDivisionPreference") == "Aggregated":
-        return None
-    preference = scheduling.get("weightPreference")
-    if not isinstance(preference, dict) or preference.get("dynamicWeight"):
-        return None
-    entries = preference.get("staticWeightList")
-    if not isinstance(entries, list) or not entries:
-        return None
-    return [
-        e["targetCluster"]
-        for e in entries
-        if isinstance(e, dict) and isinstance(e.get("targetCluster"), dict)
-    ]
-
-
-def _named(placement: Mapping[str, Any]) -> list[str]:
-    """The clusters the user's ``clusterAffinity`` names, minus its ``exclude``."""
-    affinity = placement.get("clusterAffinity")
-    if not isinstance(affinity, Mapping):
-        return []
-    names, out = affinity.get("clusterNames"), set(affinity.get("exclude") or [])
-    return (
-        [n for n in names if isinstance(n, str) and n not in out] if isinstance(names, list) else []
-    )
-
-
-def _exclude(placement: dict[str, Any], names: list[str]) -> None:
-    def without(affinity: Mapping[str, Any]) -> dict[str, Any]:
-        return {**affinity, "exclude": sorted(set(affinity.get("exclude") or []) | set(names))}
-
-    terms = placement.get("clusterAffinities")
-    if terms:
-        out = []
-        for term in terms:
-            changed = without(term)
-            if changed.get("overflowAffinities"):
-                changed["overflowAffinities"] = [without(o) for o in changed["overflowAffinities"]]
-            out.append(changed)
-        placement["clusterAffinities"] = out
-        return
-    placement["clusterAffinity"] = without(placement.get("clusterAffinity") or {})
-
-
-def _green_first(
-    placement: Mapping[str, Any], green: list[str], rest: list[str], *, opened: bool
-) -> list[dict[str, Any]]:
-    """Ordered terms: the greenest, then the fallback, each keeping the user's selectors.
-
-    The fallback is ``rest`` by name when the user named the clusters; for an open
-    selection it is the user's selection itself (no names), so clusters carbonshift does
-    not know still match. The user's own terms (override) follow the greenest one as they
-    are.
-    """
-    terms = placement.get("clusterAffinities")
-    if terms:
-        first = {"affinityName": GREEN_TERM, "clusterNames": green}
-        return [first, *(t for t in terms if t.get("affinityName") != GREEN_TERM)]
-    affinity = placement.get("clusterAffinity") or {}
-    selectors = {k: affinity[k] for k in _SELECTOR_KEYS if affinity.get(k)}
-    out = [{"affinityName": GREEN_TERM, **selectors, "clusterNames": green}]
-    if opened:
-        out.append({"affinityName": FALLBACK_TERM, **selectors})
-    elif rest:
-        out.append({"affinityName": FALLBACK_TERM, **selectors, "clusterNames": rest})
-    return out
 
 
 def _wants_fill(
@@ -725,7 +484,7 @@ def _wants_fill(
         # (max-clusters, max-intensity) orders the tiers it fills, never a cliff.
         ordered = knobs.max_clusters is not None or knobs.max_intensity is not None
         blocked = user_terms or shape.spread.present or shape.reach is not None
-        return ordered and _by_room(scheduling) and not blocked
+        return ordered and by_room(scheduling) and not blocked
     kind = (
         scheduling.get("replicaSchedulingType", "Divided") if isinstance(scheduling, dict) else None
     )
@@ -749,31 +508,6 @@ def _wants_fill(
     return True
 
 
-def _by_room(scheduling: object) -> bool:
-    """Whether Karmada divides ``scheduling`` by room (Divided by ``dynamicWeight:
-    AvailableReplicas``, or Aggregated): what ``overflowAffinities`` need."""
-    if not isinstance(scheduling, dict):
-        return False
-    if scheduling.get("replicaSchedulingType", "Divided") != "Divided":
-        return False
-    if scheduling.get("replicaDivisionPreference") == "Aggregated":
-        return True
-    preference = scheduling.get("weightPreference")
-    return isinstance(preference, dict) and preference.get("dynamicWeight") == "AvailableReplicas"
-
-
-def _dynamic(scheduling: object) -> dict[str, Any]:
-    """Divided by available replicas (the user's Aggregated division stays: it overflows too)."""
-    out = dict(scheduling) if isinstance(scheduling, dict) else {}
-    out["replicaSchedulingType"] = "Divided"
-    if out.get("replicaDivisionPreference") == "Aggregated":
-        out.pop("weightPreference", None)
-        return out
-    out["replicaDivisionPreference"] = "Weighted"
-    out["weightPreference"] = {"dynamicWeight": "AvailableReplicas"}
-    return out
-
-
 def _wants_weights(scheduling: object, names: frozenset[str], notes: _Notes) -> bool:
     if "none" in names:
         return False
@@ -790,53 +524,3 @@ def _wants_weights(scheduling: object, names: frozenset[str], notes: _Notes) -> 
             return False
         return True
     return False
-
-
-def _weight_blocker(scheduling: object) -> str | None:
-    if not isinstance(scheduling, dict):
-        return None
-    preference = scheduling.get("weightPreference") or {}
-    if preference.get("dynamicWeight"):
-        return "the policy uses dynamicWeight"
-    if preference.get("staticWeightList"):
-        return "the policy's own static weights are kept"
-    if scheduling.get("replicaDivisionPreference") == "Aggregated":
-        return "the policy uses Aggregated division"
-    return None
-
-
-def _weighted(
-    scheduling: object,
-    weights: Mapping[str, int],
-    others: list[dict[str, Any]],
-    other_weight: int,
-) -> dict[str, Any]:
-    out = dict(scheduling) if isinstance(scheduling, dict) else {}
-    out["replicaSchedulingType"] = "Divided"
-    out["replicaDivisionPreference"] = "Weighted"
-    ranked = sorted(weights, key=lambda n: (-weights[n], n))
-    entries: list[dict[str, Any]] = [
-        {"targetCluster": {"clusterNames": [n]}, "weight": weights[n]} for n in ranked
-    ]
-    entries += [{"targetCluster": t, "weight": other_weight} for t in others]
-    out["weightPreference"] = {"staticWeightList": entries}
-    return out
-
-
-def _record(base: Mapping[str, Any], new: Mapping[str, Any], body: dict[str, Any]) -> Record:
-    record = Record(body=body)
-    for field in set(base) | set(new):
-        if base.get(field) != new.get(field):
-            record.orig[_OWN + field] = base.get(field)
-            record.own[_OWN + field] = fingerprint(new.get(field))
-    return record
-
-
-def _diff(current: Mapping[str, Any], new: Mapping[str, Any]) -> list[Change]:
-    changes = []
-    for field in sorted(set(current) | set(new)):
-        if field not in new:
-            changes.append(Change(("spec", "placement", field), REMOVE))
-        elif current.get(field) != new[field]:
-            changes.append(Change(("spec", "placement", field), new[field]))
-    return changes

@@ -33,9 +33,9 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal
 
+from webhook.decision.holding import in_force
 from webhook.decision.hysteresis import Hysteresis, expected_intensity
 from webhook.decision.outcome import REMOVE, Change, Decision, Path, iso
-from webhook.decision.placement import in_force
 from webhook.decision.record import (
     Record,
     fingerprint,

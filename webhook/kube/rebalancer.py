@@ -3,7 +3,7 @@
 Karmada fills an ordered fill's tiers greenest first, but never moves replicas back when
 room returns on a greener cluster (Steady mode). After each re-evaluation pass the leader
 looks at every managed policy whose placement is an ordered fill
-(:func:`~webhook.decision.placement.fill_tiers`): for each of its ResourceBindings
+(:func:`~webhook.decision.terms.fill_tiers`): for each of its ResourceBindings
 (``work.karmada.io/v1alpha2``, ClusterResourceBindings too) it reads where the replicas
 run (``spec.clusters``), the room each cluster has for one more of them (Karmada's
 general estimator, :func:`~webhook.decision.capacity.room`, on the Cluster's
@@ -38,8 +38,8 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
 from webhook.decision.capacity import Move, MoveRule, plan_move, quantity, room, tier_fill
-from webhook.decision.placement import fill_tiers
 from webhook.decision.record import fingerprint
+from webhook.decision.terms import fill_tiers
 from webhook.kinds import Context
 from webhook.kube.client import FIELD_MANAGER, REQUEST_TIMEOUT, absent, error_name, refused
 from webhook.kube.events import EventRecorder

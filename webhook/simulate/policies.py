@@ -33,12 +33,12 @@ import msgspec
 import orjson
 
 from webhook import kinds
-from webhook.decision import placement
 from webhook.decision.capacity import MoveRule
 from webhook.decision.division import static_weights
 from webhook.decision.forecast import Method
 from webhook.decision.ranking import order_greenest
 from webhook.decision.selectors import allowed_clusters
+from webhook.decision.terms import fill_tiers
 from webhook.kinds.reevaluation import Reevaluation, Target, target_of
 from webhook.model.config import ClusterConfig, Config
 from webhook.model.intensity import Reading, Signal
@@ -209,7 +209,7 @@ class Members:
         """How Karmada reads a placement: candidates per affinity term, static weights or not."""
         static = static_weights(written.get("replicaScheduling") or {}, self.allowed)
         terms = written.get("clusterAffinities")
-        if terms and placement.fill_tiers(written) is not None:
+        if terms and fill_tiers(written) is not None:
             first = terms[0]
             tiers = [first, *first.get("overflowAffinities", [])]
             return Fill(tuple(tuple(self.allowed(t)) for t in tiers))

@@ -1,0 +1,87 @@
+"""Holding a placement in force: the hysteresis and dwell a policy's placement passes
+before a recomputed one replaces it (:class:`Proposal`), and the placement in force read
+back as weights or fill tiers (:func:`in_force`)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from webhook.decision.hysteresis import Held, Verdict, judge
+from webhook.decision.record import Record
+from webhook.decision.terms import GREEN_TERM, OWN, TIER_DEPTH, fill_tiers
+from webhook.model import vocabulary
+
+if TYPE_CHECKING:
+    from webhook.decision.placement import PolicyInputs
+
+Warn = Callable[[str], None]
+
+
+def in_force(
+    placement: Mapping[str, Any], weights: Mapping[str, int] | None
+) -> dict[str, int] | None:
+    """A placement as the hysteresis compares it: weights on the clusters Karmada uses.
+
+    With a green-first term, that term's clusters (Karmada tries it first; with static
+    weights it never fails) at their static weights, else weight 1; without one, the
+    static weights. None: neither.
+    """
+    tiers = fill_tiers(placement)
+    if tiers:
+        # Karmada fills the tiers in order: each weighs twice the next (from the tenth on, 1).
+        return {n: 2 ** max(0, TIER_DEPTH - k) for k, tier in enumerate(tiers) for n in tier}
+    for term in placement.get("clusterAffinities") or []:
+        if isinstance(term, dict) and term.get("affinityName") == GREEN_TERM:
+            names = term.get("clusterNames") or []
+            known = weights or {}
+            weighted = {n: known[n] for n in names if n in known}
+            return weighted or dict.fromkeys(names, 1)
+    return dict(weights) if weights else None
+
+
+def in_hours(when: datetime) -> float:
+    """``when`` in hours since the epoch (the hysteresis counts dwell in hours)."""
+    return when.timestamp() / 3600
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Proposal:
+    """The placement in force (as recorded) against a freshly computed one."""
+
+    previous: Record
+    current: Mapping[str, Any]
+    new: Mapping[str, Any]
+    weights: Mapping[str, int] | None
+    intensities: Mapping[str, float | None]
+
+    def keep(self, inputs: PolicyInputs, warn: Warn) -> bool:
+        """True when the placement in force stays (:func:`hysteresis.judge`).
+
+        Only a placement carbonshift itself put in force (recorded ``since``, fields
+        still as written) is held; user edits and first decisions always go through.
+        """
+        previous, since = self.previous, self.previous.body.get("since")
+        if inputs.now is None or not isinstance(since, str) or not previous.own:
+            return False
+        if not all(previous.owns(k, self.current.get(k[len(OWN) :])) for k in previous.own):
+            return False
+        try:
+            started = in_hours(vocabulary.parse_time(since))
+        except ValueError:
+            return False
+        clusters = previous.body.get("clusters") or {}
+        recorded = {n: c.get("w") for n, c in clusters.items() if isinstance(c, dict)}
+        held = in_force(self.current, {n: w for n, w in recorded.items() if isinstance(w, int)})
+        proposed = in_force(self.new, self.weights) or {}
+        rule, now = inputs.hysteresis, in_hours(inputs.now)
+        record = Held(held, started) if held else None
+        verdict = judge(rule, record, proposed, self.intensities, now)
+        if verdict is Verdict.DWELL:
+            hours = now - started
+            warn(f"carbonshift: placement kept: in force {hours:.1f} h of {rule.dwell_hours:g} h")
+        elif verdict is Verdict.MARGIN:
+            warn(f"carbonshift: placement kept: new one is not {rule.margin:.0%} greener")
+        return verdict.keeps

@@ -1,0 +1,304 @@
+"""The placement shapes carbonshift reads and writes in a Karmada policy.
+
+The names of the terms it writes (the ordered fill's ``carbonshift-greenest`` and
+``carbonshift-tier-N``, green-first's ``carbonshift-fallback``), how it reads the user's
+placement (the clusters each term selects, the reach of the user's static weights, an open
+selection, overflow terms, division by available replicas) and how it writes terms,
+exclusions, weights and the decision record. Pure functions over the placement mapping;
+:mod:`webhook.decision.placement` decides which to apply.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from webhook.decision.outcome import REMOVE, Change
+from webhook.decision.ranking import order_greenest
+from webhook.decision.record import Record, fingerprint
+from webhook.decision.selectors import SelectorError, allowed_clusters, is_open
+from webhook.model.config import ClusterConfig
+
+Tiers = list[list[str]]
+
+GREEN_TERM = "carbonshift-greenest"
+
+FALLBACK_TERM = "carbonshift-fallback"
+
+TIER_TERM = "carbonshift-tier-"
+"""Overflow tiers of the ordered fill: ``carbonshift-tier-1``, ``-2``... (greenest first)."""
+
+OTHERS_TERM = "carbonshift-others"
+"""Last overflow tier of an open selection: the clusters carbonshift does not know."""
+
+FILL = "ordered fill"
+
+TIER_DEPTH = 10
+"""Tiers the hysteresis tells apart in an ordered fill
+(:func:`webhook.decision.holding.in_force`)."""
+
+OWN = "placement."
+"""Decision record key prefix of the placement fields carbonshift owns."""
+
+SELECTOR_KEYS = ("labelSelector", "fieldSelector", "exclude")
+
+
+def fill_order(intensities: Mapping[str, float | None], first: int | None = None) -> Tiers:
+    """Candidates in tiers, greenest first; equally green clusters share a tier.
+
+    ``first``: the greenest ``first`` clusters share the first tier (``max-clusters``).
+    Clusters of unknown intensity come last, together.
+    """
+    order = order_greenest(intensities)
+    tiers: Tiers = [order[:first]] if first else []
+    for name in order[len(tiers[0]) if tiers else 0 :]:
+        last = tiers[-1][-1] if tiers and (len(tiers) > 1 or not first) else None
+        if last is not None and intensities[last] == intensities[name]:
+            tiers[-1].append(name)
+        else:
+            tiers.append([name])
+    return [t for t in tiers if t]
+
+
+def fill_tiers(placement: Mapping[str, Any]) -> Tiers | None:
+    """The ordered-fill tiers carbonshift wrote into a placement (named clusters only);
+    None when the placement is not an ordered fill."""
+    for term in placement.get("clusterAffinities") or []:
+        if not isinstance(term, dict) or term.get("affinityName") != GREEN_TERM:
+            continue
+        overflow = term.get("overflowAffinities")
+        if overflow is None and len(placement.get("clusterAffinities") or []) == 1:
+            scheduling = placement.get("replicaScheduling")
+            preference = (
+                scheduling.get("weightPreference") if isinstance(scheduling, dict) else None
+            )
+            if not (isinstance(preference, dict) and preference.get("staticWeightList")):
+                overflow = []  # every candidate equally green: one tier
+        if not isinstance(overflow, list):
+            return None
+        named = [o for o in overflow if isinstance(o, dict) and o.get("clusterNames")]
+        return [list(term.get("clusterNames") or []), *(list(o["clusterNames"]) for o in named)]
+    return None
+
+
+def selected_groups(
+    placement: Mapping[str, Any],
+    known: Mapping[str, ClusterConfig],
+    reach: list[Mapping[str, Any]] | None,
+) -> list[list[str]]:
+    """The candidates of each affinity term (with its overflow), or of the one affinity.
+
+    Only clusters within the user's static weights' reach, when there are any.
+    Empty when no candidate has a user weight.
+    """
+    terms = placement.get("clusterAffinities")
+    if terms:
+        if not isinstance(terms, list) or not all(isinstance(t, dict) for t in terms):
+            raise SelectorError("clusterAffinities must be a list of objects")
+        groups = [
+            sorted({n for a in (t, *overflow(t)) for n in allowed_clusters(a, known)})
+            for t in terms
+        ]
+    else:
+        groups = [allowed_clusters(placement.get("clusterAffinity"), known)]
+    if reach is None:
+        return groups
+    within = {n for target in reach for n in allowed_clusters(target, known)}
+    if within.isdisjoint(n for g in groups for n in g):
+        return []  # the weights may name clusters carbonshift does not know: leave it
+    # A term none of whose clusters has a weight gives each of them weight 1 (Karmada).
+    return [[n for n in g if n in within] or g for g in groups]
+
+
+def overflow(term: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    extra = term.get("overflowAffinities")
+    if extra is None:
+        return []
+    if not isinstance(extra, list) or not all(isinstance(o, dict) for o in extra):
+        raise SelectorError("overflowAffinities must be a list of objects")
+    return extra
+
+
+def has_overflow(terms: object) -> bool:
+    return isinstance(terms, list) and any(
+        isinstance(t, dict) and t.get("overflowAffinities") is not None for t in terms
+    )
+
+
+def open_selection(placement: Mapping[str, Any]) -> bool:
+    """True when the policy selects clusters by selectors or selects every cluster."""
+    terms = placement.get("clusterAffinities")
+    if terms:
+        return any(is_open(a) for t in terms for a in (t, *overflow(t)))
+    return is_open(placement.get("clusterAffinity"))
+
+
+def unweighted_terms(
+    placement: Mapping[str, Any],
+    known: Mapping[str, ClusterConfig],
+    reach: list[Mapping[str, Any]] | None,
+) -> list[dict[str, Any]]:
+    """The selectors of open user terms whose known clusters have no user static weight."""
+    terms = placement.get("clusterAffinities")
+    if reach is None or not isinstance(terms, list):
+        return []
+    within = {n for target in reach for n in allowed_clusters(target, known)}
+    out = []
+    for term in terms:
+        open_ = isinstance(term, dict) and is_open(term)
+        if open_ and within.isdisjoint(allowed_clusters(term, known)):
+            keys = (*SELECTOR_KEYS, "clusterNames")
+            out.append({k: term[k] for k in keys if term.get(k)})
+    return out
+
+
+def weight_reach(scheduling: object) -> list[Mapping[str, Any]] | None:
+    """The user's static weight targets when Karmada divides by them, else None.
+
+    Karmada gives a cluster that matches no ``staticWeightList`` entry no replicas, so
+    the list bounds where replicas can go (``getStaticWeightInfoList``).
+    """
+    if not isinstance(scheduling, dict):
+        return None
+    if scheduling.get("replicaSchedulingType", "Divided") != "Divided":
+        return None
+    if scheduling.get("replicaDivisionPreference") == "Aggregated":
+        return None
+    preference = scheduling.get("weightPreference")
+    if not isinstance(preference, dict) or preference.get("dynamicWeight"):
+        return None
+    entries = preference.get("staticWeightList")
+    if not isinstance(entries, list) or not entries:
+        return None
+    return [
+        e["targetCluster"]
+        for e in entries
+        if isinstance(e, dict) and isinstance(e.get("targetCluster"), dict)
+    ]
+
+
+def named(placement: Mapping[str, Any]) -> list[str]:
+    """The clusters the user's ``clusterAffinity`` names, minus its ``exclude``."""
+    affinity = placement.get("clusterAffinity")
+    if not isinstance(affinity, Mapping):
+        return []
+    names, out = affinity.get("clusterNames"), set(affinity.get("exclude") or [])
+    return (
+        [n for n in names if isinstance(n, str) and n not in out] if isinstance(names, list) else []
+    )
+
+
+def exclude(placement: dict[str, Any], names: list[str]) -> None:
+    def without(affinity: Mapping[str, Any]) -> dict[str, Any]:
+        return {**affinity, "exclude": sorted(set(affinity.get("exclude") or []) | set(names))}
+
+    terms = placement.get("clusterAffinities")
+    if terms:
+        out = []
+        for term in terms:
+            changed = without(term)
+            if changed.get("overflowAffinities"):
+                changed["overflowAffinities"] = [without(o) for o in changed["overflowAffinities"]]
+            out.append(changed)
+        placement["clusterAffinities"] = out
+        return
+    placement["clusterAffinity"] = without(placement.get("clusterAffinity") or {})
+
+
+def green_first_terms(
+    placement: Mapping[str, Any], green: list[str], rest: list[str], *, opened: bool
+) -> list[dict[str, Any]]:
+    """Ordered terms: the greenest, then the fallback, each keeping the user's selectors.
+
+    The fallback is ``rest`` by name when the user named the clusters; for an open
+    selection it is the user's selection itself (no names), so clusters carbonshift does
+    not know still match. The user's own terms (override) follow the greenest one as they
+    are.
+    """
+    terms = placement.get("clusterAffinities")
+    if terms:
+        first = {"affinityName": GREEN_TERM, "clusterNames": green}
+        return [first, *(t for t in terms if t.get("affinityName") != GREEN_TERM)]
+    affinity = placement.get("clusterAffinity") or {}
+    selectors = {k: affinity[k] for k in SELECTOR_KEYS if affinity.get(k)}
+    out = [{"affinityName": GREEN_TERM, **selectors, "clusterNames": green}]
+    if opened:
+        out.append({"affinityName": FALLBACK_TERM, **selectors})
+    elif rest:
+        out.append({"affinityName": FALLBACK_TERM, **selectors, "clusterNames": rest})
+    return out
+
+
+def by_room(scheduling: object) -> bool:
+    """Whether Karmada divides ``scheduling`` by room (Divided by ``dynamicWeight:
+    AvailableReplicas``, or Aggregated): what ``overflowAffinities`` need."""
+    if not isinstance(scheduling, dict):
+        return False
+    if scheduling.get("replicaSchedulingType", "Divided") != "Divided":
+        return False
+    if scheduling.get("replicaDivisionPreference") == "Aggregated":
+        return True
+    preference = scheduling.get("weightPreference")
+    return isinstance(preference, dict) and preference.get("dynamicWeight") == "AvailableReplicas"
+
+
+def dynamic(scheduling: object) -> dict[str, Any]:
+    """Divided by available replicas (the user's Aggregated division stays: it overflows too)."""
+    out = dict(scheduling) if isinstance(scheduling, dict) else {}
+    out["replicaSchedulingType"] = "Divided"
+    if out.get("replicaDivisionPreference") == "Aggregated":
+        out.pop("weightPreference", None)
+        return out
+    out["replicaDivisionPreference"] = "Weighted"
+    out["weightPreference"] = {"dynamicWeight": "AvailableReplicas"}
+    return out
+
+
+def weight_blocker(scheduling: object) -> str | None:
+    if not isinstance(scheduling, dict):
+        return None
+    preference = scheduling.get("weightPreference") or {}
+    if preference.get("dynamicWeight"):
+        return "the policy uses dynamicWeight"
+    if preference.get("staticWeightList"):
+        return "the policy's own static weights are kept"
+    if scheduling.get("replicaDivisionPreference") == "Aggregated":
+        return "the policy uses Aggregated division"
+    return None
+
+
+def weighted(
+    scheduling: object,
+    weights: Mapping[str, int],
+    others: list[dict[str, Any]],
+    other_weight: int,
+) -> dict[str, Any]:
+    out = dict(scheduling) if isinstance(scheduling, dict) else {}
+    out["replicaSchedulingType"] = "Divided"
+    out["replicaDivisionPreference"] = "Weighted"
+    ranked = sorted(weights, key=lambda n: (-weights[n], n))
+    entries: list[dict[str, Any]] = [
+        {"targetCluster": {"clusterNames": [n]}, "weight": weights[n]} for n in ranked
+    ]
+    entries += [{"targetCluster": t, "weight": other_weight} for t in others]
+    out["weightPreference"] = {"staticWeightList": entries}
+    return out
+
+
+def record_of(base: Mapping[str, Any], new: Mapping[str, Any], body: dict[str, Any]) -> Record:
+    record = Record(body=body)
+    for field in set(base) | set(new):
+        if base.get(field) != new.get(field):
+            record.orig[OWN + field] = base.get(field)
+            record.own[OWN + field] = fingerprint(new.get(field))
+    return record
+
+
+def diff(current: Mapping[str, Any], new: Mapping[str, Any]) -> list[Change]:
+    changes = []
+    for field in sorted(set(current) | set(new)):
+        if field not in new:
+            changes.append(Change(("spec", "placement", field), REMOVE))
+        elif current.get(field) != new[field]:
+            changes.append(Change(("spec", "placement", field), new[field]))
+    return changes
