@@ -152,22 +152,32 @@ def unweighted_terms(
     return out
 
 
+def division(scheduling: object) -> str | None:
+    """How Karmada divides replicas under ``replicaScheduling``: ``"duplicated"``,
+    ``"aggregated"``, by a ``dynamicWeight`` (its value, e.g. ``"AvailableReplicas"``),
+    ``"static"`` (a ``staticWeightList``, or none: even), None for no mapping."""
+    if not isinstance(scheduling, dict):
+        return None
+    if scheduling.get("replicaSchedulingType", "Divided") != "Divided":
+        return "duplicated"
+    if scheduling.get("replicaDivisionPreference") == "Aggregated":
+        return "aggregated"
+    preference = scheduling.get("weightPreference")
+    if isinstance(preference, dict) and preference.get("dynamicWeight"):
+        return str(preference["dynamicWeight"])
+    return "static"
+
+
 def weight_reach(scheduling: object) -> list[Mapping[str, Any]] | None:
     """The user's static weight targets when Karmada divides by them, else None.
 
     Karmada gives a cluster that matches no ``staticWeightList`` entry no replicas, so
     the list bounds where replicas can go (``getStaticWeightInfoList``).
     """
-    if not isinstance(scheduling, dict):
-        return None
-    if scheduling.get("replicaSchedulingType", "Divided") != "Divided":
-        return None
-    if scheduling.get("replicaDivisionPreference") == "Aggregated":
+    if division(scheduling) != "static" or not isinstance(scheduling, dict):
         return None
     preference = scheduling.get("weightPreference")
-    if not isinstance(preference, dict) or preference.get("dynamicWeight"):
-        return None
-    entries = preference.get("staticWeightList")
+    entries = preference.get("staticWeightList") if isinstance(preference, dict) else None
     if not isinstance(entries, list) or not entries:
         return None
     return [
@@ -232,14 +242,7 @@ def green_first_terms(
 def by_room(scheduling: object) -> bool:
     """Whether Karmada divides ``scheduling`` by room (Divided by ``dynamicWeight:
     AvailableReplicas``, or Aggregated): what ``overflowAffinities`` need."""
-    if not isinstance(scheduling, dict):
-        return False
-    if scheduling.get("replicaSchedulingType", "Divided") != "Divided":
-        return False
-    if scheduling.get("replicaDivisionPreference") == "Aggregated":
-        return True
-    preference = scheduling.get("weightPreference")
-    return isinstance(preference, dict) and preference.get("dynamicWeight") == "AvailableReplicas"
+    return division(scheduling) in ("aggregated", "AvailableReplicas")
 
 
 def dynamic(scheduling: object) -> dict[str, Any]:
