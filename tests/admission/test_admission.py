@@ -19,7 +19,7 @@ from webhook.kinds import Context
 from webhook.model.config import Config
 from webhook.model.intensity import Reading
 from webhook.model.validation import InvalidInput
-from webhook.serve import admission
+from webhook.serve import admission, reviews
 
 
 def request(obj: dict[str, Any] | None, **options: Any) -> dict[str, Any]:
@@ -40,7 +40,7 @@ def ctx(config: Config, table: dict[str, Reading]) -> Context:
 def admit(
     req: dict[str, Any], ctx: Context, memo: admission.DecisionMemo | None = None
 ) -> admission.Outcome:
-    return admission.admit(admission.request_of(req), ctx, memo)
+    return admission.admit(reviews.request_of(req), ctx, memo)
 
 
 def stored(req: dict[str, Any], outcome: admission.Outcome) -> dict[str, Any]:
@@ -61,7 +61,7 @@ def stored(req: dict[str, Any], outcome: admission.Outcome) -> dict[str, Any]:
 )
 def test_bad_envelopes_are_rejected_naming_the_field(body: bytes, message: str) -> None:
     with pytest.raises(InvalidInput, match=re.escape(message)):
-        admission.parse(body)
+        reviews.parse(body)
 
 
 def test_propagation_policy_create_is_patched(ctx: Context) -> None:
@@ -143,7 +143,7 @@ def test_memo_answers_identical_inputs_once_and_follows_the_data(
     real = placement.decide
     monkeypatch.setattr("webhook.decision.placement.decide", lambda *a: calls.append(1) or real(*a))
     memo = admission.DecisionMemo(size=2)
-    no_generation = admission.DecisionMemo.key(admission.request_of(request(pp())), ctx)
+    no_generation = admission.DecisionMemo.key(reviews.request_of(request(pp())), ctx)
     assert no_generation is None
     ctx = dataclasses.replace(ctx, generation=1)
     first = admit(request(pp()), ctx, memo)

@@ -22,7 +22,7 @@ from webhook.model import validation
 from webhook.model.config import Config
 from webhook.model.intensity import Reading
 from webhook.model.validation import InvalidInput
-from webhook.serve import admission
+from webhook.serve import admission, reviews
 
 PP = testing.propagation_policy(namespace="shop")
 REVIEW: dict[str, Any] = testing.review(PP, uid="u-1")
@@ -82,9 +82,9 @@ def test_zero_values_are_those_of_go(ctx: Context) -> None:
     review = REVIEW
     for path in ("request.namespace", "request.dryRun", "request.kind", "request.operation"):
         review = with_null(path, review)
-    request = admission.parse(orjson.dumps(review))
+    request = reviews.parse(orjson.dumps(review))
     assert (request.namespace, request.operation, request.dryRun) == ("", "", False)
-    assert request.kind == admission.GroupVersionKind()
+    assert request.kind == reviews.GroupVersionKind()
     assert admission.review(orjson.dumps(review), ctx).result == "ignored"  # kind ""
 
 
@@ -120,13 +120,13 @@ def test_null_map_values_and_list_items_are_zero_values(ctx: Context) -> None:
 
 def test_required_fields_and_wrong_types_are_still_refused() -> None:
     with pytest.raises(InvalidInput, match=r"^request\.uid: expected str of length >= 1"):
-        admission.parse(orjson.dumps(with_null("request.uid")))
+        reviews.parse(orjson.dumps(with_null("request.uid")))
     with pytest.raises(InvalidInput, match=r"^request: object missing required field uid"):
-        admission.parse(orjson.dumps(with_null("request")))
+        reviews.parse(orjson.dumps(with_null("request")))
     review = with_null("request.namespace")
     review["request"]["name"] = 7
     with pytest.raises(InvalidInput, match=r"^request\.name: expected str, got int"):
-        admission.parse(orjson.dumps(review))
+        reviews.parse(orjson.dumps(review))
 
 
 class _Inner(msgspec.Struct, frozen=True):

@@ -19,7 +19,7 @@ from webhook.kinds import Context
 from webhook.model.config import Config
 from webhook.model.intensity import Reading
 from webhook.model.vocabulary import DECISION, ENABLED, STRATEGY, ZONE
-from webhook.serve import admission
+from webhook.serve import admission, reviews
 
 
 @pytest.fixture
@@ -50,7 +50,7 @@ def test_a_review_is_what_kube_apiserver_sends_for_a_namespaced_kind() -> None:
     assert request["options"] == {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"}
     assert request["userInfo"]["username"] == "kubernetes-admin"
     assert request["object"] == policy
-    parsed = admission.parse(orjson.dumps(review))
+    parsed = reviews.parse(orjson.dumps(review))
     assert (parsed.uid, parsed.kind.kind, parsed.namespace) == (
         testing.UID,
         "PropagationPolicy",

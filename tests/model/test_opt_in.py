@@ -10,7 +10,7 @@ from tests.semantics import fleet
 from webhook import kinds
 from webhook.decision.reevaluate import not_opted_in
 from webhook.model.vocabulary import ENABLED, opt_in
-from webhook.serve import admission
+from webhook.serve import admission, reviews
 
 
 @pytest.mark.parametrize(
@@ -43,7 +43,7 @@ def _nodepool(value: str | None) -> dict[str, Any]:
 def _admission_skip(obj: dict[str, Any]) -> str | None:
     row = kinds.find("karpenter.sh", "NodePool")
     assert row is not None
-    request = admission.request_of(
+    request = reviews.request_of(
         {
             "uid": "u",
             "kind": {"group": "karpenter.sh", "version": "v1", "kind": "NodePool"},

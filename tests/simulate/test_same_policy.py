@@ -25,7 +25,7 @@ from webhook.decision import nodepool
 from webhook.decision.ranking import intensity_class
 from webhook.model.config import Config, NodePoolConfig
 from webhook.model.intensity import Reading, Signal
-from webhook.serve import admission
+from webhook.serve import admission, reviews
 from webhook.simulate.batch import PoolMoment, pause_by_class
 from webhook.simulate.policies import (
     Fill,
@@ -81,7 +81,7 @@ def _context(proposal: WebhookProposal, view: dict[str, float], now: datetime) -
 
 def _admitted(obj: dict[str, Any], ctx: kinds.Context) -> dict[str, Any]:
     """What the webhook stores for ``obj``."""
-    outcome = admission.admit(admission.request_of(preview.review_for(obj, "CREATE")), ctx)
+    outcome = admission.admit(reviews.request_of(preview.review_for(obj, "CREATE")), ctx)
     assert outcome.result in ("patched", "unchanged"), outcome.reason
     return jsonpatch.apply_patch(copy.deepcopy(obj), outcome.patch)
 

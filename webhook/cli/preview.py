@@ -25,7 +25,7 @@ from webhook.kinds.reevaluation import Reevaluation, target_of
 from webhook.model.objects import Obj
 from webhook.model.validation import InvalidInput
 from webhook.model.vocabulary import DECISION, ENABLED
-from webhook.serve import admission
+from webhook.serve import admission, reviews
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -77,7 +77,7 @@ def _one(doc: Mapping[str, Any], ctx: kinds.Context) -> Preview:
         )
         return Preview(stored=doc, outcome=unchanged)
     try:
-        outcome = admission.admit(admission.request_of(request), ctx)
+        outcome = admission.admit(reviews.request_of(request), ctx)
     except InvalidInput as exc:
         unchanged.result, unchanged.reason = "invalid", str(exc)
         return Preview(stored=doc, outcome=unchanged)

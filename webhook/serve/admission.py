@@ -1,7 +1,7 @@
 """AdmissionReview in, AdmissionReview out: dispatch, opt-in rules, patch, fail-open.
 
 HTTP-agnostic: the server hands over the raw body and gets back the status and body
-to send. The envelope is decoded into typed structs (:class:`AdmissionReview`); a
+to send. The envelope is decoded into typed structs (:mod:`webhook.serve.reviews`); a
 malformed one raises :class:`~webhook.model.validation.InvalidInput` naming the field (HTTP
 400). Errors while *deciding* never block the API server: the object is admitted
 unchanged with a warning. Which kinds are handled, and how, is :mod:`webhook.kinds`.
@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, Final, Generic, Literal, TypeVar
+from collections.abc import Sequence
+from typing import Any
 
-import msgspec
 import orjson
 import structlog
 
@@ -26,80 +25,10 @@ from webhook.kinds import Context, Kind
 from webhook.model import validation
 from webhook.model.objects import meta_of
 from webhook.model.vocabulary import DECISION, ENABLED, REFRESH, opt_in, ours
+from webhook.serve import reviews
+from webhook.serve.reviews import AdmissionRequest, GroupVersionKind, Head, Object
 
 log = structlog.get_logger("carbonshift.admission")
-
-API_VERSION: Final = "admission.k8s.io/v1"
-
-
-class GroupVersionKind(msgspec.Struct, frozen=True, gc=False):
-    """``request.kind``: what the object is."""
-
-    group: str = ""
-    version: str = ""
-    kind: str = ""
-
-
-Object = dict[str, Any]
-
-
-class _Head(msgspec.Struct, frozen=True, gc=False):
-    """The fields of ``request`` that say which object and what is done to it."""
-
-    uid: Annotated[str, msgspec.Meta(min_length=1)]
-    kind: GroupVersionKind = GroupVersionKind()
-    operation: str = ""
-    namespace: str = ""
-    name: str = ""
-
-
-class AdmissionRequest(_Head, frozen=True, gc=False):
-    """``request``: the fields carbonshift reads (others are accepted and ignored)."""
-
-    object: Object | None = None
-    oldObject: Object | None = None  # noqa: N815 - the API's field name
-    dryRun: bool = False  # noqa: N815
-
-
-R = TypeVar("R", bound=_Head)
-
-
-class AdmissionReview(msgspec.Struct, Generic[R], frozen=True, gc=False):
-    """An ``admission.k8s.io/v1`` AdmissionReview as kube-apiserver sends it."""
-
-    request: R
-    apiVersion: Literal["admission.k8s.io/v1"] = API_VERSION  # noqa: N815
-    kind: Literal["AdmissionReview"] = "AdmissionReview"
-
-
-_decoder = validation.decoder(AdmissionReview[AdmissionRequest])
-
-
-class _Metadata(msgspec.Struct, frozen=True, gc=False):
-    name: str = ""
-    generateName: str = ""  # noqa: N815
-    namespace: str = ""
-    labels: dict[str, str] | None = None
-    annotations: dict[str, str] | None = None
-
-
-class _Keyed(msgspec.Struct, frozen=True, gc=False):
-    """What a memo key is made of: metadata and the spec as raw JSON (the rest of the
-    object, managedFields and all, is skipped, not built)."""
-
-    metadata: _Metadata = _Metadata()
-    spec: msgspec.Raw = msgspec.Raw(b"null")
-
-
-class _WireRequest(_Head, frozen=True, gc=False):
-    """``request`` as the server first decodes it: enough to key and answer from the
-    memo; the objects themselves are only built on a miss."""
-
-    object: _Keyed | None = None
-
-
-_wire_decoder = validation.decoder(AdmissionReview[_WireRequest])
-_head_decoder = validation.decoder(AdmissionReview[_Head])
 
 
 @dataclasses.dataclass(slots=True)
@@ -121,16 +50,6 @@ class Outcome:
     """``patch`` as the base64 JSON the response carries (None: no patch)."""
     tail: bytes | None = None
     """The response after the uid, when a memo entry already holds it."""
-
-
-def parse(body: bytes) -> AdmissionRequest:
-    """Decode and check the envelope; returns its ``request``."""
-    return validation.decode(body, _decoder).request
-
-
-def request_of(data: Mapping[str, Any]) -> AdmissionRequest:
-    """A ``request`` built in Python (previews, tests), checked like a decoded one."""
-    return validation.convert(data, AdmissionRequest, "request")
 
 
 class DecisionMemo:
@@ -229,7 +148,7 @@ class _Memo:
     tail: bytes
     """The response after the uid (:func:`respond`)."""
 
-    def answer(self, request: _Head, name: str, namespace: str) -> Outcome:
+    def answer(self, request: Head, name: str, namespace: str) -> Outcome:
         """The outcome for ``request`` (named ``name`` in ``namespace``): this decision."""
         return Outcome(
             request.uid,
@@ -300,7 +219,7 @@ def unchanged(body: bytes, reason: str, warning: str) -> Outcome:
 
     Reads only the envelope's head (uid, kind, names); raises
     :class:`~webhook.model.validation.InvalidInput` for a bad envelope, as :func:`review` does."""
-    head = validation.decode(body, _head_decoder).request
+    head = validation.decode(body, reviews.HEAD).request
     kind, name, namespace = head.kind.kind, head.name, head.namespace
     return Outcome(head.uid, kind, namespace, name, head.operation, "shed", reason, (warning,))
 
@@ -312,7 +231,7 @@ def review(body: bytes, ctx: Context, memo: DecisionMemo | None = None) -> Outco
     A first pass reads only what the memo key needs (the object's metadata and its spec
     as raw JSON); a memo hit is answered from that. Only a miss decodes the whole review.
     """
-    wire = validation.decode(body, _wire_decoder).request
+    wire = validation.decode(body, reviews.WIRE).request
     key = None
     keyed, generation = wire.object, ctx.generation
     if (
@@ -330,7 +249,7 @@ def review(body: bytes, ctx: Context, memo: DecisionMemo | None = None) -> Outco
         if hit is not None:
             name = wire.name or meta.name or meta.generateName
             return hit.answer(wire, name, wire.namespace or meta.namespace)
-    request = parse(body)
+    request = reviews.parse(body)
     return _decided(request, ctx, _outcome(request, *_named(request)), memo, key)
 
 
@@ -343,7 +262,7 @@ def _named(request: AdmissionRequest) -> tuple[str, str]:
     return request.name or meta.name or meta.generate_name, request.namespace or meta.namespace
 
 
-def _outcome(request: _Head, name: str, namespace: str) -> Outcome:
+def _outcome(request: Head, name: str, namespace: str) -> Outcome:
     return Outcome(
         uid=request.uid,
         kind=request.kind.kind,
