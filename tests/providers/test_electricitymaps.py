@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.providers.failing import BODY, refused
 from tests.support import FakeUpstream, Reply, em_latest, iso
 from webhook.model.credentials import Secret
 from webhook.model.errors import (
@@ -225,3 +226,29 @@ def test_options(tmp_path: Path, fast: HttpSettings) -> None:
         ElectricityMapsProvider.from_options({"emission_factor": "lca"}, fast, env=env)
     with pytest.raises(InvalidInput, match=r"electricitymaps\.timeout_seconds"):
         ElectricityMapsProvider.from_options({"timeout_seconds": -1}, fast, env=env)
+
+
+async def test_wrong_typed_fields_are_refused_without_the_body(
+    fake: FakeUpstream, em: ElectricityMapsProvider
+) -> None:
+    fake.on(LATEST, Reply(em_latest("DE", BODY, HOUR)))  # type: ignore[arg-type]
+    await refused(em.latest("DE"), "electricitymaps", "carbonIntensity: expected float | null")
+    history = [em_latest("DE", 250, HOUR), em_latest("DE", 240, HOUR, isEstimated=BODY)]
+    fake.on(HISTORY, Reply({"zone": "DE", "history": history}))
+    await refused(em.history("DE"), "electricitymaps", "history[1].isEstimated")
+    fake.on(FORECAST, Reply({"zone": "DE", "forecast": {BODY: 1}}))
+    await refused(em.forecast("DE"), "electricitymaps", "forecast: expected array")
+    await em.close()
+
+
+async def test_null_and_negative_history_hours_are_left_out(
+    fake: FakeUpstream, em: ElectricityMapsProvider
+) -> None:
+    history = [
+        em_latest("DE", 250, HOUR - timedelta(hours=2), surprise={"new": "field"}),
+        {"carbonIntensity": None},  # no value: the other fields are not read
+        em_latest("DE", -1, HOUR),
+    ]
+    fake.on(HISTORY, Reply({"zone": "DE", "history": history}))
+    assert [r.value for r in await em.history("DE")] == [250]
+    await em.close()

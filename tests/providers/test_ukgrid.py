@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from tests.providers.failing import BODY, refused
 from tests.support import FakeUpstream, Reply
 from webhook.model.errors import ProviderError, ZoneNotSupported
 from webhook.providers.http import HttpSettings
@@ -114,4 +115,25 @@ async def test_empty_and_broken_answers(fake: FakeUpstream, uk: UKGridProvider) 
     fake.on("/intensity", Reply({"data": [{"from": "x"}]}))
     with pytest.raises(ProviderError, match="unexpected response"):
         await uk.latest("GB")
+    await uk.close()
+
+
+async def test_wrong_typed_fields_are_refused_without_the_body(
+    fake: FakeUpstream, uk: UKGridProvider
+) -> None:
+    broken = slot("2026-03-01T10:00Z", "2026-03-01T10:30Z", 266)
+    broken["intensity"]["forecast"] = BODY
+    fake.on("/intensity", Reply({"data": [broken]}))
+    await refused(uk.latest("GB"), "ukgrid", "data[0].intensity.forecast: expected float | null")
+    fake.on("/regional/regionid/13", Reply({"data": [BODY]}))
+    await refused(uk.latest("GB-REGION-13"), "ukgrid", "data[0]: expected object")
+    fake.on("/intensity", Reply({"data": [{**slot("x", "y", 266), "from": 1700000000}]}))
+    await refused(uk.latest("GB"), "ukgrid", "data[0].from: expected str | null")
+    await uk.close()
+
+
+async def test_an_empty_regional_list_has_no_slots(fake: FakeUpstream, uk: UKGridProvider) -> None:
+    fake.on("/regional/regionid/13", Reply({"data": []}))
+    with pytest.raises(ProviderError, match="no intensity"):
+        await uk.latest("GB-REGION-13")
     await uk.close()

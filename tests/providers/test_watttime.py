@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
+from tests.providers.failing import BODY, refused
 from tests.support import Clock, FakeUpstream, Reply
 from webhook.model.credentials import Secret
-from webhook.model.errors import AuthenticationFailed, IncomparableSignal
+from webhook.model.errors import AuthenticationFailed, IncomparableSignal, ProviderError
 from webhook.model.intensity import Signal
 from webhook.model.validation import InvalidInput
 from webhook.providers.http import HttpSettings
@@ -152,3 +153,52 @@ def test_options(tmp_path: Path, fast: HttpSettings) -> None:
         WattTimeProvider.from_options(
             {"password_file": str(tmp_path / "missing")}, fast, env={"WATTTIME_USERNAME": USER}
         )
+
+
+async def test_wrong_typed_fields_are_refused_without_the_body(
+    fake: FakeUpstream, wt: WattTimeProvider
+) -> None:
+    body = envelope([1000])
+    body["data"][0]["value"] = BODY
+    fake.on("/v3/forecast", Reply(body))
+    await refused(wt.latest("CAISO_NORTH"), "watttime", "data[0].value: expected float | null")
+    fake.on("/v3/forecast", Reply({**envelope([1000]), "meta": None}))
+    await refused(wt.latest("CAISO_NORTH"), "watttime", "meta: expected object")
+    await wt.close()
+
+
+async def test_a_login_without_a_token_is_refused(fake: FakeUpstream, fast: HttpSettings) -> None:
+    fake.on("/login", Reply({"token": 91}), Reply({"token": ""}))
+    wt = WattTimeProvider(Secret(USER), Secret(PASSWORD), url=fake.url, settings=fast)
+    for _ in range(2):
+        with pytest.raises(
+            ProviderError, match=r"watttime: unexpected response from .*login"
+        ) as info:
+            await wt.latest("CAISO_NORTH")
+        assert PASSWORD not in str(info.value)
+    assert "/v3/forecast" not in fake.calls
+    await wt.close()
+
+
+async def test_signal_index_needs_a_value(fake: FakeUpstream, wt: WattTimeProvider) -> None:
+    fake.on("/v3/signal-index", Reply({"data": []}), Reply(envelope([-4.0], units="percentile")))
+    for _ in range(2):
+        with pytest.raises(ProviderError, match="watttime: unexpected response"):
+            await wt.signal_index("PSCO")
+    await wt.close()
+
+
+async def test_missing_meta_and_odd_periods_mean_five_minutes(
+    fake: FakeUpstream, wt: WattTimeProvider
+) -> None:
+    body = envelope([1000, None])  # type: ignore[list-item]
+    del body["meta"]
+    fake.on("/v3/forecast", Reply(body))
+    (reading,) = await wt.forecast("CAISO_NORTH")
+    assert reading.valid_to - reading.valid_from == timedelta(minutes=5)
+    body = envelope([1000])
+    body["meta"]["data_point_period_seconds"] = 0
+    fake.on("/v3/forecast", Reply(body))
+    reading = await wt.latest("CAISO_NORTH")
+    assert reading.valid_to - reading.valid_from == timedelta(minutes=5)
+    await wt.close()

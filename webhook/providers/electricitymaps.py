@@ -18,8 +18,8 @@ Config section ``electricitymaps``:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timedelta
-from typing import Any
+from datetime import timedelta
+from typing import Any, TypeVar
 
 from webhook.model import catalog
 from webhook.model.credentials import Secret, resolve_secret
@@ -44,6 +44,40 @@ _GRANULARITY = {
     "15_minutes": timedelta(minutes=15),
     "hourly": timedelta(hours=1),
 }
+
+
+class Point(wire.Body, frozen=True, gc=False, rename="camel"):
+    """One hour of ``latest``, ``history`` or ``forecast`` (``carbonIntensity`` on the
+    wire); a point with a null intensity is skipped."""
+
+    carbon_intensity: float | None = None
+    datetime: str | None = None
+    temporal_granularity: str | None = None
+    is_estimated: bool | None = None
+    emission_factor_type: str | None = None
+
+
+class Latest(Point, frozen=True, gc=False):
+    """``carbon-intensity/latest``: one point and the zone it is for."""
+
+    zone: str | None = None
+
+
+class History(wire.Body, frozen=True, gc=False):
+    """``carbon-intensity/history``."""
+
+    history: list[Point]
+    zone: str | None = None
+
+
+class Forecast(wire.Body, frozen=True, gc=False):
+    """``carbon-intensity/forecast``."""
+
+    forecast: list[Point]
+    zone: str | None = None
+
+
+Answer = TypeVar("Answer", Latest, History, Forecast)
 
 
 class ElectricityMapsProvider(HttpProvider):
@@ -95,7 +129,8 @@ class ElectricityMapsProvider(HttpProvider):
             settings=http.with_options(options),
         )
 
-    async def _get(self, path: str, zone: str) -> Mapping[str, Any]:
+    async def _get(self, path: str, zone: str, kind: type[Answer]) -> tuple[Answer, str]:
+        """The answer of ``path`` for ``zone`` as ``kind``, and the endpoint for errors."""
         body = await self.http.get_json(
             path,
             params={
@@ -106,37 +141,40 @@ class ElectricityMapsProvider(HttpProvider):
             headers={"auth-token": self._token.reveal()},
             zone=zone,
         )
-        data = wire.obj(body, NAME, self.http.where(path))
-        answered = data.get("zone")
-        if isinstance(answered, str) and answered != zone:
-            raise ZoneNotSupported(NAME, f"asked for zone {zone}, got data for {answered}")
-        return data
+        what = self.http.where(path)
+        data = wire.decode(body, kind, NAME, what)
+        if data.zone is not None and data.zone != zone:
+            raise ZoneNotSupported(NAME, f"asked for zone {zone}, got data for {data.zone}")
+        return data, what
 
     def _reading(
-        self, zone: str, item: Any, what: str, *, step: timedelta, forecast: bool = False
+        self, zone: str, point: Point, what: str, *, forecast: bool = False
     ) -> Reading | None:
-        entry = wire.obj(item, NAME, what)
-        value = wire.number(entry.get("carbonIntensity"))
+        value = wire.number(point.carbon_intensity)
         if value is None:
             return None
-        start: datetime = wire.timestamp(entry.get("datetime"), NAME, what)
-        granularity = entry.get("temporalGranularity")
-        if isinstance(granularity, str) and granularity in _GRANULARITY:
-            step = _GRANULARITY[granularity]
+        start = wire.timestamp(point.datetime, NAME, what)
+        step = _GRANULARITY.get(point.temporal_granularity or "", timedelta(hours=1))
         return Reading(
             zone=zone,
             value=value,
             signal=Signal.AVERAGE,
             valid_from=start,
             valid_to=start + step,
-            estimated=forecast or entry.get("isEstimated") is True,
-            source=f"{NAME}:{entry.get('emissionFactorType') or self.emission_factor}",
+            estimated=forecast or point.is_estimated is True,
+            source=f"{NAME}:{point.emission_factor_type or self.emission_factor}",
         )
 
+    def _series(
+        self, zone: str, points: list[Point], what: str, *, forecast: bool
+    ) -> list[Reading]:
+        """The points with a value, oldest first."""
+        found = (self._reading(zone, p, what, forecast=forecast) for p in points)
+        return sorted((r for r in found if r is not None), key=lambda r: r.valid_from)
+
     async def latest(self, zone: str) -> Reading:
-        path = "carbon-intensity/latest"
-        data = await self._get(path, zone)
-        reading = self._reading(zone, data, self.http.where(path), step=timedelta(hours=1))
+        data, what = await self._get("carbon-intensity/latest", zone, Latest)
+        reading = self._reading(zone, data, what)
         if reading is not None:
             return reading
         # The latest hour has no value yet (carbonIntensity: null): newest known hour.
@@ -147,17 +185,9 @@ class ElectricityMapsProvider(HttpProvider):
 
     async def history(self, zone: str) -> Sequence[Reading]:
         """The last 24 hours, oldest first, hours without a value left out."""
-        path = "carbon-intensity/history"
-        data = await self._get(path, zone)
-        what = self.http.where(path)
-        rows = wire.items(data.get("history"), NAME, what)
-        found = (self._reading(zone, r, what, step=timedelta(hours=1)) for r in rows)
-        return sorted((r for r in found if r is not None), key=lambda r: r.valid_from)
+        data, what = await self._get("carbon-intensity/history", zone, History)
+        return self._series(zone, data.history, what, forecast=False)
 
     async def forecast(self, zone: str) -> Sequence[Reading]:
-        path = "carbon-intensity/forecast"
-        data = await self._get(path, zone)
-        what = self.http.where(path)
-        rows = wire.items(data.get("forecast"), NAME, what)
-        found = (self._reading(zone, r, what, step=timedelta(hours=1), forecast=True) for r in rows)
-        return sorted((r for r in found if r is not None), key=lambda r: r.valid_from)
+        data, what = await self._get("carbon-intensity/forecast", zone, Forecast)
+        return self._series(zone, data.forecast, what, forecast=True)

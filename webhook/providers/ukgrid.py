@@ -45,6 +45,41 @@ REGIONS = {
 """Region ids of the API (zone key ``GB-REGION-<id>``)."""
 
 
+class Intensity(wire.Body, frozen=True, gc=False):
+    """A slot's values: the measured ``actual`` (national only, once published) and the
+    ``forecast``."""
+
+    actual: float | None = None
+    forecast: float | None = None
+
+
+class Slot(wire.Body, frozen=True, gc=False, rename={"start": "from", "end": "to"}):
+    """One half hour; a slot with neither value is skipped."""
+
+    intensity: Intensity
+    start: str | None = None
+    end: str | None = None
+
+
+class Slots(wire.Body, frozen=True, gc=False):
+    """Half-hour slots under ``data``: the national answer (``/intensity...``), or one
+    region of a regional one."""
+
+    data: list[Slot]
+
+
+class Regional(wire.Body, frozen=True, gc=False):
+    """``/regional/...regionid/{id}``: the region, or a list of it (first used)."""
+
+    data: list[Slots] | Slots
+
+    def slots(self) -> list[Slot]:
+        """The region's slots (none for an empty list)."""
+        if isinstance(self.data, Slots):
+            return self.data.data
+        return self.data[0].data if self.data else []
+
+
 class UKGridProvider(HttpProvider):
     """Great Britain's national and regional intensity (see the module docstring)."""
 
@@ -86,47 +121,36 @@ class UKGridProvider(HttpProvider):
     def _from(self) -> str:
         return self._clock().strftime("%Y-%m-%dT%H:%MZ")
 
-    def _slot(self, zone: str, item: Any, what: str, *, forecast: bool) -> Reading | None:
-        slot = wire.obj(item, NAME, what)
-        intensity = wire.obj(slot.get("intensity"), NAME, what)
-        actual = None if forecast else wire.number(intensity.get("actual"))
-        value = actual if actual is not None else wire.number(intensity.get("forecast"))
+    def _slot(self, zone: str, slot: Slot, what: str, *, forecast: bool) -> Reading | None:
+        actual = None if forecast else wire.number(slot.intensity.actual)
+        value = actual if actual is not None else wire.number(slot.intensity.forecast)
         if value is None:
             return None
         return Reading(
             zone=zone,
             value=value,
             signal=Signal.AVERAGE,
-            valid_from=wire.timestamp(slot.get("from"), NAME, what),
-            valid_to=wire.timestamp(slot.get("to"), NAME, what),
+            valid_from=wire.timestamp(slot.start, NAME, what),
+            valid_to=wire.timestamp(slot.end, NAME, what),
             estimated=actual is None,
             source=f"{NAME}:{'actual' if actual is not None else 'forecast'}",
         )
-
-    def _regional_slots(self, body: Any, what: str) -> Sequence[Any]:
-        """The half-hour slots of a ``regionid`` answer (``data`` is a list or an object)."""
-        data = wire.obj(body, NAME, what).get("data")
-        if isinstance(data, list):
-            if not data:
-                return []
-            data = data[0]
-        return wire.items(wire.obj(data, NAME, what).get("data"), NAME, what)
 
     async def _series(self, zone: str, kind: str) -> list[Reading]:
         region = self._region(zone)
         if region is None:
             path = "intensity" if kind == "latest" else f"intensity/{self._from()}/{kind}"
-            what = self.http.where(path)
             body = await self.http.get_json(path, zone=zone)
-            slots = wire.items(wire.obj(body, NAME, what).get("data"), NAME, what)
+            slots = wire.decode(body, Slots, NAME, self.http.where(path)).data
         else:
             path = (
                 f"regional/regionid/{region}"
                 if kind == "latest"
                 else f"regional/intensity/{self._from()}/{kind}/regionid/{region}"
             )
-            what = self.http.where(path)
-            slots = self._regional_slots(await self.http.get_json(path, zone=zone), what)
+            body = await self.http.get_json(path, zone=zone)
+            slots = wire.decode(body, Regional, NAME, self.http.where(path)).slots()
+        what = self.http.where(path)
         found = (self._slot(zone, s, what, forecast=kind == "fw48h") for s in slots)
         return sorted((r for r in found if r is not None), key=lambda r: r.valid_from)
 

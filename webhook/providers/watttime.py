@@ -34,6 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import msgspec
 import structlog
 
 from webhook.model import catalog
@@ -63,6 +64,34 @@ CALLS_PER_FETCH = 4
 401 a second login and forecast (or the historical / signal-index fallback)."""
 
 log = structlog.get_logger("carbonshift.providers.watttime")
+
+
+class Login(wire.Body, frozen=True, gc=False):
+    """``/login``."""
+
+    token: str
+
+
+class Meta(wire.Body, frozen=True, gc=False):
+    """``meta`` of a data answer: absent means MOER in lbs/MWh every 5 minutes."""
+
+    units: str | None = None
+    data_point_period_seconds: int | None = None
+
+
+class Point(wire.Body, frozen=True, gc=False):
+    """One point of ``data``; a point with a null value is skipped."""
+
+    value: float | None = None
+    point_time: str | None = None
+    imputed_data_used: bool | None = None
+
+
+class Data(wire.Body, frozen=True, gc=False):
+    """``/v3/forecast``, ``/v3/historical`` and ``/v3/signal-index``."""
+
+    data: list[Point]
+    meta: Meta = msgspec.field(default_factory=Meta)
 
 
 class WattTimeProvider(HttpProvider):
@@ -142,14 +171,14 @@ class WattTimeProvider(HttpProvider):
                 body = await self.http.get_json(
                     "login", headers={"Authorization": f"Basic {base64.b64encode(pair).decode()}"}
                 )
-                token = wire.obj(body, NAME, self.http.where("login")).get("token")
-                if not isinstance(token, str) or not token:
+                token = wire.decode(body, Login, NAME, self.http.where("login")).token
+                if not token:
                     raise wire.malformed(NAME, self.http.where("login"))
                 self._token = Secret(token)
                 self._token_expires = self._monotonic() + TOKEN_LIFETIME - TOKEN_MARGIN
             return self._token.reveal()
 
-    async def _data(self, path: str, zone: str, **params: str) -> Mapping[str, Any]:
+    async def _data(self, path: str, zone: str, **params: str) -> Data:
         query = {"region": self.region(zone), "signal_type": SIGNAL_TYPE, **params}
         for attempt in (0, 1):
             token = await self._bearer(renew=attempt > 0)
@@ -162,14 +191,13 @@ class WattTimeProvider(HttpProvider):
                 if attempt == 0 and exc.status == 401:
                     continue  # token expired early or was revoked: log in again once
                 raise
-            return wire.obj(body, NAME, self.http.where(f"v3/{path}"))
+            return wire.decode(body, Data, NAME, self.http.where(f"v3/{path}"))
         raise AssertionError("unreachable")
 
     # --- parsing ---------------------------------------------------------------------
 
-    def _points(self, zone: str, data: Mapping[str, Any], what: str) -> list[Reading]:
-        meta = wire.obj(data.get("meta", {}), NAME, what)
-        units = meta.get("units")
+    def _points(self, zone: str, data: Data, what: str) -> list[Reading]:
+        units = data.meta.units
         if units == "percentile":
             message = (
                 f"WattTime only gives a percentile index for region {self.region(zone)} on "
@@ -180,15 +208,14 @@ class WattTimeProvider(HttpProvider):
             raise IncomparableSignal(NAME, message)
         if units not in ("lbs_co2_per_mwh", None):
             raise ProviderError(NAME, f"{what} sent values in unsupported units {units!r}")
-        period = meta.get("data_point_period_seconds", 300)
-        step = timedelta(seconds=period if isinstance(period, int) and period > 0 else 300)
+        period = data.meta.data_point_period_seconds
+        step = timedelta(seconds=period if period is not None and period > 0 else 300)
         readings = []
-        for item in wire.items(data.get("data"), NAME, what):
-            point = wire.obj(item, NAME, what)
-            value = wire.number(point.get("value"))
+        for point in data.data:
+            value = wire.number(point.value)
             if value is None:
                 continue
-            start = wire.timestamp(point.get("point_time"), NAME, what)
+            start = wire.timestamp(point.point_time, NAME, what)
             readings.append(
                 Reading(
                     zone=zone,
@@ -196,7 +223,7 @@ class WattTimeProvider(HttpProvider):
                     signal=Signal.MARGINAL,
                     valid_from=start,
                     valid_to=start + step,
-                    estimated=point.get("imputed_data_used") is True,
+                    estimated=point.imputed_data_used is True,
                     source=f"{NAME}:{SIGNAL_TYPE}",
                 )
             )
@@ -206,12 +233,10 @@ class WattTimeProvider(HttpProvider):
 
     async def signal_index(self, zone: str) -> float:
         """The current percentile (0-100) for the zone: only for "run now or wait"."""
-        what = self.http.where("v3/signal-index")
         data = await self._data("signal-index", zone)
-        rows = wire.items(data.get("data"), NAME, what)
-        value = wire.number(wire.obj(rows[0], NAME, what).get("value")) if rows else None
+        value = wire.number(data.data[0].value) if data.data else None
         if value is None:
-            raise wire.malformed(NAME, what)
+            raise wire.malformed(NAME, self.http.where("v3/signal-index"))
         return value
 
     async def latest(self, zone: str) -> Reading:

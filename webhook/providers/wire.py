@@ -1,42 +1,50 @@
-"""Parsing helpers for provider JSON: timestamps, numbers and shape errors.
+"""Reading provider JSON: msgspec structs for the shapes, plus timestamps and numbers.
 
-Upstream bodies are untrusted. Every helper raises :class:`ProviderError` with a short
-message (never the body itself) when a field is missing or has the wrong type.
+Upstream bodies are untrusted. Each provider describes the fields it reads as frozen
+msgspec structs (fields it does not read are ignored, as upstreams add them) and converts
+the decoded body with :func:`decode`. Whatever does not fit raises :class:`ProviderError`
+with a short message naming the endpoint and the field, never the body itself.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
+
+import msgspec
 
 from webhook.model.errors import ProviderError
+from webhook.model.validation import from_msgspec
 from webhook.model.vocabulary import parse_time
 
+T = TypeVar("T")
 
-def malformed(provider: str, what: str) -> ProviderError:
+
+class Body(msgspec.Struct, frozen=True, gc=False):
+    """Base of a provider's wire structs: immutable, unknown fields ignored. Subclasses
+    repeat ``frozen=True, gc=False`` for type checkers."""
+
+
+def malformed(provider: str, what: str, detail: str = "") -> ProviderError:
     """The error for a body that does not have the documented shape."""
-    return ProviderError(provider, f"unexpected response from {what}")
+    return ProviderError(
+        provider, f"unexpected response from {what}{f' ({detail})' if detail else ''}"
+    )
 
 
-def obj(value: Any, provider: str, what: str) -> Mapping[str, Any]:
-    """``value`` as a JSON object."""
-    if not isinstance(value, Mapping):
-        raise malformed(provider, what)
-    return value
+def decode(body: Any, kind: type[T], provider: str, what: str) -> T:
+    """The JSON ``body`` (already parsed) as ``kind``. The error names the field at fault
+    and the type it should have had; msgspec's type messages carry no values."""
+    try:
+        return msgspec.convert(body, kind, strict=True)
+    except msgspec.ValidationError as exc:
+        raise malformed(provider, what, str(from_msgspec(exc))) from None
 
 
-def items(value: Any, provider: str, what: str) -> Sequence[Any]:
-    """``value`` as a JSON array."""
-    if not isinstance(value, list):
-        raise malformed(provider, what)
-    return value
-
-
-def timestamp(value: Any, provider: str, what: str) -> datetime:
+def timestamp(value: str | None, provider: str, what: str) -> datetime:
     """An ISO-8601 timestamp (``Z``, an offset, or none meaning UTC) as aware UTC."""
-    if not isinstance(value, str) or not value:
+    if not value:
         raise malformed(provider, what)
     try:
         return parse_time(value, provider=True)
@@ -44,11 +52,8 @@ def timestamp(value: Any, provider: str, what: str) -> datetime:
         raise malformed(provider, what) from None
 
 
-def number(value: Any) -> float | None:
+def number(value: float | None) -> float | None:
     """A finite non-negative number, or None for null and anything else."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    if value is None or not math.isfinite(value) or value < 0:
         return None
-    result = float(value)
-    if not math.isfinite(result) or result < 0:
-        return None
-    return result
+    return value
