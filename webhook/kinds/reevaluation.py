@@ -1,6 +1,6 @@
 """What the leader's re-evaluation decides for one stored object, without any I/O.
 
-The kinds re-evaluated after creation (:data:`TARGETS`), the forecast policies rank on
+The kinds re-evaluated after creation (:func:`targets`), the forecast policies rank on
 and NodePool pauses wait with (``reevaluate.forecast``), and the inputs of the pure step
 (:func:`webhook.decision.reevaluate.step`). The reconciler
 (:class:`webhook.kube.reevaluator.Reevaluator`) runs it on what it lists from the API
@@ -15,7 +15,7 @@ follow the local grid (config ``zone``) with the outlook over the pool's ``max-p
 (at most a day ahead).
 
 A kind is followed when its registry row has a :class:`~webhook.kinds.base.Following`
-(its step, owned-field paths, local decider and Events); :data:`TARGETS` is built from
+(its step, owned-field paths, local decider and Events); :func:`targets` reads them from
 the registry.
 """
 
@@ -72,9 +72,6 @@ def targets(registry: kinds.Registry | None = None) -> tuple[Target, ...]:
     """Every kind the registry says the leader follows (default: :data:`kinds.REGISTRY`)."""
     return tuple(Target(row) for row in (registry or kinds.REGISTRY).followed())
 
-
-TARGETS: tuple[Target, ...] = targets()
-"""Every kind re-evaluated after creation."""
 
 
 def target_of(api_version: str, kind: str, registry: kinds.Registry | None = None) -> Target | None:

@@ -1,7 +1,7 @@
 """The leader re-evaluates the objects carbonshift manages, so placements follow the grid.
 
 Every ``reevaluate.interval_seconds`` while this replica leads (and at once on becoming
-leader), for each kind in :data:`~webhook.kinds.reevaluation.TARGETS`: list the objects (all
+leader), for each kind in :func:`~webhook.kinds.reevaluation.targets`: list the objects (all
 namespaces), decide each through :class:`webhook.kinds.reevaluation.Reevaluation` (the kind's
 pure step, :func:`webhook.decision.reevaluate.step`: the kind's own decider, as a refresh
 runs it, on the forecast, behind hysteresis, dwell, staleness and the minimum interval)
@@ -39,7 +39,7 @@ from kubernetes_asyncio.client.rest import ApiException
 from webhook.decision import reevaluate
 from webhook.decision.record import Record, fingerprint, switches
 from webhook.kinds import Context, Kind
-from webhook.kinds.reevaluation import TARGETS, Outlook, Reevaluation, Target
+from webhook.kinds.reevaluation import Outlook, Reevaluation, Target, targets
 from webhook.kube.client import FIELD_MANAGER, REQUEST_TIMEOUT, absent, error_name, refused
 from webhook.kube.events import EventRecorder
 from webhook.kube.overlays import OverlayKeeper
@@ -68,7 +68,7 @@ class Reevaluator:
         gate: Gate,
         *,
         events: EventRecorder | None = None,
-        targets: tuple[Target, ...] = TARGETS,
+        followed: tuple[Target, ...] | None = None,
         outlook: Outlook | None = None,
     ) -> None:
         """``outlook``: the feed's (:meth:`IntensityFeed.outlook`); without it NodePools
@@ -79,7 +79,7 @@ class Reevaluator:
         self.context = context
         self.gate = gate
         self.events = events
-        self.targets = targets
+        self.targets = targets() if followed is None else followed
         self.rules = Reevaluation(config, outlook)
         self.interval = config.reevaluate.interval_seconds
         self.rebalancer = (
