@@ -73,7 +73,6 @@ def targets(registry: kinds.Registry | None = None) -> tuple[Target, ...]:
     return tuple(Target(row) for row in (registry or kinds.REGISTRY).followed())
 
 
-
 def target_of(api_version: str, kind: str, registry: kinds.Registry | None = None) -> Target | None:
     """The target for an object's ``apiVersion`` and ``kind`` (None: not re-evaluated)."""
     group, _, version = api_version.rpartition("/")
