@@ -40,6 +40,7 @@ from webhook.model.config import Config
 from webhook.model.intensity import utcnow
 from webhook.model.objects import items
 from webhook.model.validation import InvalidInput
+from webhook.runtime.tasks import closed
 
 
 def add_parser(subparsers: Any) -> None:
@@ -253,7 +254,7 @@ async def _list_clusters(args: argparse.Namespace, cfg: Config) -> Listed | None
     except Exception as exc:  # unreachable, refused
         raise _unlisted(kube.kubeconfig, exc) from None
     finally:
-        await api.close()
+        await closed(api.close())
     if missing is not None and not virtual and not managed:
         raise _unlisted(kube.kubeconfig, missing)
     return list(listed.get("items") or []), virtual, managed

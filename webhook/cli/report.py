@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 
 from webhook.model.errors import UsageError
+from webhook.runtime.tasks import closed
 
 
 def add_parser(subparsers: Any) -> None:
@@ -94,4 +95,4 @@ async def _from_cluster(args: argparse.Namespace) -> tuple[Any, list[Any], list[
     try:
         return await fetch.everything(api, where.namespace, args.configmap)
     finally:
-        await api.close()
+        await closed(api.close())

@@ -47,6 +47,7 @@ from webhook.model.errors import (
 from webhook.model.options import NetworkOptions
 from webhook.providers.breaker import CircuitBreaker
 from webhook.runtime.metrics import UPSTREAM_REQUESTS
+from webhook.runtime.tasks import closed
 
 log = structlog.get_logger("carbonshift.providers")
 _rng = random.SystemRandom()
@@ -159,7 +160,7 @@ class HttpClient:
     async def close(self) -> None:
         """Close the session (idempotent)."""
         if self._session is not None and not self._session.closed:
-            await self._session.close()
+            await closed(self._session.close())
         self._session = None
 
     async def get_json(

@@ -19,6 +19,20 @@ async def cancel(task: asyncio.Task[Any] | None) -> None:
         await task
 
 
+CLOSE_GRACE_SECONDS = 0.25
+"""How long a closed HTTP client's TLS connections get to finish their shutdown (aiohttp's
+own advice for a graceful shutdown)."""
+
+
+async def closed(close: Awaitable[None]) -> None:
+    """Await an HTTP client's ``close()``, then give the TLS connections it dropped time to
+    finish closing. aiohttp closes a cancelled request's TLS connection without waiting for
+    it (aio-libs/aiohttp#1925): an event loop that ends right after would leave the socket
+    open for the garbage collector to find."""
+    await close
+    await asyncio.sleep(CLOSE_GRACE_SECONDS)
+
+
 class Leading(Protocol):
     """Whether this replica holds the leader Lease now (:class:`webhook.kube.writes.Gate`)."""
 

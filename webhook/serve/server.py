@@ -34,6 +34,7 @@ from webhook.model.config import ClientAuthPath, Config
 from webhook.model.errors import ListenError as ListenError  # noqa: PLC0414 - callers import it here
 from webhook.model.validation import InvalidInput
 from webhook.runtime.metrics import CLIENT_CERT_REFUSED
+from webhook.runtime.tasks import closed
 from webhook.serve import admission, certs, schedapi
 from webhook.serve.guard import (
     WAITED,
@@ -516,4 +517,4 @@ async def _stop_fleet(
             await follower.stop()
     await elector.stop()  # releases the Lease: another replica takes over at once
     await fleet.stop()
-    await api.close()
+    await closed(api.close())
