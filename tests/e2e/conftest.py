@@ -11,6 +11,7 @@ skips them with the reason.
 
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -53,3 +54,11 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
 @pytest.fixture
 def kube(sandbox: Sandbox) -> Kube:
     return Kube(sandbox)
+
+
+@pytest.fixture(autouse=True)
+def _collected() -> Iterator[None]:
+    """Garbage is collected after every test, so a socket or client a test leaves open
+    fails that test (an unraisable ResourceWarning) instead of whichever runs next."""
+    yield
+    gc.collect()

@@ -6,22 +6,28 @@ import json
 import os
 import shutil
 import subprocess
+import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 import pytest
 import yaml
 
 from devtools.sandbox import Layout, Sandbox
+from webhook.decision.capacity import room
 from webhook.decision.terms import fill_tiers
+
+T = TypeVar("T")
 
 DEMO = ("member-se", "member-fr", "member-pl")  # greenest first
 DECISION = "carbonshift.io/decision"
 ENABLED = "carbonshift.io/enabled"
 WEIGHTED = {"carbonshift.io/strategy": "weighted"}
 """Static carbon weights instead of the default ordered fill."""
+CLUSTERS = "clusters.cluster.karmada.io"
+BINDINGS = "resourcebindings.work.karmada.io"
 
 
 def unavailable(reason: str) -> NoReturn:
@@ -241,3 +247,77 @@ def annotations(obj: Mapping[str, Any]) -> dict[str, str]:
 def carbonshift_marks(obj: Mapping[str, Any]) -> dict[str, str]:
     """Every carbonshift.io/ annotation on the object."""
     return {k: v for k, v in annotations(obj).items() if k.startswith("carbonshift.io/")}
+
+
+def eventually(probe: Callable[[], T | None], what: str, timeout: float = 90.0) -> T:
+    """Poll ``probe`` until it returns something other than None."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = probe()
+        if value is not None:
+            return value
+        time.sleep(0.5)
+    pytest.fail(f"timed out after {timeout:g}s waiting for {what}")
+
+
+def rooms(kube: Kube, cpu: str = "1") -> dict[str, int]:
+    """Replicas of ``cpu`` each demo member can still take, as Karmada's general estimator
+    sees it."""
+    listed = json.loads(kube.ok("get", CLUSTERS, "-o", "json"))["items"]
+    return {
+        c["metadata"]["name"]: room((c.get("status") or {}).get("resourceSummary"), {"cpu": cpu})
+        or 0
+        for c in listed
+        if c["metadata"]["name"] in DEMO
+    }
+
+
+def wait_rooms(
+    kube: Kube, want: Mapping[str, int], *, at_least: bool = False, timeout: float = 120.0
+) -> None:
+    """Until each member in ``want`` has exactly (``at_least``: at least) that many one-CPU
+    replicas of room."""
+    last: dict[str, int] = {}
+
+    def reached() -> bool | None:
+        last.update(rooms(kube))
+        fits = (last.get(m, 0) >= n if at_least else last.get(m) == n for m, n in want.items())
+        return True if all(fits) else None
+
+    try:
+        eventually(reached, f"room {dict(want)}", timeout=timeout)
+    except BaseException:
+        print(f"room now {last}")
+        raise
+
+
+def no_binding_terminating(kube: Kube) -> None:
+    """Until no ResourceBinding is being deleted: karmada-scheduler keeps counting a
+    binding's assumed replicas (``SchedulingOvercommitProtection``) until the binding is
+    gone, even once its member Pods are and the summaries show the room again."""
+    left: list[str] = []
+
+    def gone() -> bool | None:
+        listed = json.loads(kube.ok("get", BINDINGS, "-A", "-o", "json"))["items"]
+        left[:] = [
+            f"{b['metadata']['namespace']}/{b['metadata']['name']}"
+            for b in listed
+            if b["metadata"].get("deletionTimestamp")
+        ]
+        return True if not left else None
+
+    try:
+        eventually(gone, "no ResourceBinding being deleted", timeout=120.0)
+    except BaseException:
+        print(f"being deleted: {left}")
+        raise
+
+
+def print_bindings(kube: Kube) -> None:
+    """Every ResourceBinding's placement and the members' room, for a failure's report."""
+    listed = json.loads(kube.ok("get", BINDINGS, "-A", "-o", "json"))["items"]
+    for b in listed:
+        meta = b["metadata"]
+        print(meta["namespace"], meta["name"], meta.get("deletionTimestamp"),
+              b["spec"].get("clusters"))  # fmt: skip
+    print(f"room now {rooms(kube)}")

@@ -28,15 +28,26 @@ from typing import Any
 
 import pytest
 import yaml
-from e2e_support import DEMO, Kube, carbonshift_marks, deployment, propagation_policy, unique
+from e2e_support import (
+    BINDINGS,
+    DEMO,
+    Kube,
+    carbonshift_marks,
+    deployment,
+    eventually,
+    no_binding_terminating,
+    print_bindings,
+    propagation_policy,
+    unique,
+    wait_rooms,
+)
 from test_fleet_labels import holder
 from test_members import landed
 from test_reevaluate_policies import Grid, events, follower, metric
-from test_schedulers import carbonshift_stopped, eventually
+from test_schedulers import carbonshift_stopped
 
 from devtools.sandbox import Sandbox
 from devtools.sandbox.objects import MEMBER_CPUS
-from webhook.decision.capacity import room
 from webhook.decision.terms import fill_tiers
 
 pytestmark = pytest.mark.timeout(600)
@@ -45,39 +56,12 @@ GREENEST, MIDDLE, DIRTIEST = DEMO
 CPU = "1"
 FULL = {m: int(MEMBER_CPUS[m]) for m in DEMO}
 """One-CPU replicas each member holds when nothing else runs there."""
-CLUSTERS = "clusters.cluster.karmada.io"
-BINDINGS = "resourcebindings.work.karmada.io"
 REBALANCERS = "workloadrebalancers.apps.karmada.io"
 FILL = {
     "replicaSchedulingType": "Divided",
     "replicaDivisionPreference": "Weighted",
     "weightPreference": {"dynamicWeight": "AvailableReplicas"},
 }
-
-
-def rooms(kube: Kube) -> dict[str, int]:
-    """One-CPU replicas each member can still take, as Karmada's general estimator sees it."""
-    listed = json.loads(kube.ok("get", CLUSTERS, "-o", "json"))["items"]
-    return {
-        c["metadata"]["name"]: room((c.get("status") or {}).get("resourceSummary"), {"cpu": CPU})
-        or 0
-        for c in listed
-        if c["metadata"]["name"] in DEMO
-    }
-
-
-def wait_rooms(kube: Kube, want: Mapping[str, int], timeout: float = 120.0) -> None:
-    last: dict[str, int] = {}
-
-    def reached() -> bool | None:
-        last.update(rooms(kube))
-        return True if all(last.get(m) == n for m, n in want.items()) else None
-
-    try:
-        eventually(reached, f"room {dict(want)}", timeout=timeout)
-    except BaseException:
-        print(f"room now {last}")
-        raise
 
 
 def pending(kube: Kube, namespace: str) -> dict[str, list[str]]:
@@ -128,12 +112,7 @@ def settles(kube: Kube, namespace: str, name: str, want: Mapping[str, int]) -> N
         eventually(there, f"{namespace}/{name} at {dict(want)}", timeout=120.0)
     except BaseException:
         print(f"(binding, running) now: {seen}")
-        listed = json.loads(kube.ok("get", BINDINGS, "-A", "-o", "json"))["items"]
-        for b in listed:
-            meta = b["metadata"]
-            print(meta["namespace"], meta["name"], meta.get("deletionTimestamp"),
-                  b["spec"].get("clusters"))  # fmt: skip
-        print(f"room now {rooms(kube)}")
+        print_bindings(kube)
         raise
     assert pending(kube, namespace) == {}
 
@@ -145,28 +124,6 @@ def fill_policy(kube: Kube, name: str, namespace: str) -> dict[str, Any]:
     assert fill_tiers(placement) == [[GREENEST], [MIDDLE], [DIRTIEST]], placement
     assert placement["replicaScheduling"] == FILL, placement
     return policy
-
-
-def no_binding_terminating(kube: Kube) -> None:
-    """Until no ResourceBinding is being deleted: karmada-scheduler keeps counting a
-    binding's assumed replicas (``SchedulingOvercommitProtection``) until the binding is
-    gone, even once its member Pods are and the summaries show the room again."""
-    left: list[str] = []
-
-    def gone() -> bool | None:
-        listed = json.loads(kube.ok("get", BINDINGS, "-A", "-o", "json"))["items"]
-        left[:] = [
-            f"{b['metadata']['namespace']}/{b['metadata']['name']}"
-            for b in listed
-            if b["metadata"].get("deletionTimestamp")
-        ]
-        return True if not left else None
-
-    try:
-        eventually(gone, "no ResourceBinding being deleted", timeout=120.0)
-    except BaseException:
-        print(f"being deleted: {left}")
-        raise
 
 
 @pytest.fixture

@@ -21,7 +21,16 @@ from typing import Any
 import pytest
 import test_reevaluate_policies
 import test_schedulers
-from e2e_support import Kube, propagation_policy, unique, weights
+from e2e_support import (
+    BINDINGS,
+    Kube,
+    no_binding_terminating,
+    print_bindings,
+    propagation_policy,
+    unique,
+    wait_rooms,
+    weights,
+)
 from test_fleet_labels import Replica, eventually, holder
 from test_reevaluate_policies import MEMBERS, POLICIES, Grid, events, follower, greenest, record
 from test_schedulers import REPLICAS, deployment
@@ -36,7 +45,6 @@ karmada = test_schedulers.karmada
 grid = test_reevaluate_policies.grid
 managed = test_reevaluate_policies.managed
 
-BINDINGS = "resourcebindings.work.karmada.io"
 MAX_CLUSTERS = "carbonshift.io/max-clusters"
 TURN = {"SE-SE3": 900.0, "FR": 40.0}
 """The grid turns: member-se becomes dirty, member-fr the greenest."""
@@ -115,9 +123,15 @@ def test_karmada_moves_replicas_after_a_max_clusters_policy_switches(
     }
     body = propagation_policy(name, namespace, placement=placement)
     body["metadata"]["annotations"] = {MAX_CLUSTERS: "1"}
+    # The ten 100m replicas fit member-se only once earlier tests' replicas have left it
+    # (the green-first tiers overflow to member-fr otherwise, as they should).
+    no_binding_terminating(kube)
+    wait_rooms(kube, {"member-se": 1}, at_least=True)
     kube.apply(body)
     kube.apply(deployment(name, namespace))
     first = eventually(lambda: scheduled(kube, namespace, name), 60.0, "the first schedule")
+    if first != {"member-se": REPLICAS}:
+        print_bindings(kube)
     assert first == {"member-se": REPLICAS}, first
 
     with follower(karmada, tmp_path, grid) as replica:

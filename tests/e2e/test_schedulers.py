@@ -14,13 +14,22 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import pytest
 import yaml
-from e2e_support import DEMO, WEIGHTED, Kube, propagation_policy, unavailable, unique, weights
+from e2e_support import (
+    DEMO,
+    WEIGHTED,
+    Kube,
+    eventually,
+    propagation_policy,
+    unavailable,
+    unique,
+    weights,
+)
 from e2e_support import deployment as workload
 
 from devtools.sandbox import Component, KeyPair, Sandbox, SandboxError, free_port, serving_pair
@@ -49,17 +58,6 @@ def binary(sandbox: Sandbox, name: str) -> str:
         return str(sandbox.layout.binary(name))
     except SandboxError as exc:
         unavailable(str(exc))
-
-
-def eventually(probe: Callable[[], T | None], what: str, timeout: float = 90.0) -> T:
-    """Poll ``probe`` until it returns something other than None."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = probe()
-        if value is not None:
-            return value
-        time.sleep(0.5)
-    pytest.fail(f"timed out after {timeout:g}s waiting for {what}")
 
 
 @contextmanager
