@@ -27,6 +27,7 @@ from webhook.kube.leader import LeaderElector
 from webhook.kube.writes import NotLeader, apply_metadata
 from webhook.model import vocabulary
 from webhook.model.config import Config, load
+from webhook.runtime.tasks import closed
 
 SECONDS = 10.0
 """How soon a change in the API server must show in the inventory."""
@@ -60,7 +61,7 @@ async def api(sandbox: Sandbox) -> AsyncIterator[ApiClient]:
     try:
         yield client
     finally:
-        await client.close()
+        await closed(client.close())
 
 
 @pytest.fixture
@@ -170,7 +171,7 @@ async def test_two_electors_one_leads_and_the_other_takes_over(
         for elector in electors:
             await elector.stop()
         for c in clients:
-            await c.close()
+            await closed(c.close())
 
 
 async def test_labels_are_applied_by_the_leader_only_as_field_manager_carbonshift(
@@ -192,7 +193,7 @@ async def test_labels_are_applied_by_the_leader_only_as_field_manager_carbonshif
         assert managers["carbonshift"] == "Apply"
     finally:
         await elector.stop()
-        await elector.leases.api_client.close()
+        await closed(elector.leases.api_client.close())
         kube.ok("delete", "cluster.cluster.karmada.io", name, "--wait=false")
 
 

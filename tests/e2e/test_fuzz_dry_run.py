@@ -21,6 +21,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from devtools.sandbox import Sandbox
 from tests.serve.crd_values import FUZZ, KINDS, crd_schema, from_schema
 from webhook.kube.client import Settings, connect
+from webhook.runtime.tasks import closed
 
 EXAMPLES = {"PropagationPolicy": 800, "ClusterPropagationPolicy": 700, "NodePool": 500}
 WANT_PATCHED = 500
@@ -117,7 +118,7 @@ async def test_patched_objects_pass_the_real_api_server(sandbox: Sandbox, kube: 
             objects = generated(kind, count)
             await asyncio.gather(*(one(kind, i, obj) for i, obj in enumerate(objects)))
     finally:
-        await client.close()
+        await closed(client.close())
     seconds = time.monotonic() - started
     print(f"\ndry-run through kube-apiserver: {dict(sorted(tally.items()))} in {seconds:.1f} s")
     assert broken == [], broken[:5]
