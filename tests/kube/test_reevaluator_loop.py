@@ -12,6 +12,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
 from tests import kubeapi
 from tests.support import NOW, Clock, reading
@@ -27,6 +28,7 @@ from webhook.model.vocabulary import DECISION, ENABLED
 from webhook.runtime import metrics
 
 POLICIES = "propagationpolicies"
+PAUSED = "carbonshift_paused_nodepools"
 CLUSTERS = {"a": "FR", "b": "DE", "c": "PL"}
 ADMITTED = {"FR": 100.0, "DE": 400.0, "PL": 800.0}
 """The grid at admission: ``a`` (FR) greenest."""
@@ -232,10 +234,12 @@ async def test_nodepools_held_paused_are_counted_in_the_gauge(kube: kubeapi.Kube
         kube.add(admitted(grid, pool))
     kube.add(other)
     assert kube.get("nodepools", "batch")["spec"]["limits"] == {"cpu": "0"}
-    metrics.PAUSED_NODEPOOLS.set(-1)
+    first = leader(kube, grid)  # registers the NodePool kind's gauge
+    assert REGISTRY.get_sample_value(PAUSED) is not None
+    metrics.tally(PAUSED, "").set(-1)
     grid.clock.advance(minutes=5)
-    assert await leader(kube, grid).pass_once() == 0
-    assert metrics.PAUSED_NODEPOOLS._value.get() == 1
+    assert await first.pass_once() == 0
+    assert REGISTRY.get_sample_value(PAUSED) == 1
     assert kube.calls("PUT") == []
     # The grid turns clean: the pool is resumed, its limits back, and the gauge follows
     # (the other pool's weight rises with it).
@@ -244,6 +248,6 @@ async def test_nodepools_held_paused_are_counted_in_the_gauge(kube: kubeapi.Kube
     assert await leader(kube, grid).pass_once() == 2
     assert sorted(r.where.name for r in kube.calls("PUT")) == ["batch", "web"]
     assert kube.get("nodepools", "batch")["spec"]["limits"] == {"cpu": "100"}
-    assert metrics.PAUSED_NODEPOOLS._value.get() == 0
+    assert REGISTRY.get_sample_value(PAUSED) == 0
     told = {(e["regarding"]["name"], e["reason"]) for e in kube.items("events", "default")}
     assert told == {("batch", "NodePoolResumed"), ("web", "CarbonRebalanced")}

@@ -20,26 +20,31 @@ from webhook.model.intensity import IntensityTable
 GROUP = "karpenter.sh"
 
 
-def decide(obj: Mapping[str, Any], ctx: Context) -> Decision:
-    """The pool's strategies on the local grid's current reading."""
-    inputs = nodepool.NodePoolInputs(
-        ctx.local_zone, ctx.table, ctx.config.nodepools, other_pools=ctx.other_pools(obj)
-    )
-    return nodepool.decide(obj, inputs)
-
-
-def decide_over_time(
-    obj: Mapping[str, Any], table: IntensityTable, ctx: Context, outlook: Sequence[float] | None
-) -> Decision:
-    """The re-evaluation's decision: on ``table`` with the local zone's outlook."""
-    inputs = nodepool.NodePoolInputs(
+def _inputs(
+    obj: Mapping[str, Any],
+    ctx: Context,
+    table: IntensityTable,
+    outlook: Sequence[float] | None = None,
+) -> nodepool.NodePoolInputs:
+    return nodepool.NodePoolInputs(
         ctx.local_zone,
         table,
         ctx.config.nodepools,
         outlook=outlook,
         other_pools=ctx.other_pools(obj),
     )
-    return nodepool.reevaluate(obj, inputs, ctx.now)
+
+
+def decide(obj: Mapping[str, Any], ctx: Context) -> Decision:
+    """The pool's strategies on the local grid's current reading."""
+    return nodepool.decide(obj, _inputs(obj, ctx, ctx.table))
+
+
+def decide_over_time(
+    obj: Mapping[str, Any], table: IntensityTable, ctx: Context, outlook: Sequence[float] | None
+) -> Decision:
+    """The re-evaluation's decision: on ``table`` with the local zone's outlook."""
+    return nodepool.reevaluate(obj, _inputs(obj, ctx, table, outlook), ctx.now)
 
 
 def every_update(config: Config) -> bool:

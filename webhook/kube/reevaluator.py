@@ -80,6 +80,9 @@ class Reevaluator:
         self.gate = gate
         self.events = events
         self.targets = targets() if followed is None else followed
+        for target in self.targets:  # the kinds' gauges are exported from the start, at 0
+            if (tally := target.following.tally) is not None:
+                metrics.tally(tally.name, tally.documentation)
         self.rules = Reevaluation(config, outlook)
         self.interval = config.reevaluate.interval_seconds
         self.rebalancer = (

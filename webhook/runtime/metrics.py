@@ -135,16 +135,13 @@ REEVALUATION_SECONDS = Histogram(
     "carbonshift_reevaluation_duration_seconds",
     "Duration of one re-evaluation pass over the managed objects.",
 )
-PAUSED_NODEPOOLS = Gauge(
-    "carbonshift_paused_nodepools",
-    "Managed NodePools carbonshift holds paused (limits.cpu 0), as of the leader's last pass.",
-)
-_TALLIES: dict[str, Gauge] = {"carbonshift_paused_nodepools": PAUSED_NODEPOOLS}
+_TALLIES: dict[str, Gauge] = {}
 
 
 def tally(name: str, documentation: str) -> Gauge:
-    """The gauge a handled kind declares (:class:`webhook.kinds.base.Tally`), registered
-    the first time it is asked for."""
+    """The gauge a handled kind declares (:class:`webhook.kinds.base.Tally`, e.g.
+    ``carbonshift_paused_nodepools``), registered the first time it is asked for (when the
+    re-evaluator is built)."""
     found = _TALLIES.get(name)
     if found is None:
         found = _TALLIES[name] = Gauge(name, documentation)
