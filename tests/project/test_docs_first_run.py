@@ -46,7 +46,7 @@ def test_every_address_of_the_service_uses_its_port() -> None:
 
 def test_the_readme_gives_the_scheduler_apis_error_body() -> None:
     section = README[README.index("## Scheduler integration") :]
-    section = section[: section.index("\n### ")]
+    section = section[: section.index("\n## ", 1)]
     assert '`400 {"error": "<field>: <problem>"}`' in section
     assert '{"reason"' not in section
 
