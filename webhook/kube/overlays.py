@@ -46,6 +46,8 @@ log = structlog.get_logger("carbonshift.overlays")
 Obj = dict[str, Any]
 OVERLAYS = f"{RESOURCE}.{GROUP}"
 NODEPOOL_API = "karpenter.sh/v1"
+FOLLOWS = "NodePool"
+"""The kind whose objects, as the re-evaluation leaves them, the keeper prices."""
 
 
 def opted_in(nodepools: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -233,7 +235,7 @@ class OverlayKeeper:
     ) -> None:
         if self.events is None:
             return
-        regarding = {"apiVersion": NODEPOOL_API, "kind": "NodePool", **pool}
+        regarding = {"apiVersion": NODEPOOL_API, "kind": FOLLOWS, **pool}
         try:
             await self.events.emit(
                 regarding,

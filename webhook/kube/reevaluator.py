@@ -18,9 +18,10 @@ so it is said once). Metrics: ``carbonshift_reevaluations_total{kind,outcome}``,
 ``carbonshift_writes_total{kind}``, ``carbonshift_reevaluation_duration_seconds`` and
 ``carbonshift_paused_nodepools``.
 
-After each pass the :class:`~webhook.kube.rebalancer.Rebalancer` (``rebalance.enabled``)
-looks at the managed ordered-fill policies as the pass left them and asks Karmada to move
-replicas back to greener tiers where that is worth it.
+After each pass two keepers see the objects as the pass left them: the
+:class:`~webhook.kube.rebalancer.Rebalancer` (``rebalance.enabled``) asks Karmada to move
+replicas of managed ordered fills back to greener tiers where that is worth it, and the
+:class:`~webhook.kube.overlays.OverlayKeeper` prices the NodePools listed with NodeOverlays.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from webhook.decision import reevaluate
 from webhook.decision.record import Record, fingerprint, switches
 from webhook.kinds import Context, Kind
 from webhook.kinds.reevaluation import Outlook, Reevaluation, Target, targets
+from webhook.kube import overlays
 from webhook.kube.client import FIELD_MANAGER, REQUEST_TIMEOUT, absent, error_name, refused
 from webhook.kube.events import EventRecorder
 from webhook.kube.overlays import OverlayKeeper
@@ -89,8 +91,9 @@ class Reevaluator:
             Rebalancer(api, config, gate, events=events) if config.rebalance.enabled else None
         )
         self.overlays = OverlayKeeper(api, config, gate, events=events)
-        self._policies: list[Obj] = []
-        self._nodepools: list[Obj] | None = None
+        self._standing: dict[str, list[Obj]] = {}
+        """Kind -> the objects this pass listed, as they stand after it (for the rebalancer
+        and the carbon price overlays; a kind not listed has no entry)."""
         self._task: asyncio.Task[None] | None = None
 
     # --- one pass -------------------------------------------------------------------------
@@ -99,8 +102,7 @@ class Reevaluator:
         """Re-evaluate every managed object once; the number written."""
         started = time.monotonic()
         written = 0
-        self._policies = []
-        self._nodepools = None
+        standing = self._standing = {}
         try:
             namespaces = await self._namespaces()
             for target in self.targets:
@@ -110,8 +112,9 @@ class Reevaluator:
                     continue
                 written += await self._kind(target, namespaces or {})
             if self.rebalancer is not None and self.gate.leading:
-                await self.rebalancer.pass_once(self._policies, self.rules.ranked(self.context()))
-            pools = self._listed_nodepools()
+                everything = (obj for listed in standing.values() for obj in listed)
+                await self.rebalancer.pass_once(everything, self.rules.ranked(self.context()))
+            pools = standing.get(overlays.FOLLOWS)
             if pools is not None and self.gate.leading:
                 written += await self.overlays.pass_once(pools, self.context())
         except NotLeader:
@@ -119,10 +122,6 @@ class Reevaluator:
         finally:
             metrics.REEVALUATION_SECONDS.observe(time.monotonic() - started)
         return written
-
-    def _listed_nodepools(self) -> list[Obj] | None:
-        """The NodePools this pass listed, as they stand after it; None: not listed."""
-        return self._nodepools
 
     async def _namespaces(self) -> dict[str, Mapping[str, str]] | None:
         """Opted-in namespaces and their labels (carbonshift's own namespace excluded);
@@ -156,9 +155,7 @@ class Reevaluator:
                 log.warning("reevaluate_list_failed", resource=resource, error=error_name(exc))
             return 0
         written = counted = 0
-        bucket = self._policies  # what stands after the pass, for the rebalancer
-        if target.local:
-            bucket = self._nodepools = []  # and for the carbon price overlays
+        bucket = self._standing.setdefault(row.kind, [])
         for obj in listed.get("items") or []:
             if not self.gate.leading:
                 raise NotLeader("not leading")
@@ -185,8 +182,7 @@ class Reevaluator:
                         error=error_name(exc),
                     )
                 counted += _counts(target, obj)
-                if target.local:
-                    bucket.append(obj)
+                bucket.append(obj)  # it stands as listed
         tally = target.following.tally
         if tally is not None:
             metrics.tally(tally.name, tally.documentation).set(counted)
