@@ -11,7 +11,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from webhook.runtime import logs
-from webhook.serve.admission import Outcome
+from webhook.serve.answer import Outcome
 from webhook.serve.journal import FLUSH_SECONDS, MAX_BATCH, AdmissionJournal
 
 

@@ -10,160 +10,26 @@ unchanged with a warning. Which kinds are handled, and how, is :mod:`webhook.kin
 from __future__ import annotations
 
 import base64
-import dataclasses
-from collections.abc import Sequence
-from typing import Any
 
 import orjson
 import structlog
 
 from webhook import kinds
-from webhook.decision.outcome import Change, short
+from webhook.decision.outcome import Change
 from webhook.decision.patch import build
 from webhook.decision.record import unchanged_text
 from webhook.kinds import Context, Kind
 from webhook.model import validation
 from webhook.model.objects import meta_of
-from webhook.model.vocabulary import DECISION, ENABLED, REFRESH, opt_in, ours
+from webhook.model.vocabulary import DECISION, ENABLED, REFRESH, opt_in
 from webhook.serve import reviews
-from webhook.serve.reviews import AdmissionRequest, GroupVersionKind, Head, Object
+from webhook.serve.answer import Outcome, respond
+from webhook.serve.memo import DecisionMemo, MemoKey, memo_key
+from webhook.serve.reviews import AdmissionRequest, Head, Object
+
+__all__ = ["DecisionMemo", "Outcome", "admit", "respond", "review", "unchanged"]
 
 log = structlog.get_logger("carbonshift.admission")
-
-
-@dataclasses.dataclass(slots=True)
-class Outcome:
-    """What happened, for the log line and metrics."""
-
-    uid: str
-    kind: str = ""
-    namespace: str = ""
-    name: str = ""
-    operation: str = ""
-    result: str = "ignored"
-    """patched | unchanged | skipped | ignored | failed_open | shed"""
-    reason: str = ""
-    warnings: Sequence[str] = ()
-    patch: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    decision: str | None = None
-    encoded_patch: str | None = None
-    """``patch`` as the base64 JSON the response carries (None: no patch)."""
-    tail: bytes | None = None
-    """The response after the uid, when a memo entry already holds it."""
-
-
-class DecisionMemo:
-    """Recent decisions by their exact inputs, so identical reviews are answered once.
-
-    GitOps controllers re-apply and server-side dry-run the same manifests over and
-    over, and fleets stamp out many policies from one template. A decision depends only
-    on the object's kind, its ``carbonshift.io/*`` labels and annotations (the
-    vocabulary), whether it has annotations at all (the patch adds the map or a key to
-    it), its spec, the intensities in memory and the member clusters (the fleet
-    inventory's generation: a relabelled Cluster is seen by the next admission): those
-    form the key. The object's name,
-    uid and other annotations (``kubectl.kubernetes.io/last-applied-configuration``
-    repeats the name) do not. Only CREATEs are kept: a recomputation on UPDATE also
-    depends on how long the placement has been in force. Bounded, oldest out first.
-    """
-
-    def __init__(self, size: int = 4096) -> None:
-        self.size = size
-        self._entries: dict[MemoKey, _Memo] = {}
-
-    @staticmethod
-    def key(request: AdmissionRequest, ctx: Context) -> MemoKey | None:
-        """The key of a request built in Python (the server keys raw reviews itself)."""
-        obj = request.object
-        if ctx.generation is None or obj is None or request.operation != "CREATE":
-            return None  # UPDATE decisions also depend on time (minimum dwell)
-        meta = meta_of(obj).raw
-        try:
-            spec = orjson.dumps(obj.get("spec"))
-        except TypeError:
-            return None
-        labels, annotations = meta.get("labels"), meta.get("annotations")
-        return _memo_key(
-            request.kind, labels, annotations, spec, ctx.generation, fleet=ctx.fleet_generation
-        )
-
-    def get(self, key: MemoKey) -> _Memo | None:
-        return self._entries.get(key)
-
-    def put(self, key: MemoKey, outcome: Outcome) -> None:
-        """Keep ``outcome`` (oldest entries go first once full)."""
-        entries = self._entries
-        entries[key] = _Memo(
-            outcome.result,
-            outcome.reason,
-            tuple(outcome.warnings),
-            outcome.patch,
-            outcome.decision,
-            outcome.encoded_patch,
-            _tail(outcome),
-        )
-        if len(entries) > self.size:
-            del entries[next(iter(entries))]
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-
-MemoKey = tuple[
-    str, str, tuple[tuple[str, str], ...], bool, tuple[tuple[str, str], ...], bytes, int, int
-]
-"""group, kind, carbonshift.io labels, has annotations, carbonshift.io annotations, spec
-(JSON), intensity table generation, fleet generation."""
-
-
-def _memo_key(
-    kind: GroupVersionKind,
-    labels: object,
-    annotations: object,
-    spec: bytes,
-    generation: int,
-    *,
-    fleet: int,
-) -> MemoKey:
-    return (
-        kind.group,
-        kind.kind,
-        ours(labels) if isinstance(labels, dict) else (),
-        annotations is not None,
-        ours(annotations) if isinstance(annotations, dict) else (),
-        spec,
-        generation,
-        fleet,
-    )
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Memo:
-    result: str
-    reason: str
-    warnings: tuple[str, ...]
-    patch: list[dict[str, Any]]
-    decision: str | None
-    encoded_patch: str | None
-    tail: bytes
-    """The response after the uid (:func:`respond`)."""
-
-    def answer(self, request: Head, name: str, namespace: str) -> Outcome:
-        """The outcome for ``request`` (named ``name`` in ``namespace``): this decision."""
-        return Outcome(
-            request.uid,
-            request.kind.kind,
-            namespace,
-            name,
-            request.operation,
-            self.result,
-            self.reason,
-            self.warnings,
-            self.patch,
-            self.decision,
-            self.encoded_patch,
-            self.tail,
-        )
 
 
 def admit(request: AdmissionRequest, ctx: Context, memo: DecisionMemo | None = None) -> Outcome:
@@ -195,25 +61,6 @@ def _decided(
     return outcome
 
 
-_HEAD = b'{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":'
-
-
-def respond(outcome: Outcome) -> bytes:
-    """The AdmissionReview response body for an outcome."""
-    return _HEAD + orjson.dumps(outcome.uid) + (outcome.tail or _tail(outcome))
-
-
-def _tail(outcome: Outcome) -> bytes:
-    """The response after the uid: the same for every outcome of one decision."""
-    response: dict[str, Any] = {"allowed": True}
-    if outcome.encoded_patch is not None:
-        response["patchType"] = "JSONPatch"
-        response["patch"] = outcome.encoded_patch
-    if outcome.warnings:
-        response["warnings"] = list(dict.fromkeys(short(w) for w in outcome.warnings))
-    return b"," + orjson.dumps(response)[1:] + b"}"
-
-
 def unchanged(body: bytes, reason: str, warning: str) -> Outcome:
     """Answer a review without deciding: allowed, unchanged, ``warning`` (load shedding).
 
@@ -242,7 +89,7 @@ def review(body: bytes, ctx: Context, memo: DecisionMemo | None = None) -> Outco
     ):
         meta = keyed.metadata
         spec = bytes(keyed.spec)
-        key = _memo_key(
+        key = memo_key(
             wire.kind, meta.labels, meta.annotations, spec, generation, fleet=ctx.fleet_generation
         )
         hit = memo.get(key)

@@ -28,7 +28,7 @@ from prometheus_client import Counter, Histogram
 
 from webhook.runtime.logs import iso_utc
 from webhook.runtime.metrics import ADMISSION_SECONDS, ADMISSIONS
-from webhook.serve.admission import Outcome
+from webhook.serve.answer import Outcome
 
 FLUSH_SECONDS = 0.02
 """Longest time an admission waits in the journal before its line is written."""

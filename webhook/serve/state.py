@@ -16,8 +16,8 @@ from webhook.kinds import Context
 from webhook.kinds.reevaluation import Reevaluation
 from webhook.model.config import ClusterConfig, Config
 from webhook.model.intensity import IntensityTable, utcnow
-from webhook.serve.admission import DecisionMemo
 from webhook.serve.journal import AdmissionJournal
+from webhook.serve.memo import DecisionMemo
 
 if TYPE_CHECKING:
     from webhook.kube.inventory import FleetInventory
