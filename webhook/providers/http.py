@@ -160,7 +160,7 @@ class HttpClient:
     async def close(self) -> None:
         """Close the session (idempotent)."""
         if self._session is not None and not self._session.closed:
-            await closed(self._session.close())
+            await closed(self._session.close(), tls=self.base_url.startswith("https:"))
         self._session = None
 
     async def get_json(

@@ -24,13 +24,15 @@ CLOSE_GRACE_SECONDS = 0.25
 own advice for a graceful shutdown)."""
 
 
-async def closed(close: Awaitable[None]) -> None:
+async def closed(close: Awaitable[None], *, tls: bool = True) -> None:
     """Await an HTTP client's ``close()``, then give the TLS connections it dropped time to
     finish closing. aiohttp closes a cancelled request's TLS connection without waiting for
     it (aio-libs/aiohttp#1925): an event loop that ends right after would leave the socket
-    open for the garbage collector to find."""
+    open for the garbage collector to find. ``tls=False`` (a client of plain HTTP only):
+    nothing to wait for."""
     await close
-    await asyncio.sleep(CLOSE_GRACE_SECONDS)
+    if tls:
+        await asyncio.sleep(CLOSE_GRACE_SECONDS)
 
 
 class Leading(Protocol):
