@@ -29,9 +29,9 @@ from typing import Any
 
 import pytest
 import yaml
-from e2e_support import Kube, unavailable, unique
+from e2e_support import Kube, eventually, unavailable, unique
 from test_reevaluate_policies import Grid, events, follower
-from test_schedulers import binary, eventually, kube_scheduler, start
+from test_schedulers import binary, kube_scheduler, start
 
 from devtools.sandbox import Component, Sandbox, free_port
 from webhook.decision.record import Record
