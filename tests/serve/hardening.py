@@ -11,36 +11,23 @@ from typing import Any
 import orjson
 
 from tests.serving import Running
+from webhook import testing
 
-REVIEW = {
-    "apiVersion": "admission.k8s.io/v1",
-    "kind": "AdmissionReview",
-    "request": {
-        "uid": "0b1c2d3e",
-        "kind": {"group": "policy.karmada.io", "version": "v1alpha1", "kind": "PropagationPolicy"},
-        "resource": {
-            "group": "policy.karmada.io",
-            "version": "v1alpha1",
-            "resource": "propagationpolicies",
-        },
-        "namespace": "shop",
-        "operation": "CREATE",
-        "userInfo": {"username": "kubernetes-admin"},
-        "object": {
-            "apiVersion": "policy.karmada.io/v1alpha1",
-            "kind": "PropagationPolicy",
-            "metadata": {"name": "web", "namespace": "shop"},
-            "spec": {
-                "resourceSelectors": [
-                    {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}
-                ],
-                "placement": {"replicaScheduling": {"replicaSchedulingType": "Divided"}},
-            },
-        },
-        "oldObject": None,
-        "dryRun": False,
-    },
-}
+
+def _bare_policy() -> dict[str, Any]:
+    """A plain Divided PropagationPolicy as a bare manifest has it: no labels or
+    annotations map (the patch adds the map)."""
+    policy = testing.propagation_policy(
+        "web",
+        namespace="shop",
+        selectors=[{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}],
+    )
+    del policy["metadata"]["labels"], policy["metadata"]["annotations"]
+    return policy
+
+
+REVIEW = testing.review(_bare_policy(), uid="0b1c2d3e")
+"""Its review, as kube-apiserver sends it."""
 
 
 TIMEOUT_SECONDS = 3.0
