@@ -16,6 +16,7 @@ from webhook.feed.cache import IntensityCache
 from webhook.feed.memory import Memory, Snapshot, ZoneStatus
 from webhook.feed.publish import Publisher
 from webhook.feed.refresh import Refresher
+from webhook.feed.zones import check_config
 from webhook.model.config import Config, FeedConfig
 from webhook.model.intensity import IntensityTable, Reading, utcnow
 from webhook.providers.base import Provider
@@ -62,6 +63,7 @@ class IntensityFeed:
         self._publisher = Publisher()
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
+        self._loaded = False  # a first refresh pass ended (see ready)
 
     @classmethod
     def from_config(
@@ -74,8 +76,12 @@ class IntensityFeed:
     ) -> IntensityFeed:
         """The feed for a configuration: its provider chain, its zones in use, and the
         cache chosen by ``CARBONSHIFT_REDIS_URL``. Raises InvalidInput (bad provider
-        options) or ValueError (bad Redis URL)."""
+        options, or, when ``zones`` is None, a zone of the configuration that no provider
+        of the chain can ever serve: :func:`webhook.feed.zones.check_config`) or
+        ValueError (bad Redis URL)."""
         providers = build_providers(config, env=env)
+        if zones is None:
+            check_config(config, providers)
         return cls(
             providers,
             config.zones_in_use() if zones is None else zones,
@@ -145,7 +151,9 @@ class IntensityFeed:
         return frozenset(self._zones)
 
     def missing(self) -> list[str]:
-        """Zones in use for which no provider has a reading (not even a stale one)."""
+        """Zones in use for which no provider has a reading (not even a stale one). They
+        rank last; each is logged once when it goes missing (a warning) and when it is
+        back, and ``carbonshift_zone_data_missing{zone}`` is 1 meanwhile."""
         now = self._clock()
         return sorted(z for z in self._zones if self._memory.answer(z, now) is None)
 
@@ -158,8 +166,10 @@ class IntensityFeed:
 
     @property
     def ready(self) -> bool:
-        """True once every zone in use has a reading."""
-        return not self.missing()
+        """True once every zone in use at start has been asked for once (the first
+        refresh pass ended), whatever the providers answered: a zone without data ranks
+        last and never keeps the process from answering (:meth:`missing` names them)."""
+        return self._loaded or not self._zones
 
     def want(self, zone: str) -> None:
         """Start keeping ``zone`` warm; the refresher fetches it soon, never the caller."""
@@ -175,7 +185,10 @@ class IntensityFeed:
         if force:
             self._refresher.forget_due()
         zones = sorted(self._zones)
-        await asyncio.gather(*(self._refresher.refresh_zone(z) for z in zones))
+        try:
+            await asyncio.gather(*(self._refresher.refresh_zone(z) for z in zones))
+        finally:
+            self._loaded = True
         self._publisher.publish(self._memory, zones, self._clock())
 
     def next_wake(self) -> float:

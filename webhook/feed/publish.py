@@ -1,4 +1,6 @@
-"""Metric publishing: each zone's answer as Prometheus gauges after every refresh."""
+"""Metric publishing: each zone's answer as Prometheus gauges after every refresh, and
+the zones no provider has any reading for, loudly: a warning when a zone goes missing,
+an info line when it is back, ``carbonshift_zone_data_missing{zone}`` 1 meanwhile."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from datetime import datetime
 import structlog
 
 from webhook.feed.memory import Memory
-from webhook.runtime.metrics import DATA_AGE, INTENSITY, INTENSITY_STALE
+from webhook.runtime.metrics import DATA_AGE, INTENSITY, INTENSITY_STALE, ZONE_DATA_MISSING
 
 log = structlog.get_logger("carbonshift.feed")
 
@@ -20,14 +22,18 @@ class Publisher:
 
     def __init__(self) -> None:
         self._answering: dict[str, str] = {}  # zone -> provider label on INTENSITY
+        self._missing: set[str] = set()  # zones logged as missing, not yet back
 
     def publish(self, memory: Memory, zones: Iterable[str], now: datetime) -> None:
-        """Set intensity, data age and staleness of every answered zone in ``zones``."""
+        """Set intensity, data age and staleness of every answered zone in ``zones``, and
+        whether each has data at all (logged once per spell without)."""
         for zone in zones:
             answer = memory.answer(zone, now)
             if answer is None:
+                self._gone(zone, memory)
                 continue
             name, reading = answer
+            self._back(zone, name)
             previous = self._answering.get(zone)
             if previous is not None and previous != name:
                 with contextlib.suppress(KeyError):
@@ -37,3 +43,21 @@ class Publisher:
             INTENSITY.labels(zone, name).set(reading.value)
             DATA_AGE.labels(zone).set(reading.age_seconds(now))
             INTENSITY_STALE.labels(zone).set(1 if reading.stale else 0)
+
+    def _gone(self, zone: str, memory: Memory) -> None:
+        ZONE_DATA_MISSING.labels(zone).set(1)
+        if zone in self._missing:
+            return
+        self._missing.add(zone)
+        log.warning(
+            "zone_data_missing",
+            zone=zone,
+            problems=dict(memory.problems.get(zone, {})),
+            effect="clusters in this zone rank last until a provider answers for it",
+        )
+
+    def _back(self, zone: str, provider: str) -> None:
+        ZONE_DATA_MISSING.labels(zone).set(0)
+        if zone in self._missing:
+            self._missing.discard(zone)
+            log.info("zone_data_back", zone=zone, provider=provider)

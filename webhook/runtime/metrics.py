@@ -65,6 +65,11 @@ INTENSITY_STALE = Gauge(
     "1 while the reading answering for a zone is older than feed.max_age_seconds, else 0.",
     ["zone"],
 )
+ZONE_DATA_MISSING = Gauge(
+    "carbonshift_zone_data_missing",
+    "1 while no provider has any reading for a grid zone in use (its clusters rank last), else 0.",
+    ["zone"],
+)
 PROVIDER_ERRORS = Counter(
     "carbonshift_provider_errors_total",
     "Provider answers that were errors, by provider and error class "

@@ -151,10 +151,12 @@ async def healthz(_request: web.Request) -> web.Response:
 
 
 async def readyz(request: web.Request) -> web.Response:
-    """``GET /readyz``: 200 once every zone in use has intensity data, else 503.
+    """``GET /readyz``: 200 once the feed's first refresh pass ended, else 503.
 
-    With a fleet inventory the body also says whether it follows the API server
-    (``inventorySynced``); readiness never depends on it (nor on leadership)."""
+    A zone without data never keeps the process unready (it ranks last): the body lists
+    it under ``missingZones``. With a fleet inventory the body also says whether it
+    follows the API server (``inventorySynced``); readiness never depends on it (nor on
+    leadership)."""
     state = request.app[STATE]
     feed = state.feed
     extra: dict[str, object] = {}
@@ -162,12 +164,11 @@ async def readyz(request: web.Request) -> web.Response:
         extra["inventorySynced"] = state.inventory.synced
     if state.nodes is not None:  # the NodePools' grid zone, and why it is (not) known
         extra["localZone"] = state.nodes.current.readiness()
-    missing = feed.missing()
-    if missing:
-        body = {"ready": False, "missingZones": missing, "staleZones": feed.stale(), **extra}
-        return _json(503, body)
-    body = {"ready": True, "zones": len(feed.zones()), "staleZones": feed.stale(), **extra}
-    return _json(200, body)
+    if missing := feed.missing():
+        extra["missingZones"] = missing
+    ready = feed.ready
+    body = {"ready": ready, "zones": len(feed.zones()), "staleZones": feed.stale(), **extra}
+    return _json(200 if ready else 503, body)
 
 
 async def prometheus(request: web.Request) -> web.Response:
@@ -313,7 +314,7 @@ async def serve(
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, stop.set)
-        await feed.start(wait=False)  # /readyz answers 503 until every zone has data
+        await feed.start(wait=False)  # /readyz answers 503 until every zone was asked
         gc.freeze()  # start-up objects never need collecting: shorter GC pauses per request
         tasks.append(asyncio.create_task(tls.watch(cert_reload_seconds), name="cert-watch"))
         await stop.wait()
