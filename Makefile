@@ -27,12 +27,15 @@ venv: $(STAMP) ## Create the virtualenv and install carbonshift with its dev too
 run: $(STAMP) ## Start the webhook on https://127.0.0.1:8443 with the embedded data
 	$(BIN)/carbonshift serve --config config/example.yaml --host 127.0.0.1 --port 8443 --cert-dir certs
 
-lint: $(STAMP) ## ruff + mypy --strict + the import contracts (.importlinter) + hadolint
+lint: $(STAMP) ## ruff + mypy --strict + the import contracts (.importlinter) + hadolint + actionlint
 	$(BIN)/ruff check $(PY_DIRS)
 	$(BIN)/ruff format --check $(PY_DIRS)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	$(BIN)/hadolint Dockerfile
+	@if command -v go >/dev/null || [ "$$CI" = true ]; then hack/build-actionlint.sh \
+		&& "$${CARBONSHIFT_CACHE:-.cache/bin}/actionlint" -no-color -oneline; \
+	else echo "go not found: skipping actionlint (.github/workflows)"; fi
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
