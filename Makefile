@@ -40,6 +40,10 @@ lint: $(STAMP) ## ruff + mypy --strict + the import contracts (.importlinter) + 
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+.PHONY: generate
+generate: $(STAMP) ## Regenerate files derived from the code: the chart's config schema (values.schema.json)
+	$(BIN)/python -m devtools.chart_schema
+
 unit: $(STAMP) crds tools ## Unit, property and wire tests (no control plane)
 	$(BIN)/pytest -m "not e2e" -q
 
