@@ -28,6 +28,7 @@ def decide(obj: Mapping[str, Any], ctx: Context) -> Decision:
         ctx.config.weighting,
         hysteresis=Hysteresis(margin=h.margin, dwell_hours=h.dwell_hours),
         now=ctx.now,
+        carried=ctx.fleet is not None and ctx.config.carry.enabled,
     )
     return placement.decide(obj, inputs)
 
@@ -44,8 +45,9 @@ GRANTS = (
     Grant(
         "work.karmada.io",
         ("resourcebindings", "clusterresourcebindings"),
-        ("get", "list", "watch"),
-        "where a managed policy's bindings put the replicas (moving them back)",
+        ("get", "list", "watch", "update"),
+        "where a managed policy's bindings put the replicas (moving them back), and the "
+        "requiredBy snapshot that sends its non-workloads wherever the replicas may go",
     ),
     Grant(
         "apps.karmada.io",
@@ -54,7 +56,13 @@ GRANTS = (
         "a Fresh reschedule that moves replicas back to greener tiers",
     ),
 )
-EVENTS = ("CarbonRebalanced", "CarbonFieldReleased", "CarbonReplicasMoved")
+EVENTS = (
+    "CarbonRebalanced",
+    "CarbonFieldReleased",
+    "CarbonReplicasMoved",
+    "CarbonResourcesCarried",
+    "CarbonPolicyLazy",
+)
 
 
 def _policy(kind: str, resource: str, *, namespaced: bool) -> Kind:

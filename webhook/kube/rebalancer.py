@@ -37,6 +37,7 @@ import structlog
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
+from webhook.decision import carry
 from webhook.decision.capacity import Move, MoveRule, plan_move, quantity, room, tier_fill
 from webhook.decision.record import fingerprint
 from webhook.decision.terms import fill_tiers
@@ -53,7 +54,7 @@ log = structlog.get_logger("carbonshift.rebalance")
 
 Obj = dict[str, Any]
 Counter = collections.Counter[str]
-Outcome = Literal["moved", "not_worth_it", "over_budget", "no_room", "in_flight", "error"]
+Outcome = Literal["moved", "not_worth_it", "over_budget", "no_room", "in_flight", "lazy", "error"]
 
 CLUSTERS = ("cluster.karmada.io", "v1alpha1", "clusters")
 BINDINGS = (
@@ -279,6 +280,8 @@ class Rebalancer:
         current = placed(binding)
         if target_workload is None or not current:
             return None
+        if carry.lazy(policy):
+            return "lazy"  # Karmada reschedules on the placement it last applied
         if target_workload in view.busy or pending(binding):
             return "in_flight"
         tiers = [*tiers, [c for c in current if not any(c in t for t in tiers)]]

@@ -37,7 +37,7 @@ import structlog
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
-from webhook.decision import reevaluate
+from webhook.decision import carry, reevaluate
 from webhook.decision.record import Record, fingerprint, switches
 from webhook.kinds import Context, Kind
 from webhook.kinds.reevaluation import Outlook, Reevaluation, Target, targets
@@ -114,6 +114,9 @@ class Reevaluator:
             if self.rebalancer is not None and self.gate.leading:
                 everything = (obj for listed in standing.values() for obj in listed)
                 await self.rebalancer.pass_once(everything, self.rules.ranked(self.context()))
+            metrics.LAZY_POLICIES.set(
+                sum(_lazy(o) for kind in POLICY_KINDS for o in standing.get(kind, []))
+            )
             pools = standing.get(overlays.FOLLOWS)
             if pools is not None and self.gate.leading:
                 written += await self.overlays.pass_once(pools, self.context())
@@ -223,7 +226,8 @@ class Reevaluator:
                 obj = await self._read(row, obj)  # someone wrote first: decide again on it
                 continue
             metrics.WRITES.labels(row.kind).inc()
-            metrics.REEVALUATIONS.labels(row.kind, action.outcome).inc()
+            outcome = "lazy" if action.outcome == "switched" and carry.lazy(stored) else None
+            metrics.REEVALUATIONS.labels(row.kind, outcome or action.outcome).inc()
             await self._tell(row, stored, action)
             return 1, stored
         return 0, obj  # pragma: no cover - the loop always returns
@@ -280,6 +284,8 @@ class Reevaluator:
             named = row.following.events if row.following is not None else {}
             if pause in named:
                 (reason, verb), note = named[pause], f"carbonshift: {pause} at {entry['t']}"
+            elif carry.lazy(obj):
+                (reason, verb), note = LAZY, f"{LAZY_NOTE} (switched at {entry['t']})"
             else:
                 reason, verb = REBALANCED
                 note = f"switched at {entry['t']}"
@@ -298,6 +304,9 @@ class Reevaluator:
         if action.pause is not None and action.pause in named:
             (reason, verb), note = named[action.pause], f"carbonshift: {action.pause}"
             log.info("nodepool_" + action.pause, name=name, reason=action.reason)
+        elif action.outcome == "switched" and carry.lazy(stored):
+            (reason, verb), note = LAZY, LAZY_NOTE
+            log.info("placement_deferred", kind=row.kind, name=name, reason=action.reason)
         elif action.outcome == "switched":
             (reason, verb), note = REBALANCED, "placement switched"
             log.info("placement_switched", kind=row.kind, name=name, reason=action.reason)
@@ -357,7 +366,19 @@ def _counts(target: Target, obj: Obj) -> int:
     return int(tally is not None and tally.counts(obj))
 
 
+POLICY_KINDS = ("PropagationPolicy", "ClusterPropagationPolicy")
 REBALANCED = ("CarbonRebalanced", "Rebalance")
+LAZY = ("CarbonPolicyLazy", "Defer")
+LAZY_NOTE = (
+    "placement rewritten, not applied yet: activationPreference Lazy makes Karmada wait for "
+    "a change of the resource template"
+)
+
+
+def _lazy(policy: Obj) -> bool:
+    """A managed policy Karmada applies only once its resource template changes."""
+    annotations = (policy.get("metadata") or {}).get("annotations") or {}
+    return DECISION in annotations and carry.lazy(policy)
 
 
 def _last_switch(obj: Obj) -> dict[str, Any] | None:

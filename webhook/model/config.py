@@ -208,6 +208,22 @@ class RebalanceConfig(Schema, frozen=True):
     """Power of one replica, to state the expected saving in grams in Events."""
 
 
+class CarryConfig(Schema, frozen=True):
+    """The non-workloads a managed policy selects (ConfigMaps, Secrets, Services...) go to
+    every cluster its replicas may be put on (the leader only; docs/annotations.md).
+
+    Karmada sends a term's overflow tiers workloads only; the leader adds a ``requiredBy``
+    snapshot of every tier's clusters to the policy's non-workload bindings
+    (:mod:`webhook.decision.carry`). Without it (or without a cluster connection) such a
+    policy keeps all its clusters in one group: carbon weights instead of the ordered fill.
+    """
+
+    enabled: bool = True
+    """Carry the non-workloads (needs a cluster connection)."""
+    interval_seconds: AtLeast1 = 10.0
+    """Pause between passes over the managed policies' bindings."""
+
+
 class AccountingConfig(Schema, frozen=True):
     """Carbon accounting of the managed objects (the leader only; README "Carbon accounting")."""
 
@@ -328,6 +344,7 @@ class Config(Schema, frozen=True):
     labels: LabelsConfig = LabelsConfig()
     reevaluate: ReevaluateConfig = ReevaluateConfig()
     rebalance: RebalanceConfig = RebalanceConfig()
+    carry: CarryConfig = CarryConfig()
     accounting: AccountingConfig = AccountingConfig()
     ocm: OcmConfig = OcmConfig()
     service: ServiceConfig = ServiceConfig()

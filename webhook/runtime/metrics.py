@@ -174,8 +174,20 @@ CLIENT_CERT_REFUSED = Counter(
 REBALANCES = Counter(
     "carbonshift_rebalances_total",
     "Bindings of managed ordered-fill policies the leader looked at for a move back to "
-    "greener tiers, by outcome (moved, not_worth_it, over_budget, no_room, in_flight, error).",
+    "greener tiers, by outcome (moved, not_worth_it, over_budget, no_room, in_flight, lazy, "
+    "error).",
     ["outcome"],
+)
+CARRIED = Counter(
+    "carbonshift_carried_total",
+    "Non-workload bindings of managed policies whose requiredBy snapshot the leader wrote, by "
+    "outcome (carried: sent to every cluster a replica may use, released, error).",
+    ["outcome"],
+)
+LAZY_POLICIES = Gauge(
+    "carbonshift_lazy_policies",
+    "Managed policies with activationPreference Lazy: Karmada applies their re-evaluated "
+    "placement only when the resource template changes, so no move is counted for them.",
 )
 REPLICAS_MOVED = Counter(
     "carbonshift_replicas_moved_total",

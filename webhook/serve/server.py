@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from kubernetes_asyncio.client import ApiClient
 
     from webhook.kube.accounting import Accountant
+    from webhook.kube.carry import Carrier
     from webhook.kube.client import Settings
     from webhook.kube.events import EventRecorder
     from webhook.kube.inventory import FleetInventory
@@ -290,6 +291,7 @@ async def serve(
     reevaluator = _start_reevaluator(config, state, fleet, events) if fleet and events else None
     accountant = _start_accounting(config, state, fleet, kube) if fleet and kube else None
     scorer = _start_ocm(config, feed, fleet) if fleet else None
+    carrier = _start_carry(config, fleet, events) if fleet else None
     app = build_app(state, limits)
     runner = web.AppRunner(
         app,
@@ -330,7 +332,7 @@ async def serve(
         await runner.cleanup()
         app[STATE].journal.flush()
         await _stop_labelers(labeler, peer_labeler)
-        for leader_loop in (reevaluator, accountant, scorer):
+        for leader_loop in (reevaluator, accountant, scorer, carrier):
             if leader_loop is not None:
                 await leader_loop.stop()
         await feed.stop()
@@ -504,6 +506,20 @@ def _start_ocm(config: Config, feed: IntensityFeed, fleet: Fleet) -> PlacementSc
     scorer = PlacementScorer(api, config, feed, elector)
     scorer.start()
     return scorer
+
+
+def _start_carry(config: Config, fleet: Fleet, events: EventRecorder | None) -> Carrier | None:
+    """The leader's carrying of managed policies' non-workloads to every tier
+    (``carry.enabled``)."""
+    if not config.carry.enabled:
+        log.info("carry_disabled", hint="carry.enabled is false")
+        return None
+    from webhook.kube.carry import Carrier  # noqa: PLC0415 - only with a cluster
+
+    _, elector, api = fleet
+    carrier = Carrier(api, config, elector, events=events)
+    carrier.start()
+    return carrier
 
 
 async def _stop_fleet(
