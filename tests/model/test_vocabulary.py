@@ -209,4 +209,8 @@ def test_a_malformed_max_pause_is_named_and_the_default_applies(raw: str) -> Non
     assert [p.path for p in knobs.problems] == [vocabulary.MAX_PAUSE]
     assert knobs.max_pause == vocabulary.DEFAULT_MAX_PAUSE
     assert vocabulary.knobs({}, "nodepool").max_pause == vocabulary.DEFAULT_MAX_PAUSE
-    assert vocabulary.knobs({vocabulary.MAX_PAUSE: raw}, "policy").problems == ()
+    # On a policy the key is not read at all: misplaced, whatever its value.
+    [misplaced] = vocabulary.knobs({vocabulary.MAX_PAUSE: raw}, "policy").problems
+    assert isinstance(misplaced, vocabulary.UnknownKey)
+    assert misplaced.path == vocabulary.MAX_PAUSE
+    assert repr(raw) not in misplaced.message

@@ -249,20 +249,23 @@ def _read_file(path: str, objects: list[dict[str, Any]], problems: list[str]) ->
             objects.append(item)
 
 
-async def _preview(config: Config, docs: list[dict[str, Any]], *, again: bool) -> list[Any]:
+async def _preview(
+    config: Config, docs: list[dict[str, Any]], *, again: bool, kubeconfig: str | None = None
+) -> list[Any]:
     from webhook.cli import preview  # noqa: PLC0415
     from webhook.kinds import Context  # noqa: PLC0415
     from webhook.kinds.reevaluation import Reevaluation  # noqa: PLC0415
     from webhook.model.intensity import utcnow  # noqa: PLC0415
     from webhook.serve import server  # noqa: PLC0415
 
+    namespaces = await preview.cluster_namespaces(kubeconfig) if kubeconfig else None
     feed = server.build_feed(config)
     try:
         await feed.refresh_once()
         ctx = Context(config=config, table=feed.table(), now=utcnow())
         if again:
-            return preview.reevaluate(docs, ctx, Reevaluation(config, feed.outlook))
-        return preview.preview(docs, ctx)
+            return preview.reevaluate(docs, ctx, Reevaluation(config, feed.outlook), namespaces)
+        return preview.preview(docs, ctx, namespaces)
     finally:
         await feed.stop()
 
@@ -272,7 +275,7 @@ def _mutate(args: argparse.Namespace) -> int:
     docs, problems = _read_documents(args.filename, recursive=args.recursive)
     for problem in problems:
         sys.stderr.write(f"carbonshift: {problem}\n")
-    results = asyncio.run(_preview(config, docs, again=args.reevaluate))
+    results = asyncio.run(_preview(config, docs, again=args.reevaluate, kubeconfig=args.kubeconfig))
     code = 1 if problems else 0
     if args.output == "json":
         payload = [
@@ -331,8 +334,13 @@ def _add_mutate(sub: Any) -> None:
         description="Read YAML or JSON manifests (multi-document, or a List; files, "
         "directories as kubectl reads them, or stdin), run each through the webhook's "
         "admission code as a CREATE, and print the objects as they would be stored, each "
-        "preceded by comment lines with the outcome and the decision. Pipe it into "
-        "kubectl apply -f - if you like what you see. A document that cannot be read is "
+        "preceded by comment lines with the outcome and the decision. It is a preview for "
+        "reading: nothing is sent to a cluster, and applying the manifests themselves lets "
+        "the API server call the webhook. A namespaced object is decided only when its "
+        "namespace opted in (label carbonshift.io/enabled=true), as the webhook's "
+        "namespaceSelector does: a Namespace object in the input says, else the cluster of "
+        "--kubeconfig, else the namespace is assumed opted in and the object's reason says "
+        "so. A document that cannot be read is "
         "named on stderr and skipped; the others are still shown, and the exit status is "
         "then 1. Input with no object at all is an error (exit status 2). With --reevaluate, "
         "each manifest is taken as already stored (e.g. from kubectl get -o yaml) and put "
@@ -357,6 +365,12 @@ def _add_mutate(sub: Any) -> None:
         "from --config; the forecast needs history the preview does not hold, so it ranks "
         "on current intensity as a freshly started leader does)",
     )
+    p.add_argument(
+        "--kubeconfig", metavar="FILE",
+        help="read the namespaces' carbonshift.io/enabled labels from this cluster (only "
+        "namespaces, read-only); without it and without a Namespace object in the input, "
+        "a namespace is assumed opted in",
+    )  # fmt: skip
     p.set_defaults(handler=_mutate)
 
 

@@ -2,7 +2,15 @@
 
 ``carbonshift mutate`` builds the AdmissionReview the API server would send for a
 CREATE, runs it through :func:`webhook.serve.admission.admit` (the webhook's own code path)
-and applies the returned JSON Patch, so what it prints is what would be stored.
+and applies the returned JSON Patch, so what it prints is what would be stored. It is a
+preview, not something to apply: nothing is sent to a cluster.
+
+The API server calls the webhook for a namespaced object only when its namespace opted in
+(the registration's ``namespaceSelector``); the preview applies the same rule
+(:func:`webhook.decision.optin.not_opted_in`) to the namespace's labels: those of a
+``Namespace`` object in the same input, else those a cluster gives (``--kubeconfig``:
+:func:`cluster_namespaces`), else it assumes the namespace opted in and says so in the
+object's reason.
 ``carbonshift mutate --reevaluate`` instead treats each manifest as stored (e.g. from
 ``kubectl get -o yaml``) and runs the leader's re-evaluation on it
 (:class:`webhook.kinds.reevaluation.Reevaluation`, the reconciler's own code), printing what
@@ -15,17 +23,21 @@ import copy
 import dataclasses
 import uuid
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 import jsonpatch
 
 from webhook import kinds
+from webhook.decision.optin import SELECTED, not_opted_in
 from webhook.decision.outcome import Change
 from webhook.kinds.reevaluation import Reevaluation, target_of
 from webhook.model.objects import Obj
 from webhook.model.validation import InvalidInput
 from webhook.model.vocabulary import DECISION, ENABLED
 from webhook.serve import admission, reviews
+
+Labels = Mapping[str, str]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -54,17 +66,44 @@ def review_for(obj: Mapping[str, Any], operation: str = "CREATE") -> dict[str, A
     }
 
 
-def preview(documents: Iterable[Mapping[str, Any]], ctx: kinds.Context) -> list[Preview]:
+def preview(
+    documents: Iterable[Mapping[str, Any]],
+    ctx: kinds.Context,
+    namespaces: Mapping[str, Labels] | None = None,
+) -> list[Preview]:
     """Admit each document as a CREATE and apply the resulting patch.
 
     A document the API server would not send (an API version the webhook does not
-    register) or could not have sent (a malformed object) comes back unchanged with
-    outcome ``ignored`` or ``invalid`` and the reason; the others are decided as usual.
+    register, or a namespaced object whose namespace did not opt in) or could not have
+    sent (a malformed object) comes back unchanged with outcome ``ignored``, ``skipped``
+    or ``invalid`` and the reason; the others are decided as usual. ``namespaces``: the
+    labels of the namespaces a cluster has (``--kubeconfig``); ``Namespace`` objects in
+    ``documents`` win over them, as applying them would.
     """
-    return [_one(doc, ctx) for doc in documents]
+    documents = list(documents)
+    known = {**(namespaces or {}), **namespaces_in(documents)}
+    return [_one(doc, ctx, known, cluster=namespaces is not None) for doc in documents]
 
 
-def _one(doc: Mapping[str, Any], ctx: kinds.Context) -> Preview:
+def namespaces_in(documents: Iterable[Mapping[str, Any]]) -> dict[str, Labels]:
+    """The labels of every ``v1`` ``Namespace`` object among ``documents``, by name."""
+    found: dict[str, Labels] = {}
+    for doc in documents:
+        view = Obj(doc)
+        if view.api_version == "v1" and view.kind == "Namespace" and view.meta.name:
+            found[view.meta.name] = dict(view.meta.labels)
+    return found
+
+
+def assumed(namespace: str, *, cluster: bool) -> str:
+    """The reason's note for a namespace whose labels the preview does not know."""
+    where = "not in the cluster (--kubeconfig) nor" if cluster else "no --kubeconfig and not"
+    return f"assumed namespace {namespace} opted in ({ENABLED}=true): {where} in the input"
+
+
+def _one(
+    doc: Mapping[str, Any], ctx: kinds.Context, namespaces: Mapping[str, Labels], *, cluster: bool
+) -> Preview:
     request = review_for(doc)
     kind = request["kind"]
     unchanged = admission.Outcome(uid=request["uid"], kind=kind["kind"], name=request["name"])
@@ -76,6 +115,18 @@ def _one(doc: Mapping[str, Any], ctx: kinds.Context) -> Preview:
             f"the webhook handles {row.api_version}",
         )
         return Preview(stored=doc, outcome=unchanged)
+    note = ""
+    if row is not None and row.namespaced:
+        namespace = request["namespace"]
+        labels = namespaces.get(namespace)
+        if labels is None:
+            note = assumed(namespace, cluster=cluster)
+        else:
+            # kube-apiserver would not call the webhook: the object is stored as written.
+            why = not_opted_in(doc, labels)
+            if why:
+                unchanged.result, unchanged.reason = "skipped", f"{why}: namespace {namespace}"
+                return Preview(stored=doc, outcome=unchanged)
     try:
         outcome = admission.admit(reviews.request_of(request), ctx)
     except InvalidInput as exc:
@@ -84,23 +135,66 @@ def _one(doc: Mapping[str, Any], ctx: kinds.Context) -> Preview:
     stored = copy.deepcopy(dict(doc))
     if outcome.patch:
         stored = jsonpatch.apply_patch(stored, outcome.patch)
+    elif not outcome.reason and outcome.result == "unchanged":
+        outcome.reason = "nothing to change: the object already is as carbonshift decides"
+    if note:
+        outcome.reason = f"{outcome.reason}; {note}" if outcome.reason else note
     return Preview(stored=stored, outcome=outcome)
 
 
-OPTED_IN = {ENABLED: "true"}
-"""The labels a namespaced object's namespace is assumed to carry offline: a stored
-object with a decision annotation was admitted in an opted-in namespace."""
+async def cluster_namespaces(kubeconfig: str) -> dict[str, Labels]:
+    """Every namespace of the cluster ``kubeconfig`` names, with its labels (what the
+    webhook registration's ``namespaceSelector`` reads); raises
+    :class:`~webhook.model.validation.InvalidInput` (``--kubeconfig``) when they cannot be
+    listed."""
+    from kubernetes_asyncio import client as k8s  # noqa: PLC0415 - only with a cluster
+
+    from webhook.kube import client  # noqa: PLC0415
+    from webhook.runtime.tasks import closed  # noqa: PLC0415
+
+    if not Path(kubeconfig).is_file():  # noqa: ASYNC240 - one stat, before connecting
+        raise InvalidInput("--kubeconfig", f"cannot load {kubeconfig}: no such file")
+    kube = client.settings(kubeconfig, default_namespace="default")
+    if kube is None:  # pragma: no cover - a path is always given
+        return {}
+    try:
+        api = await client.connect(kube)
+    except Exception as exc:  # a missing or unreadable kubeconfig
+        raise InvalidInput("--kubeconfig", f"cannot load {kubeconfig}: {exc}"[:400]) from None
+    try:
+        listed = await k8s.CoreV1Api(api).list_namespace(_request_timeout=client.REQUEST_TIMEOUT)
+        items = api.sanitize_for_serialization(listed).get("items") or []
+    except Exception as exc:  # unreachable, refused
+        raise InvalidInput(
+            "--kubeconfig", f"cannot list namespaces via {kubeconfig}: {exc}"[:400]
+        ) from None
+    finally:
+        await closed(api.close())
+    return namespaces_in({"apiVersion": "v1", "kind": "Namespace", **item} for item in items)
+
+
+OPTED_IN = SELECTED
+"""The labels a namespaced object's namespace is assumed to carry offline when neither
+the input nor a cluster says: a stored object with a decision annotation was admitted in
+an opted-in namespace."""
 
 
 def reevaluate(
-    documents: Iterable[Mapping[str, Any]], ctx: kinds.Context, rules: Reevaluation
+    documents: Iterable[Mapping[str, Any]],
+    ctx: kinds.Context,
+    rules: Reevaluation,
+    namespaces: Mapping[str, Labels] | None = None,
 ) -> list[Preview]:
     """Re-evaluate each stored object as the leader would at ``ctx.now``.
 
     The outcome's ``result`` is the step's (``kept``, ``switched``, ``too_soon``,
     ``stale``, ``user_owned``, ``skipped``; ``ignored`` for kinds not re-evaluated), its
-    ``reason`` the step's why, and ``stored`` the object after the leader's write.
+    ``reason`` the step's why, and ``stored`` the object after the leader's write. A
+    namespace's labels come from ``Namespace`` objects among ``documents``, else from
+    ``namespaces`` (a cluster's), else it is assumed opted in (the reason says so).
     """
+    documents = list(documents)
+    known = {**(namespaces or {}), **namespaces_in(documents)}
     out = []
     for doc in documents:
         view = Obj(doc)
@@ -111,8 +205,16 @@ def reevaluate(
             outcome.reason = f"{doc.get('apiVersion')} {kind} is not re-evaluated"
             out.append(Preview(stored=doc, outcome=outcome))
             continue
-        action = rules.decide(target, doc, ctx, OPTED_IN)
+        note, labels = "", None
+        if target.row.namespaced:
+            namespace = view.meta.namespace or "default"
+            labels = known.get(namespace)
+            if labels is None:
+                note, labels = assumed(namespace, cluster=namespaces is not None), OPTED_IN
+        action = rules.decide(target, doc, ctx, labels)
         outcome.result, outcome.reason = action.outcome, action.reason
+        if note:
+            outcome.reason = f"{outcome.reason}; {note}" if outcome.reason else note
         outcome.decision = _annotation(action.changes)
         out.append(Preview(stored=action.applied(doc), outcome=outcome))
     return out

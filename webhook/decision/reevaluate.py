@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal
 
+from webhook.decision import optin
 from webhook.decision.holding import in_force
 from webhook.decision.hysteresis import Hysteresis, expected_intensity
 from webhook.decision.outcome import REMOVE, Change, Decision, Path, iso
@@ -47,9 +48,12 @@ from webhook.decision.record import (
 from webhook.model import vocabulary
 from webhook.model.config import ClusterConfig
 from webhook.model.intensity import IntensityTable
-from webhook.model.vocabulary import DECISION, ENABLED, opt_in
+from webhook.model.vocabulary import DECISION
 
 Outcome = Literal["skipped", "stale", "user_owned", "kept", "too_soon", "switched"]
+
+not_opted_in = optin.not_opted_in
+"""The opt-in rule admission and the preview apply too (:mod:`webhook.decision.optin`)."""
 
 POLICY_FIELDS: Mapping[str, Path] = {"placement.": ("spec", "placement")}
 """Record key prefix -> where those fields live in a (Cluster)PropagationPolicy."""
@@ -123,32 +127,13 @@ def apply(obj: Mapping[str, Any], changes: tuple[Change, ...] | list[Change]) ->
 
 
 def not_managed(obj: Mapping[str, Any], namespace_labels: Mapping[str, str] | None) -> str | None:
-    """Why ``obj`` is not re-evaluated (:func:`not_opted_in`, or no decision record of
-    carbonshift's), or None."""
+    """Why ``obj`` is not re-evaluated (:func:`webhook.decision.optin.not_opted_in`, the
+    rule admission applies, or no decision record of carbonshift's), or None."""
     reason = not_opted_in(obj, namespace_labels)
     if reason:
         return reason
     if not ((obj.get("metadata") or {}).get("annotations") or {}).get(DECISION):
         return f"no {DECISION} annotation"
-    return None
-
-
-def not_opted_in(obj: Mapping[str, Any], namespace_labels: Mapping[str, str] | None) -> str | None:
-    """Why ``obj`` is not opted in (the admission opt-in rules), or None.
-
-    Namespaced objects (``namespace_labels`` given) follow their namespace's
-    ``carbonshift.io/enabled=true`` label, cluster-scoped ones their own; the object's
-    ``carbonshift.io/enabled=false`` opts out either way; an object being deleted is out."""
-    meta = obj.get("metadata") or {}
-    if meta.get("deletionTimestamp"):
-        return "being deleted"
-    enabled = opt_in(meta.get("labels"))
-    if enabled is False:
-        return f"opted out ({ENABLED}=false)"
-    scope = enabled if namespace_labels is None else opt_in(namespace_labels)
-    if scope is not True:
-        where = "object" if namespace_labels is None else "namespace"
-        return f"not opted in (no {ENABLED}=true on the {where})"
     return None
 
 

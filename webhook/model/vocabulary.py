@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import difflib
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -79,20 +80,35 @@ class Key:
     accepts: str
     written: bool = False
     """Written by carbonshift (users read it, never set it)."""
+    scopes: tuple[Scope, ...] = ()
+    """The decisions that read it as an annotation (:func:`knobs`); on any other, the
+    key is misplaced and :func:`knobs` says so."""
 
+
+Scope = Literal["policy", "nodepool"]
+"""Which annotations a decision reads: ``policy`` ((Cluster)PropagationPolicy and
+NamespaceOffloading), ``nodepool`` (Karpenter NodePool)."""
+BOTH: tuple[Scope, ...] = ("policy", "nodepool")
 
 KEYS = (
     Key(ENABLED, "label", "Namespace, policy, NodePool, NamespaceOffloading", '"true" | "false"'),
-    Key(REFRESH, "annotation", "policy, NodePool", "any text; a new value on UPDATE re-decides"),
-    Key(STRATEGY, "annotation", "policy, NodePool", "comma list of strategies"),
-    Key(MAX_CLUSTERS, "annotation", "policy", "whole number >= 1"),
+    Key(
+        REFRESH,
+        "annotation",
+        "policy, NodePool",
+        "any text; a new value on UPDATE re-decides",
+        scopes=BOTH,
+    ),
+    Key(STRATEGY, "annotation", "policy, NodePool", "comma list of strategies", scopes=BOTH),
+    Key(MAX_CLUSTERS, "annotation", "policy", "whole number >= 1", scopes=("policy",)),
     Key(
         MAX_INTENSITY,
         "annotation",
         "policy, workload, Pod, NamespaceOffloading",
         "number >= 0 (gCO2eq/kWh)",
+        scopes=("policy",),
     ),
-    Key(OVERRIDE, "annotation", "policy, NodePool", '"true" | "false"'),
+    Key(OVERRIDE, "annotation", "policy, NodePool", '"true" | "false"', scopes=BOTH),
     Key(
         DECISION,
         "annotation",
@@ -149,7 +165,13 @@ KEYS = (
         "Karmada Cluster, Liqo virtual node (label or annotation)",
         "grid zone key, e.g. SE-SE3",
     ),
-    Key(MAX_PAUSE, "annotation", "NodePool", 'duration > 0 up to 7 days: "24h", "90m", "1h30m"'),
+    Key(
+        MAX_PAUSE,
+        "annotation",
+        "NodePool",
+        'duration > 0 up to 7 days: "24h", "90m", "1h30m"',
+        scopes=("nodepool",),
+    ),
     Key(OVERLAY, "label", "NodeOverlay", "price", written=True),
 )
 """Every key carbonshift reads or writes."""
@@ -355,11 +377,62 @@ class Knobs:
     """Malformed values (each rule left unapplied); :func:`warning` words them."""
 
 
-Scope = Literal["policy", "nodepool"]
+_SCOPE_NAMES: Mapping[Scope, str] = {"policy": "policies", "nodepool": "NodePools"}
+
+
+class UnknownKey(InvalidInput):
+    """A ``carbonshift.io/*`` annotation the decision does not read: unknown (a
+    misspelling), or a key of another kind, or a label set as an annotation. Its
+    ``path`` is the key; the message names the closest key that is read there."""
+
+
+def unknown_keys(annotations: Mapping[str, str], scope: Scope) -> list[UnknownKey]:
+    """The ``carbonshift.io/*`` annotations a ``scope`` decision would silently ignore,
+    each with the closest key it reads (:mod:`difflib`). Keys carbonshift writes
+    (``carbonshift.io/decision``, the intensity marks) are never reported."""
+    valid = [k.name for k in KEYS if scope in k.scopes]
+    rows = {k.name: k for k in KEYS}
+    out: list[UnknownKey] = []
+    for key in sorted(annotations):
+        if not key.startswith(PREFIX) or key in valid:
+            continue
+        row = rows.get(key)
+        if row is not None and row.written:
+            continue
+        closest = difflib.get_close_matches(key, valid, n=1, cutoff=0.0)
+        hint = f"did you mean {closest[0]}?" if closest else ""
+        if row is None:
+            why = "unknown key"
+        elif row.kind == "label" and scope in _scopes_of_label(key):
+            why, hint = "a label, not an annotation", f"set it as label {key}"
+        else:
+            why = f"not read on {_SCOPE_NAMES[scope]}"
+        out.append(UnknownKey(key, f"{why}; {hint}" if hint else why))
+    return out
+
+
+UNREAD = "keys"
+"""Decision record field: the ``carbonshift.io/*`` annotations the decision did not read,
+key -> why (:func:`unread`)."""
+
+
+def unread(annotations: Mapping[str, str], scope: Scope) -> dict[str, str]:
+    """The record's :data:`UNREAD` entries: the :class:`UnknownKey` problems of
+    :func:`knobs` (the warnings' own path), key -> message."""
+    problems = knobs(annotations, scope).problems
+    return {p.path: p.message for p in problems if isinstance(p, UnknownKey)}
+
+
+def _scopes_of_label(key: str) -> tuple[Scope, ...]:
+    """The decisions whose objects carry ``key`` as a label (``carbonshift.io/enabled``)."""
+    return BOTH if key == ENABLED else ()
 
 
 def knobs(annotations: Mapping[str, str], scope: Scope) -> Knobs:
-    """Parse the annotations a policy or NodePool decision reads; never raises."""
+    """Parse the annotations a policy or NodePool decision reads; never raises.
+
+    ``problems`` names malformed values and, as :class:`UnknownKey`, every other
+    ``carbonshift.io/*`` annotation (:func:`unknown_keys`): one path to the warnings."""
     problems: list[InvalidInput] = []
     known = POLICY_STRATEGIES if scope == "policy" else NODEPOOL_STRATEGIES
 
@@ -386,6 +459,7 @@ def knobs(annotations: Mapping[str, str], scope: Scope) -> Knobs:
                 STRATEGY, f"unknown {', '.join(sorted(unknown))} (known: {', '.join(known)})"
             )
         )
+    problems.extend(unknown_keys(annotations, scope))
     return Knobs(
         max_intensity=limit if isinstance(limit, float) else None,
         max_clusters=count if isinstance(count, int) else None,

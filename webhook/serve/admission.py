@@ -15,13 +15,14 @@ import orjson
 import structlog
 
 from webhook import kinds
+from webhook.decision.optin import SELECTED, not_opted_in
 from webhook.decision.outcome import Change
 from webhook.decision.patch import build
-from webhook.decision.record import unchanged_text
+from webhook.decision.record import Record, unchanged_text
 from webhook.kinds import Context, Kind
 from webhook.model import validation
 from webhook.model.objects import meta_of
-from webhook.model.vocabulary import DECISION, ENABLED, REFRESH, opt_in
+from webhook.model.vocabulary import DECISION, REFRESH, UNREAD, unread
 from webhook.serve import reviews
 from webhook.serve.answer import Outcome, respond
 from webhook.serve.memo import DecisionMemo, MemoKey, memo_key
@@ -120,11 +121,11 @@ def _outcome(request: Head, name: str, namespace: str) -> Outcome:
 
 
 def _skip_reason(request: AdmissionRequest, row: Kind, obj: Object, ctx: Context) -> str | None:
-    enabled = opt_in(meta_of(obj).labels)
-    if enabled is False:
-        return f"opted out ({ENABLED}=false)"
-    if not row.namespaced and enabled is not True:
-        return f"not opted in (cluster-scoped objects need label {ENABLED}=true)"
+    # A namespaced object reaches the webhook only from a namespace the registration's
+    # namespaceSelector matched: the one opt-in rule the leader and the preview apply too.
+    reason = not_opted_in(obj, SELECTED if row.namespaced else None)
+    if reason:
+        return reason
     operation = request.operation
     if operation == "CREATE":
         return None
@@ -158,10 +159,16 @@ def _decide(request: AdmissionRequest, ctx: Context, outcome: Outcome) -> None:
         return
     changes = list(decision.changes)
     record = decision.record
+    stored = meta_of(obj).annotations.get(DECISION)
+    keys = False
+    if record is not None:  # the annotations warned about above, in the record too
+        record.body.pop(UNREAD, None)
+        if unread_keys := unread(meta_of(obj).annotations, row.scope):
+            record.body[UNREAD] = unread_keys
+        keys = UNREAD in record.body or UNREAD in Record.decode(stored).body
     # The record goes with every change, and alone when carbonshift left a rule unapplied
-    # (``left``): the object itself then says why it was not changed.
-    if record is not None and (changes or record.body.get("left")):
-        stored = meta_of(obj).annotations.get(DECISION)
+    # (``left``) or a key unread (or no longer): the object itself then says why.
+    if record is not None and (changes or record.body.get("left") or keys):
         outcome.decision = unchanged_text(stored, record.encode())
         changes.append(Change(("metadata", "annotations", DECISION), outcome.decision))
     outcome.patch = build(obj, changes)
