@@ -396,7 +396,7 @@ def test_every_command_reports_a_config_error_the_same_way(
         ["mutate", "-f", str(tmp_path / "m.yaml")],
         ["intensity", "DE"],
         ["intensity", "--clusters"],
-        ["serve", "--port", "0", "--cert-dir", str(tmp_path / "certs")],
+        ["serve", "--port", "8443", "--cert-dir", str(tmp_path / "certs")],
     ):
         code, out, err = run(capsys, *argv, "--config", str(config))
         assert (code, out, err) == (2, "", expected), argv

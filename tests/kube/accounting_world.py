@@ -17,7 +17,7 @@ from webhook import testing
 from webhook.decision.record import Record, fingerprint
 from webhook.decision.terms import GREEN_TERM, TIER_TERM
 from webhook.kinds import Context
-from webhook.kube.accounting import Accountant, Ledger
+from webhook.kube.accounting import LEDGER_LABELS, Accountant, Ledger
 from webhook.model.config import ClusterConfig, Config, parse
 from webhook.model.vocabulary import DECISION
 from webhook.runtime import metrics
@@ -121,7 +121,7 @@ def persisted(kube: kubeapi.KubeApi) -> Ledger:
     """The ledger in the stored ConfigMap (labelled as carbonshift's)."""
     stored = configmap(kube)
     assert stored is not None
-    assert stored["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "carbonshift"}
+    assert stored["metadata"]["labels"] == LEDGER_LABELS
     return Ledger.from_data(stored["data"])
 
 

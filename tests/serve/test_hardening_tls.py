@@ -231,7 +231,7 @@ def test_serve_with_a_missing_client_ca_exits_2_naming_the_key(tmp_path: Path) -
     config.write_text(f"service: {{client_ca: {tmp_path / 'nowhere.crt'}}}\n")
     result = subprocess.run(
         [str(Path(sys.executable).with_name("carbonshift")), "serve", f"--config={config}",
-         "--host=127.0.0.1", "--port=0", f"--cert-dir={tmp_path / 'certs'}"],
+         "--host=127.0.0.1", "--port=8443", f"--cert-dir={tmp_path / 'certs'}"],
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert result.returncode == 2, result.stderr

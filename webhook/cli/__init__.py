@@ -7,26 +7,32 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime
+import ipaddress
+import math
 import os
 import re
 import signal
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import orjson
+import structlog
 import yaml
 
 from webhook import __version__
 from webhook.cli import intensity as cli_intensity
-from webhook.cli import report as report_cli
 from webhook.cli import simulate as simulate_cli
 from webhook.model.config import Config, error_line, load
 from webhook.model.errors import UsageError
 from webhook.model.validation import InvalidInput, yaml_reason
 from webhook.runtime import logs
 from webhook.serve import certs
+
+if TYPE_CHECKING:
+    from webhook.kube.client import Settings
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -39,12 +45,73 @@ def _config(args: argparse.Namespace) -> Config:
     return load(args.config)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its errors on one line (``carbonshift serve: argument --port: ...``)
+    instead of the usage block followed by the error."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def _port(text: str) -> int:
+    """An argparse type: a TCP port, 1 to 65535."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port 1-65535, got {text!r}") from None
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port 1-65535, got {port}")
+    return port
+
+
+def _seconds(*, positive: bool) -> Callable[[str], float]:
+    """An argparse type: a finite number of seconds, > 0 (``positive``) or >= 0."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value) or value < 0 or (positive and value == 0):
+            bound = "> 0" if positive else ">= 0"
+            raise argparse.ArgumentTypeError(f"expected seconds {bound}, got {text!r}")
+        return value
+
+    return parse
+
+
+def _host(text: str) -> str:
+    """An argparse type: an IP address or a DNS name to bind (``999.1.1.1`` is neither)."""
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        problem = certs.dns_problem(text)
+        if problem is not None:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is neither an IP address nor a host name: {problem}"
+            ) from None
+    return text
+
+
+async def _check_kube(where: Settings, flag: str) -> None:
+    """Load the kubeconfig (nothing is sent): a bad one is a one-line usage error."""
+    from webhook.report import fetch  # noqa: PLC0415 - only with a cluster
+    from webhook.runtime.tasks import closed  # noqa: PLC0415
+
+    api = await fetch.connect(where, flag)
+    await closed(api.close())
+
+
+def _kubeconfig_flag(given: str | None) -> str:
+    return "--kubeconfig" if given else "KUBECONFIG"
+
+
 # --- serve ------------------------------------------------------------------------------
 
 
 def _serve(args: argparse.Namespace) -> int:
     from webhook.kube.client import settings  # noqa: PLC0415
-    from webhook.serve import server  # noqa: PLC0415 - keeps `carbonshift --help` fast
+    from webhook.serve import server, tls  # noqa: PLC0415 - keeps `carbonshift --help` fast
 
     config = _config(args)
     kube = settings(
@@ -53,7 +120,22 @@ def _serve(args: argparse.Namespace) -> int:
         default_namespace=config.service.namespace,
         lease=args.lease_name,
     )
+    if kube is not None:
+        asyncio.run(_check_kube(kube, _kubeconfig_flag(args.kubeconfig)))
+    cert_dir = Path(args.cert_dir)
+    hosts = ["localhost", "127.0.0.1", *config.service.dns_names(), args.host]
+    created = certs.serving_dir(cert_dir, hosts)  # never replaces a file already there
+    problem = tls.pair_problem(cert_dir / certs.TLS_CERT, cert_dir / certs.TLS_KEY)
+    if problem is not None:
+        raise UsageError(f"--cert-dir {cert_dir}: {problem}")
     logs.configure(args.log_level)
+    if created:
+        structlog.get_logger("carbonshift.server").info(
+            "development_certificates_created",
+            directory=str(cert_dir),
+            ca=str(cert_dir / certs.CA_CERT),
+            hint="trust ca.crt (caBundle) in the webhook configuration",
+        )
     try:
         import uvloop  # noqa: PLC0415 - optional speed-up
 
@@ -66,7 +148,7 @@ def _serve(args: argparse.Namespace) -> int:
                 config,
                 host=args.host,
                 port=args.port,
-                cert_dir=Path(args.cert_dir),
+                cert_dir=cert_dir,
                 cert_reload_seconds=args.cert_reload_seconds,
                 shutdown_seconds=args.shutdown_seconds,
                 kube=kube,
@@ -83,28 +165,34 @@ def _add_serve(sub: Any) -> None:
         "serve",
         help="run the HTTPS webhook and scheduler API",
         description="Serve POST /mutate (AdmissionReview), GET /healthz, /readyz and /metrics "
-        "over HTTPS. With no certificate in --cert-dir a development CA and serving "
-        "certificate are created there; certificate files are re-read when they change.",
+        "over HTTPS. When --cert-dir is empty or absent a development CA and serving "
+        "certificate are created there; a directory with files but without tls.crt or "
+        "tls.key is refused (nothing in it is replaced); certificate files are re-read "
+        "when they change.",
     )
     p.add_argument("--config", metavar="FILE", help="YAML config (default: built-in, static data)")
-    p.add_argument("--host", default="0.0.0.0", help="address to bind (default: %(default)s)")  # noqa: S104
-    p.add_argument("--port", type=int, default=8443, help="HTTPS port (default: %(default)s)")
+    p.add_argument("--host", default="0.0.0.0", type=_host,  # noqa: S104
+                   help="address to bind (default: %(default)s)")  # fmt: skip
+    p.add_argument(
+        "--port", type=_port, default=8443, help="HTTPS port, 1-65535 (default: %(default)s)"
+    )
     p.add_argument(
         "--cert-dir",
         default="certs",
         metavar="DIR",
-        help="directory with tls.crt and tls.key (default: %(default)s)",
+        help="directory with tls.crt and tls.key; empty or absent: a development CA and "
+        "certificate are created there (default: %(default)s)",
     )
     p.add_argument(
         "--cert-reload-seconds",
-        type=float,
+        type=_seconds(positive=True),
         default=10.0,
         metavar="S",
         help="how often to check the certificate files for changes (default: %(default)s)",
     )
     p.add_argument(
         "--shutdown-seconds",
-        type=float,
+        type=_seconds(positive=False),
         default=10.0,
         metavar="S",
         help="on SIGTERM, how long requests in progress may take to finish; keep it (plus "
@@ -143,15 +231,29 @@ def _add_serve(sub: Any) -> None:
 
 def _certs(args: argparse.Namespace) -> int:
     out = Path(args.out)
+    for flag, value in (("--service", args.service), ("--namespace", args.namespace)):
+        if not certs.DNS_LABEL.fullmatch(value):
+            raise UsageError(
+                f"{flag} {value}: not a DNS label (1 to 63 lower-case letters, digits or "
+                "hyphens, not at either end)"
+            )
+    certs.check_hosts(args.ip, args.dns)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out}: is a file, not a directory")
     existing = [out / name for name in certs.BUNDLE_FILES if (out / name).exists()]
     if existing and not args.force:
         raise UsageError(
             f"{existing[0]} exists: pass --force to replace the CA and certificate in {out} "
             "(every caBundle that trusts the old CA must then be updated)"
         )
+    certs.writable_dir(out, "--out")
     hosts = certs.service_hosts(args.service, args.namespace, [*args.dns, *args.ip])
     bundle = certs.issue(hosts)
-    bundle.write(out)
+    try:
+        bundle.write(out)
+    except OSError as exc:
+        reason = (exc.strerror or str(exc)).lower()
+        raise UsageError(f"--out {out}: cannot write {exc.filename or out}: {reason}") from None
     print(bundle.ca_bundle)
     print(f"wrote {out}/ca.crt ca.key tls.crt tls.key for {', '.join(hosts)}", file=sys.stderr)
     return 0
@@ -167,9 +269,13 @@ def _add_certs(sub: Any) -> None:
     )
     p.add_argument("--service", required=True, help="Service name, e.g. carbonshift")
     p.add_argument("--namespace", required=True, help="Service namespace")
-    p.add_argument("--ip", action="append", default=[], help="extra IP SAN (repeatable)")
-    p.add_argument("--dns", action="append", default=[], help="extra DNS SAN (repeatable)")
-    p.add_argument("--out", required=True, metavar="DIR", help="directory to write to")
+    p.add_argument("--ip", action="append", default=[],
+                   help="extra IP SAN, IPv4 or IPv6 (repeatable)")  # fmt: skip
+    p.add_argument("--dns", action="append", default=[],
+                   help="extra DNS SAN, e.g. hook.example.com or *.example.com "
+                   "(repeatable)")  # fmt: skip
+    p.add_argument("--out", required=True, metavar="DIR",
+                   help="directory to write to (created when absent)")  # fmt: skip
     p.add_argument(
         "--force",
         action="store_true",
@@ -374,6 +480,119 @@ def _add_mutate(sub: Any) -> None:
     p.set_defaults(handler=_mutate)
 
 
+# --- report -----------------------------------------------------------------------------
+
+
+def _report(args: argparse.Namespace) -> int:
+    from webhook.report import data, fetch, render  # noqa: PLC0415 - keeps `--help` fast
+
+    try:
+        since = data.duration(args.since)
+    except ValueError as exc:
+        raise UsageError(f"--since: {exc}") from None
+    if since <= datetime.timedelta(0):
+        raise UsageError(f"--since: {args.since!r} is not a positive duration")
+    if args.input:
+        ledger, events, objects = _report_input(args.input)
+        where = f"read from {args.input} (--input)"
+    else:
+        try:
+            source, events, objects = asyncio.run(_report_cluster(args))
+        except fetch.ClusterUnreachable as exc:  # a runtime failure, not a usage error
+            print(f"carbonshift: {exc}", file=sys.stderr)
+            return 1
+        ledger, where = source.data, source.where
+    report = data.build(ledger, events, objects, now=datetime.datetime.now(datetime.UTC),
+                        since=since)  # fmt: skip
+    if args.prometheus:
+        from webhook.report import prometheus  # noqa: PLC0415
+
+        data.overlay(report, asyncio.run(prometheus.increases(args.prometheus, since)))
+        where += f"; per-workload figures from {args.prometheus}"
+    print(f"carbonshift report: {where}", file=sys.stderr)
+    out = {"table": render.table, "json": render.to_json, "html": render.page}[args.output]
+    sys.stdout.write(out(report))
+    return 0
+
+
+def _report_input(path: str) -> tuple[Any, list[Any], list[Any]]:
+    """``--input FILE``: ``{"ledger": {...}, "events": [...], "objects": [...]}``."""
+    try:
+        doc = orjson.loads(Path(path).read_bytes())
+    except OSError as exc:
+        reason = (exc.strerror or str(exc)).lower()
+        raise UsageError(f"--input {path}: cannot read it: {reason}") from None
+    except orjson.JSONDecodeError as exc:
+        raise UsageError(f"--input {path}: not JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise UsageError(f"--input {path}: expected a JSON object with ledger, events, objects")
+    ledger, events, objects = doc.get("ledger"), doc.get("events") or [], doc.get("objects") or []
+    if ledger is not None and not (
+        isinstance(ledger, dict) and all(isinstance(v, str) for v in ledger.values())
+    ):
+        raise UsageError(f"--input {path}: ledger: expected the ConfigMap's data (strings)")
+    for key, value in (("events", events), ("objects", objects)):
+        if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+            raise UsageError(f"--input {path}: {key}: expected a list of objects")
+    return ledger, events, objects
+
+
+async def _report_cluster(args: argparse.Namespace) -> tuple[Any, list[Any], list[Any]]:
+    from webhook.kube.client import settings  # noqa: PLC0415
+    from webhook.report import fetch  # noqa: PLC0415
+    from webhook.runtime.tasks import closed  # noqa: PLC0415
+
+    if args.namespace is not None and not certs.DNS_LABEL.fullmatch(args.namespace):
+        raise UsageError(f"--namespace {args.namespace}: not a namespace name (a DNS label)")
+    name = args.configmap
+    if name is not None and not all(certs.DNS_LABEL.fullmatch(p) for p in name.split(".")):
+        raise UsageError(f"--configmap {name}: not a ConfigMap name (a DNS subdomain)")
+    config = _config(args)
+    where = settings(args.kubeconfig, namespace=args.namespace,
+                     default_namespace=config.service.namespace)  # fmt: skip
+    if where is None:
+        raise UsageError("no cluster: pass --kubeconfig, set KUBECONFIG, or use --input FILE")
+    api = await fetch.connect(where, _kubeconfig_flag(args.kubeconfig))
+    try:
+        return await fetch.collect(
+            api, args.configmap or config.accounting.configmap, args.namespace, where.namespace
+        )
+    finally:
+        await closed(api.close())
+
+
+def _add_report(sub: Any) -> None:
+    p = sub.add_parser(
+        "report",
+        help="show the carbon accounting: energy, emissions, counterfactual, avoided",
+        description="Per workload: energy, intensity, emissions, the counterfactual (the "
+        "same replicas placed as the user's own policy would have placed them), avoided "
+        "emissions, share saved and moves; per cluster: replica-hours gained or lost "
+        "against the counterfactual and the emissions there; and the decision history "
+        "(carbonshift's Events and the switches in decision annotations). Reads the "
+        "leader's accounting ConfigMap wherever the leader keeps it (by its labels) and "
+        "says on stderr where it read. -o html prints one self-contained HTML page with "
+        "plots to stdout.",
+    )
+    p.add_argument("--since", default="7d", help="window of the history, plots and "
+                   "Prometheus figures: 7d, 24h, 30m (default: %(default)s)")  # fmt: skip
+    p.add_argument("-o", "--output", choices=("table", "json", "html"), default="table")
+    p.add_argument("--kubeconfig", metavar="FILE", help="API server to read from "
+                   "(default: KUBECONFIG, else in-cluster)")  # fmt: skip
+    p.add_argument("--namespace", metavar="NS", help="read the accounting ConfigMap in this "
+                   "namespace only (default: find it by its labels in any namespace, the "
+                   "leader's lease namespace)")  # fmt: skip
+    p.add_argument("--configmap", metavar="NAME", help="name of the accounting ConfigMap "
+                   "(default: accounting.configmap of --config, carbonshift-accounting "
+                   "by default)")  # fmt: skip
+    p.add_argument("--config", metavar="FILE", help="YAML config (accounting.configmap)")
+    p.add_argument("--prometheus", metavar="URL", help="take the per-workload figures over "
+                   "--since from this Prometheus (its /api/v1/query)")  # fmt: skip
+    p.add_argument("--input", metavar="FILE", help="read the data from this JSON file "
+                   "instead of an API server")  # fmt: skip
+    p.set_defaults(handler=_report)
+
+
 # --- main -------------------------------------------------------------------------------
 
 COMMANDS: tuple[Callable[[Any], None], ...] = (
@@ -382,13 +601,13 @@ COMMANDS: tuple[Callable[[Any], None], ...] = (
     _add_mutate,
     cli_intensity.add_parser,
     simulate_cli.add_parser,
-    report_cli.add_parser,
+    _add_report,
 )
 
 
 def parser() -> argparse.ArgumentParser:
     """The full argument parser (all subcommands)."""
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="carbonshift",
         description="Carbon-aware placement for Kubernetes fleets: a mutating admission webhook "
         "for Karmada PropagationPolicies and Karpenter NodePools, and a filter/score API for "

@@ -4,7 +4,7 @@ Runs one refresh through the configured provider chain (and the shared cache whe
 ``CARBONSHIFT_REDIS_URL`` is set) and prints, per zone, the value, its signal, the
 provider that answered, the age of the data and the estimated/stale flags, plus why
 earlier providers in the chain did not answer. Exit status: 0 when every zone has data,
-1 when some have none, 2 for a configuration problem.
+1 when some have none (or the API server does not answer), 2 for a configuration problem.
 
 With ``--clusters`` it lists the fleet's member clusters instead: each with its grid zone,
 where that zone came from (``label``, ``annotation``, ``config``, ``region-table`` or
@@ -40,6 +40,7 @@ from webhook.model.config import Config
 from webhook.model.intensity import utcnow
 from webhook.model.objects import items
 from webhook.model.validation import InvalidInput
+from webhook.runtime import logs
 from webhook.runtime.tasks import closed
 
 
@@ -89,6 +90,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     """Entry point for the parsed ``intensity`` command; returns the exit status."""
     out = out or sys.stdout
     err = err or sys.stderr
+    # Every zone's reasons are in the output: the feed's warnings would only repeat them.
+    logs.configure("error", stream=sys.stderr)
     if getattr(args, "clusters", False):
         return run_clusters(args, out, err)
     try:
@@ -218,14 +221,13 @@ async def _list_clusters(args: argparse.Namespace, cfg: Config) -> Listed | None
     from kubernetes_asyncio import client as k8s  # noqa: PLC0415 - only with a cluster
 
     from webhook.kube import client, inventory  # noqa: PLC0415
+    from webhook.report import fetch  # noqa: PLC0415
 
     kube = client.settings(args.kubeconfig, default_namespace=cfg.service.namespace)
     if kube is None:
         return None
-    try:
-        api = await client.connect(kube)
-    except Exception as exc:  # a missing or unreadable kubeconfig
-        raise InvalidInput("--kubeconfig", f"cannot load {kube.kubeconfig}: {exc}") from None
+    flag = "--kubeconfig" if args.kubeconfig else "KUBECONFIG"
+    api = await fetch.connect(kube, flag)  # a bad kubeconfig: one line, exit status 2
     virtual: list[dict[str, Any]] = []
     managed: list[dict[str, Any]] = []
     try:
@@ -251,7 +253,9 @@ async def _list_clusters(args: argparse.Namespace, cfg: Config) -> Listed | None
                 *ocm.CLUSTERS, _request_timeout=client.REQUEST_TIMEOUT
             )
             managed = list(hub.get("items") or [])
-    except Exception as exc:  # unreachable, refused
+    except fetch.NETWORK_ERRORS as exc:  # unreachable: a runtime failure, exit status 1
+        raise fetch.unreachable(api, exc) from None
+    except Exception as exc:  # refused
         raise _unlisted(kube.kubeconfig, exc) from None
     finally:
         await closed(api.close())
@@ -262,7 +266,8 @@ async def _list_clusters(args: argparse.Namespace, cfg: Config) -> Listed | None
 
 def _unlisted(kubeconfig: object, exc: Exception) -> InvalidInput:
     where = kubeconfig or "in-cluster"
-    return InvalidInput("--kubeconfig", f"cannot list Karmada Clusters via {where}: {exc}"[:400])
+    reason = " ".join(str(exc).split())
+    return InvalidInput("--kubeconfig", f"cannot list Karmada Clusters via {where}: {reason}"[:400])
 
 
 async def _collect_clusters(
@@ -280,12 +285,17 @@ async def _collect_clusters(
 
 def run_clusters(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """``carbonshift intensity --clusters``; returns the exit status."""
+    from webhook.report.fetch import ClusterUnreachable  # noqa: PLC0415 - only with --clusters
+
     try:
         cfg = config_mod.load(args.config)
         found, skipped, statuses = asyncio.run(_collect_clusters(args, cfg))
     except (InvalidInput, ValueError) as exc:  # bad configuration or Redis URL
         err.write(config_mod.error_line(exc, args.config) + "\n")
         return 2
+    except ClusterUnreachable as exc:  # the API server did not answer
+        err.write(f"carbonshift: {exc}\n")
+        return 1
     if _wants_json(args):
         rows = [_member_json(m, statuses.get(m.zone) if m.zone else None) for m in found]
         out.write(orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode() + "\n")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -131,8 +132,11 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     if args.traces is None:
         raise InvalidInput("--traces", "no default trace folder found; pass --traces DIR")
+    if args.traces.exists() and not args.traces.is_dir():
+        raise InvalidInput("--traces", f"{args.traces} is a file, not a folder of trace CSVs")
     if args.report is not None:
         report.require_matplotlib()
+        _check_report_dir(args.report)
     progress = sys.stderr.isatty() if args.progress is None else args.progress
     only = [p.strip() for p in args.policies.split(",") if p.strip()]
     base = dict(_pairs(args.overrides, "--set"))
@@ -150,6 +154,18 @@ def _run(args: argparse.Namespace) -> int:
         path = report.write_html(outcome, args.report)
         print(f"report written to {path}", file=sys.stderr)
     return 0
+
+
+def _check_report_dir(path: Path) -> None:
+    """Refuse a ``--report`` folder that cannot be written before the simulation runs,
+    rather than after it."""
+    if path.exists() and not path.is_dir():
+        raise InvalidInput("--report", f"{path} is a file, not a folder")
+    parent = next((p for p in (path, *path.parents) if p.exists()), Path())
+    if not parent.is_dir():
+        raise InvalidInput("--report", f"cannot create {path}: {parent} is a file")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise InvalidInput("--report", f"cannot create {path}: {parent} is not writable")
 
 
 def _sweep(

@@ -96,6 +96,12 @@ NODEPOOL_LABEL = "karpenter.sh/nodepool"
 ZONE_LABEL = "topology.kubernetes.io/zone"
 SERIES_HOURS = 14 * 24
 """Hourly fleet points kept for the report's plots (two weeks)."""
+LEDGER_LABELS = {
+    "app.kubernetes.io/managed-by": "carbonshift",
+    "carbonshift.io/ledger": "accounting",
+}
+"""The labels of the accounting ConfigMap: ``carbonshift report`` finds it by them in
+whichever namespace the leader keeps it."""
 MILLI = 0.001
 
 Obj = dict[str, Any]
@@ -531,7 +537,7 @@ class Accountant:
             "metadata": {
                 "name": name,
                 "namespace": self.namespace,
-                "labels": {"app.kubernetes.io/managed-by": "carbonshift"},
+                "labels": dict(LEDGER_LABELS),
                 **({"resourceVersion": self._version} if self._version else {}),
             },
             "data": ledger.to_data(),

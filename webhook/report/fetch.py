@@ -1,19 +1,111 @@
-"""Read what ``carbonshift report`` shows from the API server."""
+"""Read what ``carbonshift report`` shows from the API server.
+
+The ledger is the leader's accounting ConfigMap (``accounting.configmap``), kept in the
+leader's lease namespace and labelled :data:`~webhook.kube.accounting.LEDGER_LABELS`.
+Without ``--namespace`` the report looks it up by label across namespaces
+(:func:`ledger`), so it finds the ledger wherever the leader keeps it; with one it reads
+that namespace only. Every read says where it looked (:attr:`Source.where`).
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import os
+import re
+from pathlib import Path
 from typing import Any, cast
 
 import aiohttp
 import orjson
 from kubernetes_asyncio import client
+from kubernetes_asyncio import config as kube_config
 from kubernetes_asyncio.client.rest import ApiException
 
-from webhook.kube.accounting import NODEPOOLS, POLICIES
-from webhook.kube.client import REQUEST_TIMEOUT
+from webhook.kube.accounting import LEDGER_LABELS, NODEPOOLS, POLICIES
+from webhook.kube.client import REQUEST_TIMEOUT, Settings
+from webhook.model.errors import InvalidInput, UsageError
 from webhook.model.objects import meta_of
 from webhook.model.vocabulary import DECISION
 from webhook.report.history import REASONS
+
+MANAGED_BY = "app.kubernetes.io/managed-by"
+LEDGER_LABEL = "carbonshift.io/ledger"
+SELECTOR = f"{MANAGED_BY}={LEDGER_LABELS[MANAGED_BY]}"
+"""What the cross-namespace lookup lists: every ConfigMap carbonshift manages (a leader
+from before the ``carbonshift.io/ledger`` label is found by the ConfigMap's name)."""
+
+
+class ClusterUnreachable(RuntimeError):
+    """The API server could not be reached, or refused a read (a runtime failure, exit 1)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Source:
+    """Where the ledger was read, and what was found there."""
+
+    data: dict[str, str] | None
+    """The ConfigMap's ``data``; None when there is no ledger (yet)."""
+    where: str
+    """One line for the person running the report: where it looked and what it found."""
+
+
+def _one_line(text: object) -> str:
+    return re.sub(r"\s+", " ", str(text)).strip()
+
+
+def kubeconfig_problem(path: Path) -> str | None:
+    """Why the kubeconfig at ``path`` cannot be read (missing, a directory, unreadable),
+    before the Kubernetes client logs and raises about it; None when it can be."""
+    if not path.exists():
+        return "no such file"
+    if path.is_dir():
+        return "is a directory, not a kubeconfig file"
+    if not os.access(path, os.R_OK):
+        return "permission denied"
+    return None
+
+
+async def connect(where: Settings, flag: str = "--kubeconfig") -> client.ApiClient:
+    """An ``ApiClient`` for ``where``; a kubeconfig that is missing, unreadable or not a
+    kubeconfig is an :class:`InvalidInput` of ``flag`` (``--kubeconfig`` or ``KUBECONFIG``)
+    on one line: ``carbonshift: config: --kubeconfig: cannot load FILE: why``, exit status
+    2. Nothing is sent to the API server."""
+    configuration = client.Configuration()
+    if where.kubeconfig is None:
+        try:
+            kube_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        except kube_config.ConfigException as exc:
+            raise InvalidInput("KUBERNETES_SERVICE_HOST", _one_line(exc)) from None
+        return client.ApiClient(configuration=configuration)
+    problem = kubeconfig_problem(where.kubeconfig)
+    if problem is None:
+        try:
+            await kube_config.load_kube_config(
+                config_file=str(where.kubeconfig), client_configuration=configuration
+            )
+        except Exception as exc:  # YAML, ConfigException, a missing key: not a kubeconfig
+            problem = f"not a usable kubeconfig: {_one_line(exc) or type(exc).__name__}"
+    if problem is not None:
+        raise InvalidInput(flag, f"cannot load {where.kubeconfig}: {problem}")
+    return client.ApiClient(configuration=configuration)
+
+
+def unreachable(api: client.ApiClient, exc: BaseException) -> ClusterUnreachable:
+    """One line for a request that did not get an answer, or got a refusal."""
+    host = api.configuration.host
+    if isinstance(exc, ApiException):
+        return ClusterUnreachable(f"the API server {host} answered {exc.status} {exc.reason}")
+    os_error = getattr(exc, "os_error", exc)
+    if isinstance(os_error, OSError) and os_error.errno:
+        reason = os.strerror(os_error.errno)
+    else:
+        reason = _one_line(exc) or type(exc).__name__
+    if isinstance(exc, TimeoutError):
+        reason = "no answer in time"
+    return ClusterUnreachable(f"cannot reach the API server {host}: {reason.lower()}")
+
+
+NETWORK_ERRORS = (aiohttp.ClientError, OSError, TimeoutError)
 
 
 async def _events(api: client.ApiClient) -> list[dict[str, Any]]:
@@ -39,20 +131,87 @@ async def _events(api: client.ApiClient) -> list[dict[str, Any]]:
     return [e for e in items if isinstance(e, dict)]
 
 
-async def everything(
-    api: client.ApiClient, namespace: str, configmap: str
-) -> tuple[dict[str, str] | None, list[dict[str, Any]], list[dict[str, Any]]]:
-    """The accounting ConfigMap's data, carbonshift's Events, the managed objects."""
-    core = client.CoreV1Api(api)
+async def _read(core: client.CoreV1Api, namespace: str, name: str) -> dict[str, str] | None:
     try:
         found = await core.read_namespaced_config_map(
-            configmap, namespace, _request_timeout=REQUEST_TIMEOUT
+            name, namespace, _request_timeout=REQUEST_TIMEOUT
         )
-        ledger: dict[str, str] | None = dict(found.data or {})
     except ApiException as exc:
         if exc.status != 404:
             raise
-        ledger = None
+        return None
+    return dict(found.data or {})
+
+
+async def ledger(
+    api: client.ApiClient, configmap: str, namespace: str | None, fallback: str
+) -> Source:
+    """The leader's ledger: in ``namespace`` when given; else the ConfigMap labelled
+    ``carbonshift.io/ledger`` (or carbonshift's ConfigMap named ``configmap``) in whichever
+    namespace holds it. Several candidates are a :class:`UsageError` naming them (pass
+    ``--namespace``); when listing across namespaces is refused, ``fallback``/``configmap``
+    is read instead."""
+    core = client.CoreV1Api(api)
+    if namespace is not None:
+        data = await _read(core, namespace, configmap)
+        return Source(data, _said(data, f"ConfigMap {namespace}/{configmap}", "--namespace"))
+    try:
+        listed = await core.list_config_map_for_all_namespaces(
+            label_selector=SELECTOR, _request_timeout=REQUEST_TIMEOUT
+        )
+    except ApiException as exc:
+        if exc.status not in (401, 403):
+            raise
+        data = await _read(core, fallback, configmap)
+        why = "listing ConfigMaps across namespaces was refused; pass --namespace NS"
+        return Source(data, _said(data, f"ConfigMap {fallback}/{configmap}", why))
+    items = list(listed.items or [])
+    named = [c for c in items if c.metadata.name == configmap]
+    labelled = [c for c in items if (c.metadata.labels or {}).get(LEDGER_LABEL)]
+    candidates = named or labelled
+    if len(candidates) > 1:
+        names = ", ".join(sorted(f"{c.metadata.namespace}/{c.metadata.name}" for c in candidates))
+        raise UsageError(f"several accounting ConfigMaps ({names}): pass --namespace NS")
+    if not candidates:
+        looked = f"ConfigMap labelled {LEDGER_LABEL} or named {configmap}"
+        return Source(None, f"no accounting yet: no {looked} in any namespace (the leader "
+                            "writes it after its first accounting pass)")  # fmt: skip
+    [found] = candidates
+    data = dict(found.data or {})
+    what = f"ConfigMap {found.metadata.namespace}/{found.metadata.name}"
+    return Source(data, _said(data, what, "found by its labels"))
+
+
+def _said(data: dict[str, str] | None, what: str, how: str) -> str:
+    if data is None:
+        return f"no accounting yet: no {what} ({how}; the leader writes it after its first pass)"
+    return f"accounting read from {what} ({how})"
+
+
+async def collect(
+    api: client.ApiClient, configmap: str, namespace: str | None, fallback: str
+) -> tuple[Source, list[dict[str, Any]], list[dict[str, Any]]]:
+    """The ledger (:func:`ledger`), carbonshift's Events, the managed objects. A request
+    without an answer, or refused, raises :class:`ClusterUnreachable`."""
+    try:
+        return await _collect(api, configmap, namespace, fallback)
+    except (ApiException, *NETWORK_ERRORS) as exc:
+        raise unreachable(api, exc) from None
+
+
+async def everything(
+    api: client.ApiClient, namespace: str, configmap: str
+) -> tuple[dict[str, str] | None, list[dict[str, Any]], list[dict[str, Any]]]:
+    """The ConfigMap ``configmap`` of ``namespace`` exactly, the Events and the managed
+    objects (:func:`collect` with ``--namespace``)."""
+    source, events, objects = await collect(api, configmap, namespace, namespace)
+    return source.data, events, objects
+
+
+async def _collect(
+    api: client.ApiClient, configmap: str, namespace: str | None, fallback: str
+) -> tuple[Source, list[dict[str, Any]], list[dict[str, Any]]]:
+    source = await ledger(api, configmap, namespace, fallback)
     events = [e for e in await _events(api) if e.get("reason") in REASONS]
     objects: list[dict[str, Any]] = []
     custom = client.CustomObjectsApi(api)
@@ -69,4 +228,4 @@ async def everything(
             if DECISION in meta_of(obj).annotations:
                 obj.setdefault("kind", kind)
                 objects.append(obj)
-    return ledger, events, objects
+    return source, events, objects

@@ -13,6 +13,7 @@ import base64
 import dataclasses
 import ipaddress
 import os
+import re
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -21,6 +22,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from webhook.model.errors import UsageError
 
 CA_CERT, CA_KEY, TLS_CERT, TLS_KEY = "ca.crt", "ca.key", "tls.crt", "tls.key"
 BUNDLE_FILES = (CA_CERT, CA_KEY, TLS_CERT, TLS_KEY)
@@ -213,6 +216,88 @@ def issue(hosts: Iterable[str]) -> Bundle:
     ca_cert, ca_key = make_ca()
     cert, key = make_serving(ca_cert, ca_key, hosts)
     return Bundle(ca_cert=ca_cert, ca_key=ca_key, cert=cert, key=key)
+
+
+DNS_LABEL = re.compile(r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?")
+"""An RFC 1123 label as Kubernetes names Services and namespaces (lower case)."""
+_DNS_LABEL = re.compile(r"(?!-)[a-z0-9-]{1,63}(?<!-)", re.IGNORECASE)
+_IP_LIKE = re.compile(r"[0-9.]+|.*:.*")
+"""What a person meant as an IP address: digits and dots only (``999.1.1.1``), or a colon."""
+
+
+def dns_problem(name: str) -> str | None:
+    """Why ``name`` is not a DNS name a certificate can carry (RFC 1123 labels, at most
+    253 characters, a leading ``*.`` wildcard allowed), or None when it is one."""
+    bare = name.removeprefix("*.").removesuffix(".")
+    if not bare or len(bare) > 253:
+        return "expected 1 to 253 characters"
+    if _IP_LIKE.fullmatch(bare):
+        return "looks like an IP address, not a DNS name"
+    bad = next((label for label in bare.split(".") if not _DNS_LABEL.fullmatch(label)), None)
+    if bad is not None:
+        return (
+            f"label {bad!r} is not 1 to 63 letters, digits or hyphens (not at either end)"
+            if bad
+            else "empty label"
+        )
+    return None
+
+
+def check_hosts(ips: Iterable[str], dns: Iterable[str]) -> None:
+    """Refuse a malformed ``--ip`` or ``--dns`` (a :class:`UsageError` naming the flag),
+    instead of writing ``999.1.1.1`` into the certificate as a DNS name."""
+    for value in ips:
+        try:
+            ipaddress.ip_address(value)
+        except ValueError:
+            raise UsageError(f"--ip {value}: not an IPv4 or IPv6 address") from None
+    for value in dns:
+        problem = dns_problem(value)
+        if problem is not None:
+            raise UsageError(f"--dns {value}: not a DNS name: {problem}")
+
+
+def writable_dir(directory: Path, flag: str) -> None:
+    """Create ``directory`` (and its parents) if absent; a path that is a file, lies under a
+    file or cannot be created is a :class:`UsageError` naming ``flag``."""
+    if directory.exists() and not directory.is_dir():
+        raise UsageError(f"{flag} {directory}: is a file, not a directory")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        reason = (exc.strerror or str(exc)).lower()
+        raise UsageError(f"{flag} {directory}: cannot create the directory: {reason}") from None
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise UsageError(f"{flag} {directory}: cannot write there: permission denied")
+
+
+def serving_dir(directory: Path, hosts: Iterable[str]) -> bool:
+    """Make ``directory`` ready for ``carbonshift serve``: a development CA and serving
+    certificate for ``hosts`` are written when it is absent or empty (returns True); when
+    it holds both ``tls.crt`` and ``tls.key`` it is used as is (returns False). Anything
+    else is the user's and is left untouched: a file instead of a directory, or a directory
+    with files but without ``tls.crt`` or ``tls.key`` (a half-mounted Secret), is a
+    :class:`UsageError` naming what is missing."""
+    flag = "--cert-dir"
+    if directory.exists() and not directory.is_dir():
+        raise UsageError(f"{flag} {directory}: is a file, not a directory")
+    try:
+        present = sorted(p.name for p in directory.iterdir()) if directory.exists() else []
+    except OSError as exc:
+        reason = (exc.strerror or str(exc)).lower()
+        raise UsageError(f"{flag} {directory}: cannot read the directory: {reason}") from None
+    if not present:
+        writable_dir(directory, flag)
+        issue(hosts).write(directory)
+        return True
+    missing = [name for name in (TLS_CERT, TLS_KEY) if name not in present]
+    if missing:
+        raise UsageError(
+            f"{flag} {directory}: {' and '.join(missing)} missing: put the serving "
+            f"certificate and its key there as {TLS_CERT} and {TLS_KEY}, or pass an empty "
+            "directory for a development certificate (files already there are never replaced)"
+        )
+    return False
 
 
 def service_hosts(service: str, namespace: str, extra: Iterable[str] = ()) -> list[str]:

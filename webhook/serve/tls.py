@@ -27,7 +27,11 @@ import ssl
 from pathlib import Path
 
 import structlog
+from cryptography import x509
+from cryptography.exceptions import UnsupportedAlgorithm
+from cryptography.hazmat.primitives import serialization
 
+from webhook.model.errors import UsageError
 from webhook.model.validation import InvalidInput
 from webhook.serve.certs import TLS_CERT, TLS_KEY
 
@@ -70,6 +74,36 @@ def _check_client_ca(path: Path) -> None:
         raise InvalidInput("service.client_ca", f"cannot read {path}: {exc.strerror}") from None
 
 
+def pair_problem(cert: Path, key: Path) -> str | None:
+    """Why ``cert`` and ``key`` cannot serve TLS, in a few words, or None when they can:
+    unreadable, no PEM certificate, no PEM private key (or an encrypted one), or a key
+    that is not the certificate's."""
+    try:
+        cert_pem, key_pem = cert.read_bytes(), key.read_bytes()
+    except OSError as exc:
+        return f"cannot read {exc.filename}: {(exc.strerror or str(exc)).lower()}"
+    try:
+        certificate = x509.load_pem_x509_certificate(cert_pem)
+    except ValueError:
+        return f"{cert} holds no PEM certificate"
+    try:
+        private = serialization.load_pem_private_key(key_pem, password=None)
+    except TypeError:
+        return f"{key} is encrypted: carbonshift needs an unencrypted key"
+    except (ValueError, UnsupportedAlgorithm):
+        return f"{key} holds no PEM private key"
+    public = serialization.PublicFormat.SubjectPublicKeyInfo
+    if private.public_key().public_bytes(serialization.Encoding.PEM, public) != (
+        certificate.public_key().public_bytes(serialization.Encoding.PEM, public)
+    ):
+        return f"{key} is not the key of {cert}"
+    try:
+        _context(cert, key, None)
+    except ssl.SSLError as exc:  # anything else OpenSSL refuses
+        return f"{cert} and {key} are refused for TLS: {exc.reason or exc}"
+    return None
+
+
 def has_client_certificate(peercert: object) -> bool:
     """Whether a connection's ``peercert`` extra info is a verified client certificate
     (the handshake refuses one the CA bundle does not verify, so any certificate present
@@ -87,6 +121,9 @@ class ReloadingTLS:
         self.client_ca = client_ca
         if client_ca is not None:
             _check_client_ca(client_ca)
+        problem = pair_problem(self.cert_path, self.key_path)
+        if problem is not None:  # one line at start-up rather than OpenSSL's traceback
+            raise UsageError(f"--cert-dir {directory}: {problem}")
         self._digest = self._read_digest()
         self._current = self._fresh()
         self.front = self._fresh()
