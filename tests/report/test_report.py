@@ -11,8 +11,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.report.sample import events, ledger, objects, report
+from tests.report.sample import NOW, events, ledger, objects, report
 from webhook.cli import main
+from webhook.decision.accounting import Totals
+from webhook.kube.accounting import Ledger, ObjectTotals
 from webhook.model.intensity import Signal
 from webhook.report import data, render
 
@@ -93,3 +95,54 @@ def test_prometheus_figures_replace_the_ledgers_and_add_what_it_lacks() -> None:
     assert row.totals.signal == Signal.AVERAGE
     assert row.to_json()["avoided_g"] == 30.0
     assert not [r for r in got.workloads if r.name == "odd"]
+
+
+def test_a_series_of_one_point_is_drawn_with_markers() -> None:
+    got = report()
+    got.series = got.series[-1:]  # the first hour of a fresh leader
+    page = render.page(got)
+    assert page.count('<circle class="marker"') == 2 + 2 + 2  # every line of every plot
+    assert "no data in the window" not in page
+    assert render.page(report()).count('<circle class="marker"') == 0  # lines need none
+
+
+def _one_workload(places: dict[str, dict[str, float]]) -> data.Report:
+    book = Ledger(since=NOW - datetime.timedelta(days=1), last=NOW)
+    grams = sum(p["g"] for p in places.values())
+    counterfactual = sum(p["cf_g"] for p in places.values())
+    totals = Totals(Signal.AVERAGE, "coefficient", "static", kwh=10.0, grams=grams,
+                    counterfactual_grams=counterfactual, hours=24.0)  # fmt: skip
+    book.objects = {"PropagationPolicy/shop/web": ObjectTotals({"average/coefficient": totals},
+                                                               places)}  # fmt: skip
+    point = book.point(NOW)
+    point["i"] = {"green": 25.0, "dirty": 150.0, "idle": 50.0}
+    book.series = [point]
+    return data.build(book.to_data(), [], [], now=NOW, since=datetime.timedelta(days=1))
+
+
+def test_the_cluster_table_shows_replica_hours_gained_or_lost_and_emissions_there() -> None:
+    """An even split of 200 replica-hours as the counterfactual: green took 60 more than
+    its half, dirty ran 60 fewer; idle (never used) lost its 50 counterfactual ones."""
+    got = _one_workload({
+        "green": {"kwh": 8.0, "g": 200.0, "cf_g": 125.0, "rh": 160.0},   # 25 g/kWh
+        "dirty": {"kwh": 2.0, "g": 300.0, "cf_g": 750.0, "rh": 40.0},    # 150 g/kWh
+        "idle": {"kwh": 0.0, "g": 0.0, "cf_g": 125.0, "rh": 0.0},        # 50 g/kWh (series)
+    })  # fmt: skip
+    clusters = {r.name: r for r in got.clusters}
+    assert clusters["green"].counterfactual_replica_hours == pytest.approx(100.0)
+    assert clusters["green"].replica_hours_gained == pytest.approx(60.0)
+    assert clusters["dirty"].replica_hours_gained == pytest.approx(-60.0)
+    assert clusters["idle"].replica_hours_gained == pytest.approx(-50.0)
+    assert clusters["dirty"].to_json()["replica_hours_gained"] == pytest.approx(-60.0)
+    text = render.table(got)
+    section = text[text.index("CLUSTERS") :]
+    assert "GAINED/LOST R-H" in section
+    assert "+60.0" in section
+    assert "-60.0" in section
+    assert "%" not in section.split("DECISION HISTORY")[0]  # no share saved per cluster
+    page = render.page(got)
+    clusters_html = page[page.index("<h2>Clusters</h2>") : page.index("<h2>Decision history")]
+    assert "GAINED/LOST R-H" in clusters_html
+    assert "EMISSIONS THERE" in clusters_html
+    assert "%" not in clusters_html
+    assert "SAVED" not in clusters_html

@@ -53,6 +53,16 @@ class Row:
     totals: Totals
     moves: int = 0
     replica_hours: float = 0.0
+    counterfactual_replica_hours: float | None = None
+    """A cluster's replica-hours had the user's own policy placed the replicas (None for a
+    workload, or when no intensity of the cluster is known to derive it)."""
+
+    @property
+    def replica_hours_gained(self) -> float | None:
+        """Replica-hours this cluster ran beyond the counterfactual (negative: fewer)."""
+        if self.counterfactual_replica_hours is None:
+            return None
+        return self.replica_hours - self.counterfactual_replica_hours
 
     @property
     def intensity(self) -> float | None:
@@ -79,6 +89,8 @@ class Row:
             "moves": self.moves,
             "hours": t.hours,
             "replica_hours": self.replica_hours,
+            "counterfactual_replica_hours": self.counterfactual_replica_hours,
+            "replica_hours_gained": self.replica_hours_gained,
         }
 
 
@@ -143,6 +155,7 @@ def build(
     workloads: list[Row] = []
     clusters: dict[tuple[str, str], Row] = {}
     fleet: dict[str, Row] = {}
+    mean_intensity = _mean_intensities(ledger.series)
     for text, held in sorted(ledger.objects.items()):
         kind, _, rest = text.partition("/")
         namespace, _, name = rest.partition("/")
@@ -156,6 +169,8 @@ def build(
         if first is None or kind == "NodePool":
             continue  # NodePool places are topology zones, not member clusters
         only = held.totals[first]
+        rows = sum(p.get("rh", 0.0) for p in held.places.values())
+        kwh_per_rh = sum(p.get("kwh", 0.0) for p in held.places.values()) / rows if rows else 0.0
         for place, numbers in held.places.items():
             row = clusters.setdefault(
                 (place, first), Row("Cluster", "", place, Totals(only.signal, only.method))
@@ -170,6 +185,11 @@ def build(
             )
             row.totals.merge(part)
             row.replica_hours += numbers.get("rh", 0.0)
+            counterfactual_rh = _counterfactual_rh(numbers, kwh_per_rh, mean_intensity.get(place))
+            if counterfactual_rh is not None:
+                row.counterfactual_replica_hours = (
+                    row.counterfactual_replica_hours or 0.0
+                ) + counterfactual_rh
     for row in fleet.values():
         row.moves = sum(moves.values())
     series = [p for p in ledger.series if _in_window(p, start)]
@@ -184,6 +204,34 @@ def build(
         series=series,
         source="configmap",
     )
+
+
+def _mean_intensities(series: Iterable[Mapping[str, Any]]) -> dict[str, float]:
+    """Each cluster's mean intensity over the ledger's hourly points."""
+    sums: dict[str, list[float]] = {}
+    for point in series:
+        for name, value in (point.get("i") or {}).items():
+            if isinstance(value, int | float):
+                sums.setdefault(str(name), []).append(float(value))
+    return {name: sum(values) / len(values) for name, values in sums.items()}
+
+
+def _counterfactual_rh(
+    numbers: Mapping[str, float], kwh_per_rh: float, fallback_intensity: float | None
+) -> float | None:
+    """The replica-hours the counterfactual placed in one cluster: its counterfactual grams
+    there at the grams one replica-hour emitted there (a replica needs the same energy
+    wherever it runs, and both placements are counted at the same intensity per interval).
+    A cluster the replicas never ran in takes its mean intensity from the hourly points."""
+    counterfactual = numbers.get("cf_g", 0.0)
+    if counterfactual == 0:
+        return 0.0
+    rh, grams = numbers.get("rh", 0.0), numbers.get("g", 0.0)
+    if rh > 0 and grams > 0:
+        return counterfactual / (grams / rh)
+    if kwh_per_rh > 0 and fallback_intensity:
+        return counterfactual / (kwh_per_rh * fallback_intensity)
+    return None
 
 
 def _in_window(point: Mapping[str, Any], start: datetime.datetime) -> bool:

@@ -54,6 +54,33 @@ def _cells(row: Row) -> list[str]:
     ]
 
 
+CLUSTER_HEADERS = ("CLUSTER", "SIGNAL/METHOD", "REPLICA-HOURS", "COUNTERFACTUAL R-H",
+                   "GAINED/LOST R-H", "ENERGY kWh", "INTENSITY g/kWh", "EMISSIONS THERE",
+                   "COUNTERFACTUAL THERE")  # fmt: skip
+"""A cluster's columns: what it ran against what the user's own policy would have run
+there, and what that emitted there. Avoided emissions and shares saved belong to
+workloads and the fleet: a green cluster that takes the work emits more there."""
+
+
+def _signed(value: float | None) -> str:
+    return "-" if value is None else f"{value:+,.1f}"
+
+
+def _cluster_cells(row: Row) -> list[str]:
+    t = row.totals
+    return [
+        row.name,
+        f"{t.signal}/{t.method}",
+        _num(row.replica_hours),
+        _num(row.counterfactual_replica_hours),
+        _signed(row.replica_hours_gained),
+        _num(t.kwh, 3),
+        _num(row.intensity),
+        _grams(t.grams),
+        _grams(t.counterfactual_grams),
+    ]
+
+
 def _table(rows: Sequence[Sequence[str]]) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
@@ -71,10 +98,12 @@ def table(report: Report) -> str:
     ]
     if since is None and not report.workloads:
         lines.append("no accounting yet: the leader writes it every accounting.interval_seconds")
-    for title, rows in (("FLEET", report.totals), ("WORKLOADS", report.workloads),
-                        ("CLUSTERS", report.clusters)):  # fmt: skip
+    for title, rows in (("FLEET", report.totals), ("WORKLOADS", report.workloads)):
         if rows:
             lines += [title, _table([HEADERS, *(_cells(r) for r in rows)]), ""]
+    if report.clusters:
+        cells = [_cluster_cells(r) for r in report.clusters]
+        lines += ["CLUSTERS", _table([CLUSTER_HEADERS, *cells]), ""]
     if report.history:
         lines.append("DECISION HISTORY")
         lines.append(_table([("TIME", "OBJECT", "WHAT", "NOTE")] + [
@@ -122,7 +151,8 @@ def svg_chart(title: str, series: Series, y_label: str, *, width: int = 860,
     x0, x1 = min(p[0] for p in points), max(p[0] for p in points)
     y_ticks = _ticks(min(0.0, *(p[1] for p in points)), max(p[1] for p in points))
     y0, y1 = y_ticks[0], y_ticks[-1]
-    x1 = x1 if x1 > x0 else x0 + 3600
+    if x1 <= x0:  # one instant: centre it in an hour
+        x0, x1 = x0 - 1800, x1 + 1800
     plot_w, plot_h = width - left - right, height - top - bottom
 
     def sx(x: float) -> float:
@@ -151,6 +181,10 @@ def svg_chart(title: str, series: Series, y_label: str, *, width: int = 860,
         path = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in line)
         out.append(f'<polyline fill="none" stroke="{color}" stroke-width="2"{dash} '
                    f'points="{path}"><title>{esc(name)}</title></polyline>')  # fmt: skip
+        if len(line) == 1:  # a line through one point draws nothing: a marker does
+            [(x, y)] = line
+            out.append(f'<circle class="marker" cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="4" '
+                       f'fill="{color}"><title>{esc(name)}: {y:g}</title></circle>')  # fmt: skip
         ly = top + 14 + k * 18
         out.append(f'<line x1="{width - right + 10}" x2="{width - right + 30}" y1="{ly - 4}" '
                    f'y2="{ly - 4}" stroke="{color}" stroke-width="3"{dash}/>'
@@ -197,8 +231,28 @@ th:first-child,td:first-child,td.l,th.l{text-align:left}
 .plot text{font-size:11px;fill:#333}.plot .t{font-size:14px;font-weight:600}
 .plot .g{stroke:#ddd}.plot .yl{text-anchor:end}.plot .xl{text-anchor:middle}
 .plot .yt{text-anchor:middle}.note{color:#666;font-size:.9em}
-.good{color:#1b7a3a}.bad{color:#b3261e}
+.good{color:#1b7a3a}.bad{color:#b3261e}.more{color:#1f5fa8}.fewer{color:#8a5a00}
 """
+
+
+def _html_clusters(rows: Sequence[Row]) -> str:
+    body = []
+    for row in rows:
+        gained = row.replica_hours_gained
+        mark = "" if not gained else "more" if gained > 0 else "fewer"
+        tds = "".join(
+            f'<td class="{mark}">{html.escape(c)}</td>' if i == 4 else
+            f"<td>{html.escape(c)}</td>" for i, c in enumerate(_cluster_cells(row))
+        )  # fmt: skip
+        body.append(f"<tr>{tds}</tr>")
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in CLUSTER_HEADERS)
+    note = (
+        '<p class="note">Per cluster: the replica-hours it ran, those the user\'s own '
+        "policy would have run there (the counterfactual, derived from its emissions there "
+        "at the cluster's intensity), the difference (+ gained, - lost) and the emissions "
+        "there. Avoided emissions are a workload's and the fleet's, not a cluster's.</p>"
+    )
+    return f"{note}<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
 def _html_rows(rows: Sequence[Row]) -> str:
@@ -240,7 +294,7 @@ def page(report: Report) -> str:
     if report.workloads:
         parts += ["<h2>Workloads</h2>", _html_rows(report.workloads)]
     if report.clusters:
-        parts += ["<h2>Clusters</h2>", _html_rows(report.clusters)]
+        parts += ["<h2>Clusters</h2>", _html_clusters(report.clusters)]
     parts.append("<h2>Decision history</h2>")
     if report.history:
         rows = "".join(
