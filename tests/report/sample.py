@@ -18,14 +18,15 @@ NOW = datetime.datetime(2026, 3, 1, 12, tzinfo=datetime.UTC)
 
 
 def ledger() -> dict[str, str]:
-    """Two days of a fleet: web (ordered fill) on green, dirty when green is full."""
+    """Two days of a fleet: web (ordered fill) on green, dirty when green is full; its
+    counterfactual is an even split (100 replica-hours on each cluster)."""
     book = Ledger(since=NOW - datetime.timedelta(days=2), last=NOW)
     web = ObjectTotals(
         totals={"average/coefficient": Totals(Signal.AVERAGE, "coefficient", "electricitymaps",
-                                              kwh=10.0, grams=500.0, counterfactual_grams=2000.0,
+                                              kwh=10.0, grams=500.0, counterfactual_grams=875.0,
                                               hours=48.0)},
-        places={"green": {"kwh": 8.0, "g": 200.0, "cf_g": 400.0, "rh": 160.0},
-                "dirty": {"kwh": 2.0, "g": 300.0, "cf_g": 1600.0, "rh": 40.0}},
+        places={"green": {"kwh": 8.0, "g": 200.0, "cf_g": 125.0, "rh": 160.0},
+                "dirty": {"kwh": 2.0, "g": 300.0, "cf_g": 750.0, "rh": 40.0}},
     )  # fmt: skip
     pool = ObjectTotals(
         totals={"average/coefficient": Totals(Signal.AVERAGE, "coefficient", "electricitymaps",
@@ -40,7 +41,7 @@ def ledger() -> dict[str, str]:
         point["i"] = {"green": 40.0 + 20 * (h % 24 > 12), "dirty": 700.0 - 5 * (h % 24)}
         point["r"] = {"green": 4 if h % 24 < 18 else 3, "dirty": 0 if h % 24 < 18 else 1}
         point["g"] = {"average": 500.0 / 48}
-        point["c"] = {"average": 2000.0 / 48}
+        point["c"] = {"average": 875.0 / 48}
     return book.to_data()
 
 

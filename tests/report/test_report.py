@@ -22,17 +22,19 @@ from webhook.report import data, render
 def test_figures_per_workload_and_cluster() -> None:
     got = report()
     [web] = [r for r in got.workloads if r.name == "web"]
-    assert web.to_json()["avoided_g"] == 1500.0
-    assert web.to_json()["saved_percent"] == 75.0
+    assert web.to_json()["avoided_g"] == 375.0
+    assert web.to_json()["saved_percent"] == pytest.approx(42.86, abs=0.01)
     assert web.intensity == 50.0  # 500 g over 10 kWh
     assert web.moves == 2  # the Event and the annotation's switch inside the day
     clusters = {r.name: r.to_json() for r in got.clusters}
     assert set(clusters) == {"green", "dirty"}  # NodePool zones are not clusters
-    assert clusters["dirty"]["avoided_g"] == 1300.0
     assert clusters["dirty"]["intensity_g_per_kwh"] == 150.0
+    assert clusters["dirty"]["replica_hours"] == 40.0
+    assert clusters["dirty"]["counterfactual_replica_hours"] == 100.0
+    assert clusters["green"]["replica_hours_gained"] == 60.0
     [fleet] = got.totals
     assert fleet.totals.grams == 900.0
-    assert fleet.totals.counterfactual_grams == 2400.0
+    assert fleet.totals.counterfactual_grams == 1275.0
     assert [e.what for e in got.history] == ["CarbonReplicasMoved", "switch"]
     assert len(got.series) == 25  # the day and the hour it started in
     longer = report("7d")
@@ -42,8 +44,8 @@ def test_figures_per_workload_and_cluster() -> None:
 def test_table_and_json() -> None:
     text = render.table(report())
     assert "PropagationPolicy/shop/web" in text
-    assert "1.50 kg" in text
-    assert "75.0 %" in text
+    assert "375.0 g" in text
+    assert "42.9 %" in text
     assert "DECISION HISTORY" in text
     doc = orjson.loads(render.to_json(report()))
     assert doc["workloads"][0]["signal"] == "average"
