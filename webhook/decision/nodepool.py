@@ -1,7 +1,9 @@
 """Carbon-based requirements for Karpenter NodePools (``karpenter.sh/v1``).
 
 The local grid's intensity (config ``zone``) is classed low / medium / high. Always:
-template label ``carbonshift.io/intensity``. Per ``carbonshift.io/strategy`` (comma
+template label ``carbonshift.io/intensity``, from the grid of the pool's own zones when
+``nodepools.topology_zones`` maps them (after ``zones`` narrowed them; record ``label``),
+else from the local grid. Per ``carbonshift.io/strategy`` (comma
 list; absent: ``price``): ``price`` (each instance size's carbon cost added to its
 price by NodeOverlays the leader keeps, :mod:`webhook.decision.carbonprice`; the pool
 itself is not changed), ``efficiency`` (arm64 when high), ``zones`` (greenest topology zones),
@@ -65,6 +67,9 @@ PRICE_WARNINGS = (
     "carbonshift: price: Karpenter applies NodeOverlays only with feature gate NodeOverlay=true",
 )
 """What strategy ``price`` does: the pool itself is left as it is."""
+LABEL = "label"
+"""Record field: the grid of the pool's own zones the template label was decided on
+(``zone``, ``g``, ``class``, the topology zones it came ``from``); absent: the local grid."""
 _SPEC = "spec."
 _TEMPLATE = "template."
 Warn = Callable[[str], None]
@@ -131,10 +136,28 @@ def decide(nodepool: Mapping[str, Any], inputs: NodePoolInputs) -> Decision:
 
     if plan.left:
         body["left"] = plan.left
+    label = _own_grid(plan.requirements, s.topology_zones, inputs.table)
+    if label is not None:
+        label["class"] = intensity_class(label["g"], low_below=s.low_below, high_from=s.high_from)
+        body[LABEL] = label
     decision.record = plan.record(body)
     _elsewhere(decision, inputs)
-    decision.changes = plan.changes(level)
+    decision.changes = plan.changes(level if label is None else label["class"])
     return decision
+
+
+def _own_grid(
+    requirements: list[Any], topology: Mapping[str, str], table: IntensityTable
+) -> dict[str, Any] | None:
+    """Where the template label comes from when the pool's own zones are known: the grid
+    of the zones it can launch in (its requirements as carbonshift narrowed them) that
+    ``nodepools.topology_zones`` maps and that have data, the dirtiest when they differ
+    (the label promises at most that class); None: the local grid labels it."""
+    known = _allowed_zones(requirements, topology, table)
+    if not known:
+        return None
+    dirtiest = max(known, key=lambda z: (known[z], z))
+    return {"zone": topology[dirtiest], "g": round(known[dirtiest], 1), "from": sorted(known)}
 
 
 def reevaluate(nodepool: Mapping[str, Any], inputs: NodePoolInputs, now: datetime) -> Decision:
@@ -175,6 +198,10 @@ def reevaluate(nodepool: Mapping[str, Any], inputs: NodePoolInputs, now: datetim
         body.update(
             _pause_over_time(plan, inputs, now=now, level=level, intensity=intensity, knobs=knobs)
         )
+    if isinstance(previous.body.get(LABEL), dict):  # the template label stays: so does why
+        body[LABEL] = previous.body[LABEL]
+    if unread := vocabulary.unread(annotations, "nodepool"):  # as admission records them
+        body[vocabulary.UNREAD] = unread
     kept = [x for x in previous.body.get("left") or [] if isinstance(x, dict)]
     left = [x for x in kept if x.get("rule") not in ("weight", "pause", "ladder")] + plan.left
     if left:
