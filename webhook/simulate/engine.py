@@ -441,10 +441,29 @@ def _prefix(values: Sequence[float]) -> list[float]:
     return out
 
 
-def _run_job(run: Run, values: Sequence[float], start: int, pool: BatchPool, kw: float) -> None:
+def _run_job(
+    run: Run,
+    values: Sequence[float],
+    start: int,
+    pool: BatchPool,
+    kw: float,
+    *,
+    arrive: int,
+    late: bool = False,
+) -> None:
+    """Charge one job started at ``start`` to the hours it runs (``run.hourly``) and to the
+    hour it arrived (``run.by_arrival``); a ``late`` job is charged to its arrival hour at
+    no less than running on arrival would have emitted."""
     start = min(start, len(values) - pool.length_hours)
+    grams = 0.0
     for h in range(start, start + pool.length_hours):
-        run.hourly[h] += pool.replicas * values[h] * kw
+        emitted = pool.replicas * values[h] * kw
+        run.hourly[h] += emitted
+        grams += emitted
+    if late:
+        on_arrival = math.fsum(values[arrive : arrive + pool.length_hours])
+        grams = max(grams, pool.replicas * on_arrival * kw)
+    run.by_arrival[arrive] += grams
 
 
 def _history(values: Sequence[float], hour: int, length: int) -> Sequence[float]:
@@ -502,16 +521,17 @@ def _pool_policy(
             share = now_share
         starting, credit = _starts(share, len(pending), credit)
         for arrive in pending[:starting]:
+            late = t > arrive + pool.slack_hours
             run.wait_hours += t - arrive
-            run.misses += t > arrive + pool.slack_hours
-            _run_job(run, values, t, pool, kw)
+            run.misses += late
+            _run_job(run, values, t, pool, kw, arrive=arrive, late=late)
         run.jobs += starting
         del pending[:starting]
     for arrive in pending:  # never unpaused before the data ends
         run.jobs += 1
         run.misses += 1
         run.wait_hours += hours - pool.length_hours - arrive
-        _run_job(run, values, hours - pool.length_hours, pool, kw)
+        _run_job(run, values, hours - pool.length_hours, pool, kw, arrive=arrive, late=True)
 
 
 def _pool_oracle(pool: BatchPool, values: Sequence[float], run: Run, kw: float) -> None:
@@ -524,7 +544,7 @@ def _pool_oracle(pool: BatchPool, values: Sequence[float], run: Run, kw: float) 
         )
         run.jobs += 1
         run.wait_hours += best - arrive
-        _run_job(run, values, best, pool, kw)
+        _run_job(run, values, best, pool, kw, arrive=arrive)
 
 
 def simulate_batch(
@@ -549,6 +569,7 @@ def simulate_batch(
     )
     for run in [*runs, oracle]:
         run.hourly = array("d", bytes(8 * hours))
+        run.by_arrival = array("d", bytes(8 * hours))
     kw = scenario.power_kw
     for pool in scenario.batch:
         values = grid.values[pool.zone]

@@ -46,6 +46,11 @@ class Run:
     """Sum over batch jobs of the hours waited before starting."""
     daily_share: Mapping[str, array[float]] = dataclasses.field(default_factory=dict)
     """Replica-hours per cluster (or pool) per day."""
+    by_arrival: array[float] = dataclasses.field(default_factory=lambda: array("d"))
+    """Batch runs: gCO2eq of the jobs that arrived in each hour, wherever they ran, so every
+    run's series covers the same jobs at every hour (a job that missed its deadline counts
+    at least what it would have emitted on arrival: no saving from a broken deadline).
+    Empty for spatial runs, where every run serves the same replicas each hour."""
 
     @property
     def total(self) -> float:

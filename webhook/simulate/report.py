@@ -10,7 +10,7 @@ import html
 import importlib.util
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from webhook.model.errors import ReportUnavailable as ReportUnavailable  # noqa: PLC0414 - callers import it here
 from webhook.simulate.batch import DEFAULT_TEMPORAL
@@ -34,6 +34,25 @@ def attribution(grid: Grid) -> str:
     return f"Intensity data: Electricity Maps (hourly {years(grid)} exports, ODbL 1.0)."
 
 
+class Unit(NamedTuple):
+    """A mass unit of CO2eq for an axis: its name and grams per unit."""
+
+    name: str
+    grams: float
+
+
+UNITS = (Unit("t", 1e6), Unit("kg", 1e3), Unit("g", 1.0))
+
+
+def unit_for(grams: float) -> Unit:
+    """The largest unit in which ``grams`` does not round to 0.00: tonnes for a fleet's year,
+    kilograms for a short scenario, grams for a tiny one."""
+    for unit in UNITS[:-1]:
+        if round(abs(grams) / unit.grams, 2) != 0:
+            return unit
+    return UNITS[-1]
+
+
 def is_default(row: Row, *, temporal: bool) -> bool:
     """Whether ``row`` is carbonshift's default behaviour (one row per table)."""
     return row.key == (DEFAULT_TEMPORAL if temporal else DEFAULT_SPATIAL)
@@ -55,10 +74,10 @@ def _pct(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
 
 
-def _cells(row: Row, temporal: bool) -> tuple[str, ...]:
+def _cells(row: Row, temporal: bool, unit: Unit = UNITS[0]) -> tuple[str, ...]:
     common = (
         _name(row, temporal),
-        f"{row.total_kg / 1000:.2f}",
+        f"{row.total_kg * 1000 / unit.grams:.2f}",
         f"{row.saved_pct:.1f}",
         _pct(row.captured_pct),
     )
@@ -91,17 +110,25 @@ def _grid(head: Sequence[str], body: Sequence[Sequence[str]]) -> str:
     return "\n".join(lines)
 
 
+def _head(rows: Sequence[Row], temporal: bool) -> tuple[tuple[str, ...], Unit]:
+    """The table's head, its mass column in the unit that fits the rows (``tCO2eq`` for a
+    fleet's year, ``kgCO2eq`` when every row would print as 0.00 t)."""
+    unit = unit_for(max((abs(r.total_kg) * 1000 for r in rows), default=0.0))
+    head = _TEMPORAL_HEAD if temporal else _SPATIAL_HEAD
+    return (head[0], f"{unit.name}CO2eq", *head[2:]), unit
+
+
 def table(rows: Sequence[Row], *, temporal: bool) -> str:
     """The results as an aligned plain-text table."""
-    head = _TEMPORAL_HEAD if temporal else _SPATIAL_HEAD
-    return _grid(head, [_cells(r, temporal) for r in rows])
+    head, unit = _head(rows, temporal)
+    return _grid(head, [_cells(r, temporal, unit) for r in rows])
 
 
 def markdown(rows: Sequence[Row], *, temporal: bool) -> str:
     """The results as a Markdown table (for the README)."""
-    head = _TEMPORAL_HEAD if temporal else _SPATIAL_HEAD
+    head, unit = _head(rows, temporal)
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    lines += ["| " + " | ".join(_cells(r, temporal)) + " |" for r in rows]
+    lines += ["| " + " | ".join(_cells(r, temporal, unit)) + " |" for r in rows]
     return "\n".join(lines)
 
 
@@ -197,8 +224,14 @@ def write_html(outcome: Outcome, folder: str | Path) -> Path:
             continue
         figures.append(
             (
-                f"Cumulative emissions, {title}",
-                plots.cumulative(part.runs, outcome.grid, folder, title),
+                f"Cumulative emissions avoided against the baseline, {title}",
+                plots.cumulative(
+                    part.runs,
+                    outcome.grid,
+                    folder,
+                    title,
+                    DEFAULT_TEMPORAL if title == "temporal" else DEFAULT_SPATIAL,
+                ),
             )
         )
     if outcome.spatial:
@@ -227,10 +260,10 @@ def _share_runs(part: Part) -> list[Run]:
 
 
 def _html_table(rows: Sequence[Row], temporal: bool) -> str:
-    head = _TEMPORAL_HEAD if temporal else _SPATIAL_HEAD
+    head, unit = _head(rows, temporal)
     out = ["<table>", "<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>"]
     for row in rows:
-        cells = _cells(row, temporal)
+        cells = _cells(row, temporal, unit)
         title = html.escape(row.label)
         out.append(
             f'<tr title="{title}">' + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>"
