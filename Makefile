@@ -70,7 +70,7 @@ crds: ## Fetch the CRDs the tests read from the pinned Go modules into .cache/bi
 e2e: $(STAMP) ## End-to-end tests: kubectl apply against a real kube-apiserver (builds binaries)
 	@# Build outside pytest's per-test timeout; without Go (and not in CI) the tests skip.
 	@if command -v go >/dev/null || [ "$$CI" = true ]; then hack/build-binaries.sh; \
-		hack/build-prometheus.sh prometheus; hack/build-ocm.sh; fi
+		hack/build-prometheus.sh prometheus; hack/build-ocm.sh; hack/build-kueue.sh; fi
 	$(BIN)/pytest -m e2e -q tests/e2e
 
 sandbox: $(STAMP) binaries ## Local Karmada fleet (control plane + 3 member clusters) and a Karpenter cluster, with carbonshift; prints the kubeconfigs
