@@ -22,16 +22,19 @@ plots = pytest.importorskip("webhook.simulate.plots")
     ("grams", "unit"),
     [
         (2_410_000_000.0, "t"),  # a fleet's year
-        (5_000.0, "t"),  # 0.005 t rounds to 0.01
+        (1_000_000.0, "t"),
+        (999_999.0, "kg"),  # 1.00 t at 2 decimals, but 999.999 kg says more
+        (40_000.0, "kg"),  # a week of a small fleet: 0.04 t
         (4_999.0, "kg"),  # 0.004999 t would print as 0.00
-        (1_234.0, "kg"),
-        (5.0, "kg"),
-        (4.9, "g"),
+        (1.0e3, "kg"),
+        (999.0, "g"),
         (0.0, "g"),
         (-1_234.0, "kg"),  # a policy worse than the baseline
     ],
 )
-def test_the_unit_is_the_largest_that_does_not_round_to_zero(grams: float, unit: str) -> None:
+def test_the_unit_is_the_largest_in_which_the_figure_is_at_least_one(
+    grams: float, unit: str
+) -> None:
     assert plots.unit_for(grams).name == unit
 
 

@@ -3,8 +3,9 @@
 Every line of a plot has its own colour and dash pattern (a qualitative colour map crossed
 with dash styles, no pair repeated among up to 40 lines), so the lines stay apart in print
 and for readers who do not tell the colours apart; the default row is drawn thicker and
-named "(default)". Figures are in the unit that fits the scenario: tonnes, or kilograms
-(grams) when tonnes (kilograms) would round to 0.00.
+named "(default)". Figures are in the unit that fits the scenario (``report.unit_for``):
+tonnes once the largest figure reaches 1 t, else kilograms (else grams), never an axis or
+a column of 0.00 t.
 
 The cumulative plot shows, day by day, the emissions each policy avoided against the
 carbon-agnostic baseline; the oracle is the upper bound of that saving, and no series can

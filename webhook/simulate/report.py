@@ -45,10 +45,10 @@ UNITS = (Unit("t", 1e6), Unit("kg", 1e3), Unit("g", 1.0))
 
 
 def unit_for(grams: float) -> Unit:
-    """The largest unit in which ``grams`` does not round to 0.00: tonnes for a fleet's year,
-    kilograms for a short scenario, grams for a tiny one."""
+    """The largest unit in which ``grams`` is at least 1: tonnes for a fleet's year,
+    kilograms for a short scenario (never a column of 0.00 t), grams for a tiny one."""
     for unit in UNITS[:-1]:
-        if round(abs(grams) / unit.grams, 2) != 0:
+        if abs(grams) / unit.grams >= 1:
             return unit
     return UNITS[-1]
 
