@@ -72,6 +72,7 @@ def test_preview_and_the_leader_apply_one_rule(
     assert (shown.outcome.result == "skipped") == (rule is not None)
     if rule is not None:
         assert rule in shown.outcome.reason
+        assert ("namespace" in shown.outcome.reason) == (own != "false")  # whose opt-out
         assert shown.stored == obj
         managed = {**obj, "metadata": {**obj["metadata"], "annotations": {DECISION: "{}"}}}
         assert not_managed(managed, labels) == rule  # the leader's re-evaluation agrees

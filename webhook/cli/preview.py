@@ -125,7 +125,8 @@ def _one(
             # kube-apiserver would not call the webhook: the object is stored as written.
             why = not_opted_in(doc, labels)
             if why:
-                unchanged.result, unchanged.reason = "skipped", f"{why}: namespace {namespace}"
+                whose = f": namespace {namespace}" if not_opted_in(doc, SELECTED) is None else ""
+                unchanged.result, unchanged.reason = "skipped", why + whose
                 return Preview(stored=doc, outcome=unchanged)
     try:
         outcome = admission.admit(reviews.request_of(request), ctx)
