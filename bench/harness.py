@@ -62,9 +62,10 @@ def server(
         port = free_port()
         cmd = ["taskset", "-c", SERVER_CPU, sys.executable, "-m", module, "serve"]
         cmd += ["--config", str(config), "--host", "127.0.0.1", "--port", str(port)]
-        cmd += ["--cert-dir", tmp, *extra]
+        certs = Path(tmp) / "certs"  # serve creates development certificates in an empty folder
+        cmd += ["--cert-dir", str(certs), *extra]
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        running = Server(f"https://127.0.0.1:{port}", proc.pid, Path(tmp))
+        running = Server(f"https://127.0.0.1:{port}", proc.pid, certs)
         try:
             deadline = time.monotonic() + 30
             while True:

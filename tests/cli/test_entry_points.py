@@ -23,6 +23,7 @@ MODULES = [
     "bench.floor",
     "devtools.sandbox",
     "devtools.sandbox.workload",
+    "devtools.chart_schema",
 ]
 
 COMMANDS: dict[str, list[str]] = {
