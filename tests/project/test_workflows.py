@@ -90,9 +90,11 @@ def test_the_release_runs_on_version_tags_only() -> None:
 
 def test_the_image_is_multi_arch_from_the_dockerfile_with_an_sbom() -> None:
     build = _uses("image", "docker/build-push-action")["with"]
-    assert build["file"] == "Dockerfile" and build["context"] == "."
+    assert build["file"] == "Dockerfile"
+    assert build["context"] == "."
     assert set(build["platforms"].split(",")) == {"linux/amd64", "linux/arm64"}
-    assert build["push"] is True and build["sbom"] is True
+    assert build["push"] is True
+    assert build["sbom"] is True
     assert build["tags"] == "${{ steps.names.outputs.image }}:${{ steps.names.outputs.version }}"
     assert "image=ghcr.io/$owner/carbonshift" in _runs("image")
     _uses("image", "docker/setup-qemu-action")
@@ -131,4 +133,5 @@ def test_the_charts_default_image_is_the_released_one() -> None:
     assert values["image"]["tag"] == ""  # the appVersion
     assert chart["appVersion"] == chart["version"]
     names = next(s for s in _steps("image") if s.get("id") == "names")["run"]
-    assert "appVersion" in names and "exit 1" in names
+    assert "appVersion" in names
+    assert "exit 1" in names
