@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 from array import array
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -124,10 +125,10 @@ def test_the_cumulative_plot_renders_the_default_row_thicker(
     drawn: list[tuple[str, float, object, tuple[float, ...]]] = []
     real = plots.plt.Axes.plot
 
-    def spy(ax: object, *args: object, **kwargs: object) -> object:
+    def spy(ax: Any, *args: Any, **kwargs: Any) -> Any:
         drawn.append((str(kwargs["label"]), float(kwargs["linewidth"]), kwargs["color"],
-                      tuple(kwargs["dashes"])))  # type: ignore[arg-type]  # fmt: skip
-        return real(ax, *args, **kwargs)  # type: ignore[arg-type]
+                      tuple(kwargs["dashes"])))  # fmt: skip
+        return real(ax, *args, **kwargs)
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(plots.plt.Axes, "plot", spy)
