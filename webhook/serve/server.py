@@ -227,15 +227,14 @@ def build_app(state: ServerState, limits: Limits | None = None) -> web.Applicati
 
 
 def ensure_certificates(directory: Path, config: Config, extra_hosts: list[str]) -> bool:
-    """Create a development CA and serving certificate if ``directory`` has none.
+    """Create a development CA and serving certificate when ``directory`` is absent or
+    empty (:func:`certs.serving_dir`: a folder holding anything else but both ``tls.crt``
+    and ``tls.key`` is the user's and is refused, never overwritten).
 
     Returns True when new files were written.
     """
-    if (directory / certs.TLS_CERT).exists() and (directory / certs.TLS_KEY).exists():
-        return False
     hosts = ["localhost", "127.0.0.1", *config.service.dns_names(), *extra_hosts]
-    certs.issue(hosts).write(directory)
-    return True
+    return certs.serving_dir(directory, hosts)
 
 
 def build_feed(config: Config) -> IntensityFeed:
