@@ -93,6 +93,67 @@ def test_the_counterfactual_is_the_users_own_division() -> None:
     assert counterfactual_placement({"metadata": {}, "spec": {}}, 4) is None
 
 
+AGGREGATED = {"replicaSchedulingType": "Divided", "replicaDivisionPreference": "Aggregated"}
+ROOMS = {"a": 5, "b": 10, "c": 3}
+
+
+def over_three(user: dict[str, Any]) -> dict[str, Any]:
+    """A policy carbonshift filled over a, b and c; ``user``'s placement in ``orig``."""
+    written = {**FILL, "clusterAffinities": [{
+        "affinityName": GREEN_TERM, "clusterNames": ["a"],
+        "overflowAffinities": [{"affinityName": f"{TIER_TERM}1", "clusterNames": ["b", "c"]}],
+    }]}  # fmt: skip
+    record = Record(body={"clusters": {n: {"zone": n.upper()} for n in ROOMS}})
+    for field in set(user) | set(written):
+        if user.get(field) != written.get(field):
+            record.orig["placement." + field] = user.get(field)
+            record.own["placement." + field] = fingerprint(written.get(field))
+    annotations = {DECISION: record.encode()}
+    return testing.propagation_policy(namespace="shop", annotations=annotations, placement=written)
+
+
+def test_an_aggregated_counterfactual_packs_the_fewest_clusters_most_room_first() -> None:
+    # Karmada's Aggregated (dynamicDivideReplicas): clusters by available replicas,
+    # descending, as few as hold them; then divided by room among those.
+    policy = over_three({"replicaScheduling": AGGREGATED})
+    assert counterfactual_placement(policy, 8, room=ROOMS) == {"b": 8}
+    assert counterfactual_placement(policy, 10, room=ROOMS) == {"b": 10}
+    assert counterfactual_placement(policy, 12, room=ROOMS) == {"b": 8, "a": 4}
+    assert counterfactual_placement(policy, 19, room=ROOMS) is None  # unschedulable
+    # Without the room Karmada's choice cannot be told.
+    assert counterfactual_placement(policy, 8) is None
+    # A weightPreference under Aggregated is ignored (not static weights, not an even split).
+    listed = {**AGGREGATED, "weightPreference": {"staticWeightList": [
+        {"targetCluster": {"clusterNames": ["a"]}, "weight": 1},
+        {"targetCluster": {"clusterNames": ["c"]}, "weight": 1},
+    ]}}  # fmt: skip
+    assert counterfactual_placement(over_three({"replicaScheduling": listed}), 8, room=ROOMS) == {
+        "b": 8
+    }
+
+
+def test_an_aggregated_counterfactual_with_overflow_tiers_packs_tier_by_tier() -> None:
+    tiers = {
+        "clusterAffinities": [{
+            "affinityName": "mine", "clusterNames": ["a"],
+            "overflowAffinities": [{"affinityName": "more", "clusterNames": ["b", "c"]}],
+        }],
+        "replicaScheduling": AGGREGATED,
+    }  # fmt: skip
+    # a holds 5; the other 3 go to the fewest clusters of the next tier: b.
+    assert counterfactual_placement(over_three(tiers), 8, room=ROOMS) == {"a": 5, "b": 3}
+    assert counterfactual_placement(over_three(tiers), 4, room=ROOMS) == {"a": 4}
+
+
+def test_a_dynamic_weight_overrides_a_static_list_in_the_counterfactual() -> None:
+    both = {**AGGREGATED, "replicaDivisionPreference": "Weighted", "weightPreference": {
+        "dynamicWeight": "AvailableReplicas",
+        "staticWeightList": [{"targetCluster": {"clusterNames": ["c"]}, "weight": 1}],
+    }}  # fmt: skip
+    got = counterfactual_placement(over_three({"replicaScheduling": both}), 9, room=ROOMS)
+    assert got == {"a": 2, "b": 5, "c": 2}  # Webster by room (5:10:3), the list ignored
+
+
 def test_avoided_is_counterfactual_minus_actual_by_hand() -> None:
     got = account({"a": 4}, {"a": 2, "b": 2}, INTENSITIES, vcpu_per_replica=0.5, hours=2,
                   coefficients=CCF)  # fmt: skip

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from webhook.decision.division import (
+    divide_aggregated,
     divide_available,
     divide_static,
     fnv32a,
     names_descending,
+    static_weights,
     webster,
 )
+from webhook.decision.karmada_view import PlacementView
 from webhook.model.config import ClusterConfig
 from webhook.simulate.policies import Members, Terms, Weights
 
@@ -98,3 +102,37 @@ def test_a_written_weight_list_reads_over_the_allowed_clusters_only() -> None:
         "replicaScheduling": _static(({"clusterNames": ["d"]}, 4)),
     }
     assert _members().intent(unmatched) == Weights((("a", 1), ("b", 1)))
+
+
+def test_aggregated_division_packs_the_fewest_clusters_most_room_first() -> None:
+    assert divide_aggregated(8, {"a": 5, "b": 10, "c": 3}) == {"b": 8}
+    assert divide_aggregated(12, {"a": 5, "b": 10, "c": 3}) == {"b": 8, "a": 4}
+    assert divide_aggregated(19, {"a": 5, "b": 10, "c": 3}) is None
+    assert divide_aggregated(0, {"a": 5}) == {}
+    assert divide_aggregated(4, {"b": 5, "a": 5}) == {"a": 4}  # equal rooms: by name
+
+
+def _allowed(affinity: Mapping[str, Any] | None) -> list[str]:
+    return _members().allowed(affinity)
+
+
+def test_static_weights_are_read_only_where_karmada_divides_by_them() -> None:
+    listed = _static(({"clusterNames": ["a"]}, 3), ({"clusterNames": ["b"]}, 1))
+    assert static_weights(PlacementView.of({"replicaScheduling": listed}), _allowed) == {
+        "a": 3,
+        "b": 1,
+    }
+    # Aggregated ignores weightPreference (newAssignState: AggregatedStrategy).
+    aggregated = {**listed, "replicaDivisionPreference": "Aggregated"}
+    placement = {"clusterAffinity": {"clusterNames": ["a", "b"]}, "replicaScheduling": aggregated}
+    assert static_weights(PlacementView.of(placement), _allowed) is None
+    # ...so the simulator divides it by room over every allowed cluster, not 3:1 over a and b.
+    assert _members().intent(placement) == Terms(terms=(("a", "b"),))
+    # A dynamicWeight wins over the list; Duplicated has no weights.
+    both = {
+        **listed,
+        "weightPreference": {**listed["weightPreference"], "dynamicWeight": "AvailableReplicas"},
+    }
+    assert static_weights(PlacementView.of({"replicaScheduling": both}), _allowed) is None
+    duplicated = {**listed, "replicaSchedulingType": "Duplicated"}
+    assert static_weights(PlacementView.of({"replicaScheduling": duplicated}), _allowed) is None

@@ -29,7 +29,9 @@ back to the user's value (the decision record's ``orig``,
 and the leader use (:func:`~webhook.decision.division.divide_static` for static weights
 and for a plain Divided policy without weights, an even split;
 :func:`~webhook.decision.division.divide_available` /
-:func:`~webhook.decision.capacity.tier_fill` where the room is known). Its energy is
+:func:`~webhook.decision.capacity.tier_fill` by available replicas and
+:func:`~webhook.decision.division.divide_aggregated` for Aggregated, where the room is
+known). Its energy is
 the actual energy per replica (a replica needs the same energy wherever it runs), and
 its emissions come from :func:`operational`, the function the actual goes through too.
 ``avoided = counterfactual - actual``.
@@ -46,7 +48,13 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
 from webhook.decision.capacity import tier_fill
-from webhook.decision.division import divide_available, divide_static, names_descending
+from webhook.decision.division import (
+    divide_aggregated,
+    divide_available,
+    divide_static,
+    names_descending,
+)
+from webhook.decision.karmada_view import Division, PlacementView
 from webhook.decision.record import Record, user_view
 from webhook.model.errors import AccountingError, MixedSignals
 from webhook.model.intensity import Signal
@@ -285,57 +293,77 @@ def counterfactual_placement(
     room: Mapping[str, int] | None = None,
 ) -> dict[str, int] | None:
     """Replicas per cluster as Karmada divides ``replicas`` under the user's own placement
-    (over the candidates the decision record lists); None when it cannot be told (no
-    record, or a division that needs the room and the room is not known).
+    (over the candidates the decision record lists, read through
+    :class:`~webhook.decision.karmada_view.PlacementView`); None when it cannot be told
+    (no record, or a division that needs the room and the room is not known).
 
     - ``Duplicated`` (or no ``replicaScheduling``): every candidate runs them all;
-    - ``Divided`` with a ``staticWeightList``: :func:`divide_static` on the weights;
+    - ``Divided`` by a ``staticWeightList``: :func:`divide_static` on the weights (entries
+      by ``clusterNames``: the record knows no labels);
     - ``Divided`` without weights: an even split (:func:`divide_static`, all weights 1);
-    - ``Divided`` by ``dynamicWeight: AvailableReplicas`` (and ``Aggregated``): the user's
+    - ``Divided`` by ``dynamicWeight: AvailableReplicas``: the user's
       ``overflowAffinities`` tiers by :func:`tier_fill`, else :func:`divide_available`,
-      on ``room``; without ``room``: an even split.
+      on ``room``; without ``room``: an even split;
+    - ``Divided`` + ``Aggregated``: as few clusters as hold the replicas, most room first
+      (:func:`divide_aggregated`), tier after tier when the user has overflow tiers (each
+      tier takes what its room holds); without ``room``: None. ``room`` here is each
+      cluster's room plus the replicas the binding runs there now, so this is Karmada's
+      Fresh division (as on a first schedule); Karmada's Steady mode would keep clusters
+      that already run replicas first. Equal rooms go by name.
     A user ``clusterAffinities`` list: its first term's clusters (Karmada tries it first).
     """
     names = candidates(record_of(policy))
     if not names or replicas < 0:
         return None
-    placement = user_placement(policy)
+    view = PlacementView.of(user_placement(policy))
     descending = names_descending(uid) if uid else False
-    terms = placement.get("clusterAffinities")
     tiers: list[list[str]] = []
-    if isinstance(terms, list) and terms:
-        first = terms[0]
-        tiers = [_names(first)] + [
-            _names(o) for o in (first.get("overflowAffinities") or []) if isinstance(o, Mapping)
-        ]
+    if view.terms:
+        first = view.terms[0]
+        tiers = [first.names] + [_names(o) for o in first.overflow or ()]
         tiers = [[n for n in t if n in names] for t in tiers]
         tiers = [t for t in tiers if t]
         names = sorted({n for t in tiers[:1] for n in t}) or names
-    scheduling = placement.get("replicaScheduling")
-    scheduling = scheduling if isinstance(scheduling, Mapping) else {}
-    kind = scheduling.get("replicaSchedulingType") or ("Duplicated" if not scheduling else "")
-    if kind == "Duplicated":
+    division = view.division
+    if division is Division.DUPLICATED:
         return dict.fromkeys(names, replicas) if replicas else {}
-    preference = scheduling.get("weightPreference")
-    preference = preference if isinstance(preference, Mapping) else {}
-    static = preference.get("staticWeightList")
-    if isinstance(static, list) and static:
+    if division is Division.STATIC_WEIGHT:
         weights: dict[str, int] = {}
-        for entry in static:
-            if not isinstance(entry, Mapping) or not isinstance(entry.get("weight"), int):
-                continue
-            for name in _names(entry.get("targetCluster")):
+        for entry in view.static_weights:
+            for name in _names(entry.target):
                 if name in names:
-                    weights[name] = max(weights.get(name, 0), int(entry["weight"]))
+                    weights[name] = max(weights.get(name, 0), entry.weight)
         if weights:
             return divide_static(replicas, weights, descending=descending)
         return None
-    dynamic = preference.get("dynamicWeight") == "AvailableReplicas" or kind == "Aggregated"
-    if dynamic and room is not None:
+    if division is Division.AGGREGATED:
+        if room is None:
+            return None
+        return _aggregated(replicas, tiers if len(tiers) > 1 else [names], room, descending)
+    if view.by_room and room is not None:
         if len(tiers) > 1:
             return tier_fill(replicas, tiers, room, descending=descending)
         return divide_available(replicas, {n: room.get(n, 0) for n in names}, descending=descending)
     return divide_static(replicas, dict.fromkeys(names, 1), descending=descending)
+
+
+def _aggregated(
+    replicas: int, tiers: list[list[str]], room: Mapping[str, int], descending: bool
+) -> dict[str, int] | None:
+    """Aggregated tier after tier (Karmada's overflow: each tier takes ``min(remaining,
+    its room)``, a cluster counts in the first tier it appears in); None: they cannot
+    hold ``replicas``."""
+    remaining, out, seen = replicas, {}, set()
+    for tier in tiers:
+        names = [n for n in tier if n not in seen]
+        seen.update(names)
+        if not names or remaining <= 0:
+            continue
+        free = {n: max(0, room.get(n, 0)) for n in names}
+        target = min(remaining, sum(free.values()))
+        out.update(divide_aggregated(target, free, descending=descending) or {})
+        remaining -= target
+    return out if remaining <= 0 else None
 
 
 def nodepool_zones(nodepool: Mapping[str, Any], topology: Mapping[str, str]) -> list[str]:

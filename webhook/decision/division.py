@@ -9,6 +9,8 @@
   zero means every candidate weighs 1; zero-replica clusters are dropped).
 - :func:`divide_available`: ``dynamicWeight: AvailableReplicas`` division, Webster on
   the free capacity; ``None`` (unschedulable) when the candidates cannot hold it all.
+- :func:`divide_aggregated`: ``replicaDivisionPreference: Aggregated``, as few clusters
+  as hold the replicas, most available replicas first.
 - :func:`static_weights`: how Karmada reads a ``staticWeightList`` into a weight per
   cluster.
 """
@@ -18,6 +20,8 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
+
+from webhook.decision.karmada_view import Division, PlacementView
 
 _FNV32_OFFSET = 0x811C9DC5
 _FNV32_PRIME = 0x01000193
@@ -103,22 +107,39 @@ def divide_available(
     return {n: s for n, s in placed.items() if s > 0}
 
 
+def divide_aggregated(
+    replicas: int, available: Mapping[str, int], *, descending: bool = False
+) -> dict[str, int] | None:
+    """Karmada's Aggregated division (``dynamicDivideReplicas``, ``AggregatedStrategy``):
+    clusters by most available replicas first, as few of them as hold ``replicas``, then
+    :func:`divide_available` among those; None when all together cannot hold it.
+
+    Equal rooms go by name (Karmada keeps the scheduler's candidate order among them,
+    which follows scores carbonshift does not see).
+    """
+    votes = {n: a for n, a in available.items() if a > 0}
+    if sum(votes.values()) < replicas:
+        return None
+    chosen: dict[str, int] = {}
+    for name in sorted(votes, key=lambda n: (-votes[n], n)):
+        if sum(chosen.values()) >= replicas:
+            break
+        chosen[name] = votes[name]
+    return divide_available(replicas, chosen, descending=descending)
+
+
 def static_weights(
-    scheduling: Mapping[str, Any],
+    view: PlacementView,
     allowed: Callable[[Mapping[str, Any] | None], Iterable[str]],
 ) -> dict[str, int] | None:
     """Karmada's static weight per cluster (``getStaticWeightInfoList``): the highest
     weight among the entries whose ``targetCluster`` matches it (``allowed``: the clusters
-    an affinity matches). None when Karmada does not divide ``scheduling`` by static
-    weights (Duplicated, a ``dynamicWeight``, or no list)."""
-    if scheduling.get("replicaSchedulingType", "Divided") != "Divided":
-        return None
-    preference = scheduling.get("weightPreference") or {}
-    rules = preference.get("staticWeightList")
-    if not rules or preference.get("dynamicWeight"):
+    an affinity matches). None when Karmada does not divide the placement by static
+    weights (Duplicated, Aggregated, a ``dynamicWeight``, or no list)."""
+    if view.division is not Division.STATIC_WEIGHT:
         return None
     weights: dict[str, int] = {}
-    for rule in rules:
-        for name in allowed(rule.get("targetCluster")):
-            weights[name] = max(weights.get(name, 0), int(rule.get("weight", 0)))
+    for rule in view.static_weights:
+        for name in allowed(rule.target):
+            weights[name] = max(weights.get(name, 0), rule.weight)
     return weights

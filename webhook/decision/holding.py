@@ -10,8 +10,9 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from webhook.decision.hysteresis import Held, Verdict, judge
+from webhook.decision.karmada_view import GREEN_TERM, PlacementView
 from webhook.decision.record import Record
-from webhook.decision.terms import GREEN_TERM, OWN, TIER_DEPTH, fill_tiers
+from webhook.decision.terms import OWN, TIER_DEPTH
 from webhook.model import vocabulary
 
 if TYPE_CHECKING:
@@ -29,16 +30,17 @@ def in_force(
     weights it never fails) at their static weights, else weight 1; without one, the
     static weights. None: neither.
     """
-    tiers = fill_tiers(placement)
+    view = PlacementView.of(placement)
+    tiers = view.fill_tiers
     if tiers:
         # Karmada fills the tiers in order: each weighs twice the next (from the tenth on, 1).
         return {n: 2 ** max(0, TIER_DEPTH - k) for k, tier in enumerate(tiers) for n in tier}
-    for term in placement.get("clusterAffinities") or []:
-        if isinstance(term, dict) and term.get("affinityName") == GREEN_TERM:
-            names = term.get("clusterNames") or []
-            known = weights or {}
-            weighted = {n: known[n] for n in names if n in known}
-            return weighted or dict.fromkeys(names, 1)
+    green = view.term(GREEN_TERM)
+    if green is not None:
+        names = green.names
+        known = weights or {}
+        weighted = {n: known[n] for n in names if n in known}
+        return weighted or dict.fromkeys(names, 1)
     return dict(weights) if weights else None
 
 

@@ -35,12 +35,13 @@ placement replaces the one in force (hysteresis, dwell) is :mod:`webhook.decisio
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 from webhook.decision.holding import Proposal
 from webhook.decision.hysteresis import Hysteresis
+from webhook.decision.karmada_view import Division, PlacementView
 from webhook.decision.outcome import Decision, lookup, short
 from webhook.decision.ranking import carbon_weights, order_greenest, within_limit
 from webhook.decision.record import Record, history, user_view
@@ -53,20 +54,15 @@ from webhook.decision.terms import (
     SELECTOR_KEYS,
     TIER_TERM,
     Tiers,
-    by_room,
     diff,
     dynamic,
     exclude,
     fill_order,
     green_first_terms,
-    has_overflow,
     named,
-    open_selection,
     record_of,
     selected_groups,
     unweighted_terms,
-    weight_blocker,
-    weight_reach,
     weighted,
 )
 from webhook.model import vocabulary
@@ -178,7 +174,8 @@ def decide(policy: Mapping[str, Any], inputs: PolicyInputs) -> Decision:
     decision.warnings.extend(vocabulary.warning(p) for p in knobs.problems)
     known = inputs.clusters
 
-    reach = weight_reach(base.get("replicaScheduling"))
+    view = PlacementView.of(base)
+    reach = view.reach
     try:
         groups = selected_groups(base, known, reach)
     except SelectorError as exc:
@@ -202,11 +199,11 @@ def decide(policy: Mapping[str, Any], inputs: PolicyInputs) -> Decision:
     user_terms = bool(base.get("clusterAffinities"))
     shape = _Shape(
         spread=_Spread.of(base.get("spreadConstraints")),
-        overflow=has_overflow(base.get("clusterAffinities")),
+        overflow=view.has_overflow,
         reach=reach,
         # Open: the selection matches clusters by selectors (or every cluster), so clusters
         # carbonshift does not know, or that join later, must stay reachable.
-        opened=open_selection(base) and (reach is None or any(map(is_open, reach))),
+        opened=view.opened and (reach is None or any(map(is_open, reach))),
         known=known,
         unweighted=unweighted_terms(base, known, reach),
     )
@@ -217,6 +214,10 @@ def decide(policy: Mapping[str, Any], inputs: PolicyInputs) -> Decision:
     )
 
     changes = diff(current, new)
+    if not changes and not notes.left and (why := _left_as_is(view)):
+        decision.skipped = f"placement left as is: {why}"
+        warn(f"carbonshift: {decision.skipped}")
+        return decision
     proposal = Proposal(previous, current, new, weights, data.values)
     if changes and proposal.keep(inputs, warn):
         decision.record = previous
@@ -239,7 +240,7 @@ class _Shape:
 
     spread: _Spread
     overflow: bool
-    reach: list[Mapping[str, Any]] | None
+    reach: Sequence[Mapping[str, Any]] | None
     """The user's static weight targets (Karmada's reach), None: no user static weights."""
     opened: bool
     known: Mapping[str, ClusterConfig]
@@ -328,7 +329,7 @@ def _place(
     Returns the fill's tiers (empty: not written), the static weights and the catch-all
     weight (:func:`_apply_weights`).
     """
-    if _wants_fill(placement.get("replicaScheduling"), knobs, shape, user_terms, notes):
+    if _wants_fill(PlacementView.of(placement), knobs, shape, user_terms, notes):
         return shape.fill(placement, intensities, knobs.max_clusters), None, None
     green = False
     if knobs.max_clusters is not None:
@@ -359,7 +360,8 @@ def _apply_weights(
     entries that keep an open selection's other clusters reachable (None: none written).
     """
     scheduling = placement.get("replicaScheduling")
-    if not _wants_weights(scheduling, knobs.strategies, notes):
+    view = PlacementView.of(placement)
+    if not _wants_weights(view, knobs.strategies, notes):
         return None, None
     rule = "carbon weights"
     if shape.spread.present:
@@ -368,7 +370,7 @@ def _apply_weights(
     if shape.overflow:
         notes.leave(rule, "overflowAffinities need dynamicWeight or Aggregated division")
         return None, None
-    blocker = weight_blocker(scheduling)
+    blocker = _weight_blocker(view)
     if blocker and not knobs.override:
         within = green and shape.reach is not None  # they split the greenest term's replicas
         notes.leave(rule, blocker + (", within the greenest term" if within else ""))
@@ -473,7 +475,7 @@ def _apply_limit(
 
 
 def _wants_fill(
-    scheduling: object, knobs: Knobs, shape: _Shape, user_terms: bool, notes: _Notes
+    view: PlacementView, knobs: Knobs, shape: _Shape, user_terms: bool, notes: _Notes
 ) -> bool:
     """Whether the ordered fill is written; what keeps a wanted one out is left (warned)."""
     names = knobs.strategies
@@ -484,15 +486,12 @@ def _wants_fill(
         # (max-clusters, max-intensity) orders the tiers it fills, never a cliff.
         ordered = knobs.max_clusters is not None or knobs.max_intensity is not None
         blocked = user_terms or shape.spread.present or shape.reach is not None
-        return ordered and by_room(scheduling) and not blocked
-    kind = (
-        scheduling.get("replicaSchedulingType", "Divided") if isinstance(scheduling, dict) else None
-    )
-    if kind != "Divided":
+        return ordered and view.by_room and not blocked
+    if not view.division.divided:
         if "fill" not in names:
             return False
-        if kind == "Duplicated":
-            notes.leave(FILL, "Duplicated gives every cluster all replicas; set Divided")
+        if view.scheduling:
+            notes.leave(FILL, DUPLICATED_NOTE)
             return False
         # No replicaScheduling: written as Divided, unless something below keeps it out.
     reason = None
@@ -508,19 +507,41 @@ def _wants_fill(
     return True
 
 
-def _wants_weights(scheduling: object, names: frozenset[str], notes: _Notes) -> bool:
+def _wants_weights(view: PlacementView, names: frozenset[str], notes: _Notes) -> bool:
     if "none" in names:
         return False
-    kind = None
-    if isinstance(scheduling, dict):
-        kind = scheduling.get("replicaSchedulingType", "Divided")
-    if kind == "Divided":
+    if view.division.divided:
         return True
     if "weighted" in names:
-        if kind == "Duplicated":
-            notes.leave(
-                "carbon weights", "Duplicated gives every cluster all replicas; set Divided"
-            )
+        if view.scheduling:
+            notes.leave("carbon weights", DUPLICATED_NOTE)
             return False
-        return True
+        return True  # no replicaScheduling: written as Divided
     return False
+
+
+_BLOCKERS = {
+    Division.AGGREGATED: "the policy uses Aggregated division",
+    Division.DYNAMIC_WEIGHT: "the policy uses dynamicWeight",
+    Division.STATIC_WEIGHT: "the policy's own static weights are kept",
+}
+
+
+def _weight_blocker(view: PlacementView) -> str | None:
+    """Why the user's own division keeps carbon weights out (unless ``override``)."""
+    return _BLOCKERS.get(view.division)
+
+
+DUPLICATED_NOTE = "Duplicated gives each cluster all replicas; set replicaSchedulingType: Divided"
+"""Why nothing is divided under ``replicaSchedulingType: Duplicated``, and what to do."""
+
+UNSCHEDULED_NOTE = "no replicaScheduling means Duplicated; set replicaSchedulingType: Divided"
+"""The same without ``replicaScheduling`` (Karmada duplicates)."""
+
+
+def _left_as_is(view: PlacementView) -> str | None:
+    """Why a placement carbonshift wrote nothing into was left as is: Karmada duplicates
+    it. None when the policy is divided (its own reasons are warned where they arise)."""
+    if view.division.divided:
+        return None
+    return DUPLICATED_NOTE if view.scheduling else UNSCHEDULED_NOTE

@@ -1,27 +1,27 @@
 """The placement shapes carbonshift reads and writes in a Karmada policy.
 
 The names of the terms it writes (the ordered fill's ``carbonshift-greenest`` and
-``carbonshift-tier-N``, green-first's ``carbonshift-fallback``), how it reads the user's
-placement (the clusters each term selects, the reach of the user's static weights, an open
-selection, overflow terms, division by available replicas) and how it writes terms,
-exclusions, weights and the decision record. Pure functions over the placement mapping;
-:mod:`webhook.decision.placement` decides which to apply.
+``carbonshift-tier-N``, green-first's ``carbonshift-fallback``), the clusters each of the
+user's terms selects, and how it writes terms, exclusions, weights and the decision record.
+Pure functions over the placement mapping; :mod:`webhook.decision.placement` decides which
+to apply. How Karmada divides a placement (its division, static weights and their reach,
+overflow, an open selection, the ordered fill's tiers) is read through
+:class:`webhook.decision.karmada_view.PlacementView`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from webhook.decision.karmada_view import GREEN_TERM as GREEN_TERM  # noqa: PLC0414 - callers import it here
+from webhook.decision.karmada_view import PlacementView
+from webhook.decision.karmada_view import Tiers as Tiers  # noqa: PLC0414 - callers import it here
 from webhook.decision.outcome import REMOVE, Change
 from webhook.decision.ranking import order_greenest
 from webhook.decision.record import Record, fingerprint
 from webhook.decision.selectors import SelectorError, allowed_clusters, is_open
 from webhook.model.config import ClusterConfig
-
-Tiers = list[list[str]]
-
-GREEN_TERM = "carbonshift-greenest"
 
 FALLBACK_TERM = "carbonshift-fallback"
 
@@ -62,29 +62,14 @@ def fill_order(intensities: Mapping[str, float | None], first: int | None = None
 
 def fill_tiers(placement: Mapping[str, Any]) -> Tiers | None:
     """The ordered-fill tiers carbonshift wrote into a placement (named clusters only);
-    None when the placement is not an ordered fill."""
-    for term in placement.get("clusterAffinities") or []:
-        if not isinstance(term, dict) or term.get("affinityName") != GREEN_TERM:
-            continue
-        overflow = term.get("overflowAffinities")
-        if overflow is None and len(placement.get("clusterAffinities") or []) == 1:
-            scheduling = placement.get("replicaScheduling")
-            preference = (
-                scheduling.get("weightPreference") if isinstance(scheduling, dict) else None
-            )
-            if not (isinstance(preference, dict) and preference.get("staticWeightList")):
-                overflow = []  # every candidate equally green: one tier
-        if not isinstance(overflow, list):
-            return None
-        named = [o for o in overflow if isinstance(o, dict) and o.get("clusterNames")]
-        return [list(term.get("clusterNames") or []), *(list(o["clusterNames"]) for o in named)]
-    return None
+    None when the placement is not an ordered fill (:attr:`PlacementView.fill_tiers`)."""
+    return PlacementView.of(placement).fill_tiers
 
 
 def selected_groups(
     placement: Mapping[str, Any],
     known: Mapping[str, ClusterConfig],
-    reach: list[Mapping[str, Any]] | None,
+    reach: Sequence[Mapping[str, Any]] | None,
 ) -> list[list[str]]:
     """The candidates of each affinity term (with its overflow), or of the one affinity.
 
@@ -119,24 +104,10 @@ def overflow(term: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return extra
 
 
-def has_overflow(terms: object) -> bool:
-    return isinstance(terms, list) and any(
-        isinstance(t, dict) and t.get("overflowAffinities") is not None for t in terms
-    )
-
-
-def open_selection(placement: Mapping[str, Any]) -> bool:
-    """True when the policy selects clusters by selectors or selects every cluster."""
-    terms = placement.get("clusterAffinities")
-    if terms:
-        return any(is_open(a) for t in terms for a in (t, *overflow(t)))
-    return is_open(placement.get("clusterAffinity"))
-
-
 def unweighted_terms(
     placement: Mapping[str, Any],
     known: Mapping[str, ClusterConfig],
-    reach: list[Mapping[str, Any]] | None,
+    reach: Sequence[Mapping[str, Any]] | None,
 ) -> list[dict[str, Any]]:
     """The selectors of open user terms whose known clusters have no user static weight."""
     terms = placement.get("clusterAffinities")
@@ -150,41 +121,6 @@ def unweighted_terms(
             keys = (*SELECTOR_KEYS, "clusterNames")
             out.append({k: term[k] for k in keys if term.get(k)})
     return out
-
-
-def division(scheduling: object) -> str | None:
-    """How Karmada divides replicas under ``replicaScheduling``: ``"duplicated"``,
-    ``"aggregated"``, by a ``dynamicWeight`` (its value, e.g. ``"AvailableReplicas"``),
-    ``"static"`` (a ``staticWeightList``, or none: even), None for no mapping."""
-    if not isinstance(scheduling, dict):
-        return None
-    if scheduling.get("replicaSchedulingType", "Divided") != "Divided":
-        return "duplicated"
-    if scheduling.get("replicaDivisionPreference") == "Aggregated":
-        return "aggregated"
-    preference = scheduling.get("weightPreference")
-    if isinstance(preference, dict) and preference.get("dynamicWeight"):
-        return str(preference["dynamicWeight"])
-    return "static"
-
-
-def weight_reach(scheduling: object) -> list[Mapping[str, Any]] | None:
-    """The user's static weight targets when Karmada divides by them, else None.
-
-    Karmada gives a cluster that matches no ``staticWeightList`` entry no replicas, so
-    the list bounds where replicas can go (``getStaticWeightInfoList``).
-    """
-    if division(scheduling) != "static" or not isinstance(scheduling, dict):
-        return None
-    preference = scheduling.get("weightPreference")
-    entries = preference.get("staticWeightList") if isinstance(preference, dict) else None
-    if not isinstance(entries, list) or not entries:
-        return None
-    return [
-        e["targetCluster"]
-        for e in entries
-        if isinstance(e, dict) and isinstance(e.get("targetCluster"), dict)
-    ]
 
 
 def named(placement: Mapping[str, Any]) -> list[str]:
@@ -239,12 +175,6 @@ def green_first_terms(
     return out
 
 
-def by_room(scheduling: object) -> bool:
-    """Whether Karmada divides ``scheduling`` by room (Divided by ``dynamicWeight:
-    AvailableReplicas``, or Aggregated): what ``overflowAffinities`` need."""
-    return division(scheduling) in ("aggregated", "AvailableReplicas")
-
-
 def dynamic(scheduling: object) -> dict[str, Any]:
     """Divided by available replicas (the user's Aggregated division stays: it overflows too)."""
     out = dict(scheduling) if isinstance(scheduling, dict) else {}
@@ -255,19 +185,6 @@ def dynamic(scheduling: object) -> dict[str, Any]:
     out["replicaDivisionPreference"] = "Weighted"
     out["weightPreference"] = {"dynamicWeight": "AvailableReplicas"}
     return out
-
-
-def weight_blocker(scheduling: object) -> str | None:
-    if not isinstance(scheduling, dict):
-        return None
-    preference = scheduling.get("weightPreference") or {}
-    if preference.get("dynamicWeight"):
-        return "the policy uses dynamicWeight"
-    if preference.get("staticWeightList"):
-        return "the policy's own static weights are kept"
-    if scheduling.get("replicaDivisionPreference") == "Aggregated":
-        return "the policy uses Aggregated division"
-    return None
 
 
 def weighted(

@@ -36,9 +36,9 @@ from webhook import kinds
 from webhook.decision.capacity import MoveRule
 from webhook.decision.division import static_weights
 from webhook.decision.forecast import Method
+from webhook.decision.karmada_view import PlacementView
 from webhook.decision.ranking import order_greenest
 from webhook.decision.selectors import allowed_clusters
-from webhook.decision.terms import fill_tiers
 from webhook.kinds.reevaluation import Reevaluation, Target, target_of
 from webhook.model.config import ClusterConfig, Config
 from webhook.model.intensity import Reading, Signal
@@ -207,21 +207,23 @@ class Members:
 
     def intent(self, written: Mapping[str, Any]) -> Intent:
         """How Karmada reads a placement: candidates per affinity term, static weights or not."""
-        static = static_weights(written.get("replicaScheduling") or {}, self.allowed)
-        terms = written.get("clusterAffinities")
-        if terms and fill_tiers(written) is not None:
-            first = terms[0]
-            tiers = [first, *first.get("overflowAffinities", [])]
+        view = PlacementView.of(written)
+        static = static_weights(view, self.allowed)
+        if view.terms and view.fill_tiers is not None:
+            first = view.terms[0]
+            tiers = [first.affinity, *(first.overflow or ())]
             return Fill(tuple(tuple(self.allowed(t)) for t in tiers))
-        if not terms:
-            group = self.allowed(written.get("clusterAffinity"))
+        if not view.terms:
+            group = self.allowed(view.affinity)
             if static is not None:
                 # Karmada: clusters without a matching rule take no replicas; none: even.
                 weighted = {n: static[n] for n in group if static.get(n, 0) > 0}
                 return _weights(weighted or dict.fromkeys(group, 1))
-            terms = [written.get("clusterAffinity")]
+            affinities = [view.affinity]
+        else:
+            affinities = [t.affinity for t in view.terms]
         return Terms(
-            tuple(tuple(self.allowed(t)) for t in terms),
+            tuple(tuple(self.allowed(t)) for t in affinities),
             tuple(sorted((static or {}).items())),
         )
 
