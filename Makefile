@@ -41,8 +41,9 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 .PHONY: generate
-generate: $(STAMP) ## Regenerate files derived from the code: the chart's config schema (values.schema.json)
+generate: $(STAMP) ## Regenerate files derived from the code: the chart's config schema (values.schema.json); the webhook and ClusterRole rules (kind registry)
 	$(BIN)/python -m devtools.chart_schema
+	$(BIN)/python -m devtools.manifests
 
 unit: $(STAMP) crds tools ## Unit, property and wire tests (no control plane)
 	$(BIN)/pytest -m "not e2e" -q

@@ -12,8 +12,8 @@ from tests.semantics import fleet
 from webhook import kinds
 from webhook.cli import preview
 from webhook.kinds import policies, reevaluation
+from webhook.kinds.grants import FLEET
 from webhook.kinds.reevaluation import Reevaluation, target_of
-from webhook.kube.grants import FLEET
 from webhook.model.vocabulary import ENABLED
 
 WEBHOOK_YAML = Path(__file__).resolve().parents[2] / "manifests" / "base" / "webhook.yaml"

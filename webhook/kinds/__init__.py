@@ -6,25 +6,30 @@ Each kind is a :class:`~webhook.kinds.base.Kind` in its own module
 decider, its scope and opt-in rule, how the leader follows it, the Events and the gauge
 it feeds, and the RBAC it needs. :data:`REGISTRY` lists them; admission dispatches on it,
 the re-evaluation (:mod:`webhook.kinds.reevaluation`) follows the kinds it says are
-followed, ``carbonshift mutate`` builds reviews from it, and tests check
-``manifests/base/webhook.yaml`` (:meth:`Registry.webhook_rules`) and the ClusterRole in
-``manifests/base/rbac.yaml`` (:meth:`Registry.grants`) against it, and with them the
-chart, which renders the same objects.
+followed, ``carbonshift mutate`` builds reviews from it, the accounting and the report
+iterate it, and ``make generate`` (:mod:`devtools.manifests`) writes the webhook
+registration's ``rules:`` (:meth:`Registry.webhook_rules`) and the ClusterRole's rules
+(:meth:`Registry.cluster_role`: the kinds' grants and the fleet's,
+:mod:`webhook.kinds.grants`) into ``manifests/base/`` and the chart's templates.
 
-Adding a kind: one module here with its :class:`Kind` and a row in :data:`REGISTRY`, the
-rules and grants it asks for in ``manifests/base/`` (the tests say which), and tests.
+Adding a kind: one module here with its :class:`Kind` and a row in :data:`REGISTRY`,
+``make generate``, and tests.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Iterator, Mapping
 
 from webhook.kinds.base import Context, Decider, Following, Grant, Kind, Tally
+from webhook.kinds.grants import FLEET, FLEET_EVENTS
 from webhook.kinds.nodepools import NODEPOOL
 from webhook.kinds.offloadings import NAMESPACE_OFFLOADING
 from webhook.kinds.policies import CLUSTER_PROPAGATION_POLICY, PROPAGATION_POLICY
 
 __all__ = [
+    "FLEET",
+    "FLEET_EVENTS",
     "KARMADA",
     "KARPENTER",
     "KINDS",
@@ -36,6 +41,7 @@ __all__ = [
     "Grant",
     "Kind",
     "Registry",
+    "Rule",
     "Tally",
     "find",
 ]
@@ -46,6 +52,23 @@ LIQO = NAMESPACE_OFFLOADING.group
 
 WebhookRule = tuple[str, str, str, str]
 """``(apiGroup, apiVersion, resource, scope)`` of one webhook registration rule."""
+VERBS = ("get", "list", "watch", "create", "update", "patch", "delete")
+"""The order a rule's verbs are written in (any other verb after them, sorted)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Rule:
+    """One ClusterRole rule: the grants on one group's resources merged, with every reason."""
+
+    group: str
+    resources: tuple[str, ...]
+    verbs: tuple[str, ...]
+    whys: tuple[str, ...]
+    """``who: why`` of each grant merged into it (who: the kinds, or none for the fleet)."""
+
+
+def _verb_order(verb: str) -> tuple[int, str]:
+    return (VERBS.index(verb), "") if verb in VERBS else (len(VERBS), verb)
 
 
 class Registry:
@@ -84,6 +107,40 @@ class Registry:
             for resource in g.resources
             for verb in g.verbs
         }
+
+    def cluster_role(self, fleet: Iterable[Grant] = FLEET) -> list[Rule]:
+        """The ClusterRole's rules: every kind's grants (in registry order), then
+        ``fleet``'s; grants on the same group and resources merged into one rule (the
+        union of their verbs, each reason kept, a kind's reason once however many kinds
+        share it)."""
+        asked: list[tuple[str, Grant]] = []
+        for k in self.rows:
+            asked.extend((k.kind, g) for g in k.grants)
+        asked.extend(("", g) for g in fleet)
+        merged: dict[tuple[str, tuple[str, ...]], tuple[set[str], dict[str, list[str]]]] = {}
+        for who, g in asked:
+            verbs, whys = merged.setdefault((g.group, g.resources), (set(), {}))
+            verbs.update(g.verbs)
+            kinds = whys.setdefault(g.why, [])
+            if who and who not in kinds:
+                kinds.append(who)
+        return [
+            Rule(
+                group,
+                resources,
+                tuple(sorted(verbs, key=_verb_order)),
+                tuple(f"{', '.join(who)}: {why}" if who else why for why, who in whys.items()),
+            )
+            for (group, resources), (verbs, whys) in merged.items()
+        ]
+
+    def events(self) -> frozenset[str]:
+        """Every Event reason recorded about a handled kind."""
+        return frozenset(reason for k in self.rows for reason in k.events)
+
+    def accounted(self) -> tuple[Kind, ...]:
+        """The kinds whose managed objects the leader accounts."""
+        return tuple(k for k in self.rows if k.accounting is not None)
 
     def with_(self, *rows: Kind) -> Registry:
         """This registry and ``rows`` besides (a test's own kind)."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from webhook.decision import reevaluate
 from webhook.decision.outcome import Decision, Path
@@ -96,7 +96,8 @@ class Grant:
     resources: tuple[str, ...]
     verbs: tuple[str, ...]
     why: str
-    """Why: said next to the rule in ``manifests/base/rbac.yaml``."""
+    """Why: the comment above the rule in the generated ClusterRole
+    (``manifests/base/rbac.yaml`` and the chart's, ``make generate``)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -127,6 +128,19 @@ class Following:
     tally: Tally | None = None
 
 
+Accounting = Literal["bindings", "nodes", "offloaded-pods"]
+"""How the leader accounts a managed object's emissions (:mod:`webhook.kube.accounting`):
+
+- ``bindings``: the replicas its Karmada ResourceBindings place per member cluster, at
+  their cpu request, against the user's own placement;
+- ``nodes``: the vCPUs of the Nodes it launched (label ``karpenter.sh/nodepool``) per
+  topology zone, against an even spread over the zones the user's requirements allow;
+- ``offloaded-pods``: the cpu requests of its namespace's pods running on Liqo virtual
+  nodes, per remote cluster, against an even spread over the remote clusters the user's
+  own selector allows (always estimated: the local Kepler does not see remote pods).
+"""
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Kind:
     """One handled kind."""
@@ -150,6 +164,10 @@ class Kind:
     following touches besides)."""
     events: tuple[str, ...] = ()
     """Every Event reason recorded about objects of this kind or on their behalf."""
+    accounting: Accounting | None = None
+    """How the leader accounts its managed objects' emissions; None: not accounted."""
+    operations: tuple[str, ...] = ("CREATE", "UPDATE")
+    """The admission operations its webhook rule registers."""
 
     @property
     def api_version(self) -> str:

@@ -84,7 +84,8 @@ NODEPOOL = Kind(
             GROUP,
             ("nodeoverlays",),
             ("list", "create", "update", "delete"),
-            "strategy price: the carbon price NodeOverlays (labelled carbonshift.io/overlay)",
+            "strategy price keeps the carbon price NodeOverlays (labelled "
+            "carbonshift.io/overlay: price; it never touches any other overlay)",
         ),
         Grant(
             "",
@@ -102,4 +103,5 @@ NODEPOOL = Kind(
         "CarbonPriceNotApplied",
         "CarbonZoneUnknown",
     ),
+    accounting="nodes",
 )

@@ -53,7 +53,8 @@ GRANTS = (
         "apps.karmada.io",
         ("workloadrebalancers",),
         ("create", "get", "list", "delete"),
-        "a Fresh reschedule that moves replicas back to greener tiers",
+        "a Fresh reschedule that moves replicas back to greener tiers (labelled "
+        "app.kubernetes.io/managed-by: carbonshift, deleted by Karmada 600 s after it finished)",
     ),
 )
 EVENTS = (
@@ -77,6 +78,7 @@ def _policy(kind: str, resource: str, *, namespaced: bool) -> Kind:
         following=Following(),
         grants=GRANTS,
         events=EVENTS,
+        accounting="bindings",
     )
 
 
