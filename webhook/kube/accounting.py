@@ -14,7 +14,17 @@ holds for each zone at the end of the interval):
 - a managed NodePool: its Nodes (label ``karpenter.sh/nodepool``, ``status.capacity.cpu``)
   per topology zone (``nodepools.topology_zones`` -> grid zone, else ``zone``); the
   counterfactual spreads the same vCPUs evenly over the zones the user's own requirements
-  allow.
+  allow;
+- a managed Liqo NamespaceOffloading: the Running pods of its namespace on Liqo virtual
+  nodes (``liqo.io/type=virtual-node``), per remote cluster (``liqo.io/remote-cluster-id``,
+  its grid zone as the peers give it), at their containers' cpu requests; the
+  counterfactual spreads the same vCPUs evenly over the remote clusters the user's own
+  ``clusterSelector`` allows (:func:`webhook.kinds.offloadings.counterfactual`). Its
+  energy is always estimated: the leader's Kepler does not see the remote clusters'
+  machines. Pods running locally are not the object's doing and are not accounted.
+
+Which kinds are accounted, and how, is each kind's
+:attr:`~webhook.kinds.base.Kind.accounting` in the registry (:data:`webhook.kinds.REGISTRY`).
 
 Energy is estimated with the coefficient unless ``accounting.prometheus_url`` is set:
 then each pass asks that Prometheus for Kepler's joules of the interval
@@ -50,6 +60,7 @@ import structlog
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
+from webhook import kinds
 from webhook.decision.accounting import (
     Coefficients,
     Intensity,
@@ -64,7 +75,11 @@ from webhook.decision.accounting import (
 )
 from webhook.decision.capacity import quantity, room
 from webhook.decision.division import divide_static
-from webhook.kinds import Context
+from webhook.decision.liqo import REMOTE_ID_LABEL
+from webhook.decision.liqo import SELECTOR as VIRTUAL_NODES
+from webhook.kinds import Context, Kind
+from webhook.kinds.base import Accounting
+from webhook.kinds.offloadings import counterfactual as offloaded_counterfactual
 from webhook.kube.client import FIELD_MANAGER, REQUEST_TIMEOUT, absent, error_name, refused
 from webhook.kube.rebalancer import (
     BINDINGS,
@@ -76,7 +91,7 @@ from webhook.kube.rebalancer import (
     workload,
 )
 from webhook.kube.writes import Gate
-from webhook.model.config import Config
+from webhook.model.config import ClusterConfig, Config
 from webhook.model.errors import AccountingError, QueryError
 from webhook.model.intensity import utcnow
 from webhook.model.objects import dig, mapping, meta_of
@@ -87,11 +102,6 @@ from webhook.runtime import metrics, tasks
 log = structlog.get_logger("carbonshift.accounting")
 
 TICK_SECONDS = 1.0
-POLICIES = (
-    ("policy.karmada.io", "v1alpha1", "propagationpolicies", "PropagationPolicy"),
-    ("policy.karmada.io", "v1alpha1", "clusterpropagationpolicies", "ClusterPropagationPolicy"),
-)
-NODEPOOLS = ("karpenter.sh", "v1", "nodepools", "NodePool")
 NODEPOOL_LABEL = "karpenter.sh/nodepool"
 ZONE_LABEL = "topology.kubernetes.io/zone"
 SERIES_HOURS = 14 * 24
@@ -107,6 +117,11 @@ MILLI = 0.001
 Obj = dict[str, Any]
 ObjectKey = tuple[str, str, str]
 """(kind, namespace, name); namespace "" when cluster-scoped."""
+
+
+def accounted(how: Accounting) -> tuple[Kind, ...]:
+    """The registered kinds accounted ``how`` (:attr:`webhook.kinds.base.Kind.accounting`)."""
+    return tuple(k for k in kinds.REGISTRY if k.accounting == how)
 
 
 def key_text(key: ObjectKey) -> str:
@@ -317,6 +332,8 @@ class Accountant:
             done += self._add(ledger, point, key, interval, hours, counts)
         for key, interval, counts in await self._nodepools(ctx, hours, nodes):
             done += self._add(ledger, point, key, interval, hours, counts)
+        for key, interval, counts in await self._offloaded(ctx, hours):
+            done += self._add(ledger, point, key, interval, hours, counts)
         point["r"] = replicas
         metrics.ACCOUNTED_REPLICAS.clear()
         for cluster, n in replicas.items():
@@ -365,11 +382,10 @@ class Accountant:
         self, intensities: Mapping[str, Intensity], hours: float, pods: list[PodJoules]
     ) -> list[tuple[ObjectKey, Interval, Mapping[str, float]]]:
         managed: dict[ObjectKey, Obj] = {}
-        for group, version, plural, kind in POLICIES:
-            for policy in await self._list(group, version, plural) or []:
+        for row in accounted("bindings"):
+            for policy in await self._managed(row):
                 meta = meta_of(policy)
-                if DECISION in meta.annotations:
-                    managed[kind, meta.namespace, meta.name] = policy
+                managed[row.kind, meta.namespace, meta.name] = policy
         if not managed:
             return []
         clusters = await self._list(*CLUSTERS) or []
@@ -436,12 +452,7 @@ class Accountant:
     async def _nodepools(
         self, ctx: Context, hours: float, node_joules: Mapping[str, float]
     ) -> list[tuple[ObjectKey, Interval, Mapping[str, float]]]:
-        group, version, plural, kind = NODEPOOLS
-        pools = [
-            p
-            for p in await self._list(group, version, plural) or []
-            if DECISION in meta_of(p).annotations
-        ]
+        pools = [(row.kind, p) for row in accounted("nodes") for p in await self._managed(row)]
         if not pools:
             return []
         try:
@@ -465,7 +476,7 @@ class Accountant:
                 used = joules.setdefault(str(owner_pool), {})
                 used[zone] = used.get(zone, 0.0) + node_joules.get(node.metadata.name, 0.0)
         out: list[tuple[ObjectKey, Interval, Mapping[str, float]]] = []
-        for pool in pools:
+        for kind, pool in pools:
             name = meta_of(pool).name
             actual = millicores.get(name)
             if not actual:
@@ -495,7 +506,88 @@ class Accountant:
             out.append(((kind, "", name), interval, vcpus))
         return out
 
+    async def _offloaded(
+        self, ctx: Context, hours: float
+    ) -> list[tuple[ObjectKey, Interval, Mapping[str, float]]]:
+        offloadings = [
+            (row.kind, o) for row in accounted("offloaded-pods") for o in await self._managed(row)
+        ]
+        if not offloadings:
+            return []
+        try:
+            virtual = await self.core.list_node(
+                label_selector=VIRTUAL_NODES, _request_timeout=REQUEST_TIMEOUT
+            )
+        except ApiException as exc:
+            if not refused(exc, "list", "nodes"):
+                log.warning("accounting_list_failed", resource="nodes", error=error_name(exc))
+            return []
+        remote = {
+            node.metadata.name: str(cluster_id)
+            for node in virtual.items
+            if (cluster_id := (node.metadata.labels or {}).get(REMOTE_ID_LABEL))
+        }
+        peers = ctx.peers or {}
+        intensities = _intensities(peers, ctx)
+        out: list[tuple[ObjectKey, Interval, Mapping[str, float]]] = []
+        for kind, obj in offloadings:
+            meta = meta_of(obj)
+            got = await self._offloaded_pods(meta.namespace, remote)
+            if got is None:
+                return out
+            millicores, pods = got
+            if not millicores:
+                continue
+            try:
+                interval = account(
+                    millicores,
+                    offloaded_counterfactual(obj, millicores, peers),
+                    intensities,
+                    vcpu_per_replica=MILLI,
+                    hours=hours,
+                    coefficients=self.coefficients,
+                )
+            except AccountingError as exc:
+                log.info("accounting_skipped", offloading=meta.namespaced_name, reason=str(exc))
+                continue
+            out.append(((kind, meta.namespace, meta.name), interval, pods))
+        return out
+
+    async def _offloaded_pods(
+        self, namespace: str, remote: Mapping[str, str]
+    ) -> tuple[dict[str, int], dict[str, float]] | None:
+        """Millicores requested and pods per remote cluster of the Running pods of
+        ``namespace`` on virtual nodes; None when the pods cannot be listed."""
+        try:
+            listed = await self.core.list_namespaced_pod(
+                namespace, _request_timeout=REQUEST_TIMEOUT
+            )
+        except ApiException as exc:
+            if not refused(exc, "list", "pods"):
+                log.warning("accounting_list_failed", resource="pods", error=error_name(exc))
+            return None
+        millicores: dict[str, int] = {}
+        pods: dict[str, float] = {}
+        for pod in listed.items:
+            cluster_id = remote.get((pod.spec.node_name if pod.spec else None) or "")
+            if cluster_id is None or (pod.status.phase if pod.status else None) != "Running":
+                continue
+            cpu = sum(
+                quantity(((c.resources.requests if c.resources else None) or {}).get("cpu")) or 0
+                for c in pod.spec.containers or []
+            )
+            if cpu <= 0:
+                continue  # no cpu request: no energy to estimate
+            millicores[cluster_id] = millicores.get(cluster_id, 0) + int(cpu * 1000)
+            pods[cluster_id] = pods.get(cluster_id, 0) + 1
+        return millicores, pods
+
     # --- reading and writing --------------------------------------------------------------
+
+    async def _managed(self, row: Kind) -> list[Obj]:
+        """The objects of ``row``'s kind carbonshift decided (``carbonshift.io/decision``)."""
+        listed = await self._list(row.group, row.version, row.resource) or []
+        return [o for o in listed if DECISION in meta_of(o).annotations]
 
     async def _list(self, group: str, version: str, plural: str) -> list[Obj] | None:
         resource = f"{plural}.{group}"
@@ -651,8 +743,13 @@ def _publish_all(ledger: Ledger) -> None:
 
 def _cluster_intensities(ctx: Context) -> dict[str, Intensity]:
     """Member cluster -> the intensity of its grid zone now (clusters without one left out)."""
+    return _intensities(ctx.clusters, ctx)
+
+
+def _intensities(places: Mapping[str, ClusterConfig], ctx: Context) -> dict[str, Intensity]:
+    """Place (member cluster, remote cluster id) -> the intensity of its grid zone now."""
     out = {}
-    for name, member in ctx.clusters.items():
+    for name, member in places.items():
         zone = member.grid_zone
         reading = ctx.table.get(zone) if zone else None
         if reading is not None:

@@ -33,6 +33,7 @@ from webhook.decision import carbonprice, reevaluate
 from webhook.decision.carbonprice import GROUP, KIND, RESOURCE, SELECTOR, VERSION, Pool
 from webhook.decision.outcome import lookup
 from webhook.kinds import Context
+from webhook.kinds.nodepools import NODEPOOL
 from webhook.kube.client import FIELD_MANAGER, REQUEST_TIMEOUT, absent, error_name, refused
 from webhook.kube.events import EventRecorder
 from webhook.kube.writes import Gate, NotLeader
@@ -45,8 +46,8 @@ log = structlog.get_logger("carbonshift.overlays")
 
 Obj = dict[str, Any]
 OVERLAYS = f"{RESOURCE}.{GROUP}"
-NODEPOOL_API = "karpenter.sh/v1"
-FOLLOWS = "NodePool"
+NODEPOOL_API = NODEPOOL.api_version
+FOLLOWS = NODEPOOL.kind
 """The kind whose objects, as the re-evaluation leaves them, the keeper prices."""
 
 

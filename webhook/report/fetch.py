@@ -21,7 +21,8 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio import config as kube_config
 from kubernetes_asyncio.client.rest import ApiException
 
-from webhook.kube.accounting import LEDGER_LABELS, NODEPOOLS, POLICIES
+from webhook import kinds
+from webhook.kube.accounting import LEDGER_LABELS
 from webhook.kube.client import REQUEST_TIMEOUT, Settings
 from webhook.model.errors import InvalidInput, UsageError
 from webhook.model.objects import meta_of
@@ -215,10 +216,10 @@ async def _collect(
     events = [e for e in await _events(api) if e.get("reason") in REASONS]
     objects: list[dict[str, Any]] = []
     custom = client.CustomObjectsApi(api)
-    for group, version, plural, kind in (*POLICIES, NODEPOOLS):
+    for row in kinds.REGISTRY:
         try:
             got = await custom.list_cluster_custom_object(
-                group, version, plural, _request_timeout=REQUEST_TIMEOUT
+                row.group, row.version, row.resource, _request_timeout=REQUEST_TIMEOUT
             )
         except ApiException as exc:
             if exc.status in (403, 404):
@@ -226,6 +227,6 @@ async def _collect(
             raise
         for obj in got.get("items") or []:
             if DECISION in meta_of(obj).annotations:
-                obj.setdefault("kind", kind)
+                obj.setdefault("kind", row.kind)
                 objects.append(obj)
     return source, events, objects

@@ -7,20 +7,15 @@ import datetime
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from webhook import kinds
 from webhook.decision.accounting import record_of
 from webhook.decision.record import switches
 from webhook.model.objects import dig, meta_of
 from webhook.model.vocabulary import parse_time
 
-REASONS = frozenset({
-    "CarbonRebalanced",
-    "CarbonReplicasMoved",
-    "CarbonFieldReleased",
-    "NodePoolPaused",
-    "NodePoolResumed",
-    "IntensityClassChanged",
-})  # fmt: skip
-"""Event reasons carbonshift records."""
+REASONS = kinds.REGISTRY.events() | frozenset(kinds.FLEET_EVENTS)
+"""Event reasons carbonshift records: every handled kind's
+(:attr:`webhook.kinds.base.Kind.events`) and the fleet's."""
 MOVES = frozenset({"CarbonRebalanced", "CarbonReplicasMoved", "switch"})
 
 
