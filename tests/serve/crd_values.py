@@ -6,19 +6,30 @@ Shared by the fuzzing of a real ``carbonshift serve`` and the API server's dry r
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 import yaml
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from tests.semantics.checker import crd_file
+from devtools.sandbox.layout import crd
+from webhook import kinds
+from webhook.decision.offloading import NAME as OFFLOADING_NAME
 
 KINDS = {
-    "PropagationPolicy": ("policy.karmada.io", "v1alpha1", "propagationpolicies", "shop"),
-    "ClusterPropagationPolicy": ("policy.karmada.io", "v1alpha1", "clusterpropagationpolicies", ""),
-    "NodePool": ("karpenter.sh", "v1", "nodepools", ""),
+    k.kind: (k.group, k.version, k.resource, "shop" if k.namespaced else "") for k in kinds.KINDS
 }
+"""Every registered kind: ``(group, version, resource, namespace)`` (``""``: cluster-scoped)."""
+
+
+def crd_file(kind: str) -> Path:
+    """The upstream CRD of ``kind`` that ``make crds`` fetched: ``<group>_<resource>.yaml``
+    of its project (the group's second-level name: ``karmada``, ``karpenter``, ``liqo``);
+    a one-line error naming ``make binaries`` when missing."""
+    group, _, resource, _ = KINDS[kind]
+    return crd(group.split(".")[-2], f"{group}_{resource}.yaml")
+
 
 FUZZ = settings(
     deadline=None,
@@ -113,7 +124,8 @@ def crd_schema(kind: str) -> dict[str, Any]:
     properties["metadata"] = {
         "type": "object",
         "properties": {
-            "name": {"const": "fuzzed"},
+            # Liqo reads only the NamespaceOffloading of this name (carbonshift decides it).
+            "name": {"enum": ["fuzzed", OFFLOADING_NAME]},
             "labels": {  # opted in, mostly (cluster-scoped kinds opt in by this label)
                 "type": "object",
                 "properties": {"carbonshift.io/enabled": {"enum": ["true", "true", "false"]}},
