@@ -53,6 +53,7 @@ import contextlib
 import dataclasses
 import datetime
 from collections.abc import Callable, Iterable, Mapping
+from decimal import Decimal
 from typing import Any, cast
 
 import orjson
@@ -573,8 +574,12 @@ class Accountant:
             if cluster_id is None or (pod.status.phase if pod.status else None) != "Running":
                 continue
             cpu = sum(
-                quantity(((c.resources.requests if c.resources else None) or {}).get("cpu")) or 0
-                for c in pod.spec.containers or []
+                (
+                    quantity(((c.resources.requests if c.resources else None) or {}).get("cpu"))
+                    or Decimal(0)
+                    for c in pod.spec.containers or []
+                ),
+                Decimal(0),
             )
             if cpu <= 0:
                 continue  # no cpu request: no energy to estimate
