@@ -31,6 +31,7 @@ from webhook.kinds import Context
 from webhook.kube.accounting import Accountant, accounted
 from webhook.model.config import ClusterConfig, parse
 from webhook.model.vocabulary import DECISION
+from webhook.report import fetch
 from webhook.runtime import metrics
 
 __all__ = ["kube", "no_series"]  # fixtures used by name
@@ -165,3 +166,24 @@ async def test_pods_it_may_not_list_account_nothing(kube: kubeapi.KubeApi) -> No
     clock.now += timedelta(seconds=300)
     assert await leader.pass_once() == 0
     assert KEY not in persisted(kube).objects
+
+
+async def test_the_report_lists_managed_namespace_offloadings_and_their_events(
+    kube: kubeapi.KubeApi,
+) -> None:
+    world(kube)
+    kube.add({"apiVersion": "offloading.liqo.io/v1beta1", "kind": "NamespaceOffloading",
+              "metadata": {"name": "offloading", "namespace": "other"}})  # fmt: skip
+    for reason in ("CarbonRebalanced", "CarbonPriceChanged", "Scheduled"):
+        kube.add({
+            "apiVersion": "events.k8s.io/v1", "kind": "Event",
+            "metadata": {"name": reason.lower(), "namespace": "shop"},
+            "reason": reason, "eventTime": "2026-01-01T00:00:00.000000Z",
+            "regarding": {"kind": "NamespaceOffloading", "namespace": "shop",
+                          "name": "offloading"},
+        }, "events")  # fmt: skip
+    _, events, objects = await fetch.collect(kube.api, "carbonshift-accounting", NAMESPACE, "")
+    assert [(o["kind"], o["metadata"]["namespace"]) for o in objects] == [
+        ("NamespaceOffloading", "shop")
+    ]
+    assert sorted(e["reason"] for e in events) == ["CarbonPriceChanged", "CarbonRebalanced"]
