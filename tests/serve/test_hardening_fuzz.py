@@ -38,7 +38,12 @@ from tests.serve.crd_values import FUZZ, JSON, KINDS, crd_schema, from_schema
 from tests.support import FLEET
 
 SCALE = float(os.environ.get("CARBONSHIFT_FUZZ_SCALE", "1"))
-EXAMPLES = {"PropagationPolicy": 600, "ClusterPropagationPolicy": 500, "NodePool": 500}
+EXAMPLES = {
+    "PropagationPolicy": 600,
+    "ClusterPropagationPolicy": 500,
+    "NodePool": 500,
+    "NamespaceOffloading": 300,
+}
 MALFORMED = 400
 ANSWER_SECONDS = 5.0
 """A hang: no answer within this (kube-apiserver gives up after timeoutSeconds, 3 s)."""
@@ -170,6 +175,10 @@ def check_error(status: int, body: bytes) -> None:
 
 
 @pytest.mark.timeout(900)
+def test_every_handled_kind_is_fuzzed() -> None:
+    assert set(EXAMPLES) == set(KINDS)
+
+
 @pytest.mark.parametrize("kind", sorted(EXAMPLES))
 def test_reviews_generated_from_the_crd_schemas(server: Server, kind: str) -> None:
     schema = crd_schema(kind)
