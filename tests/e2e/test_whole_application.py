@@ -49,6 +49,10 @@ pytestmark = pytest.mark.timeout(600)
 
 GREENEST, MIDDLE, DIRTIEST = DEMO
 __all__ = ["namespace"]  # the fixture, reused as it is
+TURN = {"SE-SE3": 900.0, "FR": 40.0, "PL": 1000.0}
+"""The grid turns: member-fr the greenest, member-se next. Far enough past the hysteresis
+(margin 0.1 on the tier-weighted mean: 669 -> 423 g/kWh), where a small turn (FR 10 g
+against SE 25 g, PL unchanged) moves the weighted mean by 3 % and rightly switches nothing."""
 
 
 @pytest.fixture
@@ -160,7 +164,7 @@ def test_after_the_grid_turns_the_application_is_still_whole_where_replicas_run(
     with follower(sandbox, tmp_path, grid) as leader:
         eventually(lambda: holder(kube, leader.name), "leadership", timeout=30.0)
         wait_rooms(kube, {GREENEST: 0, MIDDLE: FULL[MIDDLE] - 6})
-        grid.values["FR"] = 10.0  # member-fr turns greenest: the rest of its room fills
+        grid.values.update(TURN)  # member-fr turns greenest: the rest of its room fills
         settles(kube, namespace, name, {MIDDLE: 8, GREENEST: 2})
         assert metric(leader, "carbonshift_replicas_moved_total") == 2
         whole(kube, namespace, name, list(DEMO))
@@ -184,7 +188,7 @@ def test_a_lazy_policy_is_rewritten_but_no_move_is_counted(
     settles(kube, namespace, name, {GREENEST: 4, MIDDLE: 6})
     with follower(sandbox, tmp_path, grid) as leader:
         eventually(lambda: holder(kube, leader.name), "leadership", timeout=30.0)
-        grid.values["FR"] = 10.0
+        grid.values.update(TURN)
         lazy = eventually(
             lambda: events(kube, namespace, name, "CarbonPolicyLazy") or None,
             "a CarbonPolicyLazy Event",
