@@ -39,6 +39,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from webhook.decision import carry
 from webhook.decision.holding import Proposal
 from webhook.decision.hysteresis import Hysteresis
 from webhook.decision.karmada_view import Division, PlacementView
@@ -156,6 +157,21 @@ class PolicyInputs:
     """When a recomputed placement may replace the one in force (refresh only)."""
     now: datetime | None = None
     """Decision time, for the minimum dwell of the placement in force."""
+    carried: bool = False
+    """A leader carries the non-workloads a policy selects to every tier
+    (:mod:`webhook.decision.carry`); without one a policy that selects them beside its
+    workloads keeps all its clusters in one group."""
+
+
+UNCARRIED_NOTE = (
+    "{kinds} would reach the first tier only: no leader to carry them (needs a cluster"
+    " connection)"
+)
+
+LAZY_NOTE = (
+    "activationPreference Lazy: Karmada applies placement changes only when the resource"
+    " template changes"
+)
 
 
 def decide(policy: Mapping[str, Any], inputs: PolicyInputs) -> Decision:
@@ -192,6 +208,10 @@ def decide(policy: Mapping[str, Any], inputs: PolicyInputs) -> Decision:
         warn(f"carbonshift: {decision.skipped}")
         return decision
 
+    picked = carry.selection(spec)
+    if _no_workload(picked, decision):
+        return decision
+
     zones = {n: (c.grid_zone if (c := known.get(n)) else None) for n in candidates}
     data = lookup(zones, inputs.table)
     decision.warnings.extend(data.warnings())
@@ -207,6 +227,10 @@ def decide(policy: Mapping[str, Any], inputs: PolicyInputs) -> Decision:
         known=known,
         unweighted=unweighted_terms(base, known, reach),
     )
+    if picked.mixed and not inputs.carried:
+        # Karmada sends non-workloads to a term's primary group only: without a leader to
+        # carry them, every cluster a replica can reach must be in that one group.
+        shape = dataclasses.replace(shape, uncarried=", ".join(picked.others))
     limits = _Limits(user_terms and not override, groups, shape.spread, known, reach is not None)
     intensities = _apply_limit(new, dict(data.values), knobs.max_intensity, limits, notes)
     tiers, weights, others = _place(
@@ -222,7 +246,7 @@ def decide(policy: Mapping[str, Any], inputs: PolicyInputs) -> Decision:
     if changes and proposal.keep(inputs, warn):
         decision.record = previous
         return decision
-    body = data.body(weights) | notes.body(others)
+    body = data.body(weights) | notes.body(others) | _kept_whole(picked, inputs, new, spec, warn)
     for k, tier in enumerate(tiers):
         for name in tier:
             body["clusters"][name]["t"] = k
@@ -232,6 +256,36 @@ def decide(policy: Mapping[str, Any], inputs: PolicyInputs) -> Decision:
     decision.record = record_of(base, new, body | history(previous))
     decision.changes = changes
     return decision
+
+
+def _no_workload(picked: carry.Selection, decision: Decision) -> bool:
+    """A policy that selects only non-workloads has no replicas to place: left as is."""
+    if not picked.no_workload:
+        return False
+    decision.skipped = (
+        f"placement left as is: the policy selects no workload ({', '.join(picked.others)});"
+        " Karmada sends it to every cluster of the placement"
+    )
+    decision.warnings.append(short(f"carbonshift: {decision.skipped}"))
+    return True
+
+
+def _kept_whole(
+    picked: carry.Selection,
+    inputs: PolicyInputs,
+    placement: Mapping[str, Any],
+    spec: Mapping[str, Any],
+    warn: Warn,
+) -> dict[str, Any]:
+    """Record entries: the non-workload kinds the leader carries to every tier (``carry``)
+    and a Lazy activation (``lazy``: later changes wait for the template)."""
+    out: dict[str, Any] = {}
+    if picked.mixed and inputs.carried and carry.carbonshift_terms(placement):
+        out["carry"] = list(picked.others)
+    if spec.get("activationPreference") == "Lazy":
+        out["lazy"] = True
+        warn(f"carbonshift: {LAZY_NOTE}")
+    return out
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -247,6 +301,9 @@ class _Shape:
     unweighted: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     """Open user terms none of whose known clusters has a user static weight: Karmada
     weighs all their clusters 1, so their unknown clusters stay reachable too."""
+    uncarried: str | None = None
+    """The non-workload kinds the policy selects beside its workloads when no leader
+    carries them (:mod:`webhook.decision.carry`): no tiers then, one group."""
 
     def fill(
         self,
@@ -283,6 +340,9 @@ class _Shape:
         self, placement: dict[str, Any], order: list[str], n: int, notes: _Notes
     ) -> bool:
         """Green-first ``clusterAffinities`` (``max-clusters``); True when written."""
+        if self.uncarried:
+            notes.leave(MAX_CLUSTERS, UNCARRIED_NOTE.format(kinds=self.uncarried))
+            return False
         if self.overflow:
             notes.leave(MAX_CLUSTERS, "it would drop the policy's overflowAffinities")
             return False
@@ -486,6 +546,7 @@ def _wants_fill(
         # (max-clusters, max-intensity) orders the tiers it fills, never a cliff.
         ordered = knobs.max_clusters is not None or knobs.max_intensity is not None
         blocked = user_terms or shape.spread.present or shape.reach is not None
+        blocked = blocked or shape.uncarried is not None
         return ordered and view.by_room and not blocked
     if not view.division.divided:
         if "fill" not in names:
@@ -501,6 +562,8 @@ def _wants_fill(
         reason = "spreadConstraints choose the clusters"
     elif shape.reach is not None:
         reason = "the policy's own static weights bound where replicas go"
+    elif shape.uncarried:
+        reason = f"{UNCARRIED_NOTE.format(kinds=shape.uncarried)}"
     if reason is not None:
         notes.leave(FILL, reason + "; carbon weights instead" if shape.reach is None else reason)
         return False
