@@ -24,8 +24,9 @@ def _print_next_steps(sandbox: Sandbox, workload: WorkloadCluster | None) -> Non
     print(f"  export KUBECONFIG={sandbox.kubeconfig} PATH={bin_dir}:$PATH")
     print(f"  kubectl apply -f {sandbox.layout.root / 'examples'}/")
     print(f"  kubectl --context {first} -n carbonshift-demo get deployments")
-    print("  # the carbon accounting, once the leader has made a pass (accounting.interval_seconds):")
-    print(f"  {sandbox.layout.root / '.venv/bin/carbonshift'} report --kubeconfig {sandbox.kubeconfig}")
+    carbonshift = sandbox.layout.root / ".venv" / "bin" / "carbonshift"
+    print("  # carbon accounting, after the leader's first pass (accounting.interval_seconds):")
+    print(f"  {carbonshift} report --kubeconfig {sandbox.kubeconfig}")
     print()
     print(f"Contexts: {KARMADA_CONTEXT} (current, the Karmada API server), "
           + ", ".join(f"{m} ({sandbox.member_url(m)})" for m in sandbox.members))  # fmt: skip
