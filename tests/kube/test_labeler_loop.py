@@ -255,3 +255,28 @@ async def test_liqo_virtual_nodes_are_labelled_through_the_core_api(
     [(name, _)] = changes(kube)
     assert name == "liqo-remote"
     assert all(klass(kube, n) is None for n in ZONES)  # the Clusters are another labeler's
+
+
+async def test_a_zone_without_data_is_said_once_per_spell_on_the_cluster(
+    kube: kubeapi.KubeApi,
+) -> None:
+    feed, clock = Feed({"FR": 60.0, "PL": 700.0}), Clock()  # no data for DE
+    leader = labeler(kube, feed, clock)
+
+    def missing() -> list[tuple[str, str, str]]:
+        events = kube.items("events.events.k8s.io", "default")
+        return [(e["regarding"]["name"], e["type"], e["note"]) for e in events
+                if e["reason"] == "IntensityDataMissing"]  # fmt: skip
+
+    await leader.pass_once()
+    await leader.pass_once()
+    [(name, kind, note)] = missing()
+    assert (name, kind) == ("member-de", "Warning")
+    assert "no carbon intensity data for grid zone DE" in note
+    assert klass(kube, "member-de") is None  # nothing to label it with
+    feed.values["DE"] = 300.0
+    await leader.pass_once()
+    assert klass(kube, "member-de") == "medium"
+    del feed.values["DE"]
+    await leader.pass_once()
+    assert len(missing()) == 2  # a new spell

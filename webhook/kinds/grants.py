@@ -59,6 +59,6 @@ FLEET: tuple[Grant, ...] = (
 )
 """The ClusterRole rules the leader needs besides the handled kinds' own."""
 
-FLEET_EVENTS: tuple[str, ...] = ("IntensityClassChanged",)
+FLEET_EVENTS: tuple[str, ...] = ("IntensityClassChanged", "IntensityDataMissing")
 """Event reasons recorded about no handled kind: a Karmada Cluster's intensity class
-changed (:mod:`webhook.kube.labeler`)."""
+changed, or its grid zone has no data (:mod:`webhook.kube.labeler`)."""

@@ -126,6 +126,9 @@ def _ours(obj: Mapping[str, Any]) -> Held:
     )
 
 
+MISSING = "IntensityDataMissing"
+
+
 class ClusterLabeler:
     """Writes each Cluster's intensity class label and annotations while leading."""
 
@@ -151,6 +154,8 @@ class ClusterLabeler:
         self.interval = config.labels.interval_seconds
         self.clock = clock
         self._held: dict[str, Held] = {}
+        self._gaps: set[str] = set()
+        """Clusters whose zone has had no data since the Event that said so."""
         self._seen: tuple[int, int] | None = None
         """The inputs of the last pass (:meth:`_inputs`): a pass runs again as they change."""
         self._task: asyncio.Task[None] | None = None
@@ -173,8 +178,12 @@ class ClusterLabeler:
             if cluster.grid_zone is None:
                 continue
             reading = table.get(cluster.grid_zone)
-            if reading is None or reading.stale:
-                continue  # nothing to say, and stale data never changes a label
+            if reading is None:
+                await self._missing(name, cluster.grid_zone)
+                continue
+            self._gaps.discard(name)
+            if reading.stale:
+                continue  # stale data never changes a label
             try:
                 held = self._held.get(name)
                 label = cluster.labels.get(vocabulary.INTENSITY_CLASS)
@@ -196,6 +205,32 @@ class ClusterLabeler:
                         error=error_name(exc),
                     )
         return written
+
+    async def _missing(self, name: str, zone: str) -> None:
+        """One Warning Event ``IntensityDataMissing`` on the Cluster per spell without data
+        for its zone (a misspelt zone, or every provider failing for it)."""
+        if name in self._gaps or self.events is None or not self.gate.leading:
+            return
+        self._gaps.add(name)
+        try:
+            obj = await self.resource.read(self.api, name)
+            await self.events.emit(
+                {
+                    "apiVersion": self.resource.api_version,
+                    "kind": self.resource.kind,
+                    "metadata": {"name": name, "uid": (obj.get("metadata") or {}).get("uid")},
+                },
+                reason=MISSING,
+                note=f"no carbon intensity data for grid zone {zone}: the cluster ranks last "
+                "and keeps its label until a provider answers for it",
+                action="Rank",
+                type="Warning",
+            )
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self._gaps.discard(name)  # say it on a later pass
+            log.warning("cluster_event_failed", cluster=name, error=error_name(exc))
 
     async def _label(self, name: str, reading: Reading) -> int:
         held = self._held.get(name)
