@@ -24,6 +24,8 @@ MODULES = [
     "devtools.sandbox",
     "devtools.sandbox.workload",
     "devtools.chart_schema",
+    "devtools.manifests",
+    "devtools.sandbox.kueue",
 ]
 
 COMMANDS: dict[str, list[str]] = {
