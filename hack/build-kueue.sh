@@ -6,9 +6,10 @@
 # a stamp kueue-controller-manager.version, and $CARBONSHIFT_CACHE/crds/kueue/ (the module's
 # config/components/crd/bases/*.yaml, config/components/webhook/manifests.yaml and LICENSE) with a
 # stamp crds/kueue.version; whatever matches its stamp is not built or copied again.
-# One build-time change (go build -overlay, nothing else differs from upstream): cmd/kueue reads
-# its metrics certificate from the fixed path /etc/kueue/metrics/certs when internal certificate
-# management is off; the sandbox's build reads the folder from KUEUE_METRICS_CERT_DIR when set.
+# One line differs from upstream (a patched copy of cmd/kueue/main.go laid into hack/kueue with
+# go build -overlay, nothing written to the tree): with internal certificate management off,
+# cmd/kueue reads its metrics certificate from the fixed path /etc/kueue/metrics/certs; this
+# build reads that folder from KUEUE_METRICS_CERT_DIR when it is set.
 # Usage: hack/build-kueue.sh [kueue-controller-manager|crds]   (default: both)
 set -euo pipefail
 
@@ -26,7 +27,7 @@ die() { log "error: $*" >&2; exit 1; }
 
 WANT_BINARY=1 WANT_CRDS=1
 case "${1:-}" in
-    -h|--help) sed -n '2,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     "") ;;
     kueue-controller-manager) WANT_CRDS=0 ;;
     crds) WANT_BINARY=0 ;;
@@ -68,12 +69,14 @@ build_binary() {
     [[ "$(grep -cF "$fixed" "$main")" == 1 ]] || die "$main: expected one line '$fixed'"
     sed "s|$fixed|$fixed; if dir := os.Getenv(\"KUEUE_METRICS_CERT_DIR\"); dir != \"\" { metricsCertPath = dir }|" \
         "$main" > "$work/main.go"
-    printf '{"Replace": {"%s": "%s"}}\n' "$main" "$work/main.go" > "$work/overlay.json"
+    # The Go command replaces no file of the module cache: the patched main package is laid
+    # into this module (hack/kueue/cmd/kueue, in the overlay only), with the same imports.
+    printf '{"Replace": {"%s": "%s"}}\n' "$MODULE/cmd/kueue/main.go" "$work/main.go" > "$work/overlay.json"
     log "$NAME: building ($stamp) into $CACHE"
     local start=$SECONDS ldflags="-s -w -X $MOD/pkg/version.GitVersion=$MOD_VERSION"
     # A temporary name of this run's own, so two builds at once never move half-written files.
     (cd "$MODULE" && go build -overlay "$work/overlay.json" -ldflags "$ldflags" \
-        -o "$CACHE/$NAME.tmp.$$" "$MOD/cmd/kueue")
+        -o "$CACHE/$NAME.tmp.$$" ./cmd/kueue)
     mv -f "$CACHE/$NAME.tmp.$$" "$CACHE/$NAME"
     printf '%s\n' "$stamp" > "$CACHE/$NAME.version"
     log "$NAME: built in $((SECONDS - start))s"
