@@ -164,8 +164,7 @@ class PolicyInputs:
 
 
 UNCARRIED_NOTE = (
-    "{kinds} would reach the first tier only: no leader to carry them (needs a cluster"
-    " connection)"
+    "{kinds} would reach the first tier only: no leader to carry them (needs a cluster connection)"
 )
 
 LAZY_NOTE = (
