@@ -182,16 +182,23 @@ def dispatched_to(box: KueueSandbox, name: str) -> str:
     return wait_for(box, cluster, f"Job {name}'s Workload on the manager to be dispatched")
 
 
+def events(box: KueueSandbox, cluster: str, name: str) -> set[tuple[str, str, str]]:
+    """(kind, reason, message) of the Events of Job ``name`` and its Pods in ``cluster``:
+    they outlive the Job, which MultiKueue deletes from the worker once it finished."""
+    found = set()
+    for item in items(box, cluster, "events"):
+        involved = item.get("involvedObject") or {}
+        if (involved.get("kind"), involved.get("name")) == ("Job", name) or (
+            involved.get("kind") == "Pod" and str(involved.get("name")).startswith(f"{name}-")
+        ):
+            found.add((involved["kind"], item.get("reason") or "", item.get("message") or ""))
+    return found
+
+
 def wait_ran(box: KueueSandbox, name: str, worker: str) -> None:
-    """The Job ran on ``worker`` (its Pod bound to the KWOK Node and Succeeded), finished
-    there, and the manager's Job and Workload show it."""
-    wait_for(box, lambda: condition(get_job(box, worker, name), "Complete"),
-             f"Job {name} to complete on {worker}")  # fmt: skip
-    pods = items(box, worker, "pods")
-    ran = [p for p in pods if (p["metadata"].get("labels") or {}).get("job-name") == name]
-    assert [(p["spec"].get("nodeName"), p["status"]["phase"]) for p in ran] == [
-        ("kwok-node", "Succeeded")
-    ], ran
+    """The manager's Job ``name`` shows the completion, its Workload finished, and the Job
+    ran on ``worker``: its Pod was bound to the KWOK Node and the Job completed there (the
+    worker's Events; the worker's Job itself is deleted once the manager's finished)."""
     wait_for(box, lambda: condition(get_job(box, MANAGER, name), "Complete"),
              f"the manager's Job {name} to show the completion")  # fmt: skip
     wait_for(box, lambda: condition(workload_of(box, MANAGER, name), "Finished"),
@@ -200,6 +207,20 @@ def wait_ran(box: KueueSandbox, name: str, worker: str) -> None:
     assert manager_job is not None
     assert manager_job["spec"].get("managedBy") == MULTIKUEUE_MANAGED
     assert manager_job["status"].get("succeeded") == 1
+
+    def ran() -> set[tuple[str, str, str]] | None:
+        seen = events(box, worker, name)
+        scheduled = any(k == "Pod" and r == "Scheduled" and "kwok-node" in m for k, r, m in seen)
+        completed = any(k == "Job" and r == "Completed" for k, r, _ in seen)
+        return seen if scheduled and completed else None
+
+    wait_for(box, ran, f"the Events of Job {name}'s Pod on kwok-node and completion on {worker}")
+    for other in WORKERS:
+        if other != worker:
+            ran_there = {
+                e for e in events(box, other, name) if e[0] == "Pod" or e[1] == "Completed"
+            }
+            assert not ran_there, f"Job {name} ran on {other} too"
 
 
 def test_a_job_on_the_manager_runs_on_a_worker(fleet: KueueSandbox) -> None:
