@@ -65,9 +65,12 @@ def test_json_output(setup: tuple[Path, Path], capsys: pytest.CaptureFixture[str
     code = cli.main([str(scenario), "--traces", str(traces), "--json", "--policies", "green-first"])
     assert code == 0
     doc = json.loads(capsys.readouterr().out)
-    assert [r["policy"] for r in doc["spatial"]] == ["baseline", "green-first", "oracle"]
+    keys = [r["policy"] for r in doc["spatial"]]
+    assert keys == ["baseline", "green-first", "oracle-free", "oracle"]
     oracle = doc["spatial"][-1]
-    assert oracle["oracle_captured_pct"] == 100.0
+    assert oracle["constrained_oracle_captured_pct"] == 100.0
+    assert doc["spatial"][-2]["free_oracle_captured_pct"] == 100.0
+    assert oracle["free_oracle_captured_pct"] <= 100.0
     assert all(r["kg_co2eq"] >= oracle["kg_co2eq"] for r in doc["spatial"])
 
 

@@ -1,8 +1,10 @@
 """What one policy did in a simulation, and the comparison metrics derived from it.
 
 Savings are ratio-of-sums over the same work and hours: ``1 - E_policy / E_baseline``;
-the share of the oracle's saving captured is ``(E_baseline - E_policy) /
-(E_baseline - E_oracle)``.
+the share of an oracle's saving captured is ``(E_baseline - E_policy) /
+(E_baseline - E_oracle)``, against the constrained oracle (the target: the scenario's
+capacities, ``movable: false`` and deadlines respected) and against the free one (the
+upper bound).
 """
 
 from __future__ import annotations
@@ -20,6 +22,10 @@ class Role(StrEnum):
     BASELINE = "baseline"
     POLICY = "policy"
     ORACLE = "oracle"
+    """The constrained oracle: perfect knowledge within the scenario's constraints."""
+    FREE_ORACLE = "free-oracle"
+    """The free oracle: the upper bound, which ignores ``movable: false`` (and splits
+    batch jobs)."""
 
 
 @dataclasses.dataclass(slots=True)
@@ -69,7 +75,10 @@ class Row:
     total_kg: float
     saved_pct: float
     captured_pct: float | None
-    """None when the oracle saves nothing (nothing to capture)."""
+    """Share of the constrained oracle's saving; None when it saves nothing."""
+    captured_free_pct: float | None
+    """Share of the free oracle's (the upper bound's) saving; None when it saves nothing
+    or did not run."""
     moves_per_day: float
     changes_per_day: float
     misses: int
@@ -78,16 +87,22 @@ class Row:
 
 
 def compare(runs: Sequence[Run], hours: int) -> list[Row]:
-    """Rows for ``runs``, relative to the one baseline and the one oracle among them."""
+    """Rows for ``runs``, relative to the one baseline and the oracles among them."""
     baseline = next(r for r in runs if r.role is Role.BASELINE).total
     oracle = next(r for r in runs if r.role is Role.ORACLE).total
+    free = next((r.total for r in runs if r.role is Role.FREE_ORACLE), None)
     days = hours / 24
+
+    def share(total: float, target: float | None) -> float | None:
+        if target is None:
+            return None
+        gap = baseline - target
+        return 100.0 * (baseline - total) / gap if gap > 1e-9 * max(baseline, 1) else None
+
     rows = []
     for run in runs:
         total = run.total
         saved = 100.0 * (1 - total / baseline) if baseline else 0.0
-        gap = baseline - oracle
-        captured = 100.0 * (baseline - total) / gap if gap > 1e-9 * max(baseline, 1) else None
         rows.append(
             Row(
                 key=run.key,
@@ -96,7 +111,8 @@ def compare(runs: Sequence[Run], hours: int) -> list[Row]:
                 info=run.info,
                 total_kg=total / 1000.0,
                 saved_pct=saved,
-                captured_pct=captured,
+                captured_pct=share(total, oracle),
+                captured_free_pct=share(total, free),
                 moves_per_day=run.moves / days,
                 changes_per_day=run.changes / days,
                 misses=run.misses,

@@ -8,12 +8,13 @@ tonnes once the largest figure reaches 1 t, else kilograms (else grams), never a
 a column of 0.00 t.
 
 The cumulative plot shows, day by day, the emissions each policy avoided against the
-carbon-agnostic baseline; the oracle is the upper bound of that saving, and no series can
-cross it. For batch runs each job counts at the hour it arrived, wherever it ran
-(``Run.by_arrival``), so every series covers the same jobs at every hour: counted by the
-hour they run, a policy that holds jobs back looks cleaner than the oracle until its
-backlog runs, and one that never resumes before the data ends shows its whole unfinished
-tail as a spike on the last day. A job that missed its deadline earns no saving.
+carbon-agnostic baseline; the free oracle is the upper bound of that saving, and no series
+can cross it; the constrained oracle (the scenario's constraints respected) is the target.
+For batch runs each job counts at the hour it arrived, wherever it ran (``Run.by_arrival``),
+so every series covers the same jobs at every hour: counted by the hour they run, a policy
+that holds jobs back looks cleaner than the oracle until its backlog runs, and one that
+never resumes before the data ends shows its whole unfinished tail as a spike on the last
+day. A job that missed its deadline earns no saving.
 """
 
 from __future__ import annotations
@@ -119,12 +120,19 @@ def _style(
         return Style(BASELINE_COLOUR, (1.0, 2.5), 1.2)
     if run.role is Role.ORACLE:
         return Style(ORACLE_COLOUR, (8.0, 2.0, 1.5, 2.0, 1.5, 2.0), 1.8)
+    if run.role is Role.FREE_ORACLE:
+        return Style(ORACLE_COLOUR, (2.0, 2.0), 1.0)
     colour, dashes = next(palette)
     return Style(colour, dashes, 2.8 if run.key == default else 1.3)
 
 
 def legend_name(run: Run, default: str | None) -> str:
-    """The run's name in a legend: its key, "(default)" on carbonshift's default row."""
+    """The run's name in a legend: its key, "(default)" on carbonshift's default row, and
+    which oracle an oracle is."""
+    if run.role is Role.ORACLE:
+        return f"{run.key} (constrained: the target)"
+    if run.role is Role.FREE_ORACLE:
+        return f"{run.key} (free: upper bound)"
     return f"{run.key} (default)" if run.key == default else run.key
 
 
@@ -148,13 +156,14 @@ def cumulative(
             color=style.colour,
             dashes=style.dashes,
             linewidth=style.width,
-            zorder=3 if run.key == default or run.role is Role.ORACLE else 2,
+            zorder=3 if run.key == default or run.role is not Role.POLICY else 2,
         )
     _x_axis(ax, grid)
     counted = "jobs by arrival hour, " if part == "temporal" else ""
     ax.set_ylabel(f"{unit.name}CO2eq avoided vs baseline (cumulative)")
     ax.set_title(
-        f"Emissions avoided against the baseline ({counted}oracle = upper bound)",
+        f"Emissions avoided against the baseline ({counted}constrained oracle = target, "
+        "free oracle = upper bound)",
         fontsize="medium",
     )
     ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
