@@ -28,6 +28,11 @@ BENCHMARKS: Mapping[str, tuple[Callable[..., Any], str]] = {
         "cluster: CPU seconds per pass on one core (re-evaluation + move back), moves "
         "planned, writes proposed, RSS (bench/reevaluate.py)",
     ),
+    "reevaluate-large": (
+        reevaluate.large,
+        "the same two passes over 100,000 policies, their bindings and 1,000 Clusters "
+        "(bench/reevaluate.py; a few minutes, about 2 GB)",
+    ),
     "schedule": (
         schedule.main,
         "karmada-scheduler with and without the CarbonAware plugin: 500 ResourceBindings "
