@@ -150,20 +150,62 @@ def _amounts(values: object) -> dict[str, Decimal]:
     return out
 
 
+_Key = tuple[tuple[object, str], ...]
+
+
+def _key(values: object) -> _Key | None:
+    """``values`` as a hashable key of the same amounts: its items when every value is a
+    string (a listed object's quantities always are); None otherwise (not cached)."""
+    if values is None:
+        return ()
+    if type(values) is not dict and not isinstance(values, Mapping):
+        return ()  # read as no amounts either way
+    found = tuple(values.items())
+    for _, raw in found:
+        if type(raw) is not str:
+            return None
+    return found
+
+
 def room(summary: object, requests: object) -> int | None:
     """Replicas a cluster can still take: Karmada's general estimator (``general.go``).
 
     ``summary`` is the Cluster's ``status.resourceSummary``, ``requests`` the binding's
     ``replicaRequirements.resourceRequest`` (None or empty: only the pod count bounds it).
     None when the summary is missing or unreadable (the room is not known).
+
+    A fleet repeats a few summaries and requests for every binding of a pass, so the
+    answer is cached by their quantity strings.
     """
-    if not isinstance(summary, Mapping):
+    if type(summary) is not dict and not isinstance(summary, Mapping):
         return None
-    allocatable = _amounts(summary.get("allocatable"))
+    keys = (
+        _key(summary.get("allocatable")),
+        _key(summary.get("allocated")),
+        _key(summary.get("allocating")),
+        _key(requests),
+    )
+    if keys[0] is None or keys[1] is None or keys[2] is None or keys[3] is None:
+        return _room(
+            summary.get("allocatable"), summary.get("allocated"), summary.get("allocating"),
+            requests,
+        )  # fmt: skip
+    return _room_of(*keys)
+
+
+@functools.lru_cache(maxsize=16384)
+def _room_of(allocatable: _Key, allocated: _Key, allocating: _Key, requests: _Key) -> int | None:
+    return _room(dict(allocatable), dict(allocated), dict(allocating), dict(requests))
+
+
+def _room(
+    allocatable_: object, allocated_: object, allocating_: object, requests: object
+) -> int | None:
+    allocatable = _amounts(allocatable_)
     if not allocatable:
         return None
-    allocated = _amounts(summary.get("allocated"))
-    allocating = _amounts(summary.get("allocating"))
+    allocated = _amounts(allocated_)
+    allocating = _amounts(allocating_)
 
     def free(resource: str) -> Decimal:
         zero = Decimal(0)

@@ -41,14 +41,14 @@ class ClusterFacts:
 
     @classmethod
     def of(cls, entry: object) -> ClusterFacts:
-        if not isinstance(entry, Mapping):
+        if type(entry) is not dict and not isinstance(entry, Mapping):
             return cls()
-        zone, g, w, t = (entry.get(k) for k in ("zone", "g", "w", "t"))
+        zone, g, w, t = entry.get("zone"), entry.get("g"), entry.get("w"), entry.get("t")
         return cls(
             zone if isinstance(zone, str) else None,
             float(g) if isinstance(g, int | float) and not isinstance(g, bool) else None,
-            w if isinstance(w, int) and not isinstance(w, bool) else None,
-            t if isinstance(t, int) and not isinstance(t, bool) else None,
+            w if type(w) is int or (isinstance(w, int) and not isinstance(w, bool)) else None,
+            t if type(t) is int or (isinstance(t, int) and not isinstance(t, bool)) else None,
         )
 
 

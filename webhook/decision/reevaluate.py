@@ -38,6 +38,7 @@ from webhook.decision.holding import in_force
 from webhook.decision.hysteresis import Hysteresis, expected_intensity
 from webhook.decision.outcome import REMOVE, Change, Decision, Path, iso
 from webhook.decision.record import (
+    ClusterFacts,
     Record,
     fingerprint,
     released,
@@ -155,9 +156,7 @@ def step(obj: Mapping[str, Any], inputs: Inputs) -> Action:
     taken = user_fields(previous)
     changes = [c for c in decision.changes if record_key(c.path, inputs.fields) not in taken]
     current = _placement(obj)
-    intensities = {
-        n: c.intensity for n, c in (new if new is not None else previous).clusters.items()
-    }
+    intensities = _intensities(new if new is not None else previous)
     held = in_force(current, _weights(previous))
     before = expected_intensity(held, intensities) if held else None
     if not changes or new is None or new is previous:
@@ -192,8 +191,29 @@ def step(obj: Mapping[str, Any], inputs: Inputs) -> Action:
 # --- internals ---------------------------------------------------------------------------
 
 
+def _entries(record: Record) -> Mapping[object, object]:
+    """The record's ``clusters`` as stored (:attr:`Record.clusters` without reading each)."""
+    found = record.body.get("clusters")
+    return found if isinstance(found, Mapping) else {}
+
+
+def _intensities(record: Record) -> dict[str, float | None]:
+    """``{name: facts.intensity for name, facts in record.clusters.items()}``."""
+    of = ClusterFacts.of
+    return {str(name): of(entry).intensity for name, entry in _entries(record).items()}
+
+
 def _weights(record: Record) -> dict[str, int]:
-    return {n: c.weight for n, c in record.clusters.items() if c.weight is not None}
+    weights = {str(name): _weight(entry) for name, entry in _entries(record).items()}
+    return {n: w for n, w in weights.items() if w is not None}
+
+
+def _weight(entry: object) -> int | None:
+    """``ClusterFacts.of(entry).weight``."""
+    if type(entry) is not dict and not isinstance(entry, Mapping):
+        return None
+    w = entry.get("w")
+    return w if isinstance(w, int) and not isinstance(w, bool) else None
 
 
 def _stale(previous: Record, new: Record | None, inputs: Inputs) -> list[str]:
@@ -201,7 +221,7 @@ def _stale(previous: Record, new: Record | None, inputs: Inputs) -> list[str]:
     names: set[str] = set()
     for record in (previous, new):
         if record is not None:
-            names |= set(record.clusters)
+            names.update(str(name) for name in _entries(record))
     out = []
     for name in sorted(names):
         cluster = inputs.clusters.get(name)
