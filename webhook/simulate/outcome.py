@@ -7,12 +7,14 @@ import time
 from collections.abc import Sequence
 from typing import TypeVar
 
+from webhook.decision.forecast import Method
 from webhook.simulate.batch import PausePolicy, batch_policies
 from webhook.simulate.engine import simulate_batch, simulate_spatial
 from webhook.simulate.grid import Grid
 from webhook.simulate.metrics import Row, Run, compare
 from webhook.simulate.policies import SpatialPolicy, spatial_policies
 from webhook.simulate.progress import Progress
+from webhook.simulate.ranking import Ranking, judge
 from webhook.simulate.scenario import Scenario
 
 
@@ -34,6 +36,9 @@ class Outcome:
     temporal: Part | None
     seconds: float
     """Wall time of the simulation proper (traces already loaded)."""
+    ranking: list[Ranking] = dataclasses.field(default_factory=list)
+    """Batch scenarios: how each forecast ranks the starts of the pools' decision windows,
+    the scenario's forecast first (:mod:`webhook.simulate.ranking`)."""
 
 
 def simulate(
@@ -68,7 +73,16 @@ def simulate(
         if scenario.batch:
             runs = simulate_batch(scenario, grid, batch_lineup, tick=bar.advance)
             temporal = Part(runs, compare(runs, scenario.hours))
-    return Outcome(scenario, grid, spatial, temporal, time.perf_counter() - started)
+    ranking = forecast_ranking(scenario, grid) if scenario.batch else []
+    return Outcome(scenario, grid, spatial, temporal, time.perf_counter() - started, ranking)
+
+
+def forecast_ranking(scenario: Scenario, grid: Grid) -> list[Ranking]:
+    """Each forecast's ranking quality over the scenario's batch pools, its own first."""
+    pools = [(grid.values[p.zone], p.length_hours, p.slack_hours) for p in scenario.batch]
+    first = scenario.policy.forecast
+    methods = [first, *(m for m in Method if m is not first)]
+    return [judge(m, pools, days=scenario.policy.forecast_days) for m in methods]
 
 
 _P = TypeVar("_P", SpatialPolicy, PausePolicy)

@@ -153,8 +153,35 @@ def text(outcome: Outcome) -> str:
             "temporal (batch jobs, NodePool pause)",
             table(outcome.temporal.rows, temporal=True),
         ]
+    if outcome.ranking:
+        out += [
+            "",
+            "forecast ranking (decision windows of the batch pools)",
+            _ranking_table(outcome),
+        ]
     out += ["", attribution(outcome.grid), f"simulated in {outcome.seconds:.1f} s"]
     return "\n".join(out)
+
+
+_RANKING_HEAD = ("forecast", "windows", "top quarter %", "spearman", "start saving %")
+
+
+def _ranking_cells(outcome: Outcome) -> list[tuple[str, ...]]:
+    used = outcome.scenario.policy.forecast.value
+    return [
+        (
+            f"{r.method} (used)" if r.method == used else r.method,
+            str(r.windows),
+            f"{100 * r.top:.1f}",
+            f"{r.spearman:.3f}",
+            _pct(r.captured),
+        )
+        for r in outcome.ranking
+    ]
+
+
+def _ranking_table(outcome: Outcome) -> str:
+    return _grid(_RANKING_HEAD, _ranking_cells(outcome))
 
 
 # --- JSON ------------------------------------------------------------------------------------
@@ -202,6 +229,17 @@ def to_json(outcome: Outcome) -> dict[str, Any]:
             for k, v in ((f, getattr(s.policy, f)) for f in s.policy.__struct_fields__)
         },
         "spatial": _rows_json(outcome.spatial, temporal=False),
+        "forecast_ranking": [
+            {
+                "forecast": r.method,
+                "used": r.method == s.policy.forecast.value,
+                "windows": r.windows,
+                "top_quarter_share": round(r.top, 4),
+                "spearman": round(r.spearman, 4),
+                "start_saving_captured_pct": _round(r.captured),
+            }
+            for r in outcome.ranking
+        ],
         "temporal": _rows_json(outcome.temporal, temporal=True),
         "seconds": round(outcome.seconds, 3),
         "years": years(outcome.grid),
@@ -300,6 +338,14 @@ def _page(outcome: Outcome, figures: Sequence[tuple[str, str]]) -> str:
         parts += ["<h2>Spatial</h2>", _html_table(outcome.spatial.rows, temporal=False)]
     if outcome.temporal:
         parts += ["<h2>Temporal (batch)</h2>", _html_table(outcome.temporal.rows, temporal=True)]
+    if outcome.ranking:
+        parts += ["<h2>Forecast ranking (decision windows)</h2>", "<table>"]
+        parts.append(
+            "<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in _RANKING_HEAD) + "</tr>"
+        )
+        for cells in _ranking_cells(outcome):
+            parts.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
+        parts.append("</table>")
     parts.append(
         "<p>Savings are ratio-of-sums against the carbon-agnostic baseline; “of constrained "
         "oracle” is the share captured of the saving of perfect knowledge within the "
