@@ -399,8 +399,10 @@ class _ConstrainedOracle:
         self.need = need
         self.values = values
         """Per hour, each cluster's intensity (in ``clusters`` order)."""
+        names = self.clusters
         self.order = [
-            sorted(range(len(clusters)), key=lambda i, v=v: (v[i], clusters[i])) for v in values
+            [i for _, _, i in sorted((v[i], names[i], i) for i in range(len(names)))]
+            for v in values
         ]
         self.pinned = [[0] * len(clusters) for _ in range(hours)]
         days = (hours + 23) // 24
