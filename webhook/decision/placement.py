@@ -474,7 +474,7 @@ class _Limits:
     cluster would weigh all its clusters 1 (Karmada), reaching clusters it did not."""
 
 
-def _apply_limit(
+def _apply_limit(  # noqa: PLR0912 - one pass over the spread and weight floors, in rule order
     placement: dict[str, Any],
     intensities: dict[str, float | None],
     limit: float | None,

@@ -33,7 +33,7 @@ from webhook.kube.inventory import GROUP, PLURAL, VERSION
 from webhook.kube.writes import Gate, NotLeader, apply_metadata
 from webhook.model import vocabulary
 from webhook.model.config import Config
-from webhook.model.intensity import Reading, utcnow
+from webhook.model.intensity import IntensityTable, Reading, utcnow
 from webhook.runtime import metrics, tasks
 
 if TYPE_CHECKING:
@@ -177,13 +177,9 @@ class ClusterLabeler:
                 break
             if cluster.grid_zone is None:
                 continue
-            reading = table.get(cluster.grid_zone)
+            reading = await self._reading(name, cluster.grid_zone, table)
             if reading is None:
-                await self._missing(name, cluster.grid_zone)
-                continue
-            self._gaps.discard(name)
-            if reading.stale:
-                continue  # stale data never changes a label
+                continue  # no data, or stale: stale data never changes a label
             try:
                 held = self._held.get(name)
                 label = cluster.labels.get(vocabulary.INTENSITY_CLASS)
@@ -205,6 +201,16 @@ class ClusterLabeler:
                         error=error_name(exc),
                     )
         return written
+
+    async def _reading(self, name: str, zone: str, table: IntensityTable) -> Reading | None:
+        """The fresh reading a Cluster is labelled from; a zone without data is said once
+        per spell (:meth:`_missing`)."""
+        reading = table.get(zone)
+        if reading is None:
+            await self._missing(name, zone)
+            return None
+        self._gaps.discard(name)
+        return None if reading.stale else reading
 
     async def _missing(self, name: str, zone: str) -> None:
         """One Warning Event ``IntensityDataMissing`` on the Cluster per spell without data
