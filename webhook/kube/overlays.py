@@ -15,6 +15,12 @@ wants for the opted-in pools under strategy ``price``:
 - a kept overlay that Karpenter did not apply (``ValidationSucceeded=False``: a conflict
   with a user's overlay of the same weight, say) is logged and told as a Warning Event.
 
+The keeper lists its overlays only when it needs to: on the first pass of a term as leader,
+after a write or delete the API server refused (a conflict: someone else wrote), and on
+the pass after one that wrote (to read Karpenter's verdict on what was written). In
+between it holds what it listed and what the API server answered to its writes, so a
+pass with nothing to change makes no call.
+
 Writes happen only while leading; each price change is a ``CarbonPriceChanged`` Event on
 every priced pool.
 """
@@ -79,6 +85,13 @@ class OverlayKeeper:
         self.gate = gate
         self.events = events
         self._told: set[str] = set()
+        self._held: dict[str, Obj] | None = None
+        """carbonshift's overlays by name as last listed or written; None: list them."""
+        self._wrote = False
+
+    def forget(self) -> None:
+        """List the overlays again on the next pass (leadership lost, or a write refused)."""
+        self._held = None
 
     async def pass_once(self, nodepools: Sequence[Mapping[str, Any]], ctx: Context) -> int:
         """Bring the kept overlays in line for ``nodepools`` (every NodePool listed);
@@ -138,7 +151,13 @@ class OverlayKeeper:
     # --- the API server -------------------------------------------------------------------
 
     async def _kept(self) -> dict[str, Obj] | None:
-        """carbonshift's overlays by name; None when they cannot be listed now."""
+        """carbonshift's overlays by name (held, or listed when not held); None when they
+        cannot be listed now."""
+        if self._wrote:  # Karpenter's verdict on what the last pass wrote: read it once
+            self._wrote = False
+            self.forget()
+        if self._held is not None:
+            return dict(self._held)
         try:
             listed = await self.objects.list_cluster_custom_object(
                 GROUP, VERSION, RESOURCE, label_selector=SELECTOR, _request_timeout=REQUEST_TIMEOUT
@@ -147,7 +166,8 @@ class OverlayKeeper:
             if not (refused(exc, "list", OVERLAYS) or absent(exc, OVERLAYS)):
                 log.warning("overlays_list_failed", error=error_name(exc))
             return None
-        return {name: o for o in items(listed, "items") if (name := meta_of(o).name)}
+        self._held = {name: o for o in items(listed, "items") if (name := meta_of(o).name)}
+        return dict(self._held)
 
     async def _write(self, want: Obj, have: Obj | None) -> int:
         if not self.gate.leading:
@@ -159,19 +179,23 @@ class OverlayKeeper:
         }
         try:
             if have is None:
-                await self.objects.create_cluster_custom_object(
+                stored = await self.objects.create_cluster_custom_object(
                     GROUP, VERSION, RESOURCE, want, **options
                 )
             else:
                 body = {**want, "metadata": {**want["metadata"]}}
                 body["metadata"]["resourceVersion"] = have["metadata"].get("resourceVersion")
-                await self.objects.replace_cluster_custom_object(
+                stored = await self.objects.replace_cluster_custom_object(
                     GROUP, VERSION, RESOURCE, name, body, **options
                 )
         except ApiException as exc:
+            self.forget()  # someone else wrote (or it is gone): list again next pass
             if exc.status in (409, 422) or not refused(exc, "update", OVERLAYS):
                 log.warning("overlay_write_failed", name=name, error=error_name(exc))
             return 0
+        self._wrote = True
+        if self._held is not None:
+            self._held[name] = stored if isinstance(stored, dict) else want
         metrics.WRITES.labels(KIND).inc()
         return 1
 
@@ -185,9 +209,15 @@ class OverlayKeeper:
                     GROUP, VERSION, RESOURCE, name, _request_timeout=REQUEST_TIMEOUT
                 )
             except ApiException as exc:
+                if exc.status == 404 and self._held is not None:
+                    self._held.pop(name, None)  # gone already
+                else:
+                    self.forget()
                 if exc.status != 404 and not refused(exc, "delete", OVERLAYS):
                     log.warning("overlay_delete_failed", name=name, error=error_name(exc))
                 continue
+            if self._held is not None:
+                self._held.pop(name, None)
             done += 1
         if done:
             log.info("carbon_price_removed", overlays=done, of=len(kept))

@@ -346,6 +346,7 @@ class Reevaluator:
             self.interval,
             self.pass_once,
             failed=lambda: log.exception("reevaluate_pass_failed"),
+            lost=self.overlays.forget,  # a new term lists the overlays again
             tick=TICK_SECONDS,
         )
 
