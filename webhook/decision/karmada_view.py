@@ -238,5 +238,5 @@ def _fill_tiers(terms: tuple[Term, ...], listed: bool) -> Tiers | None:
         if len(terms) != 1 or listed:
             return None
         overflow = ()
-    named = [_names(o) for o in overflow if _names(o)]
+    named = [names for names in map(_names, overflow) if names]
     return [green.names, *named]
