@@ -193,7 +193,7 @@ def room(summary: object, requests: object) -> int | None:
     return _room_of(*keys)
 
 
-@functools.lru_cache(maxsize=16384)
+@functools.lru_cache(maxsize=4096)
 def _room_of(allocatable: _Key, allocated: _Key, allocating: _Key, requests: _Key) -> int | None:
     return _room(dict(allocatable), dict(allocated), dict(allocating), dict(requests))
 
