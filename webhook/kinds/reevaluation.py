@@ -94,6 +94,8 @@ class Reevaluation:
         h = config.hysteresis
         self.hysteresis = Hysteresis(margin=h.margin, dwell_hours=h.dwell_hours)
         self._ranked_for: tuple[tuple[int | None, int] | None, IntensityTable] = (None, {})
+        self._ranked_last: tuple[Context, Context] | None = None
+        """The last context ranked and its view (a pass ranks one context per object)."""
 
     def ranked(self, ctx: Context) -> Context:
         """``ctx`` with its members' zones read as their forecast means
@@ -104,10 +106,15 @@ class Reevaluation:
             return ctx
         key = (ctx.generation, ctx.fleet_generation)
         if ctx.generation is not None and self._ranked_for[0] == key:
-            return dataclasses.replace(ctx, table=self._ranked_for[1], generation=None)
+            last = self._ranked_last
+            if last is not None and last[0] is ctx:  # frozen: the same view of it
+                return last[1]
+            view = dataclasses.replace(ctx, table=self._ranked_for[1], generation=None)
+            self._ranked_last = (ctx, view)
+            return view
         zones = sorted({z for c in ctx.clusters.values() if (z := c.grid_zone)})
         table = self.ranked_zones(ctx.table, zones)
-        self._ranked_for = (key, table)
+        self._ranked_for, self._ranked_last = (key, table), None
         return dataclasses.replace(ctx, table=table, generation=None)
 
     def ranked_zones(self, table: IntensityTable, zones: Sequence[str]) -> IntensityTable:
