@@ -38,7 +38,6 @@ from webhook.decision.holding import in_force
 from webhook.decision.hysteresis import Hysteresis, expected_intensity
 from webhook.decision.outcome import REMOVE, Change, Decision, Path, iso
 from webhook.decision.record import (
-    ClusterFacts,
     Record,
     fingerprint,
     released,
@@ -199,8 +198,17 @@ def _entries(record: Record) -> Mapping[object, object]:
 
 def _intensities(record: Record) -> dict[str, float | None]:
     """``{name: facts.intensity for name, facts in record.clusters.items()}``."""
-    of = ClusterFacts.of
-    return {str(name): of(entry).intensity for name, entry in _entries(record).items()}
+    return {str(name): _intensity(entry) for name, entry in _entries(record).items()}
+
+
+def _intensity(entry: object) -> float | None:
+    """``ClusterFacts.of(entry).intensity``."""
+    if type(entry) is not dict and not isinstance(entry, Mapping):
+        return None
+    g = entry.get("g")
+    if type(g) is float:
+        return g
+    return float(g) if isinstance(g, int | float) and not isinstance(g, bool) else None
 
 
 def _weights(record: Record) -> dict[str, int]:
