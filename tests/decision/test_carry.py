@@ -32,6 +32,10 @@ def _selectors(*pairs: tuple[str, str]) -> dict[str, Any]:
         ([("example.io/v1", "Trainer"), ("v1", "Secret")], True, False),
         ([("example.io/v1", "Trainer")], False, False),
         ([("networking.k8s.io/v1", "Ingress"), ("batch/v1", "Job")], True, False),
+        # A kind nobody knows in a built-in group may still be a workload: never "only
+        # non-workloads" on a guess.
+        ([("v1", "Widget"), ("v1", "ConfigMap")], True, False),
+        ([("0", "A")], False, False),
     ],
 )
 def test_selection_tells_workloads_from_the_rest(

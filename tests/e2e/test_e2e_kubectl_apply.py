@@ -126,8 +126,11 @@ def test_nodepool_opts_in_and_passes_karpenter_validation(kube: Kube, strategy: 
     stored = kube.get("nodepool.karpenter.sh", name)
     assert DECISION in carbonshift_marks(stored)
     template_labels = stored["spec"]["template"].get("metadata", {}).get("labels", {})
-    # The sandbox's local grid is DE (~481 gCO2eq/kWh): "high".
-    assert template_labels.get("carbonshift.io/intensity") == "high"
+    # Labelled from the grids of the pool's own zones as narrowed: strategy zones keeps the
+    # greenest, eu-north-1a (SE, "low"); the others span SE, FR and PL and take the
+    # dirtiest (PL, "high"), never the sandbox's global zone.
+    want = "low" if strategy == "zones" else "high"
+    assert template_labels.get("carbonshift.io/intensity") == want
     if strategy == "efficiency":
         arch = _allowed(stored, "kubernetes.io/arch")
         assert arch is not None

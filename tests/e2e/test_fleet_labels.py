@@ -239,6 +239,8 @@ ALLOWED = [
     ("watch", "clusterresourcebindings.work.karmada.io"),
     ("create", "workloadrebalancers.apps.karmada.io"),
     ("delete", "workloadrebalancers.apps.karmada.io"),
+    ("update", "resourcebindings.work.karmada.io", "-A"),  # requiredBy: non-workloads follow
+    ("list", "pods", "-A"),  # NamespaceOffloadings' pods on virtual nodes, accounted
 ]
 REFUSED = [
     ("delete", "clusters.cluster.karmada.io"),
@@ -248,7 +250,7 @@ REFUSED = [
     ("delete", "propagationpolicies.policy.karmada.io", "-A"),
     ("update", "namespaces"),
     ("patch", "nodepools.karpenter.sh"),
-    ("update", "resourcebindings.work.karmada.io", "-A"),
+    ("delete", "resourcebindings.work.karmada.io", "-A"),
     ("patch", "clusterresourcebindings.work.karmada.io"),
     ("update", "workloadrebalancers.apps.karmada.io"),
     ("delete", "nodepools.karpenter.sh"),

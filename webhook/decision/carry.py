@@ -45,31 +45,34 @@ WORKLOADS = frozenset(
 )
 """Kinds Karmada's default resource interpreter gives replicas (``GetReplicas``)."""
 
-BUILT_IN_GROUPS = frozenset(
-    {
-        "",
-        "apps",
-        "batch",
-        "networking.k8s.io",
-        "rbac.authorization.k8s.io",
-        "policy",
-        "autoscaling",
-        "storage.k8s.io",
-        "scheduling.k8s.io",
-        "apiextensions.k8s.io",
-        "admissionregistration.k8s.io",
-        "discovery.k8s.io",
-        "coordination.k8s.io",
-        "node.k8s.io",
-        "certificates.k8s.io",
-        "gateway.networking.k8s.io",
-        "multicluster.x-k8s.io",
-        "networking.karmada.io",
-    }
-)
-"""API groups whose kinds are known: any kind of these not in :data:`WORKLOADS` is not a
-workload to Karmada (a DaemonSet or CronJob has no replicas to divide). Kinds of other groups
-(custom resources) may be workloads through a resource interpreter customization."""
+NON_WORKLOADS: dict[str, frozenset[str]] = {
+    "": frozenset({
+        "ConfigMap", "Secret", "Service", "ServiceAccount", "PersistentVolumeClaim",
+        "PersistentVolume", "Namespace", "Endpoints", "LimitRange", "ResourceQuota",
+    }),
+    "apps": frozenset({"DaemonSet", "ControllerRevision"}),
+    "batch": frozenset({"CronJob"}),
+    "networking.k8s.io": frozenset({"Ingress", "IngressClass", "NetworkPolicy"}),
+    "rbac.authorization.k8s.io": frozenset({
+        "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding",
+    }),
+    "policy": frozenset({"PodDisruptionBudget"}),
+    "autoscaling": frozenset({"HorizontalPodAutoscaler"}),
+    "storage.k8s.io": frozenset({"StorageClass"}),
+    "scheduling.k8s.io": frozenset({"PriorityClass"}),
+    "apiextensions.k8s.io": frozenset({"CustomResourceDefinition"}),
+    "discovery.k8s.io": frozenset({"EndpointSlice"}),
+    "node.k8s.io": frozenset({"RuntimeClass"}),
+    "gateway.networking.k8s.io": frozenset({
+        "Gateway", "GatewayClass", "HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute",
+        "UDPRoute", "ReferenceGrant",
+    }),
+    "multicluster.x-k8s.io": frozenset({"ServiceExport", "ServiceImport"}),
+    "networking.karmada.io": frozenset({"MultiClusterService", "MultiClusterIngress"}),
+}  # fmt: skip
+"""Kinds that are never workloads to Karmada (no replicas to divide; a DaemonSet or CronJob
+neither). Any other kind may be one (a custom resource, through a resource interpreter
+customization) and counts as one."""
 
 
 def group_of(api_version: str) -> str:
@@ -83,9 +86,10 @@ class Selection:
     workloads: tuple[str, ...] = ()
     """Kinds Karmada divides replicas of."""
     others: tuple[str, ...] = ()
-    """Kinds that are never workloads (ConfigMap, Secret, Service...)."""
+    """Kinds that are never workloads (ConfigMap, Secret, Service...: :data:`NON_WORKLOADS`)."""
     unknown: tuple[str, ...] = ()
-    """Custom kinds: workloads only with a resource interpreter customization."""
+    """Any other kind: it may be a workload (a custom resource with a resource interpreter
+    customization)."""
 
     @property
     def mixed(self) -> bool:
@@ -115,7 +119,7 @@ def selection(spec: Mapping[str, Any]) -> Selection:
             workloads
             if (group, kind) in WORKLOADS
             else others
-            if group in BUILT_IN_GROUPS
+            if kind in NON_WORKLOADS.get(group, frozenset())
             else unknown
         )
         if kind not in bucket:
