@@ -125,11 +125,13 @@ def test_plan_carries_non_workloads_to_every_tier_and_where_replicas_run() -> No
     config = _binding("web-config-configmap", {})
     service = _binding("web-service", {"requiredBy": []})
     other = _binding("other-configmap", {}, policy="someone-else")
-    changes = {b["metadata"]["name"]: (req, key) for b, req, key in
+    changes = {s.binding["metadata"]["name"]: s for s in
                plan(policies, [deployment, config, service, other])}  # fmt: skip
     assert set(changes) == {"web-config-configmap", "web-service"}
-    required, key = changes["web-service"]
-    assert key == ("PropagationPolicy", "shop", "web")
+    step = changes["web-service"]
+    assert step.policy == ("PropagationPolicy", "shop", "web")
+    required = step.required_by(service)
+    assert required is not None
     assert [c["name"] for c in required[0]["clusters"]] == [
         "member-de", "member-fr", "member-pl", "member-se", "member-xx",
     ]  # fmt: skip
@@ -143,8 +145,12 @@ def test_plan_releases_a_policy_no_longer_placed_in_tiers() -> None:
     }
     config = _binding("web-config-configmap", {"requiredBy": [snapshot]})
     assert tiered(_policy("web", FILL, managed=False)) is None
-    [(binding, required, key)] = plan({}, [config])
-    assert (binding["metadata"]["name"], required, key) == ("web-config-configmap", [], None)
+    [step] = plan({}, [config])
+    assert (step.binding["metadata"]["name"], step.clusters) == ("web-config-configmap", None)
+    assert step.required_by(config) == []
+    # Others' snapshots on the binding as the API server holds it now are kept.
+    theirs = {"namespace": "shop", "name": "web-deployment", "clusters": [{"name": "a"}]}
+    assert step.required_by({"spec": {"requiredBy": [snapshot, theirs]}}) == [theirs]
 
 
 # --- admission: what the decision writes for each selection ------------------------------

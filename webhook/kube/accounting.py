@@ -81,7 +81,13 @@ from webhook.decision.liqo import SELECTOR as VIRTUAL_NODES
 from webhook.kinds import Context, Kind
 from webhook.kinds.base import Accounting
 from webhook.kinds.offloadings import counterfactual as offloaded_counterfactual
-from webhook.kube.client import FIELD_MANAGER, REQUEST_TIMEOUT, absent, error_name, refused
+from webhook.kube.client import (
+    FIELD_MANAGER,
+    REQUEST_TIMEOUT,
+    error_name,
+    list_objects,
+    refused,
+)
 from webhook.kube.rebalancer import (
     BINDINGS,
     CLUSTERS,
@@ -261,7 +267,7 @@ class Accountant:
         namespace: str,
         clock: Callable[[], datetime.datetime] = utcnow,
     ) -> None:
-        self.objects = client.CustomObjectsApi(api)
+        self.api = api
         self.core = client.CoreV1Api(api)
         self.config = config
         self.settings = config.accounting
@@ -389,11 +395,11 @@ class Accountant:
                 managed[row.kind, meta.namespace, meta.name] = policy
         if not managed:
             return []
-        clusters = await self._list(*CLUSTERS) or []
+        clusters = await self._list(*CLUSTERS)
         summaries = resource_summaries(clusters)
         out: list[tuple[ObjectKey, Interval, Mapping[str, float]]] = []
         for group, version, plural in BINDINGS:
-            for binding in await self._list(group, version, plural) or []:
+            for binding in await self._list(group, version, plural):
                 made_by = owner(binding)
                 if made_by is None or made_by not in managed:
                     continue
@@ -591,21 +597,15 @@ class Accountant:
 
     async def _managed(self, row: Kind) -> list[Obj]:
         """The objects of ``row``'s kind carbonshift decided (``carbonshift.io/decision``)."""
-        listed = await self._list(row.group, row.version, row.resource) or []
+        listed = await self._list(row.group, row.version, row.resource)
         return [o for o in listed if DECISION in meta_of(o).annotations]
 
-    async def _list(self, group: str, version: str, plural: str) -> list[Obj] | None:
-        resource = f"{plural}.{group}"
-        try:
-            listed = await self.objects.list_cluster_custom_object(
-                group, version, plural, _request_timeout=REQUEST_TIMEOUT
-            )
-        except ApiException as exc:
-            if not (refused(exc, "list", resource) or absent(exc, resource)):
-                log.warning("accounting_list_failed", resource=resource, error=error_name(exc))
-            return None
-        items: list[Obj] = listed.get("items") or []
-        return items
+    async def _list(self, group: str, version: str, plural: str) -> list[Obj]:
+        """Every object of the resource; none when it cannot be listed now."""
+        listed = await list_objects(
+            self.api, group, version, plural, event="accounting_list_failed"
+        )
+        return listed or []
 
     async def _load(self) -> Ledger | None:
         """The persisted ledger (empty when there is none); None when it cannot be read."""

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import collections
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import structlog
@@ -24,22 +25,20 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
 from webhook.decision import carry
-from webhook.kube.client import REQUEST_TIMEOUT, absent, error_name, refused
+from webhook.kinds.policies import CLUSTER_PROPAGATION_POLICY, PROPAGATION_POLICY
+from webhook.kube.client import REQUEST_TIMEOUT, error_name, list_objects
 from webhook.kube.events import EventRecorder
 from webhook.kube.rebalancer import BINDINGS, PolicyKey, owner, placed
 from webhook.kube.writes import Gate, NotLeader, update
 from webhook.model.config import Config
-from webhook.model.objects import dig, mapping, meta_of
+from webhook.model.objects import Obj, dig, mapping, meta_of
 from webhook.model.vocabulary import DECISION
 from webhook.runtime import metrics, tasks
 
 log = structlog.get_logger("carbonshift.carry")
 
-Obj = dict[str, Any]
-POLICIES = (
-    ("policy.karmada.io", "v1alpha1", "propagationpolicies", "PropagationPolicy"),
-    ("policy.karmada.io", "v1alpha1", "clusterpropagationpolicies", "ClusterPropagationPolicy"),
-)
+Raw = dict[str, Any]
+POLICIES = (PROPAGATION_POLICY, CLUSTER_PROPAGATION_POLICY)
 CARRIED = "CarbonResourcesCarried"
 
 
@@ -54,35 +53,47 @@ def tiered(policy: Mapping[str, Any]) -> list[str] | None:
     return carry.replica_reach(placement)
 
 
-def plan(
-    policies: Mapping[PolicyKey, list[str]], bindings: list[Obj]
-) -> list[tuple[Obj, list[dict[str, Any]], PolicyKey | None]]:
-    """The non-workload bindings whose ``requiredBy`` must change, with the new list and
-    the policy carried for (None: the snapshot is removed)."""
+@dataclasses.dataclass(frozen=True, slots=True)
+class Carry:
+    """One non-workload binding whose snapshot must change."""
+
+    binding: Raw
+    policy: PolicyKey
+    clusters: tuple[str, ...] | None
+    """Where the snapshot sends the resource; None: the snapshot goes."""
+
+    @property
+    def snapshot(self) -> tuple[str, str]:
+        """(namespace, name) of carbonshift's ``requiredBy`` entry."""
+        kind, namespace, name = self.policy
+        return namespace, carry.snapshot_name(kind, name)
+
+    def required_by(self, binding: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+        """``binding``'s new ``requiredBy`` (None: it already stands so)."""
+        found = dig(binding, "spec", "requiredBy")
+        return carry.carried(found, self.snapshot, self.clusters)
+
+
+def plan(policies: Mapping[PolicyKey, list[str]], bindings: Sequence[Raw]) -> list[Carry]:
+    """The non-workload bindings whose ``requiredBy`` must change: carried to every cluster
+    of their policy's tiers and wherever a workload of it runs, or released."""
     reach: dict[PolicyKey, set[str]] = {k: set(v) for k, v in policies.items()}
+    others: list[tuple[Raw, PolicyKey]] = []
     for binding in bindings:
         key = owner(binding)
-        if key in reach and carry.is_workload(mapping(binding, "spec")):
-            reach[key] |= set(placed(binding))
-    out = []
-    for binding in bindings:
-        spec = mapping(binding, "spec")
-        if carry.is_workload(spec):
-            continue
-        key = owner(binding)
-        clusters = reach.get(key) if key is not None else None
-        name = carry.snapshot_name(key[0], key[2]) if key is not None else ""
-        required = spec.get("requiredBy")
         if key is None:
             continue
-        changed = carry.carried(required, (key[1], name), sorted(clusters) if clusters else None)
-        if changed is not None:
-            out.append((binding, changed, key if clusters else None))
+        if not carry.is_workload(mapping(binding, "spec")):
+            others.append((binding, key))
+        elif key in reach:
+            reach[key] |= set(placed(binding))
+    out = []
+    for binding, key in others:
+        clusters = reach.get(key)
+        step = Carry(binding, key, tuple(sorted(clusters)) if clusters else None)
+        if step.required_by(binding) is not None:
+            out.append(step)
     return out
-
-
-def _ours(entry: Mapping[str, Any]) -> bool:
-    return str(entry.get("name") or "").startswith(carry.SNAPSHOT)
 
 
 class Carrier:
@@ -96,6 +107,7 @@ class Carrier:
         *,
         events: EventRecorder | None = None,
     ) -> None:
+        self.api = api
         self.objects = client.CustomObjectsApi(api)
         self.gate = gate
         self.events = events
@@ -120,97 +132,86 @@ class Carrier:
         """One pass: the outcomes (``carried``, ``released``, ``error``)."""
         outcomes: collections.Counter[str] = collections.Counter()
         policies: dict[PolicyKey, list[str]] = {}
-        for group, version, plural, kind in POLICIES:
-            for policy in await self._list(group, version, plural) or []:
-                policy.setdefault("kind", kind)
+        for row in POLICIES:
+            for policy in await self._list(row.group, row.version, row.resource):
                 clusters = tiered(policy)
                 if clusters is not None:
                     meta = meta_of(policy)
-                    policies[(kind, meta.namespace, meta.name)] = clusters
-        bindings = [b for kind in BINDINGS for b in (await self._list(*kind) or [])]
-        for binding, required, key in plan(policies, bindings):
+                    policies[(row.kind, meta.namespace, meta.name)] = clusters
+        bindings = [b for kind in BINDINGS for b in await self._list(*kind)]
+        for step in plan(policies, bindings):
             if not self.gate.leading:
                 raise NotLeader("not leading")
-            outcome = "carried" if key is not None else "released"
+            outcome = "carried" if step.clusters is not None else "released"
             try:
-                await self._write(binding, required)
+                await self._write(step)
             except ApiException as exc:
                 outcome = "error"
-                log.warning(
-                    "carry_failed", binding=meta_of(binding).namespaced_name, error=error_name(exc)
-                )
+                name = meta_of(step.binding).namespaced_name
+                log.warning("carry_failed", binding=name, error=error_name(exc))
             outcomes[outcome] += 1
             metrics.CARRIED.labels(outcome).inc()
-            if outcome == "carried" and key is not None:
-                await self._announce(binding, key, required)
+            if outcome == "carried":
+                await self._announce(step)
         return outcomes
 
-    async def _write(self, binding: Obj, required: list[dict[str, Any]]) -> None:
-        group, version = str(binding.get("apiVersion") or "").split("/")
-        meta = meta_of(binding)
-        plural = "resourcebindings" if meta.namespace else "clusterresourcebindings"
-        snapshot = {(e.get("namespace") or "", e.get("name")) for e in required if _ours(e)}
+    async def _list(self, group: str, version: str, plural: str) -> list[Raw]:
+        return await list_objects(self.api, group, version, plural, event="carry_list_failed") or []
 
-        async def read() -> Obj:
-            if meta.namespace:
+    async def _write(self, step: Carry) -> None:
+        """Update the binding's ``requiredBy`` as :meth:`Carry.required_by` says, on what
+        the API server holds now (others' snapshots as they stand)."""
+        binding = Obj(step.binding)
+        group, version, meta = binding.group, binding.version, binding.meta
+        plural = "resourcebindings" if meta.namespace else "clusterresourcebindings"
+        where = (meta.namespace, plural) if meta.namespace else (plural,)
+        namespaced = bool(meta.namespace)
+        options: dict[str, Any] = {"_request_timeout": REQUEST_TIMEOUT}
+
+        async def read() -> Raw:
+            if namespaced:
                 got = await self.objects.get_namespaced_custom_object(
-                    group, version, meta.namespace, plural, meta.name,
-                    _request_timeout=REQUEST_TIMEOUT,
-                )  # fmt: skip
+                    group, version, *where, meta.name, **options
+                )
             else:
                 got = await self.objects.get_cluster_custom_object(
-                    group, version, plural, meta.name, _request_timeout=REQUEST_TIMEOUT
+                    group, version, *where, meta.name, **options
                 )
             return dict(got)
 
-        def change(current: Obj) -> Obj | None:
-            spec = dict(mapping(current, "spec"))
-            # Others' snapshots as they stand now, ours as planned.
-            theirs = [
-                e
-                for e in spec.get("requiredBy") or []
-                if isinstance(e, Mapping)
-                and not str(e.get("name") or "").startswith(carry.SNAPSHOT)
-            ]
-            mine = [e for e in required if (e.get("namespace") or "", e.get("name")) in snapshot]
-            wanted = [*theirs, *mine]
-            if wanted == (spec.get("requiredBy") or []):
+        def change(current: Raw) -> Raw | None:
+            wanted = step.required_by(current)
+            if wanted is None:
                 return None
+            spec = dict(mapping(current, "spec"))
             if wanted:
                 spec["requiredBy"] = wanted
             else:
                 spec.pop("requiredBy", None)
             return {**current, "spec": spec}
 
-        async def write(obj: Obj) -> Obj:
-            if meta.namespace:
+        async def write(obj: Raw) -> Raw:
+            if namespaced:
                 got = await self.objects.replace_namespaced_custom_object(
-                    group, version, meta.namespace, plural, meta.name, obj,
-                    _request_timeout=REQUEST_TIMEOUT,
-                )  # fmt: skip
+                    group, version, *where, meta.name, obj, **options
+                )
             else:
                 got = await self.objects.replace_cluster_custom_object(
-                    group, version, plural, meta.name, obj, _request_timeout=REQUEST_TIMEOUT
+                    group, version, *where, meta.name, obj, **options
                 )
             return dict(got)
 
         await update(read, change, write, gate=self.gate, resource=f"{plural}.{group}")
 
-    async def _announce(self, binding: Obj, key: PolicyKey, required: list[dict[str, Any]]) -> None:
+    async def _announce(self, step: Carry) -> None:
         if self.events is None:
             return
-        kind, namespace, name = key
-        resource = mapping(binding, "spec", "resource")
-        clusters = sorted(
-            str(c.get("name"))
-            for e in required
-            if _ours(e)
-            for c in e.get("clusters") or []
-            if isinstance(c, Mapping)
-        )
+        kind, namespace, name = step.policy
+        resource = mapping(step.binding, "spec", "resource")
         note = (
             f"{resource.get('kind')} {resource.get('name')} goes to every cluster a replica may "
-            f"use ({', '.join(clusters)}): Karmada sends non-workloads to the first tier only"
+            f"use ({', '.join(step.clusters or ())}): Karmada sends non-workloads to the first "
+            "tier only"
         )
         policy = {
             "apiVersion": "policy.karmada.io/v1alpha1",
@@ -221,18 +222,3 @@ class Carrier:
             await self.events.emit(policy, reason=CARRIED, note=note, action="Carry")
         except ApiException as exc:
             log.warning("carry_event_failed", policy=name, error=error_name(exc))
-
-    async def _list(self, group: str, version: str, plural: str) -> list[Obj] | None:
-        resource = f"{plural}.{group}"
-        try:
-            listed = await self.objects.list_cluster_custom_object(
-                group, version, plural, _request_timeout=REQUEST_TIMEOUT
-            )
-        except ApiException as exc:
-            if not (refused(exc, "list", resource) or absent(exc, resource)):
-                log.warning("carry_list_failed", resource=resource, error=error_name(exc))
-            return None
-        found = listed.get("items") or []
-        for item in found:
-            item.setdefault("apiVersion", f"{group}/{version}")
-        return [dict(i) for i in found if isinstance(i, Mapping)]

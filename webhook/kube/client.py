@@ -20,6 +20,7 @@ import random
 import socket
 import uuid
 from pathlib import Path
+from typing import Any
 
 import structlog
 from kubernetes_asyncio import client, config
@@ -161,6 +162,30 @@ def absent(exc: BaseException, resource: str) -> bool:
             "carbonshift treats it as empty and looks again now and then",
         )
     return True
+
+
+async def list_objects(
+    api: client.ApiClient, group: str, version: str, plural: str, *, event: str
+) -> list[dict[str, Any]] | None:
+    """Every object of a custom resource, each with its ``apiVersion``; None when it
+    cannot be listed now (the caller's next pass tries again). RBAC's 403 and a resource
+    the API server does not serve are said once (:func:`refused`, :func:`absent`); any
+    other failure is logged as ``event``, warning level."""
+    resource = f"{plural}.{group}"
+    try:
+        listed = await client.CustomObjectsApi(api).list_cluster_custom_object(
+            group, version, plural, _request_timeout=REQUEST_TIMEOUT
+        )
+    except ApiException as exc:
+        metrics.KUBE_ERRORS.labels(resource, error_name(exc)).inc()
+        if not (refused(exc, "list", resource) or absent(exc, resource)):
+            log.warning(event, resource=resource, error=error_name(exc))
+        return None
+    found = listed.get("items") if isinstance(listed, dict) else None
+    out = [dict(o) for o in found if isinstance(o, dict)] if isinstance(found, list) else []
+    for obj in out:
+        obj.setdefault("apiVersion", f"{group}/{version}")
+    return out
 
 
 class Outage:
