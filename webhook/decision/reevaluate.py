@@ -52,9 +52,6 @@ from webhook.model.vocabulary import DECISION
 
 Outcome = Literal["skipped", "stale", "user_owned", "kept", "too_soon", "switched"]
 
-not_opted_in = optin.not_opted_in
-"""The opt-in rule admission and the preview apply too (:mod:`webhook.decision.optin`)."""
-
 POLICY_FIELDS: Mapping[str, Path] = {"placement.": ("spec", "placement")}
 """Record key prefix -> where those fields live in a (Cluster)PropagationPolicy."""
 PauseEvent = Literal["paused", "resumed"]
@@ -129,7 +126,7 @@ def apply(obj: Mapping[str, Any], changes: tuple[Change, ...] | list[Change]) ->
 def not_managed(obj: Mapping[str, Any], namespace_labels: Mapping[str, str] | None) -> str | None:
     """Why ``obj`` is not re-evaluated (:func:`webhook.decision.optin.not_opted_in`, the
     rule admission applies, or no decision record of carbonshift's), or None."""
-    reason = not_opted_in(obj, namespace_labels)
+    reason = optin.not_opted_in(obj, namespace_labels)
     if reason:
         return reason
     if not ((obj.get("metadata") or {}).get("annotations") or {}).get(DECISION):

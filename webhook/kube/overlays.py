@@ -35,7 +35,7 @@ import structlog
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from webhook.decision import carbonprice, reevaluate
+from webhook.decision import carbonprice, optin
 from webhook.decision.carbonprice import GROUP, KIND, RESOURCE, SELECTOR, VERSION, Pool
 from webhook.decision.outcome import lookup
 from webhook.kinds import Context
@@ -59,7 +59,7 @@ FOLLOWS = NODEPOOL.kind
 
 def opted_in(nodepools: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """The NodePools opted in, by the admission's rules (cluster-scoped: their own label)."""
-    return [obj for obj in nodepools if reevaluate.not_opted_in(obj, None) is None]
+    return [obj for obj in nodepools if optin.not_opted_in(obj, None) is None]
 
 
 def priced(nodepools: Sequence[Mapping[str, Any]]) -> list[tuple[Pool, Mapping[str, Any]]]:

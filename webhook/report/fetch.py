@@ -200,15 +200,6 @@ async def collect(
         raise unreachable(api, exc) from None
 
 
-async def everything(
-    api: client.ApiClient, namespace: str, configmap: str
-) -> tuple[dict[str, str] | None, list[dict[str, Any]], list[dict[str, Any]]]:
-    """The ConfigMap ``configmap`` of ``namespace`` exactly, the Events and the managed
-    objects (:func:`collect` with ``--namespace``)."""
-    source, events, objects = await collect(api, configmap, namespace, namespace)
-    return source.data, events, objects
-
-
 async def _collect(
     api: client.ApiClient, configmap: str, namespace: str | None, fallback: str
 ) -> tuple[Source, list[dict[str, Any]], list[dict[str, Any]]]:
