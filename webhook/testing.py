@@ -37,6 +37,7 @@ import jsonpatch
 
 from webhook import kinds
 from webhook.model import vocabulary
+from webhook.model.objects import meta_of
 
 __all__ = [
     "DIVIDED",
@@ -104,17 +105,16 @@ def review(
         raise ValueError("review needs an object, an old object or both")
     group, _, version = str(body.get("apiVersion", "")).rpartition("/")
     kind = str(body.get("kind", ""))
-    meta = body.get("metadata") or {}
     row = kinds.find(group, kind)
     plural = resource or (row.resource if row is not None else kind.lower() + "s")
-    namespaced = row.namespaced if row is not None else bool(meta.get("namespace"))
+    namespaced = row.namespaced if row is not None else bool(meta_of(body).namespace)
     if namespace is None:
-        namespace = str(meta.get("namespace") or "default") if namespaced else ""
+        namespace = (meta_of(body).namespace or "default") if namespaced else ""
     gvk = {"group": group, "version": version, "kind": kind}
     gvr = {"group": group, "version": version, "resource": plural}
     request: Object = {"uid": uid, "kind": gvk, "resource": gvr, "requestKind": dict(gvk)}
     request["requestResource"] = dict(gvr)
-    if name := str(meta.get("name") or ""):
+    if name := meta_of(body).name:
         request["name"] = name
     if namespace:
         request["namespace"] = namespace

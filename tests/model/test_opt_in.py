@@ -8,7 +8,7 @@ import pytest
 
 from tests.semantics import fleet
 from webhook import kinds
-from webhook.decision.reevaluate import not_opted_in
+from webhook.decision.optin import not_opted_in
 from webhook.model.vocabulary import ENABLED, opt_in
 from webhook.serve import admission, reviews
 

@@ -252,7 +252,7 @@ async def _list_clusters(args: argparse.Namespace, cfg: Config) -> Listed | None
             hub = await k8s.CustomObjectsApi(api).list_cluster_custom_object(
                 *ocm.CLUSTERS, _request_timeout=client.REQUEST_TIMEOUT
             )
-            managed = list(hub.get("items") or [])
+            managed = list(items(hub, "items"))
     except fetch.NETWORK_ERRORS as exc:  # unreachable: a runtime failure, exit status 1
         raise fetch.unreachable(api, exc) from None
     except Exception as exc:  # refused
@@ -261,7 +261,7 @@ async def _list_clusters(args: argparse.Namespace, cfg: Config) -> Listed | None
         await closed(api.close())
     if missing is not None and not virtual and not managed:
         raise _unlisted(kube.kubeconfig, missing)
-    return list(listed.get("items") or []), virtual, managed
+    return list(items(listed, "items")), virtual, managed
 
 
 def _unlisted(kubeconfig: object, exc: Exception) -> InvalidInput:

@@ -30,6 +30,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from webhook.decision.terms import GREEN_TERM
+from webhook.model.objects import dig
 
 SNAPSHOT = "carbonshift."
 """Name prefix of the ``requiredBy`` snapshots carbonshift keeps (``carbonshift.<Kind>.<name>``)."""
@@ -207,5 +208,4 @@ def _same(entry: Mapping[str, Any], want: Mapping[str, Any]) -> bool:
 def lazy(policy: Mapping[str, Any]) -> bool:
     """``activationPreference: Lazy``: Karmada applies a change of the policy only once the
     resource template changes (``propagation_types.go``), so a rewrite moves nothing now."""
-    spec = policy.get("spec")
-    return isinstance(spec, Mapping) and spec.get("activationPreference") == "Lazy"
+    return bool(dig(policy, "spec", "activationPreference") == "Lazy")

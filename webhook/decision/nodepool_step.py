@@ -33,6 +33,7 @@ from webhook.decision.reevaluate import (
     show,
 )
 from webhook.model import vocabulary
+from webhook.model.objects import dig, meta_of
 from webhook.model.vocabulary import DECISION
 
 NODEPOOL_FIELDS: Mapping[str, Path] = {
@@ -104,9 +105,8 @@ def step(obj: Mapping[str, Any], inputs: Inputs) -> Action:
 def paused(obj: Mapping[str, Any]) -> bool:
     """True while carbonshift holds the NodePool paused (its limits are still the ones
     carbonshift wrote and the decision annotation says ``paused``)."""
-    meta = obj.get("metadata") or {}
-    record = Record.decode((meta.get("annotations") or {}).get(DECISION))
-    limits = (obj.get("spec") or {}).get("limits")
+    record = Record.decode(meta_of(obj).annotations.get(DECISION))
+    limits = dig(obj, "spec", "limits")
     return bool(record.body.get("paused")) and record.owns("spec.limits", limits)
 
 
@@ -120,8 +120,8 @@ def _nodepool_switch(
     inputs: Inputs,
 ) -> tuple[Record, str]:
     """The record with this write in ``switches``, and the weight change in words."""
-    old_w = (obj.get("spec") or {}).get("weight")
-    new_w = (apply(obj, changes).get("spec") or {}).get("weight")
+    old_w = dig(obj, "spec", "weight")
+    new_w = dig(apply(obj, changes), "spec", "weight")
     entry: dict[str, Any] = {"t": iso(inputs.now), "g": rounded(g)}
     if event is not None:
         entry["pause"] = event
@@ -145,11 +145,10 @@ def _paused_why(
     """``limits.cpu "0", no new nodes: DE is at 450 g/kWh (class high); cleaner hour
     15:00Z in 2 h, ~200 g/kWh forecast; max-pause 24h``; a ladder step (``step``, the
     share) says its limit: ``limits.cpu "100" (50 % of the user's limit): ...``."""
-    annotations = (obj.get("metadata") or {}).get("annotations") or {}
-    limit = vocabulary.knobs(annotations, "nodepool").max_pause
+    limit = vocabulary.knobs(meta_of(obj).annotations, "nodepool").max_pause
     at = f"{inputs.zone} is at {show(g)} g/kWh"
     if isinstance(step, int | float):
-        cpu = ((new.get("spec") or {}).get("limits") or {}).get("cpu")
+        cpu = dig(new, "spec", "limits", "cpu")
         why = f'limits.cpu "{cpu}" ({step:.0%} of the user\'s limit): {at}'
     else:
         why = f'limits.cpu "0", no new nodes: {at} (class high)'

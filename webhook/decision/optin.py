@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from webhook.model.objects import mapping
 from webhook.model.vocabulary import ENABLED, opt_in
 
 SELECTED: Mapping[str, str] = {ENABLED: "true"}
@@ -33,9 +34,7 @@ def not_opted_in(obj: Mapping[str, Any], namespace_labels: Mapping[str, str] | N
 
     ``namespace_labels``: the labels of the object's namespace for a namespaced object;
     None for a cluster-scoped one (which then opts in with its own label)."""
-    meta = obj.get("metadata") or {}
-    if not isinstance(meta, Mapping):
-        meta = {}
+    meta = mapping(obj, "metadata")
     if meta.get("deletionTimestamp"):
         return "being deleted"
     enabled = opt_in(meta.get("labels") if isinstance(meta.get("labels"), Mapping) else None)

@@ -69,6 +69,7 @@ from webhook.decision.terms import (
 from webhook.model import vocabulary
 from webhook.model.config import ClusterConfig, WeightingConfig
 from webhook.model.intensity import IntensityTable
+from webhook.model.objects import mapping, meta_of
 from webhook.model.vocabulary import DECISION, MAX_CLUSTERS, MAX_INTENSITY, Knobs
 
 _OTHERS = "\x00others"
@@ -175,10 +176,9 @@ LAZY_NOTE = (
 
 def decide(policy: Mapping[str, Any], inputs: PolicyInputs) -> Decision:
     """Decide the placement for a (Cluster)PropagationPolicy object."""
-    meta = policy.get("metadata") or {}
-    annotations: Mapping[str, str] = meta.get("annotations") or {}
-    spec = policy.get("spec") or {}
-    current: Mapping[str, Any] = spec.get("placement") or {}
+    annotations = meta_of(policy).annotations
+    spec = mapping(policy, "spec")
+    current = mapping(spec, "placement")
     previous = Record.decode(annotations.get(DECISION))
     base = user_view(current, previous, OWN)
     knobs = vocabulary.knobs(annotations, "policy")

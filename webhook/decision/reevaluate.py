@@ -48,6 +48,7 @@ from webhook.decision.record import (
 from webhook.model import vocabulary
 from webhook.model.config import ClusterConfig
 from webhook.model.intensity import IntensityTable
+from webhook.model.objects import meta_of
 from webhook.model.vocabulary import DECISION
 
 Outcome = Literal["skipped", "stale", "user_owned", "kept", "too_soon", "switched"]
@@ -129,7 +130,7 @@ def not_managed(obj: Mapping[str, Any], namespace_labels: Mapping[str, str] | No
     reason = optin.not_opted_in(obj, namespace_labels)
     if reason:
         return reason
-    if not ((obj.get("metadata") or {}).get("annotations") or {}).get(DECISION):
+    if not meta_of(obj).annotations.get(DECISION):
         return f"no {DECISION} annotation"
     return None
 

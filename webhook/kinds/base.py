@@ -21,6 +21,7 @@ from webhook.decision import reevaluate
 from webhook.decision.outcome import Decision, Path
 from webhook.model.config import ClusterConfig, Config
 from webhook.model.intensity import IntensityTable
+from webhook.model.objects import meta_of
 from webhook.model.vocabulary import Scope
 
 
@@ -68,7 +69,7 @@ class Context:
         """The cluster's NodePools besides ``obj``; None: unknown."""
         if self.nodepools is None:
             return None
-        name = (obj.get("metadata") or {}).get("name")
+        name = meta_of(obj).name
         return tuple(p for p in self.nodepools if p != name)
 
 

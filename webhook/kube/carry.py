@@ -156,26 +156,26 @@ class Carrier:
         return outcomes
 
     async def _list(self, group: str, version: str, plural: str) -> list[Raw]:
-        return await list_objects(self.api, group, version, plural, event="carry_list_failed") or []
+        listed = await list_objects(self.api, group, version, plural, event="carry_list_failed")
+        return listed if listed is not None else []  # nothing to carry this pass
 
     async def _write(self, step: Carry) -> None:
         """Update the binding's ``requiredBy`` as :meth:`Carry.required_by` says, on what
         the API server holds now (others' snapshots as they stand)."""
         binding = Obj(step.binding)
         group, version, meta = binding.group, binding.version, binding.meta
-        plural = "resourcebindings" if meta.namespace else "clusterresourcebindings"
-        where = (meta.namespace, plural) if meta.namespace else (plural,)
-        namespaced = bool(meta.namespace)
-        options: dict[str, Any] = {"_request_timeout": REQUEST_TIMEOUT}
+        namespace, name = meta.namespace, meta.name
+        plural = "resourcebindings" if namespace else "clusterresourcebindings"
+        timeout = REQUEST_TIMEOUT
 
         async def read() -> Raw:
-            if namespaced:
+            if namespace:
                 got = await self.objects.get_namespaced_custom_object(
-                    group, version, *where, meta.name, **options
+                    group, version, namespace, plural, name, _request_timeout=timeout
                 )
             else:
                 got = await self.objects.get_cluster_custom_object(
-                    group, version, *where, meta.name, **options
+                    group, version, plural, name, _request_timeout=timeout
                 )
             return dict(got)
 
@@ -191,13 +191,13 @@ class Carrier:
             return {**current, "spec": spec}
 
         async def write(obj: Raw) -> Raw:
-            if namespaced:
+            if namespace:
                 got = await self.objects.replace_namespaced_custom_object(
-                    group, version, *where, meta.name, obj, **options
+                    group, version, namespace, plural, name, obj, _request_timeout=timeout
                 )
             else:
                 got = await self.objects.replace_cluster_custom_object(
-                    group, version, *where, meta.name, obj, **options
+                    group, version, plural, name, obj, _request_timeout=timeout
                 )
             return dict(got)
 

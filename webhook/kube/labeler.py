@@ -34,6 +34,7 @@ from webhook.kube.writes import Gate, NotLeader, apply_metadata
 from webhook.model import vocabulary
 from webhook.model.config import Config
 from webhook.model.intensity import IntensityTable, Reading, utcnow
+from webhook.model.objects import meta_of
 from webhook.runtime import metrics, tasks
 
 if TYPE_CHECKING:
@@ -116,13 +117,11 @@ class Held:
 
 
 def _ours(obj: Mapping[str, Any]) -> Held:
-    meta = obj.get("metadata") or {}
-    labels = meta.get("labels") or {}
-    annotations = meta.get("annotations") or {}
+    meta = meta_of(obj)
     return Held(
-        {k: v for k, v in labels.items() if k == vocabulary.INTENSITY_CLASS},
-        {k: v for k, v in annotations.items() if k in OWNED},
-        meta.get("uid"),
+        {k: v for k, v in meta.labels.items() if k == vocabulary.INTENSITY_CLASS},
+        {k: v for k, v in meta.annotations.items() if k in OWNED},
+        meta.uid or None,
     )
 
 
@@ -224,7 +223,7 @@ class ClusterLabeler:
                 {
                     "apiVersion": self.resource.api_version,
                     "kind": self.resource.kind,
-                    "metadata": {"name": name, "uid": (obj.get("metadata") or {}).get("uid")},
+                    "metadata": {"name": name, "uid": meta_of(obj).uid or None},
                 },
                 reason=MISSING,
                 note=f"no carbon intensity data for grid zone {zone}: the cluster ranks last "

@@ -48,6 +48,7 @@ from webhook.kube.overlays import OverlayKeeper
 from webhook.kube.rebalancer import Rebalancer
 from webhook.kube.writes import Gate, NotLeader
 from webhook.model.config import Config
+from webhook.model.objects import items, meta_of
 from webhook.model.vocabulary import DECISION, ENABLED, parse_time
 from webhook.runtime import metrics, tasks
 
@@ -159,11 +160,11 @@ class Reevaluator:
             return 0
         written = counted = 0
         bucket = self._standing.setdefault(row.kind, [])
-        for obj in listed.get("items") or []:
+        for obj in items(listed, "items"):
             if not self.gate.leading:
                 raise NotLeader("not leading")
-            meta = obj.get("metadata") or {}
-            if row.namespaced and meta.get("namespace") not in namespaces:
+            meta = meta_of(obj)
+            if row.namespaced and meta.namespace not in namespaces:
                 continue  # not opted in: never decided by admission either
             obj.setdefault("apiVersion", row.api_version)
             obj.setdefault("kind", row.kind)
@@ -180,8 +181,8 @@ class Reevaluator:
                     log.warning(
                         "reevaluate_failed",
                         kind=row.kind,
-                        namespace=meta.get("namespace"),
-                        name=meta.get("name"),
+                        namespace=meta.namespace,
+                        name=meta.name,
                         error=error_name(exc),
                     )
                 counted += _counts(target, obj)
@@ -194,8 +195,7 @@ class Reevaluator:
     def _decide(
         self, target: Target, obj: Mapping[str, Any], namespaces: Mapping[str, Mapping[str, str]]
     ) -> reevaluate.Action:
-        namespace = str((obj.get("metadata") or {}).get("namespace") or "")
-        labels = namespaces.get(namespace, {})
+        labels = namespaces.get(meta_of(obj).namespace, {})
         return self.rules.decide(target, obj, self.context(), labels)
 
     async def _one(
@@ -233,8 +233,8 @@ class Reevaluator:
         return 0, obj  # pragma: no cover - the loop always returns
 
     async def _read(self, row: Kind, obj: Mapping[str, Any]) -> Obj:
-        meta = obj.get("metadata") or {}
-        name, namespace = str(meta.get("name") or ""), str(meta.get("namespace") or "")
+        meta = meta_of(obj)
+        name, namespace = meta.name, meta.namespace
         if row.namespaced:
             got = await self.objects.get_namespaced_custom_object(
                 row.group, row.version, namespace, row.resource, name,
@@ -356,9 +356,7 @@ class Reevaluator:
 
 
 def _name(obj: Mapping[str, Any]) -> str:
-    meta = obj.get("metadata") or {}
-    namespace = meta.get("namespace")
-    return f"{namespace}/{meta.get('name')}" if namespace else str(meta.get("name"))
+    return meta_of(obj).namespaced_name
 
 
 def _counts(target: Target, obj: Obj) -> int:
@@ -378,13 +376,12 @@ LAZY_NOTE = (
 
 def _lazy(policy: Obj) -> bool:
     """A managed policy Karmada applies only once its resource template changes."""
-    annotations = (policy.get("metadata") or {}).get("annotations") or {}
-    return DECISION in annotations and carry.lazy(policy)
+    return DECISION in meta_of(policy).annotations and carry.lazy(policy)
 
 
 def _last_switch(obj: Obj) -> dict[str, Any] | None:
     """The last switch recorded in the object's decision annotation, if any."""
-    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    annotations = meta_of(obj).annotations
     done = switches(Record.decode(annotations.get(DECISION)))
     return done[-1] if done else None
 
@@ -394,4 +391,4 @@ def _key(obj: Obj) -> str | None:
     entry = _last_switch(obj)
     if entry is None:
         return None
-    return fingerprint([(obj.get("metadata") or {}).get("uid"), entry.get("t")])
+    return fingerprint([meta_of(obj).uid or None, entry.get("t")])

@@ -25,7 +25,7 @@ from webhook import kinds
 from webhook.kube.accounting import LEDGER_LABELS
 from webhook.kube.client import REQUEST_TIMEOUT, Settings
 from webhook.model.errors import InvalidInput, UsageError
-from webhook.model.objects import meta_of
+from webhook.model.objects import items, meta_of
 from webhook.model.vocabulary import DECISION
 from webhook.report.history import REASONS
 
@@ -128,8 +128,7 @@ async def _events(api: client.ApiClient) -> list[dict[str, Any]]:
             raise ApiException(status=response.status, reason=body.decode(errors="replace"))
     finally:
         response.release()
-    items = orjson.loads(body).get("items") or []
-    return [e for e in items if isinstance(e, dict)]
+    return [dict(e) for e in items(orjson.loads(body), "items") if isinstance(e, dict)]
 
 
 async def _read(core: client.CoreV1Api, namespace: str, name: str) -> dict[str, str] | None:
@@ -166,9 +165,9 @@ async def ledger(
         data = await _read(core, fallback, configmap)
         why = "listing ConfigMaps across namespaces was refused; pass --namespace NS"
         return Source(data, _said(data, f"ConfigMap {fallback}/{configmap}", why))
-    items = list(listed.items or [])
-    named = [c for c in items if c.metadata.name == configmap]
-    labelled = [c for c in items if (c.metadata.labels or {}).get(LEDGER_LABEL)]
+    maps = list(listed.items or [])
+    named = [c for c in maps if c.metadata.name == configmap]
+    labelled = [c for c in maps if (c.metadata.labels or {}).get(LEDGER_LABEL)]
     candidates = named or labelled
     if len(candidates) > 1:
         names = ", ".join(sorted(f"{c.metadata.namespace}/{c.metadata.name}" for c in candidates))
@@ -216,7 +215,7 @@ async def _collect(
             if exc.status in (403, 404):
                 continue
             raise
-        for obj in got.get("items") or []:
+        for obj in items(got, "items"):
             if DECISION in meta_of(obj).annotations:
                 obj.setdefault("kind", row.kind)
                 objects.append(obj)

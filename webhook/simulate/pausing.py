@@ -31,6 +31,7 @@ from webhook.decision.record import Record
 from webhook.kinds.reevaluation import OutlookMethod, Reevaluation, Target, target_of
 from webhook.model.config import Config
 from webhook.model.intensity import Reading, Signal
+from webhook.model.objects import dig
 from webhook.model.vocabulary import DECISION, ENABLED, MAX_PAUSE, STRATEGY
 from webhook.simulate.product import admitted, at_hour
 
@@ -138,7 +139,7 @@ class OverTime:
             action = self.leader.decide(self.target, self.stored, ctx, None)
             if action.changes:
                 self.stored = action.applied(self.stored)
-        cpu = quantity(((self.stored.get("spec") or {}).get("limits") or {}).get("cpu"))
+        cpu = quantity(dig(self.stored, "spec", "limits", "cpu"))
         return 1.0 if cpu is None else float(min(Decimal(1), cpu / LIMIT))
 
     def __call__(self, m: PoolMoment) -> bool:

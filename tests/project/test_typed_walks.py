@@ -1,0 +1,43 @@
+"""Kubernetes objects and stored records are read through the typed views
+(:mod:`webhook.model.objects`: ``meta_of``, ``dig``, ``mapping``, ``items``;
+:mod:`webhook.decision.karmada_view`; :class:`webhook.decision.record.Record`), not by
+hand-walking dicts.
+
+Two checks over ``webhook/``: no ``(obj.get("metadata") or {}).get(...)``-style walk of an
+object's metadata or spec at all, and no more ``or {}`` / ``or []`` defaults than there are
+now (:data:`CEILING`: what is left are mostly ``Optional`` fields of the Kubernetes client's
+own models and local mappings; lower it as they go, never raise it)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2] / "webhook"
+WALK = re.compile(r"""\.get\(["'](metadata|spec|status)["']\)\s*or\s*[{\[]""")
+DEFAULT = re.compile(r"\bor (\{\}|\[\])")
+CEILING = 72
+"""``or {}`` / ``or []`` lines left in webhook/."""
+
+
+def _lines() -> list[tuple[str, int, str]]:
+    return [
+        (str(path.relative_to(ROOT.parent)), number, line)
+        for path in sorted(ROOT.rglob("*.py"))
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+    ]
+
+
+def test_no_hand_walk_of_an_objects_metadata_spec_or_status() -> None:
+    found = [f"{p}:{n}: {line.strip()}" for p, n, line in _lines() if WALK.search(line)]
+    assert not found, "read them with webhook.model.objects (meta_of, dig, mapping):\n" + "\n".join(
+        found
+    )
+
+
+def test_untyped_defaults_do_not_grow() -> None:
+    found = [f"{p}:{n}" for p, n, line in _lines() if DEFAULT.search(line)]
+    assert len(found) <= CEILING, (
+        f"{len(found)} 'or {{}}' / 'or []' defaults in webhook/ (at most {CEILING}): read "
+        "objects through webhook.model.objects or a typed view instead"
+    )
