@@ -68,6 +68,14 @@ MAX_PAUSE = PREFIX + "max-pause"
 """Annotation (NodePools, strategy pause): the longest a pause may last (``"24h"``, ``"90m"``)."""
 OVERLAY = PREFIX + "overlay"
 """Label on the NodeOverlays carbonshift keeps (``price``); it never touches any other."""
+EXPECTED_RUNTIME = PREFIX + "expected-runtime"
+"""Annotation (Jobs queued by Kueue MultiKueue): how long the job runs (``"2h"``), what its
+carbon window and the workers' ranking average over, when the Workload has no
+``spec.maximumExecutionTimeSeconds``."""
+MAX_DELAY = PREFIX + "max-delay"
+"""Annotation (Jobs queued by Kueue MultiKueue): the longest carbonshift may hold the job for
+a greener hour after it was created (``"8h"``); without it the job is not held (unless
+``kueue.default_max_delay_seconds`` is set)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -173,6 +181,18 @@ KEYS = (
         scopes=("nodepool",),
     ),
     Key(OVERLAY, "label", "NodeOverlay", "price", written=True),
+    Key(
+        EXPECTED_RUNTIME,
+        "annotation",
+        "Job (Kueue MultiKueue)",
+        'duration > 0 up to 720 hours: "2h", "90m", "1h30m"',
+    ),
+    Key(
+        MAX_DELAY,
+        "annotation",
+        "Job (Kueue MultiKueue)",
+        'duration > 0 up to 7 days: "8h", "90m", "1h30m"',
+    ),
 )
 """Every key carbonshift reads or writes."""
 
@@ -213,19 +233,40 @@ LONGEST_MAX_PAUSE = datetime.timedelta(days=7)
 _DURATION = re.compile(r"^(?:(\d{1,4})h)?(?:(\d{1,5})m)?$")
 
 
-def max_pause(raw: str) -> datetime.timedelta:
-    """A duration in hours and/or minutes, > 0 and at most 7 days (``"24h"``, ``"90m"``,
-    ``"1h30m"``)."""
+def duration(key: str, raw: str, longest: datetime.timedelta) -> datetime.timedelta:
+    """The value of ``key``: a duration in hours and/or minutes, > 0 and at most ``longest``
+    (``"24h"``, ``"90m"``, ``"1h30m"``)."""
     text = raw.strip()
     match = _DURATION.fullmatch(text) if text.isascii() else None
     value = datetime.timedelta(0)
     if match is not None and text:
         value = datetime.timedelta(hours=int(match[1] or 0), minutes=int(match[2] or 0))
-    if not datetime.timedelta(0) < value <= LONGEST_MAX_PAUSE:
+    if not datetime.timedelta(0) < value <= longest:
+        hours = int(longest.total_seconds() // 3600)
         raise InvalidInput(
-            MAX_PAUSE, f'must be a duration > 0 up to 168h such as "24h" or "90m", got {raw!r}'
+            key, f'must be a duration > 0 up to {hours}h such as "24h" or "90m", got {raw!r}'
         )
     return value
+
+
+def max_pause(raw: str) -> datetime.timedelta:
+    """A duration in hours and/or minutes, > 0 and at most 7 days (``"24h"``, ``"90m"``,
+    ``"1h30m"``)."""
+    return duration(MAX_PAUSE, raw, LONGEST_MAX_PAUSE)
+
+
+LONGEST_EXPECTED_RUNTIME = datetime.timedelta(days=30)
+LONGEST_MAX_DELAY = datetime.timedelta(days=7)
+
+
+def expected_runtime(raw: str) -> datetime.timedelta:
+    """:data:`EXPECTED_RUNTIME`: a duration > 0 up to 720 hours (``"2h"``, ``"90m"``)."""
+    return duration(EXPECTED_RUNTIME, raw, LONGEST_EXPECTED_RUNTIME)
+
+
+def max_delay(raw: str) -> datetime.timedelta:
+    """:data:`MAX_DELAY`: a duration > 0 up to 7 days (``"8h"``, ``"90m"``)."""
+    return duration(MAX_DELAY, raw, LONGEST_MAX_DELAY)
 
 
 _GRID_ZONE_KEY = re.compile(GRID_ZONE_PATTERN)
