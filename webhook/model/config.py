@@ -253,6 +253,56 @@ class AccountingConfig(Schema, frozen=True):
     """Label naming the member cluster on Kepler's series (added by the scrape config)."""
 
 
+Dispatch = Literal["external", "order", "none"]
+QualifiedName = Annotated[
+    str,
+    pattern(
+        r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$",
+        "a domain-prefixed name such as carbonshift.io/carbon-window",
+    ),
+]
+
+
+class KueueConfig(Schema, frozen=True):
+    """Kueue MultiKueue: carbon-aware batch across worker clusters (the leader only;
+    :mod:`webhook.decision.kueue`).
+
+    Where: ``dispatch: external`` nominates each Workload's workers, greenest with room
+    first (Kueue's ``multiKueue.dispatcherName`` set to ``dispatcher_name``); ``order``
+    keeps Kueue's incremental dispatcher and writes the carbon order into each
+    ``MultiKueueConfig.spec.clusters``, damped by ``hysteresis.margin`` and
+    ``hysteresis.dwell_hours``; ``none`` leaves placement to Kueue. When: the admission
+    check whose ``controllerName`` is ``admission_check_controller`` holds a Workload for a
+    greener start within its Job's ``carbonshift.io/max-delay``."""
+
+    enabled: bool = False
+    """Run the MultiKueue dispatcher and admission check (needs a cluster connection to the
+    MultiKueue manager and Kueue's CRDs)."""
+    interval_seconds: AtLeast1 = 10.0
+    """Pause between passes over the pending Workloads."""
+    dispatch: Dispatch = "external"
+    """``external`` (nominate workers), ``order`` (order ``MultiKueueConfig.spec.clusters``
+    for Kueue's incremental dispatcher) or ``none``."""
+    dispatcher_name: QualifiedName = "carbonshift.io/carbon-dispatcher"
+    """The ``multiKueue.dispatcherName`` users set in Kueue's Configuration for the
+    ``external`` mode; carbonshift nominates only when Kueue names it."""
+    round_seconds: AtLeast1 = 60.0
+    """A round passes when no nominated worker admitted the Workload for this long; each
+    adds the next ``step`` workers in carbon order."""
+    step: Annotated[int, msgspec.Meta(ge=1, le=20)] = 1
+    """Workers nominated first, and added per round."""
+    default_runtime_seconds: Annotated[float, msgspec.Meta(gt=0, le=2_592_000)] = 3600.0
+    """Run time of a Job without ``spec.maximumExecutionTimeSeconds`` on its Workload or
+    ``carbonshift.io/expected-runtime``; also the representative run time of the
+    ``order`` mode's ranking."""
+    admission_check_controller: QualifiedName = "carbonshift.io/carbon-window"
+    """The ``spec.controllerName`` of the AdmissionChecks carbonshift answers (the carbon
+    window)."""
+    default_max_delay_seconds: Annotated[float, msgspec.Meta(gt=0, le=604_800)] | None = None
+    """How long a Job without ``carbonshift.io/max-delay`` may be held for a greener start
+    (None: such a Job is never held)."""
+
+
 ClientAuthPath = Literal["scheduler", "metrics"]
 Seconds = Annotated[float, msgspec.Meta(gt=0, le=3600)]
 
@@ -347,6 +397,7 @@ class Config(Schema, frozen=True):
     carry: CarryConfig = CarryConfig()
     accounting: AccountingConfig = AccountingConfig()
     ocm: OcmConfig = OcmConfig()
+    kueue: KueueConfig = KueueConfig()
     service: ServiceConfig = ServiceConfig()
     feed: FeedConfig = FeedConfig()
 
