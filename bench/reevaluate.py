@@ -14,9 +14,9 @@ replicas, the bindings scheduled one after another on the room the fleet had the
 the rest overflows. The 100 Karmada Clusters carry ``status.resourceSummary``
 (allocatable; allocated: the bindings' replicas plus what else runs there).
 
-The leader's loop (:class:`webhook.kube.reevaluator.Reevaluator`, with its
-:class:`~webhook.kube.rebalancer.Rebalancer`, ``rebalance`` as shipped) then runs
-:meth:`pass_once` twice against an in-memory API that answers the list calls with those
+The leader's loop (:class:`webhook.controllers.reevaluator.Reevaluator`, with its
+:class:`~webhook.controllers.rebalancer.Rebalancer`, ``rebalance`` as shipped) then runs
+:meth:`reconcile` twice against an in-memory API that answers the list calls with those
 objects, exactly as the loop receives them, accepts WorkloadRebalancer creates and
 Events (counted), and refuses every other write:
 
@@ -59,11 +59,11 @@ import orjson
 from bench.harness import RESULTS, SERVER_CPU, machine, write_table
 from webhook import kinds
 from webhook.cli import preview
+from webhook.controllers import rebalancer
+from webhook.controllers.reevaluator import Reevaluator
 from webhook.decision.capacity import tier_fill
 from webhook.decision.terms import fill_tiers
-from webhook.kube import rebalancer
 from webhook.kube.events import EventRecorder
-from webhook.kube.reevaluator import Reevaluator
 from webhook.model.config import Config, parse
 from webhook.model.intensity import IntensityTable, Reading, Signal
 from webhook.runtime import logs, metrics
@@ -524,7 +524,7 @@ async def _passes(
         if mover is None:
             raise RuntimeError("rebalance is not enabled in the config")
         mover.objects = api  # type: ignore[assignment]
-        inner = mover.pass_once
+        inner = mover.rebalance
         spent: list[tuple[float, collections.Counter[str]]] = []
 
         async def timed(policies: Any, ranked: kinds.Context) -> collections.Counter[str]:
@@ -533,7 +533,7 @@ async def _passes(
             spent.append((time.process_time() - cpu, outcomes))
             return outcomes
 
-        mover.pass_once = timed  # type: ignore[method-assign,assignment]
+        mover.rebalance = timed  # type: ignore[method-assign,assignment]
         results = []
         for n, what in enumerate(("room as scheduled", "room changed on every cluster"), 1):
             if n == 2:
@@ -542,7 +542,7 @@ async def _passes(
             rebalancers, events_before = len(api.rebalancers), api.events
             gc.collect()
             cpu, wall = time.process_time(), time.perf_counter()
-            written = await loop.pass_once()
+            written = await loop.reconcile()
             cpu_s, wall_s = time.process_time() - cpu, time.perf_counter() - wall
             rebalance_s, outcomes = spent[-1]
             looked = sum(outcomes.values())

@@ -1,6 +1,6 @@
 """A real carbonshift server on 127.0.0.1 (import as ``tests.serving``).
 
-:func:`serving` runs ``server.serve`` in the test's event loop with a configuration and a
+:func:`serving` runs ``app.run`` in the test's event loop with a configuration and a
 certificate directory (a development CA is created there) and stops it on exit;
 :func:`serve_process` runs ``carbonshift serve`` as a child process, for figures that the
 test's own client must not distort and for signals. :class:`Running` is what a test talks
@@ -23,8 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from devtools.sandbox.layout import free_port
+from webhook import app
 from webhook.model.config import Config
-from webhook.serve import certs, server
+from webhook.serve import certs
 
 
 class Running:
@@ -53,11 +54,11 @@ async def wait_listening(port: int, attempts: int = 100) -> None:
 
 @contextlib.asynccontextmanager
 async def serving(config: Config, cert_dir: Path, **options: Any) -> AsyncIterator[Running]:
-    """``server.serve(config, ...)`` on a free port until the block ends."""
+    """``app.run(config, ...)`` on a free port until the block ends."""
     port = free_port()
     stop = asyncio.Event()
     task = asyncio.create_task(
-        server.serve(
+        app.run(
             config,
             host="127.0.0.1",
             port=port,

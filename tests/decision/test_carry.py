@@ -8,11 +8,11 @@ import pytest
 
 from tests.decision.placements import mutate
 from tests.support import FLEET, reading
+from webhook.controllers.carry import plan, tiered
 from webhook.decision import carry
 from webhook.decision.placement import PolicyInputs, decide
 from webhook.decision.record import Record
 from webhook.decision.terms import fill_tiers
-from webhook.kube.carry import plan, tiered
 from webhook.model.config import parse
 from webhook.model.vocabulary import DECISION
 from webhook.testing import propagation_policy

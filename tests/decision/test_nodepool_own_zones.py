@@ -138,10 +138,10 @@ def test_the_shipped_example_is_labelled_from_its_own_zones() -> None:
     assert all(z in config.nodepools.topology_zones for z in zones)
     regions = {z[:-1] for z in zones}
     assert len(regions) == 1  # one cloud region
-    from webhook.serve import server  # noqa: PLC0415
+    from webhook.app import build_feed  # noqa: PLC0415
 
     async def table() -> Any:
-        feed = server.build_feed(config)
+        feed = build_feed(config)
         try:
             await feed.refresh_once()
             return feed.table()

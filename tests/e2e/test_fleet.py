@@ -235,13 +235,13 @@ async def test_events_about_a_cluster_are_written(kube: Kube, api: ApiClient) ->
 async def test_serve_with_a_kubeconfig_reports_the_inventory_in_readyz(
     sandbox: Sandbox, tmp_path: Path
 ) -> None:
-    from webhook.serve import server  # noqa: PLC0415
+    from webhook import app  # noqa: PLC0415
 
     stop = asyncio.Event()
     port = free_port()
     kube = Settings(sandbox.kubeconfig, "default", "serve-e2e", unique("carbonshift-leader"))
     task = asyncio.create_task(
-        server.serve(Config(), host="127.0.0.1", port=port, cert_dir=tmp_path, stop=stop, kube=kube)
+        app.run(Config(), host="127.0.0.1", port=port, cert_dir=tmp_path, stop=stop, kube=kube)
     )
     body: dict[str, Any] = {}
     try:

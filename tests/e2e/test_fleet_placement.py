@@ -242,7 +242,7 @@ OUTAGE_SECONDS = 20
 async def test_admissions_answer_from_memory_while_the_api_server_is_out_of_reach(
     sandbox: Sandbox, kube: Kube, proxy: Cuttable, tmp_path: Path
 ) -> None:
-    from webhook.serve import server  # noqa: PLC0415
+    from webhook import app  # noqa: PLC0415
 
     kubeconfig = yaml.safe_load(sandbox.kubeconfig.read_text())
     kubeconfig["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{proxy.port}"
@@ -260,9 +260,7 @@ async def test_admissions_answer_from_memory_while_the_api_server_is_out_of_reac
         kube, karmada_cluster(name, {"e2e-group": group}, provider="aws", region="eu-north-1")
     ):
         task = asyncio.create_task(
-            server.serve(
-                config, host="127.0.0.1", port=port, cert_dir=certs, stop=stop, kube=settings
-            )
+            app.run(config, host="127.0.0.1", port=port, cert_dir=certs, stop=stop, kube=settings)
         )
         try:
             async with aiohttp.ClientSession() as session:

@@ -13,7 +13,7 @@ names, labels and ``zone`` values of Kepler's ``docs/user/metrics.md``)::
 Every counter grows at a fixed rate (joules per second) from the server's start, in the
 overlapping RAPL zones ``package``, ``core`` and ``dram``. A real Prometheus scrapes both
 every second, adding the label ``cluster`` (as a fleet's scrape configuration would); the
-leader's accounting (against the in-process API server, ``tests/kube/accounting_world``)
+leader's accounting (against the in-process API server, ``tests/controllers/accounting_world``)
 asks it for the joules of the interval it accounts. Energy must be the ``package`` zone's
 only (summing the overlapping zones would count core energy twice), per workload (its own
 pods, not those of a workload whose name starts the same or of another namespace), per
@@ -35,7 +35,7 @@ from prometheus_support import Prometheus, running_prometheus
 
 from devtools.sandbox.layout import free_port
 from tests import kubeapi
-from tests.kube.accounting_world import (
+from tests.controllers.accounting_world import (
     Clock,
     accountant,
     binding,
@@ -49,7 +49,7 @@ from tests.kube.accounting_world import (
     seed,
 )
 from webhook.decision.accounting import workload_joules
-from webhook.kube.accounting import Ledger
+from webhook.decision.ledger import Ledger
 from webhook.prometheus.kepler import Kepler
 from webhook.runtime import metrics
 
@@ -177,9 +177,9 @@ async def test_the_accounting_measures_with_kepler_and_says_so(
     clock = Clock()
     leader = accountant(kube.api, clock, prometheus_url=kepler.url)
     leader.forget()
-    await leader.pass_once()
+    await leader.reconcile()
     clock.now += timedelta(seconds=WINDOW)
-    assert await leader.pass_once() == 3
+    assert await leader.reconcile() == 3
     stored = configmap(kube)
     assert stored is not None
     ledger = Ledger.from_data(stored["data"])

@@ -15,7 +15,7 @@ from tests.semantics import fleet
 from tests.serve import crd_values
 from webhook import kinds
 from webhook.cli import preview
-from webhook.kube.accounting import accounted
+from webhook.controllers.accounting import accounted
 from webhook.report.history import REASONS
 
 ANNOTATIONS = Path(__file__).resolve().parents[2] / "docs" / "annotations.md"

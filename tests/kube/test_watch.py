@@ -131,8 +131,8 @@ async def test_an_outage_warns_once_backs_off_keeps_state_and_recovers(
     server.lists = [(200, FakeApiServer._empty("10", cluster("a", "9")))]
     fleet = FleetInventory(Config())
     fleet.start(api, timeout_seconds=1)
-    assert fleet._watch is not None
-    fleet._watch.backoff = Backoff(base=0.01, cap=0.05)
+    assert fleet.cache._watch is not None
+    fleet.cache._watch.backoff = Backoff(base=0.01, cap=0.05)
     try:
         await until(lambda: "a" in fleet.clusters())
         errors = counter(metrics.KUBE_ERRORS, "clusters.cluster.karmada.io", "500")
@@ -163,8 +163,8 @@ async def test_rbac_forbidden_is_one_error_naming_verb_and_resource(
     forbidden = counter(metrics.KUBE_FORBIDDEN, "list", "clusters.cluster.karmada.io")
     with structlog.testing.capture_logs() as logs:
         fleet.start(api, timeout_seconds=1)
-        assert fleet._watch is not None
-        fleet._watch.backoff = Backoff(base=0.01, cap=0.02)
+        assert fleet.cache._watch is not None
+        fleet.cache._watch.backoff = Backoff(base=0.01, cap=0.02)
         try:
             await until(lambda: not server.lists and fleet.synced)
         finally:
@@ -188,8 +188,8 @@ async def test_a_resource_not_served_is_empty_and_synced_and_listed_again(
     fleet = FleetInventory(Config())
     with structlog.testing.capture_logs() as logs:
         fleet.start(api, timeout_seconds=1)
-        assert fleet._watch is not None
-        fleet._watch.absent_seconds = 0.05
+        assert fleet.cache._watch is not None
+        fleet.cache._watch.absent_seconds = 0.05
         try:
             await until(lambda: fleet.synced)
             assert fleet.clusters() == {}

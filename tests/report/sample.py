@@ -8,8 +8,8 @@ from typing import Any
 
 from webhook import testing
 from webhook.decision.accounting import Totals
+from webhook.decision.ledger import Ledger, ObjectTotals
 from webhook.decision.record import Record
-from webhook.kube.accounting import Ledger, ObjectTotals
 from webhook.model.intensity import Signal
 from webhook.model.vocabulary import DECISION
 from webhook.report import data

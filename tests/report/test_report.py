@@ -14,7 +14,7 @@ import pytest
 from tests.report.sample import NOW, events, ledger, objects, report
 from webhook.cli import main
 from webhook.decision.accounting import Totals
-from webhook.kube.accounting import Ledger, ObjectTotals
+from webhook.decision.ledger import Ledger, ObjectTotals
 from webhook.model.intensity import Signal
 from webhook.report import data, render
 

@@ -13,7 +13,7 @@ import pytest
 from tests import kubeapi
 from tests.report.sample import ledger
 from webhook.cli import main
-from webhook.kube.accounting import LEDGER_LABELS
+from webhook.decision.ledger import LEDGER_LABELS
 from webhook.model.errors import UsageError
 from webhook.report import fetch
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from webhook.serve.server import serve
+from webhook.app import run as serve
 
 MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
 BASE = MANIFESTS / "base"

@@ -110,8 +110,10 @@ def _kubeconfig_flag(given: str | None) -> str:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from webhook import app  # noqa: PLC0415 - keeps `carbonshift --help` fast
     from webhook.kube.client import settings  # noqa: PLC0415
-    from webhook.serve import server, tls  # noqa: PLC0415 - keeps `carbonshift --help` fast
+    from webhook.model.errors import ListenError  # noqa: PLC0415
+    from webhook.serve import tls  # noqa: PLC0415
 
     config = _config(args)
     kube = settings(
@@ -144,7 +146,7 @@ def _serve(args: argparse.Namespace) -> int:
         runner = asyncio.run
     try:
         runner(
-            server.serve(
+            app.run(
                 config,
                 host=args.host,
                 port=args.port,
@@ -154,7 +156,7 @@ def _serve(args: argparse.Namespace) -> int:
                 kube=kube,
             )
         )
-    except server.ListenError as exc:  # a runtime failure, not a usage error
+    except ListenError as exc:  # a runtime failure, not a usage error
         print(f"carbonshift: {exc}", file=sys.stderr)
         return 1
     return 0
@@ -358,14 +360,14 @@ def _read_file(path: str, objects: list[dict[str, Any]], problems: list[str]) ->
 async def _preview(
     config: Config, docs: list[dict[str, Any]], *, again: bool, kubeconfig: str | None = None
 ) -> list[Any]:
+    from webhook.app import build_feed  # noqa: PLC0415
     from webhook.cli import preview  # noqa: PLC0415
     from webhook.kinds import Context  # noqa: PLC0415
     from webhook.kinds.reevaluation import Reevaluation  # noqa: PLC0415
     from webhook.model.intensity import utcnow  # noqa: PLC0415
-    from webhook.serve import server  # noqa: PLC0415
 
     namespaces = await preview.cluster_namespaces(kubeconfig) if kubeconfig else None
-    feed = server.build_feed(config)
+    feed = build_feed(config)
     try:
         await feed.refresh_once()
         ctx = Context(config=config, table=feed.table(), now=utcnow())

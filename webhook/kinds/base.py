@@ -130,7 +130,7 @@ class Following:
 
 
 Accounting = Literal["bindings", "nodes", "offloaded-pods"]
-"""How the leader accounts a managed object's emissions (:mod:`webhook.kube.accounting`):
+"""How the leader accounts a managed object's emissions (:mod:`webhook.controllers.accounting`):
 
 - ``bindings``: the replicas its Karmada ResourceBindings place per member cluster, at
   their cpu request, against the user's own placement;

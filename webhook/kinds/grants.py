@@ -61,4 +61,4 @@ FLEET: tuple[Grant, ...] = (
 
 FLEET_EVENTS: tuple[str, ...] = ("IntensityClassChanged", "IntensityDataMissing")
 """Event reasons recorded about no handled kind: a Karmada Cluster's intensity class
-changed, or its grid zone has no data (:mod:`webhook.kube.labeler`)."""
+changed, or its grid zone has no data (:mod:`webhook.controllers.labels`)."""

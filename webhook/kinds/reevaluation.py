@@ -3,7 +3,7 @@
 The kinds re-evaluated after creation (:func:`targets`), the forecast policies rank on
 and NodePool pauses wait with (``reevaluate.forecast``), and the inputs of the pure step
 (:func:`webhook.decision.reevaluate.step`). The reconciler
-(:class:`webhook.kube.reevaluator.Reevaluator`) runs it on what it lists from the API
+(:class:`webhook.controllers.reevaluator.Reevaluator`) runs it on what it lists from the API
 server; ``carbonshift mutate --reevaluate`` runs it on manifests, so the preview shows
 the decisions the reconciler makes for the same inputs.
 

@@ -9,7 +9,6 @@ zone). A background :class:`~webhook.kube.watch.ListWatch` of the Nodes labelled
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
@@ -18,12 +17,9 @@ import structlog
 from kubernetes_asyncio import client
 
 from webhook.decision.liqo import SELECTOR, Peer, peer, place
-from webhook.kube.watch import ListWatch
+from webhook.kube.cache import WatchedCache
 from webhook.model import vocabulary
 from webhook.model.config import ClusterConfig, Config
-from webhook.model.objects import meta_of
-from webhook.model.validation import InvalidInput
-from webhook.runtime import tasks
 
 log = structlog.get_logger("carbonshift.peers")
 
@@ -43,28 +39,28 @@ class _VirtualNodes:
 
 
 class PeerInventory:
-    """Liqo virtual nodes by node name, with their remote clusters' grid zones."""
+    """Liqo virtual nodes by node name, with their remote clusters' grid zones (a
+    :class:`WatchedCache` of the Nodes labelled ``liqo.io/type=virtual-node``)."""
 
     def __init__(self, config: Config) -> None:
         self.config = config
-        self._peers: dict[str, Peer] = {}
-        self._view: Mapping[str, Peer] = MappingProxyType({})
+        self.cache: WatchedCache[Peer] = WatchedCache(
+            ("", "v1", "nodes"), self._decode, kind="virtual_node", objects=_VirtualNodes
+        )
         self._places: tuple[object, Mapping[str, ClusterConfig]] = (None, MappingProxyType({}))
-        self._watch: ListWatch | None = None
-        self._task: asyncio.Task[None] | None = None
 
     def clusters(self) -> Mapping[str, Peer]:
         """Every virtual node by name (a read-only snapshot; replaced on each change)."""
-        return self._view
+        return self.cache.items()
 
     def by_cluster_id(self) -> Mapping[str, Peer]:
         """The same peers by remote cluster id (one virtual node per remote cluster)."""
-        return {p.cluster_id: p for _, p in sorted(self._view.items())}
+        return {p.cluster_id: p for _, p in sorted(self.cache.items().items())}
 
     def places(self) -> Mapping[str, ClusterConfig]:
         """The remote clusters by id as decisions read them (:func:`liqo.place`); the same
         mapping object until the virtual nodes change."""
-        view = self._view
+        view = self.cache.items()
         if self._places[0] is not view:
             places = {i: place(p) for i, p in self.by_cluster_id().items()}
             self._places = (view, MappingProxyType(places))
@@ -72,38 +68,21 @@ class PeerInventory:
 
     @property
     def synced(self) -> bool:
-        return self._watch is not None and self._watch.synced
+        return self.cache.synced
 
     def replace(self, objects: Sequence[Mapping[str, Any]]) -> None:
         """A full list of the virtual nodes."""
-        self._peers.clear()
-        for obj in objects:
-            self._take(obj)
-        self._view = MappingProxyType(dict(self._peers))
+        self.cache.replace(objects)
 
     def event(self, kind: str, obj: Mapping[str, Any]) -> None:
         """One watch event on a virtual node."""
-        name = meta_of(obj).name
-        if not name:
-            return
-        before = self._peers.get(name)
-        if kind == "DELETED":
-            self._peers.pop(name, None)
-        else:
-            self._take(obj)
-            if before is not None and self._peers.get(name) == before:
-                return  # a heartbeat: nothing zone resolution reads changed
-        self._view = MappingProxyType(dict(self._peers))
+        self.cache.event(kind, obj)
 
-    def _take(self, obj: Mapping[str, Any]) -> None:
-        try:
-            found = peer(obj, self.config)
-        except InvalidInput as exc:
-            log.warning("virtual_node_skipped", problem=str(exc))
-            return
-        previous = self._peers.get(found.node)
+    def _decode(self, obj: Mapping[str, Any], previous: Peer | None) -> Peer:
+        found = peer(obj, self.config)
         for problem in found.problems:
-            log.warning("virtual_node_value_ignored", node=found.node, problem=str(problem))
+            if previous is None or problem not in previous.problems:
+                log.warning("virtual_node_value_ignored", node=found.node, problem=str(problem))
         if found.grid_zone is None and (previous is None or previous.grid_zone is not None):
             log.warning(
                 "virtual_node_zone_unknown",
@@ -112,22 +91,11 @@ class PeerInventory:
                 hint=f"declare {vocabulary.ZONE}=<zone> in the provider's --cluster-labels "
                 f"or add clusters.{found.cluster_id}",
             )
-        self._peers[found.node] = found
+        return found
 
     def start(self, api: client.ApiClient, *, timeout_seconds: int = 300) -> None:
         """Follow the virtual nodes in the background (until :meth:`stop`)."""
-        self._watch = ListWatch(
-            api,
-            "",
-            "v1",
-            "nodes",
-            on_list=self.replace,
-            on_event=self.event,
-            timeout_seconds=timeout_seconds,
-            objects=_VirtualNodes(api),
-        )
-        self._task = asyncio.create_task(self._watch.run(), name="liqo-peers")
+        self.cache.start(api, timeout_seconds=timeout_seconds)
 
     async def stop(self) -> None:
-        await tasks.cancel(self._task)
-        self._task = None
+        await self.cache.stop()

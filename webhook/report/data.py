@@ -3,7 +3,7 @@
 Inputs, as read from the API server (:mod:`webhook.report.fetch`) or a file:
 
 - ``ledger``: the ``data`` of the leader's ``carbonshift-accounting`` ConfigMap
-  (:class:`webhook.kube.accounting.Ledger`): totals per managed object, per signal and
+  (:class:`webhook.decision.ledger.Ledger`): totals per managed object, per signal and
   energy method and per cluster, and the hourly fleet points;
 - ``events``: the Events carbonshift recorded (``CarbonRebalanced``,
   ``CarbonReplicasMoved``, ``NodePoolPaused``, ``NodePoolResumed``,
@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from webhook.decision.accounting import Method, Totals
-from webhook.kube.accounting import Ledger
+from webhook.decision.ledger import Ledger
 from webhook.model.intensity import Signal
 from webhook.model.vocabulary import parse_time
 from webhook.report.history import Entry, entries

@@ -1,7 +1,7 @@
 """Read what ``carbonshift report`` shows from the API server.
 
 The ledger is the leader's accounting ConfigMap (``accounting.configmap``), kept in the
-leader's lease namespace and labelled :data:`~webhook.kube.accounting.LEDGER_LABELS`.
+leader's lease namespace and labelled :data:`~webhook.decision.ledger.LEDGER_LABELS`.
 Without ``--namespace`` the report looks it up by label across namespaces
 (:func:`ledger`), so it finds the ledger wherever the leader keeps it; with one it reads
 that namespace only. Every read says where it looked (:attr:`Source.where`).
@@ -22,7 +22,7 @@ from kubernetes_asyncio import config as kube_config
 from kubernetes_asyncio.client.rest import ApiException
 
 from webhook import kinds
-from webhook.kube.accounting import LEDGER_LABELS
+from webhook.decision.ledger import LEDGER_LABELS
 from webhook.kube.client import REQUEST_TIMEOUT, Settings
 from webhook.model.errors import InvalidInput, UsageError
 from webhook.model.objects import items, meta_of

@@ -1,40 +1,36 @@
-"""The HTTPS server: admission endpoint, probes and metrics on one aiohttp app.
+"""The HTTPS server: admission endpoint, probes and metrics on one aiohttp app
+(:class:`HttpsServer`, one part of the process :mod:`webhook.app` starts).
 
 Handlers answer from memory: the intensity feed refreshes in the background and no
 request waits on the network. Slow clients, oversized headers and bursts are bounded
 by :mod:`webhook.serve.guard`; with ``service.client_ca`` the scheduler API and ``/metrics``
 require a client certificate (:func:`client_auth`), ``/mutate`` and the probes never.
 
-Shutdown (SIGTERM, SIGINT): stop accepting, let requests in progress finish (within
-``shutdown_seconds``), write the admission journal, stop the leader's loops and release
-the Lease, stop the feed.
+Shutdown: stop accepting, let requests in progress finish (within ``shutdown_seconds``),
+write the admission journal; the application manager then stops the rest.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import errno
 import functools
-import gc
 import os
-import signal
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 import structlog
 from aiohttp import hdrs, web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from webhook.feed import IntensityFeed
 from webhook.model.config import ClientAuthPath, Config
 from webhook.model.errors import ListenError as ListenError  # noqa: PLC0414 - callers import it here
 from webhook.model.validation import InvalidInput
 from webhook.runtime.metrics import CLIENT_CERT_REFUSED
-from webhook.runtime.tasks import closed
+from webhook.runtime.tasks import cancel
 from webhook.serve import admission, certs, schedapi
 from webhook.serve.guard import (
     WAITED,
@@ -47,23 +43,6 @@ from webhook.serve.guard import (
 from webhook.serve.journal import admissions
 from webhook.serve.state import STATE, ServerState
 from webhook.serve.tls import ReloadingTLS, has_client_certificate
-
-if TYPE_CHECKING:
-    from kubernetes_asyncio.client import ApiClient
-
-    from webhook.kube.accounting import Accountant
-    from webhook.kube.carry import Carrier
-    from webhook.kube.client import Settings
-    from webhook.kube.events import EventRecorder
-    from webhook.kube.inventory import FleetInventory
-    from webhook.kube.labeler import ClusterLabeler
-    from webhook.kube.leader import LeaderElector
-    from webhook.kube.nodes import NodeZones
-    from webhook.kube.ocm import PlacementScorer
-    from webhook.kube.peers import PeerInventory
-    from webhook.kube.reevaluator import Reevaluator
-
-    Fleet = tuple[FleetInventory, LeaderElector, ApiClient]
 
 log = structlog.get_logger("carbonshift.server")
 
@@ -237,107 +216,78 @@ def ensure_certificates(directory: Path, config: Config, extra_hosts: list[str])
     return certs.serving_dir(directory, hosts)
 
 
-def build_feed(config: Config) -> IntensityFeed:
-    """The intensity feed for a configuration: its provider chain, zones in use and cache.
+class HttpsServer:
+    """The HTTPS server as one part of the process (:mod:`webhook.app`): listens on
+    :meth:`start`, and on :meth:`stop` drains (requests in progress finish within
+    ``shutdown_seconds``) and writes the admission journal."""
 
-    Raises :class:`InvalidInput` for bad provider options or a bad ``CARBONSHIFT_REDIS_URL``.
-    """
-    try:
-        return IntensityFeed.from_config(config)
-    except ValueError as exc:
-        if isinstance(exc, InvalidInput):
-            raise
-        raise InvalidInput("CARBONSHIFT_REDIS_URL", str(exc)) from None
+    name = "https"
 
+    def __init__(
+        self,
+        state: ServerState,
+        *,
+        host: str,
+        port: int,
+        cert_dir: Path,
+        cert_reload_seconds: float = 10.0,
+        shutdown_seconds: float = 10.0,
+    ) -> None:
+        self.state = state
+        self.host, self.port = host, port
+        self.shutdown_seconds = shutdown_seconds
+        self.cert_reload_seconds = cert_reload_seconds
+        client_ca = state.config.service.client_ca
+        self.tls = ReloadingTLS(cert_dir, Path(client_ca) if client_ca is not None else None)
+        self.limits = Limits.of(state.config.service)
+        self.app = build_app(state, self.limits)
+        self._runner: web.AppRunner | None = None
+        self._site: GuardedSite | None = None
+        self._watch: asyncio.Task[None] | None = None
 
-async def serve(
-    config: Config,
-    *,
-    host: str,
-    port: int,
-    cert_dir: Path,
-    cert_reload_seconds: float = 10.0,
-    shutdown_seconds: float = 10.0,
-    stop: asyncio.Event | None = None,
-    kube: Settings | None = None,
-) -> None:
-    """Run the HTTPS server until SIGTERM/SIGINT (or until ``stop`` is set).
-
-    With ``kube`` (a kubeconfig or the in-cluster service account) the fleet inventory
-    and the leader elector run in the background too."""
-    feed = build_feed(config)
-    if ensure_certificates(cert_dir, config, [host]):
-        log.info(
-            "development_certificates_created",
-            directory=str(cert_dir),
-            ca=str(cert_dir / certs.CA_CERT),
-            hint="trust ca.crt (caBundle) in the webhook configuration",
+    async def start(self) -> None:
+        """Listen (:class:`ListenError` when the address cannot be bound) and follow the
+        certificate files."""
+        runner = self._runner = web.AppRunner(
+            self.app,
+            access_log=None,
+            handle_signals=False,
+            # What aiohttp still waits for once _drain has waited shutdown_seconds: a
+            # request begun meanwhile on a keep-alive connection (each answer asks to close).
+            shutdown_timeout=min(1.0, self.shutdown_seconds),
+            **self.limits.handler_args(),
         )
-    client_ca = config.service.client_ca
-    tls = ReloadingTLS(cert_dir, Path(client_ca) if client_ca is not None else None)
-    limits = Limits.of(config.service)
-    fleet = await _start_fleet(config, kube) if kube is not None else None
-    events = _events(fleet, kube) if fleet and kube else None
-    labeler = _start_labeler(config, feed, fleet, events) if fleet and events else None
-    peers, peer_labeler = _start_peers(config, feed, fleet, events) if fleet else (None, None)
-    state = ServerState(
-        config=config,
-        feed=feed,
-        inventory=fleet[0] if fleet else None,
-        nodes=_start_nodes(config, fleet) if fleet else None,
-        peers=peers,
-    )
-    reevaluator = _start_reevaluator(config, state, fleet, events) if fleet and events else None
-    accountant = _start_accounting(config, state, fleet, kube) if fleet and kube else None
-    scorer = _start_ocm(config, feed, fleet) if fleet else None
-    carrier = _start_carry(config, fleet, events) if fleet else None
-    app = build_app(state, limits)
-    runner = web.AppRunner(
-        app,
-        access_log=None,
-        handle_signals=False,
-        # What aiohttp still waits for once _drain has waited shutdown_seconds: a request
-        # begun meanwhile on a keep-alive connection (each answer asks to close it).
-        shutdown_timeout=min(1.0, shutdown_seconds),
-        **limits.handler_args(),
-    )
-    await runner.setup()
-    site = GuardedSite(
-        runner, host, port, ssl_context=tls.front, reuse_address=True, limits=limits,
-        drain=app[DRAIN],
-    )  # fmt: skip
-    tasks: list[asyncio.Task[None]] = []
-    try:  # a failure to listen stops what started above, as a shutdown does
-        await listen(site, host, port)
-        log.info("serving", url=f"https://{host}:{port}", config_zones=list(config.zones_in_use()))
-        if stop is None:
-            stop = asyncio.Event()
-            loop = asyncio.get_running_loop()
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                loop.add_signal_handler(sig, stop.set)
-        await feed.start(wait=False)  # /readyz answers 503 until every zone was asked
-        gc.freeze()  # start-up objects never need collecting: shorter GC pauses per request
-        tasks.append(asyncio.create_task(tls.watch(cert_reload_seconds), name="cert-watch"))
-        await stop.wait()
-    finally:
-        log.info("shutting_down", in_progress=app[DRAIN].active)
-        started = time.monotonic()
+        await runner.setup()
+        self._site = GuardedSite(
+            runner, self.host, self.port, ssl_context=self.tls.front, reuse_address=True,
+            limits=self.limits, drain=self.app[DRAIN],
+        )  # fmt: skip
+        try:
+            await listen(self._site, self.host, self.port)
+        except ListenError:
+            await runner.cleanup()
+            raise
+        self._watch = asyncio.create_task(
+            self.tls.watch(self.cert_reload_seconds), name="cert-watch"
+        )
+        log.info(
+            "serving",
+            url=f"https://{self.host}:{self.port}",
+            config_zones=list(self.state.config.zones_in_use()),
+        )
+
+    async def stop(self) -> None:
+        """Drain, stop listening, write the admission journal."""
+        runner, site = self._runner, self._site
+        if runner is None or site is None:
+            return
+        log.info("shutting_down", in_progress=self.app[DRAIN].active)
         assert runner.server is not None
-        await _drain(app, site, shutdown_seconds, runner.server)
-        for task in tasks:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await _drain(self.app, site, self.shutdown_seconds, runner.server)
+        await cancel(self._watch)
         await runner.cleanup()
-        app[STATE].journal.flush()
-        await _stop_labelers(labeler, peer_labeler)
-        for leader_loop in (reevaluator, accountant, scorer, carrier):
-            if leader_loop is not None:
-                await leader_loop.stop()
-        await feed.stop()
-        if fleet is not None:
-            await _stop_fleet(*fleet, state.nodes, peers)
-        log.info("stopped", seconds=round(time.monotonic() - started, 3))
+        self.state.journal.flush()
+        self._runner = self._site = self._watch = None
 
 
 _LISTEN_HINTS = {
@@ -378,159 +328,3 @@ async def _drain(
     # aiohttp signals no closed connection: poll
     while server.connections and time.monotonic() < linger_until:  # noqa: ASYNC110
         await asyncio.sleep(0.01)
-
-
-async def _start_fleet(config: Config, kube: Settings) -> Fleet:
-    """Connect to the API server; start the fleet inventory watch and the leader elector."""
-    from webhook.kube import client, inventory, leader  # noqa: PLC0415 - only with a cluster
-
-    try:
-        api = await client.connect(kube)
-    except Exception as exc:  # a missing or unreadable kubeconfig: a usage error
-        raise InvalidInput("--kubeconfig", f"cannot load {kube.kubeconfig}: {exc}") from None
-    fleet = inventory.FleetInventory(config)
-    fleet.start(api)
-    elector = leader.LeaderElector(api, kube.identity, namespace=kube.namespace, name=kube.lease)
-    elector.start()
-    log.info(
-        "fleet_watch_started",
-        kubeconfig=str(kube.kubeconfig or "in-cluster"),
-        lease=f"{kube.namespace}/{kube.lease}",
-        identity=kube.identity,
-    )
-    return fleet, elector, api
-
-
-def _start_nodes(config: Config, fleet: Fleet) -> NodeZones:
-    """The local grid zone from the cluster's Nodes (else config ``zone``)."""
-    from webhook.kube.nodes import NodeZones  # noqa: PLC0415 - only with a cluster
-
-    nodes = NodeZones(config.zone)
-    nodes.start(fleet[2])
-    return nodes
-
-
-def _events(fleet: Fleet, kube: Settings) -> EventRecorder:
-    """The one Event recorder of the leader's loops (writes only while leading)."""
-    from webhook.kube.events import EventRecorder  # noqa: PLC0415 - only with a cluster
-
-    _, elector, api = fleet
-    return EventRecorder(api, kube.identity, elector)
-
-
-def _start_labeler(
-    config: Config,
-    feed: IntensityFeed,
-    fleet: Fleet,
-    events: EventRecorder,
-    peers: PeerInventory | None = None,
-) -> ClusterLabeler | None:
-    """The Cluster intensity labels (``labels.enabled``), written only while leading;
-    with ``peers``, the same labels on Liqo's virtual nodes."""
-    if not config.labels.enabled:
-        if peers is None:
-            log.info("cluster_labels_disabled", hint="labels.enabled is false")
-        return None
-    from webhook.kube.labeler import NODES, ClusterLabeler  # noqa: PLC0415 - only with a cluster
-
-    inventory, elector, api = fleet
-    if peers is not None:
-        labeler = ClusterLabeler(api, config, peers, feed, elector, events=events, resource=NODES)
-    else:
-        labeler = ClusterLabeler(api, config, inventory, feed, elector, events=events)
-    labeler.start()
-    return labeler
-
-
-async def _stop_labelers(*labelers: ClusterLabeler | None) -> None:
-    """Stop the labelers (before the elector releases the Lease)."""
-    for labeler in labelers:
-        if labeler is not None:
-            await labeler.stop()
-
-
-def _start_peers(
-    config: Config, feed: IntensityFeed, fleet: Fleet, events: EventRecorder | None
-) -> tuple[PeerInventory, ClusterLabeler | None]:
-    """Liqo's virtual nodes (none where Liqo is not installed) and their intensity labels."""
-    from webhook.kube.peers import PeerInventory  # noqa: PLC0415 - only with a cluster
-
-    peers = PeerInventory(config)
-    peers.start(fleet[2])
-    labeler = _start_labeler(config, feed, fleet, events, peers) if events else None
-    return peers, labeler
-
-
-def _start_reevaluator(
-    config: Config, state: ServerState, fleet: Fleet, events: EventRecorder
-) -> Reevaluator | None:
-    """The leader's re-evaluation of managed policies (``reevaluate.enabled``)."""
-    if not config.reevaluate.enabled:
-        log.info("reevaluation_disabled", hint="reevaluate.enabled is false")
-        return None
-    from webhook.kube.reevaluator import Reevaluator  # noqa: PLC0415 - only with a cluster
-
-    _, elector, api = fleet
-    reevaluator = Reevaluator(
-        api, config, state.context, elector, events=events, outlook=state.feed.outlook
-    )
-    reevaluator.start()
-    return reevaluator
-
-
-def _start_accounting(
-    config: Config, state: ServerState, fleet: Fleet, kube: Settings
-) -> Accountant | None:
-    """The leader's carbon accounting (``accounting.enabled``), persisted in the lease
-    namespace."""
-    if not config.accounting.enabled:
-        log.info("accounting_disabled", hint="accounting.enabled is false")
-        return None
-    from webhook.kube.accounting import Accountant  # noqa: PLC0415 - only with a cluster
-
-    _, elector, api = fleet
-    accountant = Accountant(api, config, state.context, elector, namespace=kube.namespace)
-    accountant.start()
-    return accountant
-
-
-def _start_ocm(config: Config, feed: IntensityFeed, fleet: Fleet) -> PlacementScorer | None:
-    """The leader's AddOnPlacementScores for Open Cluster Management (``ocm.enabled``)."""
-    if not config.ocm.enabled:
-        log.info("ocm_scores_disabled", hint="ocm.enabled is false")
-        return None
-    from webhook.kube.ocm import PlacementScorer  # noqa: PLC0415 - only with a cluster
-
-    _, elector, api = fleet
-    scorer = PlacementScorer(api, config, feed, elector)
-    scorer.start()
-    return scorer
-
-
-def _start_carry(config: Config, fleet: Fleet, events: EventRecorder | None) -> Carrier | None:
-    """The leader's carrying of managed policies' non-workloads to every tier
-    (``carry.enabled``)."""
-    if not config.carry.enabled:
-        log.info("carry_disabled", hint="carry.enabled is false")
-        return None
-    from webhook.kube.carry import Carrier  # noqa: PLC0415 - only with a cluster
-
-    _, elector, api = fleet
-    carrier = Carrier(api, config, elector, events=events)
-    carrier.start()
-    return carrier
-
-
-async def _stop_fleet(
-    fleet: FleetInventory,
-    elector: LeaderElector,
-    api: ApiClient,
-    nodes: NodeZones | None = None,
-    peers: PeerInventory | None = None,
-) -> None:
-    for follower in (nodes, peers):
-        if follower is not None:
-            await follower.stop()
-    await elector.stop()  # releases the Lease: another replica takes over at once
-    await fleet.stop()
-    await closed(api.close())

@@ -12,7 +12,7 @@ from datetime import timedelta
 import pytest
 
 from tests import kubeapi
-from tests.kube.accounting_world import (
+from tests.controllers.accounting_world import (
     CONFIGMAP,
     KWH,
     NAMESPACE,
@@ -45,10 +45,10 @@ async def test_an_interval_is_counted_against_the_users_own_division(
     clock = Clock()
     leader = accountant(kube.api, clock)
     leader.forget()
-    assert await leader.pass_once() == 0  # the first pass only sets the start
+    assert await leader.reconcile() == 0  # the first pass only sets the start
     assert configmap(kube) is not None
     clock.now += timedelta(seconds=300)
-    assert await leader.pass_once() == 1
+    assert await leader.reconcile() == 1
     ledger = persisted(kube)
     totals = ledger.objects["PropagationPolicy/shop/web"].totals["average/coefficient"]
     # Actual: 4 replicas on green (25 g/kWh). Counterfactual: the user's plain Divided
@@ -74,12 +74,12 @@ async def test_a_write_meeting_another_version_is_written_over(kube: kubeapi.Kub
     clock = Clock()
     leader = accountant(kube.api, clock)
     leader.forget()
-    await leader.pass_once()
+    await leader.reconcile()
     # A former leader's last write lands after this leader's: the replace meets a newer
     # version (409), the leader reads the version and writes its own ledger over it.
     kube.touch("configmaps", CONFIGMAP, NAMESPACE, lambda o: o["data"].update(stale="{}"))
     clock.now += timedelta(seconds=300)
-    assert await leader.pass_once() == 1
+    assert await leader.reconcile() == 1
     assert saves(kube) == ["GET", "POST", "PUT", "GET", "PUT"]
     stored = configmap(kube)
     assert stored is not None
@@ -89,7 +89,7 @@ async def test_a_write_meeting_another_version_is_written_over(kube: kubeapi.Kub
     # Deleted meanwhile: the replace meets 404 and the ledger is created again.
     kube.remove("configmaps", CONFIGMAP, NAMESPACE)
     clock.now += timedelta(seconds=300)
-    assert await leader.pass_once() == 1
+    assert await leader.reconcile() == 1
     assert saves(kube)[5:] == ["PUT", "GET", "POST"]
     totals = persisted(kube).objects["PropagationPolicy/shop/web"].totals
     assert totals["average/coefficient"].grams == pytest.approx(2 * 4 * KWH * 25)
@@ -103,22 +103,22 @@ async def test_a_new_leader_resumes_from_the_persisted_totals(
     clock = Clock()
     first = accountant(kube.api, clock)
     first.forget()
-    await first.pass_once()
+    await first.reconcile()
     clock.now += timedelta(seconds=300)
-    await first.pass_once()
+    await first.reconcile()
     first.forget()  # it stops leading: its series go
     assert sample(metrics.EMISSIONS_GRAMS, **LABELS) == 0
     # Another replica takes over one interval later and counts that interval too.
     clock.now += timedelta(seconds=300)
     second = accountant(kube.api, clock)
-    assert await second.pass_once() == 1
+    assert await second.reconcile() == 1
     totals = persisted(kube).objects["PropagationPolicy/shop/web"]
     assert totals.totals["average/coefficient"].grams == pytest.approx(2 * 4 * KWH * 25)
     assert sample(metrics.EMISSIONS_GRAMS, **LABELS) == pytest.approx(2 * 4 * KWH * 25)
     # After a long gap (no leader for an hour) the gap is not counted.
     clock.now += timedelta(hours=1)
     third = accountant(kube.api, clock)
-    assert await third.pass_once() == 0
+    assert await third.reconcile() == 0
     again = persisted(kube).objects["PropagationPolicy/shop/web"]
     assert again.totals["average/coefficient"].grams == pytest.approx(2 * 4 * KWH * 25)
     # Each leader read the ledger and replaced it at the version it read.
@@ -138,9 +138,9 @@ async def test_nodepools_count_their_nodes_cpu_by_zone(
     )
     clock = Clock()
     leader = accountant(kube.api, clock)
-    await leader.pass_once()
+    await leader.reconcile()
     clock.now += timedelta(hours=0.05)
-    assert await leader.pass_once() == 1
+    assert await leader.reconcile() == 1
     assert {r.query.get("labelSelector") for r in kube.calls("GET", "nodes")} == {
         "karpenter.sh/nodepool"
     }
@@ -159,7 +159,7 @@ async def test_nothing_is_written_without_the_lease(
 ) -> None:
     seed(kube, policy("web"), binding("web", {"green": 4}))
     leader = accountant(kube.api, Clock(), kubeapi.Gate(leading=False))
-    assert await leader.pass_once() == 0
+    assert await leader.reconcile() == 0
     assert configmap(kube) is None
     assert kube.writes() == []
 
@@ -171,9 +171,9 @@ async def test_embodied_emissions_when_configured(
     clock = Clock()
     leader = accountant(kube.api, clock, embodied_g_per_vcpu_hour=0.479)
     leader.forget()
-    await leader.pass_once()
+    await leader.reconcile()
     clock.now += timedelta(seconds=300)
-    await leader.pass_once()
+    await leader.reconcile()
     totals = persisted(kube).objects["PropagationPolicy/shop/web"]
     got = totals.totals["average/coefficient"]
     embodied = 4 * 0.5 * (300 / 3600) * 0.479
@@ -192,9 +192,9 @@ async def test_series_are_bounded_by_the_managed_objects(
     clock = Clock()
     leader = accountant(kube.api, clock)
     leader.forget()
-    await leader.pass_once()
+    await leader.reconcile()
     clock.now += timedelta(seconds=300)
-    assert await leader.pass_once() == 1000
+    assert await leader.reconcile() == 1000
     for metric in (
         metrics.ENERGY_KWH,
         metrics.EMISSIONS_GRAMS,

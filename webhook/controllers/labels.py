@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import structlog
 from kubernetes_asyncio import client
 
+from webhook.controllers.runner import Controller
 from webhook.decision.labels import Current, Rule, decide
 from webhook.kube.client import REQUEST_TIMEOUT, error_name, refused
 from webhook.kube.events import EventRecorder
@@ -35,7 +36,7 @@ from webhook.model import vocabulary
 from webhook.model.config import Config
 from webhook.model.intensity import IntensityTable, Reading, utcnow
 from webhook.model.objects import meta_of
-from webhook.runtime import metrics, tasks
+from webhook.runtime import metrics
 
 if TYPE_CHECKING:
     import datetime
@@ -91,8 +92,6 @@ class Places(Protocol):
     def clusters(self) -> Mapping[str, Place]: ...
 
 
-TICK_SECONDS = 1.0
-"""How often the loop looks for a new feed generation, fleet change or leadership."""
 OWNED = (
     vocabulary.INTENSITY_VALUE,
     vocabulary.INTENSITY_ZONE,
@@ -128,7 +127,7 @@ def _ours(obj: Mapping[str, Any]) -> Held:
 MISSING = "IntensityDataMissing"
 
 
-class ClusterLabeler:
+class ClusterLabeler(Controller):
     """Writes each Cluster's intensity class label and annotations while leading."""
 
     def __init__(
@@ -145,6 +144,7 @@ class ClusterLabeler:
     ) -> None:
         self.api = api
         self.resource = resource
+        self.name = f"{resource.kind.lower()}_labels"
         self.inventory = inventory
         self.feed = feed
         self.gate = gate
@@ -157,12 +157,12 @@ class ClusterLabeler:
         """Clusters whose zone has had no data since the Event that said so."""
         self._seen: tuple[int, int] | None = None
         """The inputs of the last pass (:meth:`_inputs`): a pass runs again as they change."""
-        self._task: asyncio.Task[None] | None = None
 
     # --- one pass -------------------------------------------------------------------------
 
-    async def pass_once(self) -> int:
+    async def reconcile(self) -> int:
         """Bring every Cluster's label and annotations up to date; the number written."""
+        self._seen = self._inputs()
         clusters = self.inventory.clusters()
         for gone in set(self._held) - set(clusters):
             del self._held[gone]
@@ -284,40 +284,16 @@ class ClusterLabeler:
                 )
         return 1
 
-    # --- running --------------------------------------------------------------------------
-
-    def start(self) -> None:
-        """Run in the background until :meth:`stop`."""
-        name = f"{self.resource.kind.lower()}-labeler"
-        self._task = asyncio.create_task(self._run(), name=name)
-        log.info("cluster_labeler_started", kind=self.resource.kind, interval_seconds=self.interval)
-
-    async def _run(self) -> None:
-        await tasks.while_leading(
-            self.gate,
-            self.interval,
-            self._pass,
-            failed=lambda: log.exception("cluster_label_pass_failed"),
-            lost=self._forget,
-            changed=self._inputs_changed,
-            tick=TICK_SECONDS,
-        )
+    def describe(self) -> dict[str, Any]:
+        return {"kind": self.resource.kind}
 
     def _inputs(self) -> tuple[int, int]:
         """What a pass reads: the feed's snapshot and the inventory's view (identities)."""
         return self.feed.snapshot().generation, id(self.inventory.clusters())
 
-    def _inputs_changed(self) -> bool:
+    def changed(self) -> bool:
         return self._inputs() != self._seen
 
-    def _forget(self) -> None:
+    def lost(self) -> None:
         self._held.clear()  # a new term reads the Clusters again
         self._seen = None
-
-    async def _pass(self) -> None:
-        self._seen = self._inputs()
-        await self.pass_once()
-
-    async def stop(self) -> None:
-        await tasks.cancel(self._task)
-        self._task = None

@@ -9,11 +9,11 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from tests.controllers.test_rebalancer import FILL, binding
 
 from tests import kubeapi
-from tests.kube.test_rebalancer import FILL, binding
 from webhook import testing
-from webhook.kube.carry import Carrier
+from webhook.controllers.carry import Carrier
 from webhook.kube.events import EventRecorder
 from webhook.model.config import parse
 from webhook.model.vocabulary import DECISION
@@ -63,7 +63,7 @@ async def test_a_non_workload_binding_follows_every_tier_and_keeps_others_snapsh
     kube.add(policy())
     kube.add(binding("web", {"green": 4, "elsewhere": 2}))
     kube.add(configmap_binding([DEPS]))
-    outcomes = await carrier(kube).pass_once()
+    outcomes = await carrier(kube).reconcile()
     assert outcomes == {"carried": 1}
     assert snapshots(kube) == [
         DEPS,
@@ -74,7 +74,7 @@ async def test_a_non_workload_binding_follows_every_tier_and_keeps_others_snapsh
         e for e in kube.items("events.events.k8s.io") if e["reason"] == "CarbonResourcesCarried"
     ]
     assert event["regarding"]["name"] == "web"
-    assert await carrier(kube).pass_once() == {}  # nothing left to change
+    assert await carrier(kube).reconcile() == {}  # nothing left to change
 
 
 async def test_a_policy_no_longer_placed_in_tiers_loses_its_snapshot(
@@ -84,7 +84,7 @@ async def test_a_policy_no_longer_placed_in_tiers_loses_its_snapshot(
     ours = {"namespace": "shop", "name": "carbonshift.PropagationPolicy.web",
             "clusters": [{"name": "green"}]}  # fmt: skip
     kube.add(configmap_binding([DEPS, ours]))
-    assert await carrier(kube).pass_once() == {"released": 1}
+    assert await carrier(kube).reconcile() == {"released": 1}
     assert snapshots(kube) == [DEPS]
 
 
@@ -94,5 +94,5 @@ async def test_nothing_is_written_without_the_lease(kube: kubeapi.KubeApi) -> No
     gate = kubeapi.Gate()
     gate.lose()
     with pytest.raises(Exception, match="not leading"):
-        await carrier(kube, gate).pass_once()
+        await carrier(kube, gate).reconcile()
     assert kube.calls("PUT") == []

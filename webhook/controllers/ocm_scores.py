@@ -16,7 +16,6 @@ sent. A zone the feed does not hold yet is asked for (``want``) and scored on a 
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -25,6 +24,7 @@ import structlog
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
+from webhook.controllers.runner import Controller
 from webhook.decision import ocm
 from webhook.decision.fleet import ClusterEntry
 from webhook.kinds.reevaluation import Outlook, Reevaluation
@@ -35,11 +35,10 @@ from webhook.model.config import Config
 from webhook.model.intensity import IntensityTable, utcnow
 from webhook.model.objects import meta_of
 from webhook.model.validation import InvalidInput
-from webhook.runtime import metrics, tasks
+from webhook.runtime import metrics
 
 log = structlog.get_logger("carbonshift.ocm")
 
-TICK_SECONDS = 1.0
 Obj = dict[str, Any]
 
 
@@ -57,8 +56,10 @@ class Feed(Protocol):
     def outlook(self) -> Outlook: ...
 
 
-class PlacementScorer:
+class PlacementScorer(Controller):
     """Keeps the ``carbon`` AddOnPlacementScore of every ManagedCluster while leading."""
+
+    name = "ocm_scores"
 
     def __init__(
         self,
@@ -80,11 +81,10 @@ class PlacementScorer:
         self.renew = timedelta(seconds=2 * self.interval + 60)
         """A published ``validUntil`` this close is renewed (two passes and a minute)."""
         self._unknown: set[str] = set()
-        self._task: asyncio.Task[None] | None = None
 
     # --- one pass -------------------------------------------------------------------------
 
-    async def pass_once(self) -> int:
+    async def reconcile(self) -> int:
         """Score every ManagedCluster once; the number of AddOnPlacementScores written
         (none while this replica does not lead)."""
         listed = await self._list(*ocm.CLUSTERS)
@@ -201,21 +201,5 @@ class PlacementScorer:
             return False
         return True
 
-    # --- running --------------------------------------------------------------------------
-
-    def start(self) -> None:
-        """Run in the background until :meth:`stop`."""
-        self._task = asyncio.create_task(self._run(), name="ocm-scores")
-        log.info("ocm_scores_started", interval_seconds=self.interval, resource=ocm.RESOURCE)
-
-    async def _run(self) -> None:
-        def failed() -> None:
-            log.exception("ocm_scores_pass_failed")
-
-        await tasks.while_leading(
-            self.gate, self.interval, self.pass_once, failed=failed, tick=TICK_SECONDS
-        )
-
-    async def stop(self) -> None:
-        await tasks.cancel(self._task)
-        self._task = None
+    def describe(self) -> dict[str, Any]:
+        return {"resource": ocm.RESOURCE}

@@ -48,26 +48,31 @@ when carbonshift's placement emits more). A replica that stops leading drops its
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import dataclasses
 import datetime
 from collections.abc import Callable, Iterable, Mapping
 from decimal import Decimal
 from typing import Any, cast
 
-import orjson
 import structlog
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
 from webhook import kinds
+from webhook.controllers.rebalancer import (
+    BINDINGS,
+    CLUSTERS,
+    owner,
+    placed,
+    requests,
+    resource_summaries,
+    workload,
+)
+from webhook.controllers.runner import Controller
 from webhook.decision.accounting import (
     Coefficients,
     Intensity,
     Interval,
     PodJoules,
-    Totals,
     account,
     counterfactual_placement,
     measured,
@@ -76,6 +81,14 @@ from webhook.decision.accounting import (
 )
 from webhook.decision.capacity import quantity, room
 from webhook.decision.division import divide_static
+from webhook.decision.ledger import (
+    LEDGER_LABELS,
+    Ledger,
+    ObjectKey,
+    ObjectTotals,
+    key_text,
+    parse_key,
+)
 from webhook.decision.liqo import REMOTE_ID_LABEL
 from webhook.decision.liqo import SELECTOR as VIRTUAL_NODES
 from webhook.kinds import Context, Kind
@@ -88,42 +101,22 @@ from webhook.kube.client import (
     list_objects,
     refused,
 )
-from webhook.kube.rebalancer import (
-    BINDINGS,
-    CLUSTERS,
-    owner,
-    placed,
-    requests,
-    resource_summaries,
-    workload,
-)
 from webhook.kube.writes import Gate
 from webhook.model.config import ClusterConfig, Config
 from webhook.model.errors import AccountingError, QueryError
 from webhook.model.intensity import utcnow
 from webhook.model.objects import dig, mapping, meta_of
-from webhook.model.vocabulary import DECISION, format_time, parse_time
+from webhook.model.vocabulary import DECISION
 from webhook.prometheus.kepler import Kepler
-from webhook.runtime import metrics, tasks
+from webhook.runtime import metrics
 
 log = structlog.get_logger("carbonshift.accounting")
 
-TICK_SECONDS = 1.0
 NODEPOOL_LABEL = "karpenter.sh/nodepool"
 ZONE_LABEL = "topology.kubernetes.io/zone"
-SERIES_HOURS = 14 * 24
-"""Hourly fleet points kept for the report's plots (two weeks)."""
-LEDGER_LABELS = {
-    "app.kubernetes.io/managed-by": "carbonshift",
-    "carbonshift.io/ledger": "accounting",
-}
-"""The labels of the accounting ConfigMap: ``carbonshift report`` finds it by them in
-whichever namespace the leader keeps it."""
 MILLI = 0.001
 
 Obj = dict[str, Any]
-ObjectKey = tuple[str, str, str]
-"""(kind, namespace, name); namespace "" when cluster-scoped."""
 
 
 def accounted(how: Accounting) -> tuple[Kind, ...]:
@@ -131,131 +124,10 @@ def accounted(how: Accounting) -> tuple[Kind, ...]:
     return tuple(k for k in kinds.REGISTRY if k.accounting == how)
 
 
-def key_text(key: ObjectKey) -> str:
-    return "/".join(key)
-
-
-def parse_key(text: str) -> ObjectKey | None:
-    parts = text.split("/")
-    return (parts[0], parts[1], parts[2]) if len(parts) == 3 else None
-
-
-@dataclasses.dataclass(slots=True)
-class ObjectTotals:
-    """One managed object's sums: per ``signal/method`` and per cluster (or zone)."""
-
-    totals: dict[str, Totals] = dataclasses.field(default_factory=dict)
-    places: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
-    """place -> ``kwh``, ``g`` (operational grams there), ``cf_g`` (counterfactual grams
-    there), ``rh`` (replica-hours, or vCPU-hours for a NodePool)."""
-
-    def add(self, interval: Interval, hours: float, counts: Mapping[str, float]) -> Totals:
-        """Add an interval; the totals it went to."""
-        actual = interval.actual
-        label = f"{actual.signal}/{actual.method}"
-        totals = self.totals.setdefault(label, Totals())
-        totals.add(interval, hours)
-        replicas = sum(counts.values())
-        kwh_each = actual.kwh / replicas if replicas else 0.0
-        for place, n in counts.items():
-            row = self._row(place)
-            row["kwh"] += n * kwh_each
-            row["rh"] += n * hours
-        for place, grams in actual.by_place.items():
-            self._row(place)["g"] += grams
-        for place, grams in interval.counterfactual.by_place.items():
-            self._row(place)["cf_g"] += grams
-        return totals
-
-    def _row(self, place: str) -> dict[str, float]:
-        return self.places.setdefault(place, {"kwh": 0.0, "g": 0.0, "cf_g": 0.0, "rh": 0.0})
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "totals": {k: t.to_json() for k, t in sorted(self.totals.items())},
-            "places": {p: {k: round(v, 9) for k, v in r.items()} for p, r in self.places.items()},
-        }
-
-    @classmethod
-    def from_json(cls, data: object) -> ObjectTotals:
-        if not isinstance(data, Mapping):
-            return cls()
-        totals = data.get("totals")
-        places = data.get("places")
-        return cls(
-            totals={str(k): Totals.from_json(v) for k, v in totals.items()}
-            if isinstance(totals, Mapping)
-            else {},
-            places={
-                str(p): {str(k): float(v) for k, v in r.items() if isinstance(v, int | float)}
-                for p, r in places.items()
-                if isinstance(r, Mapping)
-            }
-            if isinstance(places, Mapping)
-            else {},
-        )
-
-
-@dataclasses.dataclass(slots=True)
-class Ledger:
-    """Everything the leader persists."""
-
-    objects: dict[str, ObjectTotals] = dataclasses.field(default_factory=dict)
-    series: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    """Hourly fleet points, oldest first: ``t`` (hour), ``i`` (cluster -> gCO2eq/kWh),
-    ``r`` (cluster -> replicas), ``g``/``c`` (signal -> grams, counterfactual grams, of
-    that hour)."""
-    last: datetime.datetime | None = None
-    since: datetime.datetime | None = None
-
-    def to_data(self) -> dict[str, str]:
-        """ConfigMap ``data``."""
-        meta = {
-            "last": _precise(self.last) if self.last else None,
-            "since": _precise(self.since) if self.since else None,
-            "version": 1,
-        }
-        totals = {k: o.to_json() for k, o in sorted(self.objects.items())}
-        return {
-            "meta.json": orjson.dumps(meta).decode(),
-            "totals.json": orjson.dumps(totals).decode(),
-            "series.json": orjson.dumps(self.series[-SERIES_HOURS:]).decode(),
-        }
-
-    @classmethod
-    def from_data(cls, data: Mapping[str, str] | None) -> Ledger:
-        """Read a ConfigMap's ``data``; what is unreadable starts afresh."""
-        data = data or {}
-
-        def load(name: str) -> Any:
-            try:
-                return orjson.loads(data.get(name) or "null")
-            except orjson.JSONDecodeError:
-                return None
-
-        meta, totals, series = load("meta.json"), load("totals.json"), load("series.json")
-        ledger = cls()
-        if isinstance(totals, Mapping):
-            ledger.objects = {str(k): ObjectTotals.from_json(v) for k, v in totals.items()}
-        if isinstance(series, list):
-            ledger.series = [p for p in series if isinstance(p, dict) and "t" in p]
-        if isinstance(meta, Mapping):
-            for field in ("last", "since"):
-                with contextlib.suppress(ValueError):
-                    setattr(ledger, field, parse_time(str(meta.get(field))))
-        return ledger
-
-    def point(self, at: datetime.datetime) -> dict[str, Any]:
-        """The hourly point ``at`` falls in (created at the end when new)."""
-        hour = format_time(at.replace(minute=0, second=0, microsecond=0))
-        if not self.series or self.series[-1].get("t") != hour:
-            self.series.append({"t": hour, "i": {}, "r": {}, "g": {}, "c": {}})
-            del self.series[:-SERIES_HOURS]
-        return self.series[-1]
-
-
-class Accountant:
+class Accountant(Controller):
     """Accounts the managed objects' emissions while this replica leads."""
+
+    name = "accounting"
 
     def __init__(
         self,
@@ -292,11 +164,10 @@ class Accountant:
         )
         self.ledger: Ledger | None = None
         self._version: str | None = None
-        self._task: asyncio.Task[None] | None = None
 
     # --- one pass -------------------------------------------------------------------------
 
-    async def pass_once(self) -> int:
+    async def reconcile(self) -> int:
         """Account every managed object once; the number of objects accounted."""
         if not self.gate.leading:
             self.forget()
@@ -692,43 +563,20 @@ class Accountant:
             ):
                 metric.clear()
 
-    # --- running --------------------------------------------------------------------------
+    def lost(self) -> None:
+        self.forget()
 
-    def start(self) -> None:
-        """Run in the background until :meth:`stop`."""
-        self._task = asyncio.create_task(self._run(), name="accounting")
-        log.info(
-            "accounting_started",
-            interval_seconds=self.interval,
-            watts_per_vcpu=self.settings.watts_per_vcpu,
-            pue=self.settings.pue,
-            embodied_g_per_vcpu_hour=self.settings.embodied_g_per_vcpu_hour,
-            configmap=f"{self.namespace}/{self.settings.configmap}",
-        )
+    def failed(self) -> None:
+        metrics.ACCOUNTED.labels("error").inc()
+        super().failed()
 
-    async def _run(self) -> None:
-        def failed() -> None:
-            metrics.ACCOUNTED.labels("error").inc()
-            log.exception("accounting_pass_failed")
-
-        await tasks.while_leading(
-            self.gate,
-            self.interval,
-            self.pass_once,
-            failed=failed,
-            lost=self.forget,
-            tick=TICK_SECONDS,
-        )
-
-    async def stop(self) -> None:
-        await tasks.cancel(self._task)
-        self._task = None
-
-
-def _precise(at: datetime.datetime) -> str:
-    """RFC 3339 with microseconds (what :func:`parse_time` reads): a new leader counts
-    from exactly where the last pass ended, not from the second before it."""
-    return at.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    def describe(self) -> dict[str, Any]:
+        return {
+            "watts_per_vcpu": self.settings.watts_per_vcpu,
+            "pue": self.settings.pue,
+            "embodied_g_per_vcpu_hour": self.settings.embodied_g_per_vcpu_hour,
+            "configmap": f"{self.namespace}/{self.settings.configmap}",
+        }
 
 
 def _publish_all(ledger: Ledger) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests import kubeapi
-from tests.kube.accounting_world import (
+from tests.controllers.accounting_world import (
     KWH,
     NAMESPACE,
     VALUES,
@@ -24,11 +24,11 @@ from tests.kube.accounting_world import (
 )
 from tests.support import NOW, reading
 from webhook import kinds
+from webhook.controllers.accounting import Accountant, accounted
 from webhook.decision import offloading
 from webhook.decision.liqo import REMOTE_ID_LABEL, TYPE_LABEL, VIRTUAL_NODE
 from webhook.decision.record import Record, fingerprint
 from webhook.kinds import Context
-from webhook.kube.accounting import Accountant, accounted
 from webhook.model.config import ClusterConfig, parse
 from webhook.model.vocabulary import DECISION
 from webhook.report import fetch
@@ -112,9 +112,9 @@ async def two_passes(kube: kubeapi.KubeApi) -> Accountant:
     clock = Clock()
     leader = accountant(kube.api, clock)
     leader.forget()
-    assert await leader.pass_once() == 0
+    assert await leader.reconcile() == 0
     clock.now += timedelta(seconds=300)
-    assert await leader.pass_once() == 1
+    assert await leader.reconcile() == 1
     return leader
 
 
@@ -162,9 +162,9 @@ async def test_pods_it_may_not_list_account_nothing(kube: kubeapi.KubeApi) -> No
     kube.fail("GET", "pods", 403, times=5)
     clock = Clock()
     leader = accountant(kube.api, clock)
-    await leader.pass_once()
+    await leader.reconcile()
     clock.now += timedelta(seconds=300)
-    assert await leader.pass_once() == 0
+    assert await leader.reconcile() == 0
     assert KEY not in persisted(kube).objects
 
 

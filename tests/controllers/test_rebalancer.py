@@ -16,10 +16,10 @@ from kubernetes_asyncio import client
 from tests import kubeapi
 from tests.support import NOW, reading
 from webhook import testing
+from webhook.controllers.rebalancer import Rebalancer, owner, pending, with_allocating
 from webhook.decision.terms import GREEN_TERM, TIER_TERM
 from webhook.kinds import Context
 from webhook.kube.events import EventRecorder
-from webhook.kube.rebalancer import Rebalancer, owner, pending, with_allocating
 from webhook.kube.writes import NotLeader
 from webhook.model.config import ClusterConfig, Config, parse
 from webhook.model.vocabulary import DECISION
@@ -158,7 +158,7 @@ async def test_a_move_back_is_one_workload_rebalancer_and_one_event(
     )
     before = moved_total()
     planner, config = rebalancer(api)
-    got = await planner.pass_once([fill_policy("web")], context(config))
+    got = await planner.rebalance([fill_policy("web")], context(config))
     assert got == {"moved": 1}
     assert moved_total() - before == 3
     [created] = fake.rebalancers
@@ -192,14 +192,14 @@ async def test_bindings_of_one_pass_share_the_room_and_moves_in_flight_wait(
     planner, config = rebalancer(api)
     policies = [fill_policy("a"), fill_policy("b")]
     # green has room for 3: the first binding takes it all, the second finds none.
-    assert await planner.pass_once(policies, context(config)) == {"moved": 1, "no_room": 1}
+    assert await planner.rebalance(policies, context(config)) == {"moved": 1, "no_room": 1}
     assert len(fake.rebalancers) == 1
     # The next pass: our rebalancer has not finished, and the room it claimed stays taken.
-    assert await planner.pass_once(policies, context(config)) == {"in_flight": 1, "no_room": 1}
+    assert await planner.rebalance(policies, context(config)) == {"in_flight": 1, "no_room": 1}
     # Finished, and the binding rescheduled: still claimed for the grace period.
     fake.finish()
     fake.rebind(binding("a", {"green": 3}))
-    assert await planner.pass_once(policies, context(config)) == {"no_room": 1}
+    assert await planner.rebalance(policies, context(config)) == {"no_room": 1}
     assert len(fake.rebalancers) == 1
 
 
@@ -225,17 +225,17 @@ async def test_budgets_per_policy_and_fleet_over_a_sliding_hour(
     planner, config = rebalancer(api, clock=clock, max_moves_per_policy=3, max_moves_per_hour=4)
     ctx = context(config)
     policies = [fill_policy("a"), fill_policy("b")]
-    assert await planner.pass_once(policies, ctx) == {"moved": 1, "over_budget": 1}
+    assert await planner.rebalance(policies, ctx) == {"moved": 1, "over_budget": 1}
     # An hour later the fleet budget is back (a's move has landed by now).
     fake.expire()
     fake.rebind(binding("a", {"green": 3}))
     clock.now += 3600 + 1
-    assert await planner.pass_once(policies, ctx) == {"moved": 1}
+    assert await planner.rebalance(policies, ctx) == {"moved": 1}
     # A policy allowed fewer moves than it needs never moves.
     small, config = rebalancer(api, max_moves_per_policy=2)
     fake.expire()
     fake.seed([], [binding("c", {"dirty": 3})])
-    assert await small.pass_once([fill_policy("c")], context(config)) == {"over_budget": 1}
+    assert await small.rebalance([fill_policy("c")], context(config)) == {"over_budget": 1}
 
 
 async def test_a_move_not_worth_its_cost_is_not_asked_for(
@@ -247,7 +247,7 @@ async def test_a_move_not_worth_its_cost_is_not_asked_for(
         [binding("web", {"mid": 2})],
     )
     planner, config = rebalancer(api, horizon_hours=0.25, move_cost_hours=1, margin=1)
-    assert await planner.pass_once([fill_policy("web")], context(config)) == {"not_worth_it": 1}
+    assert await planner.rebalance([fill_policy("web")], context(config)) == {"not_worth_it": 1}
     assert fake.rebalancers == []
 
 
@@ -268,7 +268,7 @@ async def test_unmanaged_policies_and_other_bindings_are_left_alone(
     )
     planner, config = rebalancer(api)
     policies = [fill_policy("plain", managed=False), weighted, fill_policy("web")]
-    assert await planner.pass_once(policies, context(config)) == {}
+    assert await planner.rebalance(policies, context(config)) == {}
     assert fake.rebalancers == []
     assert planner.window.used(None) == 0
 
@@ -284,7 +284,7 @@ async def test_nothing_is_written_without_the_lease(
     gate = kubeapi.Gate(leading=False)
     planner, config = rebalancer(api, gate=gate)
     with pytest.raises(NotLeader):
-        await planner.pass_once([fill_policy("web")], context(config))
+        await planner.rebalance([fill_policy("web")], context(config))
     assert fake.rebalancers == []
     assert fake.events == []
 

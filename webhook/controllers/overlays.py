@@ -1,7 +1,7 @@
 """The carbon price NodeOverlays of the NodePools under strategy ``price`` (the leader's).
 
-Each re-evaluation pass (:class:`webhook.kube.reevaluator.Reevaluator`) hands the NodePools
-it listed to :meth:`OverlayKeeper.pass_once`, which makes the NodeOverlays carbonshift
+Each re-evaluation pass (:class:`webhook.controllers.reevaluator.Reevaluator`) hands the NodePools
+it listed to :meth:`OverlayKeeper.keep`, which makes the NodeOverlays carbonshift
 keeps (label ``carbonshift.io/overlay=price``) what :func:`webhook.decision.carbonprice.plan`
 wants for the opted-in pools under strategy ``price``:
 
@@ -93,7 +93,7 @@ class OverlayKeeper:
         """List the overlays again on the next pass (leadership lost, or a write refused)."""
         self._held = None
 
-    async def pass_once(self, nodepools: Sequence[Mapping[str, Any]], ctx: Context) -> int:
+    async def keep(self, nodepools: Sequence[Mapping[str, Any]], ctx: Context) -> int:
         """Bring the kept overlays in line for ``nodepools`` (every NodePool listed);
         the number of overlays written or deleted."""
         pools = priced(nodepools)

@@ -17,9 +17,9 @@ from kubernetes_asyncio import client
 
 from tests import kubeapi
 from tests.support import NOW, reading
+from webhook.controllers.ocm_scores import PlacementScorer
 from webhook.decision import ocm
 from webhook.kinds.reevaluation import OutlookMethod
-from webhook.kube.ocm import PlacementScorer
 from webhook.model.config import parse
 from webhook.model.intensity import IntensityTable
 from webhook.model.vocabulary import ZONE
@@ -103,7 +103,7 @@ async def test_each_managed_cluster_gets_its_scores(kube: kubeapi.KubeApi) -> No
     clusters = [managed("green", "SE-SE3"), managed("dirty", "PL"), managed("nowhere", None)]
     fleet(kube, clusters, "green", "dirty", "nowhere")
     feed = Feed({"SE-SE3": 25.0, "PL": 800.0}, ahead={"PL": 500.0})
-    assert await scorer(kube.api, feed).pass_once() == 2
+    assert await scorer(kube.api, feed).reconcile() == 2
     assert feed.wanted == {"SE-SE3", "PL"}
     held = scores(kube)
     assert set(held) == {"green", "dirty"}
@@ -135,12 +135,12 @@ async def test_rewritten_only_beyond_the_margin(kube: kubeapi.KubeApi) -> None:
     untouched = kube.add(other)
     feed = Feed({"SE-SE3": 200.0})
     leader = scorer(kube.api, feed)
-    assert await leader.pass_once() == 1
+    assert await leader.reconcile() == 1
     feed.values["SE-SE3"] = 210.0  # +5 %: inside the margin
-    assert await leader.pass_once() == 0
+    assert await leader.reconcile() == 0
     assert scores(kube)["green"]["status"]["scores"][1] == {"name": "intensity", "value": 60}
     feed.values["SE-SE3"] = 600.0
-    assert await leader.pass_once() == 1
+    assert await leader.reconcile() == 1
     assert scores(kube)["green"]["status"]["scores"][1] == {"name": "intensity", "value": -20}
     assert kube.get(SCORES, "resource-usage-score", "green") == untouched
     assert len(writes(kube)) == 4
@@ -149,17 +149,17 @@ async def test_rewritten_only_beyond_the_margin(kube: kubeapi.KubeApi) -> None:
 async def test_nothing_is_written_without_the_lease(kube: kubeapi.KubeApi) -> None:
     fleet(kube, [managed("green", "SE-SE3")], "green")
     gate = kubeapi.Gate(leading=False)
-    assert await scorer(kube.api, Feed({"SE-SE3": 25.0}), gate).pass_once() == 0
+    assert await scorer(kube.api, Feed({"SE-SE3": 25.0}), gate).reconcile() == 0
     assert writes(kube) == []
 
 
 async def test_a_missing_namespace_or_ocm_is_no_failure(kube: kubeapi.KubeApi) -> None:
     fleet(kube, [managed("green", "SE-SE3")])
     feed = Feed({"SE-SE3": 25.0})
-    assert await scorer(kube.api, feed).pass_once() == 0  # no namespace "green"
+    assert await scorer(kube.api, feed).reconcile() == 0  # no namespace "green"
     assert writes(kube) == [("green", "object")]  # refused: 404
     kube.unserved = {GROUP}
-    assert await scorer(kube.api, feed).pass_once() == 0
+    assert await scorer(kube.api, feed).reconcile() == 0
     assert len(kube.writes()) == 1
     assert scores(kube) == {}
 
@@ -170,11 +170,11 @@ async def test_valid_until_is_renewed_before_it_lapses(kube: kubeapi.KubeApi) ->
     now = [NOW]
     config = parse({"ocm": {"interval_seconds": 30}})
     leader = PlacementScorer(kube.api, config, feed, kubeapi.Gate(), clock=lambda: now[0])
-    assert await leader.pass_once() == 1
+    assert await leader.reconcile() == 1
     now[0] += timedelta(hours=2, minutes=59)  # a minute before validUntil, same data
-    assert await leader.pass_once() == 0
+    assert await leader.reconcile() == 0
     later = reading("SE-SE3", 25.0, valid_from=NOW + timedelta(hours=2),
                     valid_to=NOW + timedelta(hours=3))  # fmt: skip
     feed.snapshot = lambda: Feed._Snapshot({"SE-SE3": later})  # type: ignore[method-assign]
-    assert await leader.pass_once() == 1
+    assert await leader.reconcile() == 1
     assert scores(kube)["green"]["status"]["validUntil"] == "2026-01-01T17:00:00Z"

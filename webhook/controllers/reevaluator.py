@@ -19,9 +19,9 @@ so it is said once). Metrics: ``carbonshift_reevaluations_total{kind,outcome}``,
 ``carbonshift_paused_nodepools``.
 
 After each pass two keepers see the objects as the pass left them: the
-:class:`~webhook.kube.rebalancer.Rebalancer` (``rebalance.enabled``) asks Karmada to move
+:class:`~webhook.controllers.rebalancer.Rebalancer` (``rebalance.enabled``) asks Karmada to move
 replicas of managed ordered fills back to greener tiers where that is worth it, and the
-:class:`~webhook.kube.overlays.OverlayKeeper` prices the NodePools listed with NodeOverlays.
+:class:`~webhook.controllers.overlays.OverlayKeeper` prices the NodePools listed with NodeOverlays.
 """
 
 from __future__ import annotations
@@ -37,31 +37,31 @@ import structlog
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
+from webhook.controllers import overlays
+from webhook.controllers.overlays import OverlayKeeper
+from webhook.controllers.rebalancer import Rebalancer
+from webhook.controllers.runner import Controller
 from webhook.decision import carry, reevaluate
 from webhook.decision.record import Record, fingerprint, switches
 from webhook.kinds import Context, Kind
 from webhook.kinds.reevaluation import Outlook, Reevaluation, Target, targets
-from webhook.kube import overlays
 from webhook.kube.client import FIELD_MANAGER, REQUEST_TIMEOUT, absent, error_name, refused
 from webhook.kube.events import EventRecorder
-from webhook.kube.overlays import OverlayKeeper
-from webhook.kube.rebalancer import Rebalancer
 from webhook.kube.writes import Gate, NotLeader
 from webhook.model.config import Config
 from webhook.model.objects import items, meta_of
 from webhook.model.vocabulary import DECISION, ENABLED, parse_time
-from webhook.runtime import metrics, tasks
+from webhook.runtime import metrics
 
 log = structlog.get_logger("carbonshift.reevaluate")
-
-TICK_SECONDS = 1.0
-"""How often the loop looks at leadership and the time of the next pass."""
 
 Obj = dict[str, Any]
 
 
-class Reevaluator:
+class Reevaluator(Controller):
     """Re-evaluates and rewrites managed objects while this replica leads."""
+
+    name = "reevaluate"
 
     def __init__(
         self,
@@ -95,11 +95,10 @@ class Reevaluator:
         self._standing: dict[str, list[Obj]] = {}
         """Kind -> the objects this pass listed, as they stand after it (for the rebalancer
         and the carbon price overlays; a kind not listed has no entry)."""
-        self._task: asyncio.Task[None] | None = None
 
     # --- one pass -------------------------------------------------------------------------
 
-    async def pass_once(self) -> int:
+    async def reconcile(self) -> int:
         """Re-evaluate every managed object once; the number written."""
         started = time.monotonic()
         written = 0
@@ -114,13 +113,13 @@ class Reevaluator:
                 written += await self._kind(target, namespaces or {})
             if self.rebalancer is not None and self.gate.leading:
                 everything = (obj for listed in standing.values() for obj in listed)
-                await self.rebalancer.pass_once(everything, self.rules.ranked(self.context()))
+                await self.rebalancer.rebalance(everything, self.rules.ranked(self.context()))
             metrics.LAZY_POLICIES.set(
                 sum(_lazy(o) for kind in POLICY_KINDS for o in standing.get(kind, []))
             )
             pools = standing.get(overlays.FOLLOWS)
             if pools is not None and self.gate.leading:
-                written += await self.overlays.pass_once(pools, self.context())
+                written += await self.overlays.keep(pools, self.context())
         except NotLeader:
             pass
         finally:
@@ -327,32 +326,15 @@ class Reevaluator:
                 key=key,
             )  # fmt: skip
 
-    # --- running --------------------------------------------------------------------------
+    def lost(self) -> None:
+        self.overlays.forget()  # a new term lists the overlays again
 
-    def start(self) -> None:
-        """Run in the background until :meth:`stop`."""
-        self._task = asyncio.create_task(self._run(), name="reevaluator")
-        log.info(
-            "reevaluator_started",
-            interval_seconds=self.interval,
-            min_interval_seconds=self.config.reevaluate.min_interval_seconds,
-            forecast=self.config.reevaluate.forecast,
-            kinds=[t.row.kind for t in self.targets],
-        )
-
-    async def _run(self) -> None:
-        await tasks.while_leading(
-            self.gate,
-            self.interval,
-            self.pass_once,
-            failed=lambda: log.exception("reevaluate_pass_failed"),
-            lost=self.overlays.forget,  # a new term lists the overlays again
-            tick=TICK_SECONDS,
-        )
-
-    async def stop(self) -> None:
-        await tasks.cancel(self._task)
-        self._task = None
+    def describe(self) -> dict[str, Any]:
+        return {
+            "min_interval_seconds": self.config.reevaluate.min_interval_seconds,
+            "forecast": self.config.reevaluate.forecast,
+            "kinds": [t.row.kind for t in self.targets],
+        }
 
 
 def _name(obj: Mapping[str, Any]) -> str:

@@ -14,10 +14,11 @@ from kubernetes_asyncio import client
 from tests import kubeapi
 from tests.support import NOW, reading
 from webhook import testing
+from webhook.controllers.accounting import Accountant
+from webhook.decision.ledger import LEDGER_LABELS, Ledger
 from webhook.decision.record import Record, fingerprint
 from webhook.decision.terms import GREEN_TERM, TIER_TERM
 from webhook.kinds import Context
-from webhook.kube.accounting import LEDGER_LABELS, Accountant, Ledger
 from webhook.model.config import ClusterConfig, Config, parse
 from webhook.model.vocabulary import DECISION
 from webhook.runtime import metrics

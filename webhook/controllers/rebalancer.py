@@ -229,7 +229,7 @@ class Rebalancer:
 
     # --- one pass -------------------------------------------------------------------------
 
-    async def pass_once(self, policies: Iterable[Mapping[str, Any]], ctx: Context) -> Counter:
+    async def rebalance(self, policies: Iterable[Mapping[str, Any]], ctx: Context) -> Counter:
         """Plan and ask for the moves of every managed ordered-fill policy in ``policies``
         (as the re-evaluation left them), ranked on ``ctx``'s table; the outcomes."""
         outcomes: Counter = collections.Counter()

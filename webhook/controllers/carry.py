@@ -14,7 +14,6 @@ policy gets an Event ``CarbonResourcesCarried`` naming the resource and the clus
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import dataclasses
 from collections.abc import Mapping, Sequence
@@ -24,16 +23,17 @@ import structlog
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
+from webhook.controllers.rebalancer import BINDINGS, PolicyKey, owner, placed
+from webhook.controllers.runner import Controller
 from webhook.decision import carry
 from webhook.kinds.policies import CLUSTER_PROPAGATION_POLICY, PROPAGATION_POLICY
 from webhook.kube.client import REQUEST_TIMEOUT, error_name, list_objects
 from webhook.kube.events import EventRecorder
-from webhook.kube.rebalancer import BINDINGS, PolicyKey, owner, placed
 from webhook.kube.writes import Gate, NotLeader, update
 from webhook.model.config import Config
 from webhook.model.objects import Obj, dig, mapping, meta_of
 from webhook.model.vocabulary import DECISION
-from webhook.runtime import metrics, tasks
+from webhook.runtime import metrics
 
 log = structlog.get_logger("carbonshift.carry")
 
@@ -96,8 +96,10 @@ def plan(policies: Mapping[PolicyKey, list[str]], bindings: Sequence[Raw]) -> li
     return out
 
 
-class Carrier:
+class Carrier(Controller):
     """Keeps the requiredBy snapshots of managed policies' non-workload bindings."""
+
+    name = "carry"
 
     def __init__(
         self,
@@ -112,23 +114,8 @@ class Carrier:
         self.gate = gate
         self.events = events
         self.interval = config.carry.interval_seconds
-        self._task: asyncio.Task[None] | None = None
 
-    def start(self) -> None:
-        """Run in the background until :meth:`stop`."""
-        run = tasks.while_leading(self.gate, self.interval, self.pass_once, failed=self._failed)
-        self._task = asyncio.create_task(run, name="carbonshift-carry")
-        log.info("carry_started", interval_seconds=self.interval)
-
-    async def stop(self) -> None:
-        await tasks.cancel(self._task)
-        self._task = None
-
-    @staticmethod
-    def _failed() -> None:
-        log.exception("carry_pass_failed")
-
-    async def pass_once(self) -> collections.Counter[str]:
+    async def reconcile(self) -> collections.Counter[str]:
         """One pass: the outcomes (``carried``, ``released``, ``error``)."""
         outcomes: collections.Counter[str] = collections.Counter()
         policies: dict[PolicyKey, list[str]] = {}

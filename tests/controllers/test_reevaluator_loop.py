@@ -18,10 +18,10 @@ from tests import kubeapi
 from tests.support import NOW, Clock, reading
 from webhook import testing
 from webhook.cli.preview import preview
+from webhook.controllers.reevaluator import Reevaluator
 from webhook.decision.record import Record, switches
 from webhook.kinds import Context
 from webhook.kube.events import EventRecorder
-from webhook.kube.reevaluator import Reevaluator
 from webhook.model.config import ClusterConfig, Config, parse
 from webhook.model.intensity import IntensityTable
 from webhook.model.vocabulary import DECISION, ENABLED
@@ -129,7 +129,7 @@ async def test_a_turned_grid_replaces_the_policy_once_with_an_event(
 ) -> None:
     stored = managed_policy(kube, grid)
     switched = counted("switched")
-    assert await leader(kube, grid).pass_once() == 1
+    assert await leader(kube, grid).reconcile() == 1
     [put] = kube.calls("PUT")
     assert put.where.namespace == "shop"
     assert put.where.name == "web"
@@ -149,7 +149,7 @@ async def test_a_turned_grid_replaces_the_policy_once_with_an_event(
     assert "greener than the placement in force" in event["note"], event["note"]
     # The next pass finds the placement in force: nothing more is written.
     writes = len(kube.writes())
-    assert await leader(kube, grid).pass_once() == 0
+    assert await leader(kube, grid).reconcile() == 0
     assert len(kube.writes()) == writes
 
 
@@ -164,7 +164,7 @@ async def test_a_concurrent_write_is_read_again_decided_again_and_written_once(
     kube.before("PUT", POLICIES, someone_labels)
     conflicts = metrics.KUBE_CONFLICTS.labels("propagationpolicies.policy.karmada.io")
     before = conflicts._value.get()
-    assert await leader(kube, grid).pass_once() == 1
+    assert await leader(kube, grid).reconcile() == 1
     steps = [(r.method, r.where.name) for r in kube.calls(resource=POLICIES)]
     assert steps == [("GET", ""), ("PUT", "web"), ("GET", "web"), ("PUT", "web")]
     first, second = kube.calls("PUT", POLICIES)
@@ -186,7 +186,7 @@ async def test_a_second_conflict_is_counted_and_nothing_is_written(
 
     kube.before("PUT", POLICIES, someone_writes, times=2)
     conflict = counted("conflict")
-    assert await leader(kube, grid).pass_once() == 0
+    assert await leader(kube, grid).reconcile() == 0
     assert len(kube.calls("PUT", POLICIES)) == 2
     assert counted("conflict") - conflict == 1
     assert favoured(kube.get(POLICIES, "web", "shop")) == "a"
@@ -196,13 +196,13 @@ async def test_a_second_conflict_is_counted_and_nothing_is_written(
 async def test_nothing_is_written_without_the_lease(kube: kubeapi.KubeApi, grid: Grid) -> None:
     managed_policy(kube, grid)
     gate = kubeapi.Gate(leading=False)
-    assert await leader(kube, grid, gate).pass_once() == 0
+    assert await leader(kube, grid, gate).reconcile() == 0
     assert kube.writes() == []
     # Leadership lost between the list and the write: still nothing.
     gate.leading = True
 
     kube.before("GET", POLICIES, gate.lose)
-    assert await leader(kube, grid, gate).pass_once() == 0
+    assert await leader(kube, grid, gate).reconcile() == 0
     assert kube.writes() == []
     assert favoured(kube.get(POLICIES, "web", "shop")) == "a"
 
@@ -217,7 +217,7 @@ async def test_a_namespace_not_opted_in_is_never_touched(kube: kubeapi.KubeApi, 
     kube.add(namespace("legacy", enabled=None))
     grid.values = dict(TURNED)
     grid.clock.advance(hours=13)
-    assert await leader(kube, grid).pass_once() == 1
+    assert await leader(kube, grid).reconcile() == 1
     assert [(r.where.namespace, r.where.name) for r in kube.calls("PUT")] == [("shop", "web")]
     assert favoured(kube.get(POLICIES, "web", "legacy")) == "a"
     assert [r.query.get("labelSelector") for r in kube.calls("GET", "namespaces")] == [
@@ -238,14 +238,14 @@ async def test_nodepools_held_paused_are_counted_in_the_gauge(kube: kubeapi.Kube
     assert REGISTRY.get_sample_value(PAUSED) is not None
     metrics.tally(PAUSED, "").set(-1)
     grid.clock.advance(minutes=5)
-    assert await first.pass_once() == 0
+    assert await first.reconcile() == 0
     assert REGISTRY.get_sample_value(PAUSED) == 1
     assert kube.calls("PUT") == []
     # The grid turns clean: the pool is resumed, its limits back, and the gauge follows
     # (the other pool's weight rises with it).
     grid.values["DE"] = 100.0
     grid.clock.advance(minutes=5)
-    assert await leader(kube, grid).pass_once() == 2
+    assert await leader(kube, grid).reconcile() == 2
     assert sorted(r.where.name for r in kube.calls("PUT")) == ["batch", "web"]
     assert kube.get("nodepools", "batch")["spec"]["limits"] == {"cpu": "100"}
     assert REGISTRY.get_sample_value(PAUSED) == 0

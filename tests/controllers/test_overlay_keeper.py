@@ -12,8 +12,8 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from webhook import kinds
+from webhook.controllers.overlays import OverlayKeeper
 from webhook.decision.carbonprice import GROUP, RESOURCE
-from webhook.kube.overlays import OverlayKeeper
 from webhook.model.config import parse
 from webhook.model.intensity import Reading, Signal
 
@@ -92,39 +92,39 @@ def test_the_keeper_lists_only_when_it_must() -> None:
             keeper = OverlayKeeper(kube, ctx.config, Leading(), events=None)
         keeper.objects = api  # type: ignore[assignment]
 
-        written = await keeper.pass_once([POOL], ctx)  # the first pass of a term lists
+        written = await keeper.keep([POOL], ctx)  # the first pass of a term lists
         assert written > 0
         assert (api.lists, api.writes) == (1, written)
-        assert await keeper.pass_once([POOL], ctx) == 0  # reads Karpenter's verdict once
+        assert await keeper.keep([POOL], ctx) == 0  # reads Karpenter's verdict once
         assert api.lists == 2
         for _ in range(3):  # nothing to change: no call at all
-            assert await keeper.pass_once([POOL], ctx) == 0
+            assert await keeper.keep([POOL], ctx) == 0
         assert (api.lists, api.writes) == (2, written)
 
         # The price moves: the held overlays are replaced at their stored versions.
         later = _ctx(600.0, NOW + timedelta(hours=2))
-        assert await keeper.pass_once([POOL], later) == written
+        assert await keeper.keep([POOL], later) == written
         assert api.lists == 2
-        assert await keeper.pass_once([POOL], later) == 0
+        assert await keeper.keep([POOL], later) == 0
         assert api.lists == 3
 
         # A refused write (someone else wrote): the next pass lists again.
         api.conflict = True
-        assert await keeper.pass_once([POOL], _ctx(50.0, NOW + timedelta(hours=4))) == 0
+        assert await keeper.keep([POOL], _ctx(50.0, NOW + timedelta(hours=4))) == 0
         api.conflict = False
-        assert await keeper.pass_once([POOL], _ctx(50.0, NOW + timedelta(hours=4))) > 0
+        assert await keeper.keep([POOL], _ctx(50.0, NOW + timedelta(hours=4))) > 0
         assert api.lists == 4
 
         # A new term (leadership lost and won again) lists again.
-        await keeper.pass_once([POOL], _ctx(50.0, NOW + timedelta(hours=4)))
+        await keeper.keep([POOL], _ctx(50.0, NOW + timedelta(hours=4)))
         lists = api.lists
         keeper.forget()
-        assert await keeper.pass_once([POOL], _ctx(50.0, NOW + timedelta(hours=4))) == 0
+        assert await keeper.keep([POOL], _ctx(50.0, NOW + timedelta(hours=4))) == 0
         assert api.lists == lists + 1
 
         # No priced pool left: every held overlay is deleted, then nothing is held.
-        assert await keeper.pass_once([], _ctx(50.0, NOW + timedelta(hours=4))) == written
+        assert await keeper.keep([], _ctx(50.0, NOW + timedelta(hours=4))) == written
         assert api.stored == {}
-        assert await keeper.pass_once([], _ctx(50.0, NOW + timedelta(hours=4))) == 0
+        assert await keeper.keep([], _ctx(50.0, NOW + timedelta(hours=4))) == 0
 
     asyncio.run(run())

@@ -1,0 +1,144 @@
+"""One watched cache: the objects of one resource, decoded and held in memory.
+
+Readers call :meth:`WatchedCache.items` (synchronous, never waits on the API server): a
+read-only mapping from object name to what the pure ``decode`` made of it, replaced as a
+whole on each change, so a reader may keep it and compare identities. A background
+:class:`~webhook.kube.watch.ListWatch` keeps it current. An object ``decode`` refuses
+(:class:`~webhook.model.validation.InvalidInput`) is left out and logged once per
+problem; a change that decodes to an equal value (a status heartbeat) publishes nothing.
+When the API server cannot be reached the cache keeps its last state and
+:attr:`~WatchedCache.synced` turns False.
+
+The fleet inventory (Karmada Clusters), Liqo's virtual nodes and the leader's NodeOverlays
+are such caches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
+from typing import Any, Generic, TypeVar
+
+import structlog
+from kubernetes_asyncio import client
+
+from webhook.kube.watch import ListWatch
+from webhook.model.objects import meta_of
+from webhook.model.validation import InvalidInput
+from webhook.runtime import tasks
+
+log = structlog.get_logger("carbonshift.cache")
+
+T = TypeVar("T")
+
+Decode = Callable[[Mapping[str, Any], "T | None"], T]
+"""What an object means, given what the cache held for it before (to log a problem only
+when it is new); raises :class:`InvalidInput` for an object to leave out."""
+
+
+class WatchedCache(Generic[T]):
+    """The objects of one resource by name, as ``decode`` reads them."""
+
+    def __init__(
+        self,
+        resource: tuple[str, str, str],
+        decode: Decode[T],
+        *,
+        kind: str,
+        on_change: Callable[[Mapping[str, T]], None] | None = None,
+        objects: Callable[[client.ApiClient], Any] | None = None,
+    ) -> None:
+        """``resource``: (group, version, plural); ``kind``: how logs name one object;
+        ``on_change``: called with each new view (metrics); ``objects``: what lists and
+        watches, given the client (default: the custom objects API)."""
+        self.resource = resource
+        self.decode = decode
+        self.kind = kind
+        self.on_change = on_change
+        self.objects = objects
+        self._held: dict[str, T] = {}
+        self._skipped: dict[str, str] = {}
+        self._view: Mapping[str, T] = MappingProxyType({})
+        self._watch: ListWatch | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    # --- reading (synchronous) -----------------------------------------------------------
+
+    def items(self) -> Mapping[str, T]:
+        """Every usable object by name (a read-only snapshot; replaced on each change)."""
+        return self._view
+
+    def skipped(self) -> Mapping[str, str]:
+        """Objects left out, by name: why."""
+        return dict(self._skipped)
+
+    @property
+    def synced(self) -> bool:
+        """Listed from the API server and following its watch right now."""
+        return self._watch is not None and self._watch.synced
+
+    # --- updating (called by the watch; usable on their own) ------------------------------
+
+    def replace(self, objects: Sequence[Mapping[str, Any]]) -> None:
+        """A full list: anything not listed is gone."""
+        before, known = self._held, self._skipped
+        self._held, self._skipped = {}, {}
+        for obj in objects:
+            self._take(obj, before, known)
+        self._publish()
+
+    def event(self, kind: str, obj: Mapping[str, Any]) -> None:
+        """One watch event: ``ADDED``, ``MODIFIED`` or ``DELETED``."""
+        name = meta_of(obj).name
+        if not name:
+            return
+        before = self._held.get(name)
+        if kind == "DELETED":
+            self._held.pop(name, None)
+            self._skipped.pop(name, None)
+        else:
+            self._take(obj, self._held, {name: self._skipped.pop(name, "")})
+            if before is not None and self._held.get(name) == before:
+                return  # e.g. a status heartbeat: what readers read is unchanged
+        self._publish()
+
+    def _take(
+        self, obj: Mapping[str, Any], before: Mapping[str, T], known: Mapping[str, str]
+    ) -> None:
+        name = meta_of(obj).name
+        try:
+            got = self.decode(obj, before.get(name))
+        except InvalidInput as exc:
+            self._held.pop(name, None)
+            self._skipped[name] = str(exc)
+            if str(exc) != known.get(name):
+                log.warning(f"{self.kind}_skipped", name=name, problem=str(exc))
+            return
+        self._held[name] = got
+
+    def _publish(self) -> None:
+        self._view = MappingProxyType(dict(self._held))
+        if self.on_change is not None:
+            self.on_change(self._view)
+
+    # --- running --------------------------------------------------------------------------
+
+    def start(self, api: client.ApiClient, *, timeout_seconds: int = 300) -> None:
+        """Follow the API server in the background (until :meth:`stop`)."""
+        group, version, plural = self.resource
+        self._watch = ListWatch(
+            api,
+            group,
+            version,
+            plural,
+            on_list=self.replace,
+            on_event=self.event,
+            timeout_seconds=timeout_seconds,
+            objects=self.objects(api) if self.objects is not None else None,
+        )
+        self._task = asyncio.create_task(self._watch.run(), name=f"watch-{plural}")
+
+    async def stop(self) -> None:
+        await tasks.cancel(self._task)
+        self._task = None
