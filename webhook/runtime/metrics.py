@@ -231,3 +231,21 @@ ACCOUNTED_REPLICAS = Gauge(
     "accounting pass.",
     ["cluster"],
 )
+KUEUE_NOMINATIONS = Counter(
+    "carbonshift_kueue_nominations_total",
+    "Kueue MultiKueue Workloads the leader nominated worker clusters for, by outcome "
+    "(nominated: first nomination, widened: a round added workers, error).",
+    ["outcome"],
+)
+KUEUE_ORDERS = Counter(
+    "carbonshift_kueue_orders_total",
+    "MultiKueueConfigs whose spec.clusters the leader put in carbon order, by outcome "
+    "(changed, error).",
+    ["outcome"],
+)
+KUEUE_WINDOWS = Counter(
+    "carbonshift_kueue_windows_total",
+    "Carbon window admission check states the leader wrote on Workloads, by state "
+    "(Pending, Ready, error).",
+    ["state"],
+)
