@@ -301,6 +301,9 @@ class KueueConfig(Schema, frozen=True):
     default_max_delay_seconds: Annotated[float, msgspec.Meta(gt=0, le=604_800)] | None = None
     """How long a Job without ``carbonshift.io/max-delay`` may be held for a greener start
     (None: such a Job is never held)."""
+    namespace: NonEmpty = "kueue-system"
+    """Kueue's namespace on the manager (its Configuration's ``namespace``): where the
+    Secrets with the workers' kubeconfigs are, as the MultiKueueClusters name them."""
 
 
 ClientAuthPath = Literal["scheduler", "metrics"]
