@@ -484,3 +484,48 @@ def test_record_is_small_json() -> None:
     }
     assert len(orjson.dumps(body)) < 600
     assert kueue.record() == {}
+
+
+# --- the admission check: window on the worker it would run on ------------------------------
+
+
+def test_admission_judges_the_window_on_the_greenest_worker_with_room() -> None:
+    outlooks = {"SE": GREEN_AT_5, "FR": [50.0] * 12}
+    fleet = [worker("w-se", "SE", cpu="16"), worker("w-fr", "FR", cpu="16")]
+    held = job(max_delay=8 * H)
+    # FR (50) is greenest over the run and flat: nothing to wait for.
+    checked, name = kueue.admission(held, fleet, outlooks, [], T0)
+    assert (checked.ready, name) == (True, "w-fr")
+    # FR full: judged on SE, whose green hours come in 5 h.
+    fleet = [worker("w-se", "SE", cpu="16"), worker("w-fr", "FR", cpu="16", used="15")]
+    checked, name = kueue.admission(held, fleet, outlooks, [], T0)
+    assert (checked.ready, checked.until, name) == (False, T0 + 5 * H, "w-se")
+
+
+def test_admission_does_not_hold_a_job_on_a_busy_worker() -> None:
+    outlooks = {"SE": GREEN_AT_5}
+    held = job(cpu="2", max_delay=8 * H)
+    roomy = [worker("w-se", "SE", cpu="16", used="4")]  # 10 of 16 left after it
+    assert not kueue.admission(held, roomy, outlooks, [], T0)[0].ready
+    busy = [worker("w-se", "SE", cpu="16", used="8")]  # 6 of 16 left: below half
+    checked, name = kueue.admission(held, busy, outlooks, [], T0)
+    assert checked.ready
+    assert checked.reason == "w-se is busy: waiting would give its room away"
+    assert name == "w-se"
+    assert not kueue.admission(held, busy, outlooks, [], T0, spare=0.25)[0].ready
+    # Without max-delay or past the deadline: Ready, whatever the room.
+    assert kueue.admission(job(), roomy, outlooks, [], T0)[0].ready
+    assert kueue.admission(held, roomy, outlooks, [], T0 + 8 * H)[0].ready
+    # No worker can run it: judged without a forecast.
+    assert kueue.admission(job(cpu="99", max_delay=8 * H), roomy, outlooks, [], T0) == (
+        kueue.Window(True, None, "no forecast: starts at once"),
+        None,
+    )
+
+
+def test_window_margin_waits_only_for_a_clearly_greener_start() -> None:
+    slight = [100.0, 100.0, 95.0, 95.0]
+    assert not kueue.window(job(max_delay=8 * H), slight, T0).ready
+    checked = kueue.window(job(max_delay=8 * H), slight, T0, margin=0.1)
+    assert checked.ready
+    assert "is not 10% greener than now" in checked.reason

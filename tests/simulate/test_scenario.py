@@ -92,7 +92,11 @@ BAD_SCENARIOS = [
     (_with(column="lca"), "column", "expected one of lifecycle, direct, got 'lca'"),
     (_with(power_kw=-0.1), "power_kw", "expected float >= 0.0, got -0.1"),
     (_with(name=7), "name", "expected str, got int"),
-    (_with(workloads=[], batch=[]), "workloads", "needs workloads, batch pools or both"),
+    (
+        _with(workloads=[], batch=[]),
+        "workloads",
+        "needs workloads, batch pools, multikueue or several",
+    ),
     # clusters
     (_with(clusters={"a": "DE"}), "clusters", "expected list, got mapping"),
     (_with(clusters=[]), "clusters", "workloads need at least one cluster"),

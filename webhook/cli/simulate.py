@@ -187,7 +187,7 @@ def _sweep(
         doc = [{"set": s, **report.to_json(o)} for s, o in results]
         print(json.dumps(doc, indent=2))
         return 0
-    for part in ("spatial", "temporal"):
+    for part in ("spatial", "temporal", "multikueue"):
         blocks = []
         for setting, outcome in results:
             section = getattr(outcome, part)
@@ -195,7 +195,7 @@ def _sweep(
                 continue
             label = " ".join(f"{k}={v}" for k, v in setting.items())
             rows = [r for r in section.rows if r.role == "policy"]
-            blocks.append(f"[{label}]\n" + report.table(rows, temporal=part == "temporal"))
+            blocks.append(f"[{label}]\n" + report.table(rows, temporal=part != "spatial"))
         if blocks:
             print(f"{part} sweep (baseline and oracle do not depend on policy settings)")
             print("\n\n".join(blocks))

@@ -491,7 +491,9 @@ def _hour(at: datetime) -> datetime:
     return at.replace(minute=0, second=0, microsecond=0)
 
 
-def window(job: Job, series: Sequence[float] | None, now: datetime) -> Window:
+def window(
+    job: Job, series: Sequence[float] | None, now: datetime, *, margin: float = 0.0
+) -> Window:
     """Whether ``job`` may start now, on ``series`` (the hourly forecast ``[now, now+1 h,
     ...]`` of the grid it is about to run on, :func:`window_zone`).
 
@@ -515,13 +517,67 @@ def window(job: Job, series: Sequence[float] | None, now: datetime) -> Window:
     ahead = best_start(series, length, slack)
     until = min(start_of_hour + ahead * HOUR, deadline)
     now_mean = ranking_value(series[:length])
-    later = series[ahead : ahead + length]
+    later = ranking_value(series[ahead : ahead + length])
+    if later >= now_mean * (1.0 - margin):
+        return Window(
+            True,
+            None,
+            f"the greenest {length}h run within the {left} left ({_g(later)}) is not"
+            f" {margin:.0%} greener than now ({_g(now_mean)})",
+        )
     reason = (
-        f"waiting for a greener {length}h run: {_g(ranking_value(later))} from "
+        f"waiting for a greener {length}h run: {_g(later)} from "
         f"{vocabulary.format_time(until)} vs {_g(now_mean)} now; "
         f"deadline {vocabulary.format_time(deadline)}"
     )
     return Window(False, until, reason)
+
+
+SPARE = 0.5
+"""The window holds a job only on a worker that keeps at least this share of its quota
+free after it, for every resource the job requests. On a busier worker the green slot is
+scarce: a held job gives it to the next one and later lands on a dirtier worker, so
+waiting there saves nothing for the fleet (on ``scenarios/batch-multikueue-2023.yaml``,
+the first four weeks: 88.8 % of the oracle's saving without this guard, 93.6 % at 0.25,
+94.6 % at 0.5)."""
+
+
+def _spare(job: Job, worker: Worker, left: Mapping[str, Decimal], spare: float) -> bool:
+    share = Decimal(str(spare))
+    return all(
+        left.get(r, ZERO) - amount >= share * worker.quota.get(r, ZERO)
+        for r, amount in job.requests.items()
+        if amount > 0
+    )
+
+
+def admission(
+    job: Job,
+    workers: Sequence[Worker],
+    outlooks: Outlooks,
+    in_flight: Iterable[Job],
+    now: datetime,
+    *,
+    allowed: Collection[str] | None = None,
+    readings: Readings | None = None,
+    spare: float = SPARE,
+    margin: float = 0.0,
+) -> tuple[Window, str | None]:
+    """The carbon admission check of ``job`` and the worker it was judged on: the
+    :func:`window` on the forecast of :func:`window_zone`'s worker, Ready at once when
+    that worker would keep less than ``spare`` of its quota free after the job
+    (:data:`SPARE`)."""
+    flying = list(in_flight)
+    where = window_zone(job, workers, outlooks, flying, allowed=allowed, readings=readings)
+    if where is None:
+        return window(job, None, now, margin=margin), None
+    name, zone = where
+    worker = next(w for w in workers if w.name == name)
+    left = room(worker, _others(job, flying))
+    if job.deadline is not None and now < job.deadline and not _spare(job, worker, left, spare):
+        return Window(True, None, f"{name} is busy: waiting would give its room away"), name
+    series = outlooks.get(zone) if zone is not None else None
+    return window(job, series, now, margin=margin), name
 
 
 # --- the record ------------------------------------------------------------------------------

@@ -12,6 +12,8 @@ from webhook.simulate.batch import PausePolicy, batch_policies
 from webhook.simulate.engine import simulate_batch, simulate_spatial
 from webhook.simulate.grid import Grid
 from webhook.simulate.metrics import Row, Run, compare
+from webhook.simulate.multikueue import KEYS as MULTIKUEUE_KEYS
+from webhook.simulate.multikueue import simulate_multikueue
 from webhook.simulate.policies import SpatialPolicy, spatial_policies
 from webhook.simulate.progress import Progress
 from webhook.simulate.ranking import Ranking, judge
@@ -39,6 +41,8 @@ class Outcome:
     ranking: list[Ranking] = dataclasses.field(default_factory=list)
     """Batch scenarios: how each forecast ranks the starts of the pools' decision windows,
     the scenario's forecast first (:mod:`webhook.simulate.ranking`)."""
+    multikueue: Part | None = None
+    """Batch across clusters (Kueue MultiKueue, :mod:`webhook.simulate.multikueue`)."""
 
 
 def simulate(
@@ -59,13 +63,16 @@ def simulate(
     batch_lineup = _keep(batch_policies(scenario.policy), only)
     known = {p.key for p in spatial_policies(scenario.policy, names)[1:]}
     known |= {p.key for p in batch_policies(scenario.policy)[1:]}
+    known |= set(MULTIKUEUE_KEYS)
     unknown = sorted(set(only) - known)
     if unknown:
         raise ValueError(f"unknown policy {', '.join(unknown)} (known: {', '.join(sorted(known))})")
     steps = scenario.hours if scenario.workloads else 0
     steps += len(scenario.batch) * (len(batch_lineup) + 1)
+    if scenario.multikueue is not None:
+        steps += 2 + len([k for k in MULTIKUEUE_KEYS if not only or k in only])
     started = time.perf_counter()
-    spatial = temporal = None
+    spatial = temporal = multikueue = None
     with Progress(steps, f"simulating {scenario.name}", enabled=progress) as bar:
         if scenario.workloads:
             runs = simulate_spatial(scenario, grid, spatial_lineup, tick=bar.advance)
@@ -73,8 +80,12 @@ def simulate(
         if scenario.batch:
             runs = simulate_batch(scenario, grid, batch_lineup, tick=bar.advance)
             temporal = Part(runs, compare(runs, scenario.hours))
+        if scenario.multikueue is not None:
+            runs = simulate_multikueue(scenario, grid, only, tick=bar.advance)
+            multikueue = Part(runs, compare(runs, scenario.hours))
     ranking = forecast_ranking(scenario, grid) if scenario.batch else []
-    return Outcome(scenario, grid, spatial, temporal, time.perf_counter() - started, ranking)
+    seconds = time.perf_counter() - started
+    return Outcome(scenario, grid, spatial, temporal, seconds, ranking, multikueue)
 
 
 def forecast_ranking(scenario: Scenario, grid: Grid) -> list[Ranking]:

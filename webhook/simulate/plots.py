@@ -159,7 +159,7 @@ def cumulative(
             zorder=3 if run.key == default or run.role is not Role.POLICY else 2,
         )
     _x_axis(ax, grid)
-    counted = "jobs by arrival hour, " if part == "temporal" else ""
+    counted = "jobs by arrival hour, " if part != "spatial" else ""
     ax.set_ylabel(f"{unit.name}CO2eq avoided vs baseline (cumulative)")
     ax.set_title(
         f"Emissions avoided against the baseline ({counted}constrained oracle = target, "

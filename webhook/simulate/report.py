@@ -16,6 +16,7 @@ from webhook.model.errors import ReportUnavailable as ReportUnavailable  # noqa:
 from webhook.simulate.batch import DEFAULT_TEMPORAL
 from webhook.simulate.grid import Grid
 from webhook.simulate.metrics import Row, Run
+from webhook.simulate.multikueue import DEFAULT_MULTIKUEUE
 from webhook.simulate.outcome import Outcome, Part
 from webhook.simulate.policies import DEFAULT_SPATIAL
 
@@ -55,7 +56,9 @@ def unit_for(grams: float) -> Unit:
 
 def is_default(row: Row, *, temporal: bool) -> bool:
     """Whether ``row`` is carbonshift's default behaviour (one row per table)."""
-    return row.key == (DEFAULT_TEMPORAL if temporal else DEFAULT_SPATIAL)
+    if temporal:
+        return row.key in (DEFAULT_TEMPORAL, DEFAULT_MULTIKUEUE)
+    return row.key == DEFAULT_SPATIAL
 
 
 def _name(row: Row, temporal: bool) -> str:
@@ -153,6 +156,12 @@ def text(outcome: Outcome) -> str:
             "temporal (batch jobs, NodePool pause)",
             table(outcome.temporal.rows, temporal=True),
         ]
+    if outcome.multikueue:
+        out += [
+            "",
+            "batch across clusters (Kueue MultiKueue)",
+            table(outcome.multikueue.rows, temporal=True),
+        ]
     if outcome.ranking:
         out += [
             "",
@@ -241,6 +250,7 @@ def to_json(outcome: Outcome) -> dict[str, Any]:
             for r in outcome.ranking
         ],
         "temporal": _rows_json(outcome.temporal, temporal=True),
+        "multikueue": _rows_json(outcome.multikueue, temporal=True),
         "seconds": round(outcome.seconds, 3),
         "years": years(outcome.grid),
         "attribution": attribution(outcome.grid),
@@ -264,7 +274,12 @@ def write_html(outcome: Outcome, folder: str | Path) -> Path:
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     figures = [("Intensity per zone (daily mean)", plots.intensity(outcome.grid, folder))]
-    for title, part in (("spatial", outcome.spatial), ("temporal", outcome.temporal)):
+    parts = (
+        ("spatial", outcome.spatial, DEFAULT_SPATIAL),
+        ("temporal", outcome.temporal, DEFAULT_TEMPORAL),
+        ("multikueue", outcome.multikueue, DEFAULT_MULTIKUEUE),
+    )
+    for title, part, default in parts:
         if part is None:
             continue
         figures.append(
@@ -275,7 +290,7 @@ def write_html(outcome: Outcome, folder: str | Path) -> Path:
                     outcome.grid,
                     folder,
                     title,
-                    DEFAULT_TEMPORAL if title == "temporal" else DEFAULT_SPATIAL,
+                    default,
                 ),
             )
         )
@@ -338,6 +353,11 @@ def _page(outcome: Outcome, figures: Sequence[tuple[str, str]]) -> str:
         parts += ["<h2>Spatial</h2>", _html_table(outcome.spatial.rows, temporal=False)]
     if outcome.temporal:
         parts += ["<h2>Temporal (batch)</h2>", _html_table(outcome.temporal.rows, temporal=True)]
+    if outcome.multikueue:
+        parts += [
+            "<h2>Batch across clusters (Kueue MultiKueue)</h2>",
+            _html_table(outcome.multikueue.rows, temporal=True),
+        ]
     if outcome.ranking:
         parts += ["<h2>Forecast ranking (decision windows)</h2>", "<table>"]
         parts.append(

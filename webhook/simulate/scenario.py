@@ -15,6 +15,11 @@ One YAML document (see ``scenarios/*.yaml`` for commented examples)::
       - {name: etl, replicas: 8, movable: false, run_hours: 6, every_hours: 24}
     batch:                           # temporal: jobs waiting for a NodePool in one zone
       - {name: ci, zone: DE, length_hours: 1, slack_hours: 24, every_hours: 1, replicas: 1}
+    multikueue:                      # batch across clusters: Kueue MultiKueue workers
+      seed: 2023                     # the jobs are drawn from this seed (deterministic)
+      workers:
+        - {name: eu-de, zone: DE, cpu: 64}              # its ClusterQueue's cpu quota
+      jobs: {per_day: 48, cpu: [1, 2, 4, 8], run_hours: [1, 2, 4, 8], max_delay_hours: [0, 12, 24]}
     policy: {...}                    # PolicySettings fields; all optional
 
 A capacity ``share`` is a fraction of the fleet's peak concurrent replicas (the sum
@@ -106,6 +111,41 @@ class BatchPool(Schema, frozen=True):
     replicas: Whole1 = 1
 
 
+class MultiKueueWorker(Schema, frozen=True):
+    """A MultiKueue worker cluster: its grid zone and its ClusterQueue's cpu quota."""
+
+    name: Name
+    zone: GridZone
+    cpu: Whole1
+    """Nominal cpu quota of the worker's ClusterQueue."""
+
+
+class JobMix(Schema, frozen=True):
+    """How the MultiKueue jobs are drawn: arrivals (Poisson) and each job's size, run time
+    and ``carbonshift.io/max-delay``, each picked uniformly from its list."""
+
+    per_day: Annotated[float, msgspec.Meta(gt=0, le=100_000)] = 48.0
+    """Mean arrivals per day (a Poisson number each hour)."""
+    cpu: Annotated[tuple[Whole1, ...], msgspec.Meta(min_length=1)] = (1, 2, 4, 8)
+    """Requested cpu (the whole job: Kueue's usage summed over its pod sets)."""
+    run_hours: Annotated[tuple[Whole1, ...], msgspec.Meta(min_length=1)] = (1, 2, 4, 8)
+    """Run time (known: ``carbonshift.io/expected-runtime``); not interruptible."""
+    max_delay_hours: Annotated[
+        tuple[Annotated[int, msgspec.Meta(ge=0, le=168)], ...], msgspec.Meta(min_length=1)
+    ] = (0, 12, 24)
+    """``carbonshift.io/max-delay`` in hours; 0: none (the job starts when it can)."""
+
+
+class MultiKueue(Schema, frozen=True):
+    """Batch across clusters: Jobs a Kueue MultiKueue manager dispatches to workers."""
+
+    workers: Annotated[tuple[MultiKueueWorker, ...], msgspec.Meta(min_length=1)]
+    """In ``MultiKueueConfig.spec.clusters`` order (what carbon-agnostic Kueue follows)."""
+    jobs: JobMix = JobMix()
+    seed: int = 0
+    """Seed of the job draw: the same seed, the same jobs."""
+
+
 _PRODUCT = Config()
 """The product's defaults: the settings below default to them."""
 _H, _W, _N = _PRODUCT.hysteresis, _PRODUCT.weighting, _PRODUCT.nodepools
@@ -175,6 +215,7 @@ class Scenario(Schema, frozen=True, kw_only=True):
     clusters: tuple[Cluster, ...] = ()
     workloads: tuple[Workload, ...] = ()
     batch: tuple[BatchPool, ...] = ()
+    multikueue: MultiKueue | None = None
     policy: PolicySettings = PolicySettings()
     description: str = ""
 
@@ -185,7 +226,10 @@ class Scenario(Schema, frozen=True, kw_only=True):
 
     def zones(self) -> tuple[str, ...]:
         """Every grid zone the scenario needs a trace for, sorted."""
-        return tuple(sorted({c.zone for c in self.clusters} | {b.zone for b in self.batch}))
+        zones = {c.zone for c in self.clusters} | {b.zone for b in self.batch}
+        if self.multikueue is not None:
+            zones |= {w.zone for w in self.multikueue.workers}
+        return tuple(sorted(zones))
 
 
 def load(path: str | Path, overrides: Mapping[str, str] | None = None) -> Scenario:
@@ -213,14 +257,15 @@ def parse(data: object, overrides: Mapping[str, str] | None = None) -> Scenario:
         "workloads need at least one cluster",
     )
     check(
-        bool(scenario.workloads or scenario.batch),
+        bool(scenario.workloads or scenario.batch or scenario.multikueue),
         "workloads",
-        "a scenario needs workloads, batch pools or both",
+        "a scenario needs workloads, batch pools, multikueue or several",
     )
     for key, items in (
         ("clusters", scenario.clusters),
         ("workloads", scenario.workloads),
         ("batch", scenario.batch),
+        ("multikueue.workers", scenario.multikueue.workers if scenario.multikueue else ()),
     ):
         names = [item.name for item in items]
         for i, name in enumerate(names):
