@@ -15,20 +15,18 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from webhook.decision import pause
+from webhook.decision import pause, reevaluate
 from webhook.decision.forecast import best_start
-from webhook.decision.outcome import Change, Path, iso
-from webhook.decision.record import Record, user_fields, with_switch
+from webhook.decision.outcome import Change, Decision, Path, iso
+from webhook.decision.record import Record, with_switch
 from webhook.decision.reevaluate import (
     Action,
     Inputs,
+    Judged,
     PauseEvent,
+    Rules,
+    Switch,
     apply,
-    carried,
-    last_write,
-    not_managed,
-    record_key,
-    released_or_skipped,
     rounded,
     show,
 )
@@ -45,37 +43,33 @@ NODEPOOL_WRITES = (("spec", "limits"), ("spec", "weight"), ("metadata", "annotat
 """Everything the re-evaluation may change in a NodePool."""
 
 
-def step(obj: Mapping[str, Any], inputs: Inputs) -> Action:
-    """What the re-evaluation does with the stored NodePool ``obj`` now (module doc)."""
-    reason = not_managed(obj, None)
-    if reason:
-        return Action("skipped", reason)
+def _judge(obj: Mapping[str, Any], _previous: Record, inputs: Inputs) -> Judged:
+    """Decide without a stale local reading: only a resume may then be written."""
     if inputs.decide_on is None:  # pragma: no cover - the reevaluator always binds it
         raise ValueError("the NodePool step needs inputs.decide_on")
-    annotations: Mapping[str, str] = obj["metadata"]["annotations"]
-    previous = Record.decode(annotations.get(DECISION))
     zone = inputs.zone
     reading = inputs.table.get(zone) if zone else None
     stale = zone is not None and (reading is None or reading.stale)
     table = {z: r for z, r in inputs.table.items() if z != zone} if stale else inputs.table
     decision = inputs.decide_on(obj, table)
     new = decision.record
-    was = paused(obj)
-    resuming = was and new is not None and not new.body.get("paused")
+    resuming = paused(obj) and new is not None and not new.body.get("paused")
     if stale and not resuming:
-        return Action("stale", f"stale intensity data for {zone}: nothing written")
-    settled = released_or_skipped(obj, previous, decision, inputs.fields)
-    if settled is not None:
-        return settled
-    taken = user_fields(previous)
-    changes = [
-        c
-        for c in decision.changes
-        if c.path in NODEPOOL_WRITES and record_key(c.path, inputs.fields) not in taken
-    ]
-    g = reading.value if reading is not None and not stale else None
-    if not changes or new is None:
-        return Action("kept", _pause_why(decision.warnings) or "nothing to change", before=g)
+        return Judged(decision, f"stale intensity data for {zone}: nothing written")
+    return Judged(decision, before=reading.value if reading is not None and not stale else None)
+
+
+def _kept(decision: Decision) -> str:
+    return _pause_why(decision.warnings) or "nothing to change"
+
+
+def _switch(
+    obj: Mapping[str, Any], changes: list[Change], record: Record, judged: Judged, inputs: Inputs
+) -> Switch:
+    previous = Record.decode(meta_of(obj).annotations.get(DECISION))
+    new = judged.decision.record
+    assert new is not None  # a switch has a new record
+    was = paused(obj)
     limits = any(c.path == ("spec", "limits") for c in changes)
     event: PauseEvent | None = None
     stepped = new.body.get("step") != previous.body.get("step")  # strategy ladder
@@ -83,23 +77,28 @@ def step(obj: Mapping[str, Any], inputs: Inputs) -> Action:
         event = "paused"
     elif limits and was and not new.body.get("paused"):
         event = "resumed"
-    last = last_write(obj, previous)
-    if last is not None and event != "resumed":
-        ago = (inputs.now - last).total_seconds()
-        if ago < inputs.min_interval_seconds:
-            limit = inputs.min_interval_seconds
-            why = f"last write {ago:.0f} s ago, min_interval_seconds is {limit:g}"
-            return Action("too_soon", why, before=g)
-    record, why = _nodepool_switch(
-        obj, changes, carried(new, taken), g=g, event=event, inputs=inputs
-    )
-    changes.append(Change(("metadata", "annotations", DECISION), record.encode()))
-    if event is not None:
-        if event == "paused":
-            why = _paused_why(obj, inputs, g, apply(obj, tuple(changes)), new.body.get("step"))
-        else:
-            why = f"{_pause_why(decision.warnings) or event} ({zone} at {show(g)} g/kWh)"
-    return Action("switched", why, tuple(changes), before=g, pause=event)
+    g = judged.before
+    record, why = _nodepool_switch(obj, changes, record, g=g, event=event, inputs=inputs)
+    if event == "paused":
+        why = _paused_why(obj, inputs, g, apply(obj, tuple(changes)), new.body.get("step"))
+    elif event == "resumed":
+        why = f"{_pause_why(judged.decision.warnings) or event} ({inputs.zone} at {show(g)} g/kWh)"
+    return Switch(record, why, pause=event)
+
+
+RULES = Rules(
+    judge=_judge,
+    writes=lambda change: change.path in NODEPOOL_WRITES,
+    kept=_kept,
+    switch=_switch,
+    urgent=lambda switch: switch.pause == "resumed",
+)
+"""A NodePool's: a resume is written even on stale data and never too soon."""
+
+
+def step(obj: Mapping[str, Any], inputs: Inputs) -> Action:
+    """What the re-evaluation does with the stored NodePool ``obj`` now (module doc)."""
+    return reevaluate.step(obj, inputs, RULES)
 
 
 def paused(obj: Mapping[str, Any]) -> bool:

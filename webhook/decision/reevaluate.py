@@ -20,7 +20,10 @@ match wins:
 - ``switched``: the changes plus the annotation, whose ``switches`` keeps the last five
   switches (time, from, to, expected intensity before and after).
 
-NodePools follow the same rules with their own step (:mod:`webhook.decision.nodepool_step`).
+One skeleton for every kind: what differs (how a kind decides and when its data is stale,
+which changes it may write, what it says when kept or switched, which switch is urgent)
+is the kind's :class:`Rules`, carried by its row; NodePools' are in
+:mod:`webhook.decision.nodepool_step`.
 
 Pure: data in, action out; the caller reads the clock and writes.
 """
@@ -135,54 +138,132 @@ def not_managed(obj: Mapping[str, Any], namespace_labels: Mapping[str, str] | No
     return None
 
 
-def step(obj: Mapping[str, Any], inputs: Inputs) -> Action:
-    """What the re-evaluation does with the stored ``obj`` now (rules in the module doc)."""
+@dataclasses.dataclass(frozen=True, slots=True)
+class Judged:
+    """A kind's reading of the stored object: the decider's proposal, whether stale data
+    forbids any write, and the expected intensity of what is in force."""
+
+    decision: Decision
+    stale: str | None = None
+    """Why nothing may be written (stale or missing intensity data); None: go on."""
+    before: float | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Switch:
+    """What a kind records and says about a switch."""
+
+    record: Record
+    """The new decision record, with this write in ``switches``."""
+    why: str
+    after: float | None = None
+    pause: PauseEvent | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Rules:
+    """The per-kind parts of :func:`step`, carried by the kind's row
+    (:attr:`webhook.kinds.base.Following.rules`)."""
+
+    judge: Callable[[Mapping[str, Any], Record, Inputs], Judged]
+    """Decide, and say whether stale data forbids a write."""
+    writes: Callable[[Change], bool]
+    """Which of the decider's changes the re-evaluation may write."""
+    kept: Callable[[Decision], str]
+    """Why the object stays as it is (the decider proposes no change)."""
+    switch: Callable[[Mapping[str, Any], list[Change], Record, Judged, Inputs], Switch]
+    """The record and the reason of a switch to ``changes``."""
+    urgent: Callable[[Switch], bool] = lambda _switch: False
+    """A switch written even within ``min_interval_seconds`` (a NodePool's resume)."""
+
+
+def step(obj: Mapping[str, Any], inputs: Inputs, rules: Rules | None = None) -> Action:
+    """What the re-evaluation does with the stored ``obj`` now (rules in the module doc);
+    ``rules``: the kind's parts (default: a (Cluster)PropagationPolicy's)."""
+    rules = rules or POLICY_RULES
     reason = not_managed(obj, inputs.namespace_labels)
     if reason:
         return Action("skipped", reason)
-    annotations: Mapping[str, str] = obj["metadata"]["annotations"]
-    previous = Record.decode(annotations.get(DECISION))
-    decision = inputs.decide(obj)
-    new = decision.record
-    stale = _stale(previous, new, inputs)
-    if stale:
-        return Action("stale", f"stale intensity data for {', '.join(stale)}: nothing written")
+    previous = Record.decode(meta_of(obj).annotations.get(DECISION))
+    judged = rules.judge(obj, previous, inputs)
+    if judged.stale:
+        return Action("stale", judged.stale)
+    decision = judged.decision
     settled = released_or_skipped(obj, previous, decision, inputs.fields)
     if settled is not None:
         return settled
     taken = user_fields(previous)
-    changes = [c for c in decision.changes if record_key(c.path, inputs.fields) not in taken]
-    current = _placement(obj)
-    intensities = _intensities(new if new is not None else previous)
-    held = in_force(current, _weights(previous))
-    before = expected_intensity(held, intensities) if held else None
+    changes = [
+        c
+        for c in decision.changes
+        if rules.writes(c) and record_key(c.path, inputs.fields) not in taken
+    ]
+    new = decision.record
     if not changes or new is None or new is previous:
-        kept = [w for w in decision.warnings if "placement kept" in w]
-        why = kept[0].removeprefix("carbonshift: ") if kept else "the placement in force stays"
-        return Action("kept", why, before=before)
-    proposed_placement = _placement(apply(obj, changes))
-    proposed = in_force(proposed_placement, _weights(new)) or {}
-    after = expected_intensity(proposed, intensities)
+        return Action("kept", rules.kept(decision), before=judged.before)
+    switch = rules.switch(obj, changes, carried(new, taken), judged, inputs)
     last = last_write(obj, previous)
-    if last is not None:
+    if last is not None and not rules.urgent(switch):
         ago = (inputs.now - last).total_seconds()
         if ago < inputs.min_interval_seconds:
             limit = inputs.min_interval_seconds
             why = f"last write {ago:.0f} s ago, min_interval_seconds is {limit:g}"
-            return Action("too_soon", why, before=before, after=after)
-    record = carried(new, taken)
-    record = with_switch(
-        record,
-        {
-            "t": iso(inputs.now),
-            "from": held or {},
-            "to": proposed,
-            "before": rounded(before),
-            "after": rounded(after),
-        },
+            return Action("too_soon", why, before=judged.before, after=switch.after)
+    changes.append(Change(("metadata", "annotations", DECISION), switch.record.encode()))
+    return Action(
+        "switched", switch.why, tuple(changes), judged.before, switch.after, pause=switch.pause
     )
-    changes.append(Change(("metadata", "annotations", DECISION), record.encode()))
-    return Action("switched", _why(before, after, inputs.hysteresis), tuple(changes), before, after)
+
+
+# --- a (Cluster)PropagationPolicy's rules --------------------------------------------------
+
+
+def _policy_judge(obj: Mapping[str, Any], previous: Record, inputs: Inputs) -> Judged:
+    decision = inputs.decide(obj)
+    new = decision.record
+    stale = _stale(previous, new, inputs)
+    if stale:
+        return Judged(decision, f"stale intensity data for {', '.join(stale)}: nothing written")
+    held = in_force(_placement(obj), _weights(previous))
+    intensities = _intensities(new if new is not None else previous)
+    before = expected_intensity(held, intensities) if held else None
+    return Judged(decision, before=before)
+
+
+def _policy_kept(decision: Decision) -> str:
+    kept = [w for w in decision.warnings if "placement kept" in w]
+    return kept[0].removeprefix("carbonshift: ") if kept else "the placement in force stays"
+
+
+def _policy_switch(
+    obj: Mapping[str, Any], changes: list[Change], record: Record, judged: Judged, inputs: Inputs
+) -> Switch:
+    previous = Record.decode(meta_of(obj).annotations.get(DECISION))
+    new = judged.decision.record
+    assert new is not None  # a switch has a new record
+    intensities = _intensities(new)
+    held = in_force(_placement(obj), _weights(previous))
+    proposed = in_force(_placement(apply(obj, changes)), _weights(new)) or {}
+    after = expected_intensity(proposed, intensities)
+    before = judged.before
+    entry = {
+        "t": iso(inputs.now),
+        "from": held or {},
+        "to": proposed,
+        "before": rounded(before),
+        "after": rounded(after),
+    }
+    return Switch(with_switch(record, entry), _why(before, after, inputs.hysteresis), after)
+
+
+POLICY_RULES = Rules(
+    judge=_policy_judge,
+    writes=lambda _change: True,
+    kept=_policy_kept,
+    switch=_policy_switch,
+)
+"""A (Cluster)PropagationPolicy's: stale data anywhere in the held or proposed placement
+writes nothing; the switch is scored by expected intensity."""
 
 
 # --- internals ---------------------------------------------------------------------------

@@ -74,7 +74,6 @@ class Context:
 
 
 Decider = Callable[[Mapping[str, Any], Context], Decision]
-Step = Callable[[Mapping[str, Any], reevaluate.Inputs], reevaluate.Action]
 LocalDecider = Callable[
     [Mapping[str, Any], IntensityTable, Context, Sequence[float] | None], Decision
 ]
@@ -114,8 +113,9 @@ class Tally:
 class Following:
     """How the leader follows a kind after creation (re-evaluation)."""
 
-    step: Step = reevaluate.step
-    """The pure step: keep, switch, or release what carbonshift wrote."""
+    rules: reevaluate.Rules = reevaluate.POLICY_RULES
+    """The kind's parts of the one re-evaluation step (:func:`webhook.decision.reevaluate.step`:
+    keep, switch, or release what carbonshift wrote)."""
     fields: Mapping[str, Path] = dataclasses.field(default_factory=lambda: reevaluate.POLICY_FIELDS)
     """Record key prefix -> where the fields carbonshift owns live in the object."""
     local: LocalDecider | None = None

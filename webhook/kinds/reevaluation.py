@@ -174,4 +174,4 @@ class Reevaluation:
             decide_on=decide_on,
             outlook=outlook,
         )
-        return following.step(obj, inputs)
+        return reevaluate.step(obj, inputs, following.rules)
