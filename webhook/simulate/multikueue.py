@@ -25,10 +25,9 @@ in arrival order:
   deadlines, jobs whole. Two greedy passes, one over the jobs in arrival order and one
   largest (cpu x hours) first, each job taking the (worker, start) with the lowest true
   emissions among those where it fits the quota for its whole run and starts by its
-  deadline; the lower of the two totals. A greedy bound, not the optimum (that is an
-  integer program): a rule of the greedy family cannot beat it on the same jobs by
-  construction only when it is itself one of those passes, so a policy may come out above
-  100 % where the greedy packing is poor.
+  deadline; the lower of the two totals. Greedy, not optimal (the optimum is an integer
+  program): a bound for rules of that greedy family only, so a rule that packs better than
+  both passes could score above 100 %.
 
 A job's deadline is its arrival plus its max-delay (none: its arrival); a start after it is
 a miss. Emissions: cpu x ``power_kw`` (per cpu) x the hourly intensities of the run.
