@@ -27,6 +27,10 @@ any worker is nominated. It is judged on the grid of the worker the dispatcher w
 nominate first: the greenest worker that has room now (:func:`window_zone`, which is
 :func:`nominate` at round 0). One ranking decides both: the job waits for the green hour
 of the grid it is about to run on, then goes there first.
+:func:`admission` is that check whole: :func:`window` on :func:`window_zone`'s worker,
+and Ready at once when that worker would keep less than half its quota free after the
+job (:data:`SPARE`): a busy worker's green slot goes to the next job while this one
+waits, and the wait saves nothing for the fleet.
 
 Every worker is ranked on the mean forecast intensity of its grid zone over the job's run
 time (``ceil(runtime)`` hours from now, :func:`zone_means` through
