@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from webhook.kube.client import Settings
     from webhook.kube.events import EventRecorder
     from webhook.kube.inventory import FleetInventory
+    from webhook.kube.kueue import Workers
     from webhook.kube.leader import LeaderElector
     from webhook.kube.peers import PeerInventory
 
@@ -109,6 +110,8 @@ class Fleet:
     events: EventRecorder
     inventory: FleetInventory
     peers: PeerInventory
+    workers: Workers | None = None
+    """Clients of the Kueue MultiKueue workers (``kueue.enabled``)."""
 
 
 async def run(
@@ -187,7 +190,14 @@ async def _fleet(manager: Manager, config: Config, state: ServerState, kube: Set
         lease=f"{kube.namespace}/{kube.lease}",
         identity=kube.identity,
     )
-    return Fleet(api, elector, EventRecorder(api, kube.identity, elector), clusters, places)
+    workers = None
+    if config.kueue.enabled:
+        from webhook.kube.kueue import Workers  # noqa: PLC0415
+
+        workers = Workers(api, config.kueue.namespace)
+        await manager.start(Part("kueue-workers", lambda: None, workers.close))
+    events = EventRecorder(api, kube.identity, elector)
+    return Fleet(api, elector, events, clusters, places, workers)
 
 
 def _starter(follower: Any, api: ApiClient) -> Callable[[], None]:
@@ -199,7 +209,9 @@ def controllers(
 ) -> list[Controller]:
     """The leader's controllers this configuration switches on, in start order."""
     from webhook.controllers.accounting import Accountant  # noqa: PLC0415
+    from webhook.controllers.carbon_window import CarbonWindow  # noqa: PLC0415
     from webhook.controllers.carry import Carrier  # noqa: PLC0415
+    from webhook.controllers.kueue_dispatch import KueueDispatcher  # noqa: PLC0415
     from webhook.controllers.labels import NODES, ClusterLabeler  # noqa: PLC0415
     from webhook.controllers.ocm_scores import PlacementScorer  # noqa: PLC0415
     from webhook.controllers.reevaluator import Reevaluator  # noqa: PLC0415
@@ -222,7 +234,11 @@ def controllers(
         out.append(PlacementScorer(api, config, feed, elector))
     if config.carry.enabled:
         out.append(Carrier(api, config, elector, events=events))
-    for section in ("labels", "reevaluate", "accounting", "ocm", "carry"):
+    if config.kueue.enabled and fleet.workers is not None:
+        if config.kueue.dispatch != "none":
+            out.append(KueueDispatcher(api, config, feed, elector, fleet.workers, events=events))
+        out.append(CarbonWindow(api, config, feed, elector, fleet.workers, events=events))
+    for section in ("labels", "reevaluate", "accounting", "ocm", "carry", "kueue"):
         if not getattr(config, section).enabled:
             log.info(f"{section}_disabled", hint=f"{section}.enabled is false")
     return out

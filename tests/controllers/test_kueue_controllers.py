@@ -1,0 +1,455 @@
+"""The leader's Kueue controllers against two in-process API servers (:mod:`tests.kubeapi`):
+a MultiKueue manager (Workloads, ClusterQueue with the MultiKueue check, MultiKueueConfig,
+MultiKueueClusters with their zones, kubeconfig Secrets) and one worker server holding
+both workers' LocalQueues and ClusterQueues (each MultiKueueCluster's Secret points at it,
+its ClusterQueues named per worker).
+
+The dispatcher nominates the greenest worker with room as Kueue's admission (field manager
+``kueue-admission``, the admission status as read), explains it (annotation, Event),
+passes over a full worker, widens after a round and never revokes; leaves alone what did
+not opt in, waits on other checks, writes nothing without the Lease. In ``order`` mode it
+puts an opted-in MultiKueueConfig's clusters in carbon order. The carbon window keeps its
+AdmissionCheck Active, holds a Workload Pending until the greener hour of the grid it is
+about to run on, is Ready at the deadline, takes the delay of the check's CarbonWindow,
+and is Ready at once for what did not opt in or has a malformed annotation.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+import yaml
+
+from tests import kubeapi
+from tests.support import NOW, reading
+from webhook.controllers.carbon_window import CarbonWindow
+from webhook.controllers.kueue_dispatch import KueueDispatcher
+from webhook.kinds.reevaluation import OutlookMethod
+from webhook.kube import kueue as kube
+from webhook.kube.events import EventRecorder
+from webhook.model import vocabulary
+from webhook.model.config import parse
+from webhook.model.intensity import IntensityTable
+
+API = kube.API_VERSION
+NS = "batch"
+ZONES = {"worker-a": "PL", "worker-b": "SE-SE3"}
+"""worker-b's grid is the greener."""
+CHECK = "multikueue"
+WINDOW = "carbon-window"
+
+
+@dataclasses.dataclass
+class Feed:
+    values: dict[str, float]
+    ahead: dict[str, list[float]] = dataclasses.field(default_factory=dict)
+
+    @dataclasses.dataclass
+    class _Snapshot:
+        table: IntensityTable
+
+    def snapshot(self) -> Feed._Snapshot:
+        return self._Snapshot({z: reading(z, v) for z, v in self.values.items()})
+
+    def want(self, zone: str) -> None:
+        pass
+
+    def outlook(self, zone: str, horizon: int, method: OutlookMethod) -> list[float] | None:
+        if zone in self.ahead:
+            return self.ahead[zone][: horizon + 1]
+        value = self.values.get(zone)
+        return None if value is None else [value] * (horizon + 1)
+
+
+def namespace(name: str, enabled: bool = True) -> dict[str, Any]:
+    labels = {vocabulary.ENABLED: "true"} if enabled else {}
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
+
+
+def cluster_queue(
+    name: str, cpu: str, used: str = "0", checks: list[str] | None = None
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "resourceGroups": [
+            {
+                "coveredResources": ["cpu"],
+                "flavors": [
+                    {"name": "default", "resources": [{"name": "cpu", "nominalQuota": cpu}]}
+                ],
+            }
+        ]
+    }
+    if checks:
+        spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": c} for c in checks]}
+    status = {
+        "flavorsReservation": [{"name": "default", "resources": [{"name": "cpu", "total": used}]}]
+    }
+    return {
+        "apiVersion": API,
+        "kind": "ClusterQueue",
+        "metadata": {"name": name},
+        "spec": spec,
+        "status": status,
+    }
+
+
+def workload(
+    name: str,
+    cpu: str = "1",
+    *,
+    checks: dict[str, str] | None = None,
+    nominated: list[str] | None = None,
+    annotations: dict[str, str] | None = None,
+    job: str | None = None,
+    namespace: str = NS,
+) -> dict[str, Any]:
+    """A Workload with quota reserved on the manager's ClusterQueue."""
+    status: dict[str, Any] = {
+        "admission": {
+            "clusterQueue": "cq",
+            "podSetAssignments": [{"name": "main", "count": 1, "resourceUsage": {"cpu": cpu}}],
+        },
+        "conditions": [
+            {
+                "type": "QuotaReserved",
+                "status": "True",
+                "reason": "QuotaReserved",
+                "message": "",
+                "lastTransitionTime": "2026-01-01T11:59:00Z",
+            }
+        ],
+        "admissionChecks": [
+            {"name": n, "state": s, "message": "", "lastTransitionTime": "2026-01-01T11:59:00Z"}
+            for n, s in (checks or {CHECK: "Pending"}).items()
+        ],
+    }
+    if nominated:
+        status["nominatedClusterNames"] = nominated
+    meta: dict[str, Any] = {"name": name, "namespace": namespace, "annotations": annotations or {}}
+    if job:
+        meta["ownerReferences"] = [
+            {"apiVersion": "batch/v1", "kind": "Job", "name": job, "uid": "u", "controller": True}
+        ]
+    return {
+        "apiVersion": API,
+        "kind": "Workload",
+        "metadata": meta,
+        "spec": {"queueName": "user-queue", "podSets": [{"name": "main", "count": 1}]},
+        "status": status,
+    }
+
+
+def kubeconfig_secret(name: str, url: str) -> dict[str, Any]:
+    document = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": "w",
+        "clusters": [{"name": "w", "cluster": {"server": url}}],
+        "users": [{"name": "w", "user": {"token": "t"}}],
+        "contexts": [{"name": "w", "context": {"cluster": "w", "user": "w"}}],
+    }
+    data = base64.b64encode(yaml.safe_dump(document).encode()).decode()
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": "kueue-system"},
+        "data": {"kubeconfig": data},
+    }
+
+
+@dataclasses.dataclass
+class World:
+    manager: kubeapi.KubeApi
+    worker: kubeapi.KubeApi
+    workers: kube.Workers
+    gate: kubeapi.Gate
+
+
+@pytest.fixture
+async def world() -> AsyncIterator[World]:
+    async with kubeapi.serve() as manager, kubeapi.serve() as worker:
+        url = str(worker.api.configuration.host)
+        manager.add(namespace(NS))
+        manager.add(namespace("elsewhere", enabled=False))
+        manager.add(cluster_queue("cq", "100", checks=[CHECK]))
+        manager.add(
+            {
+                "apiVersion": API,
+                "kind": "AdmissionCheck",
+                "metadata": {"name": CHECK},
+                "spec": {
+                    "controllerName": kube.MULTIKUEUE_CONTROLLER,
+                    "parameters": {
+                        "apiGroup": kube.GROUP,
+                        "kind": "MultiKueueConfig",
+                        "name": "mk",
+                    },
+                },
+            }
+        )
+        manager.add(
+            {
+                "apiVersion": API,
+                "kind": "MultiKueueConfig",
+                "metadata": {"name": "mk"},
+                "spec": {"clusters": ["worker-a", "worker-b"]},
+            }
+        )
+        for name, zone in ZONES.items():
+            manager.add(
+                {
+                    "apiVersion": API,
+                    "kind": "MultiKueueCluster",
+                    "metadata": {"name": name, "labels": {vocabulary.ZONE: zone}},
+                    "spec": {
+                        "clusterSource": {
+                            "kubeConfig": {"locationType": "Secret", "location": name}
+                        }
+                    },
+                }
+            )
+            manager.add(kubeconfig_secret(name, url))
+            # one worker server for both: each worker's LocalQueue lives in its own namespace
+            # name on it, so they are told apart by the ClusterQueue the queue points to.
+        worker.add(
+            {
+                "apiVersion": API,
+                "kind": "LocalQueue",
+                "metadata": {"name": "user-queue", "namespace": NS},
+                "spec": {"clusterQueue": "cq-worker"},
+            }
+        )
+        worker.add(cluster_queue("cq-worker", "4"))
+        workers = kube.Workers(manager.api, "kueue-system")
+        try:
+            yield World(manager, worker, workers, kubeapi.Gate())
+        finally:
+            await workers.close()
+
+
+def dispatcher(world: World, feed: Feed, **kueue: Any) -> KueueDispatcher:
+    config = parse(
+        {"kueue": {"enabled": True, **kueue}, "hysteresis": {"margin": 0.1, "dwell_hours": 1}}
+    )
+    events = EventRecorder(world.manager.api, "replica-0", world.gate)
+    return KueueDispatcher(
+        world.manager.api, config, feed, world.gate, world.workers, events=events, clock=lambda: NOW
+    )
+
+
+CREATED = vocabulary.parse_time(kubeapi.CREATED)
+"""Every Workload's creationTimestamp."""
+SOON = CREATED + timedelta(hours=1)
+"""The carbon window's clock: an hour after the Workloads were created."""
+
+
+def window(world: World, feed: Feed, clock: Any = lambda: SOON, **kueue: Any) -> CarbonWindow:
+    config = parse({"kueue": {"enabled": True, **kueue}})
+    events = EventRecorder(world.manager.api, "replica-0", world.gate)
+    return CarbonWindow(
+        world.manager.api, config, feed, world.gate, world.workers, events=events, clock=clock
+    )
+
+
+GREEN = Feed({"PL": 700.0, "SE-SE3": 30.0})
+
+
+def stored(world: World, name: str, namespace: str = NS) -> dict[str, Any]:
+    return world.manager.get("workloads", name, namespace)
+
+
+def reasons(world: World) -> list[str]:
+    return [e["reason"] for e in world.manager.items("events.events.k8s.io")]
+
+
+async def test_the_greenest_worker_with_room_is_nominated_as_kueues_admission(world: World) -> None:
+    world.manager.add(workload("job-1"))
+    assert await dispatcher(world, GREEN).reconcile() == {"nominated": 1}
+    held = stored(world, "job-1")
+    assert held["status"]["nominatedClusterNames"] == ["worker-b"]
+    assert held["status"]["admission"]["clusterQueue"] == "cq"  # the admission status kept
+    [status_write] = [c for c in world.manager.calls("PATCH") if c.where.subresource == "status"]
+    assert status_write.query["fieldManager"] == "kueue-admission"
+    assert status_write.body["metadata"]["resourceVersion"]
+    decision = json.loads(held["metadata"]["annotations"][vocabulary.DECISION])
+    assert decision["ranked"] == ["worker-b", "worker-a"]
+    assert decision["means"] == {"SE-SE3": 30, "PL": 700}
+    assert decision["nominatedAt"] == vocabulary.format_time(NOW)
+    assert reasons(world) == ["CarbonDispatched"]
+    assert await dispatcher(world, GREEN).reconcile() == {}  # nothing left to change
+
+
+async def test_with_no_room_anywhere_every_worker_is_nominated_greenest_first(world: World) -> None:
+    world.worker.add(cluster_queue("cq-worker", "4", used="4"))  # both workers full...
+    world.manager.add(workload("job-1"))
+    assert await dispatcher(world, GREEN).reconcile() == {"nominated": 1}
+    # ...so every worker that can run it is nominated, greenest first
+    assert stored(world, "job-1")["status"]["nominatedClusterNames"] == ["worker-b", "worker-a"]
+
+
+async def test_in_flight_nominations_count_against_room(world: World) -> None:
+    world.manager.add(workload("first", cpu="3", nominated=["worker-b"]))
+    world.manager.add(workload("second", cpu="2"))
+    await dispatcher(world, GREEN).reconcile()
+    assert stored(world, "second")["status"]["nominatedClusterNames"] == ["worker-a"]
+
+
+async def test_a_round_without_admission_widens_and_never_revokes(world: World) -> None:
+    since = vocabulary.format_time(NOW - timedelta(seconds=61))
+    world.manager.add(
+        workload(
+            "job-1",
+            nominated=["worker-a"],
+            annotations={vocabulary.DECISION: json.dumps({"nominatedAt": since})},
+        )
+    )
+    assert await dispatcher(world, GREEN).reconcile() == {"widened": 1}
+    held = stored(world, "job-1")
+    assert held["status"]["nominatedClusterNames"] == ["worker-a", "worker-b"]
+    assert json.loads(held["metadata"]["annotations"][vocabulary.DECISION])["nominatedAt"] == since
+
+
+async def test_what_did_not_opt_in_or_waits_on_a_check_is_left_alone(world: World) -> None:
+    world.manager.add(workload("other", namespace="elsewhere"))
+    world.manager.add(workload("held", checks={CHECK: "Pending", WINDOW: "Pending"}))
+    assert await dispatcher(world, GREEN).reconcile() == {}
+    assert world.manager.writes() == []
+
+
+async def test_nothing_is_written_without_the_lease(world: World) -> None:
+    world.manager.add(workload("job-1"))
+    world.gate.lose()
+    assert await dispatcher(world, GREEN).reconcile() == {}
+    assert world.manager.writes() == []
+
+
+async def test_order_mode_puts_an_opted_in_config_in_carbon_order(world: World) -> None:
+    config = world.manager.get("multikueueconfigs", "mk")
+    config["metadata"]["labels"] = {vocabulary.ENABLED: "true"}
+    world.manager.add(config)
+    assert await dispatcher(world, GREEN, dispatch="order").reconcile() == {"ordered": 1}
+    held = world.manager.get("multikueueconfigs", "mk")
+    assert held["spec"]["clusters"] == ["worker-b", "worker-a"]
+    assert "orderedAt" in json.loads(held["metadata"]["annotations"][vocabulary.DECISION])
+    assert "CarbonOrderChanged" in reasons(world)
+    # the grid flips at once: held for the dwell (1 h) since the order was written
+    flipped = Feed({"PL": 30.0, "SE-SE3": 700.0})
+    assert await dispatcher(world, flipped, dispatch="order").reconcile() == {}
+    assert world.manager.get("multikueueconfigs", "mk")["spec"]["clusters"] == [
+        "worker-b",
+        "worker-a",
+    ]
+
+
+def with_window(world: World, parameters: str | None = None) -> None:
+    check: dict[str, Any] = {
+        "apiVersion": API,
+        "kind": "AdmissionCheck",
+        "metadata": {"name": WINDOW},
+        "spec": {"controllerName": "carbonshift.io/carbon-window"},
+    }
+    if parameters:
+        check["spec"]["parameters"] = {
+            "apiGroup": "carbonshift.io",
+            "kind": "CarbonWindow",
+            "name": parameters,
+        }
+    world.manager.add(check)
+    world.manager.add(cluster_queue("cq", "100", checks=[WINDOW, CHECK]))
+
+
+def job(name: str, annotations: dict[str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": NS, "annotations": annotations},
+    }
+
+
+def check_of(world: World, name: str) -> dict[str, Any]:
+    held = stored(world, name)["status"]["admissionChecks"]
+    found: dict[str, Any] = next(c for c in held if c["name"] == WINDOW)
+    return found
+
+
+LATER_GREEN = Feed(
+    {"PL": 700.0, "SE-SE3": 300.0}, ahead={"SE-SE3": [300.0, 300.0, 40.0, 40.0] + [300.0] * 30}
+)
+"""worker-b's grid is the greener, and greener still two hours from now."""
+
+
+async def test_the_check_is_active_and_holds_for_the_greener_hour(world: World) -> None:
+    with_window(world)
+    world.manager.add(job("job-1", {vocabulary.MAX_DELAY: "6h"}))
+    world.manager.add(workload("wl-1", checks={WINDOW: "Pending", CHECK: "Pending"}, job="job-1"))
+    assert await window(world, LATER_GREEN).reconcile() == {"active": 1, "Pending": 1}
+    [active] = world.manager.get("admissionchecks", WINDOW)["status"]["conditions"]
+    assert (active["type"], active["status"]) == ("Active", "True")
+    state = check_of(world, "wl-1")
+    assert state["state"] == "Pending"
+    assert "from 2026-01-01T03:00:00Z" in state["message"]
+    assert "(grid SE-SE3)" in state["message"]
+    assert "CarbonWindowPending" in reasons(world)
+    assert await window(world, LATER_GREEN).reconcile() == {}  # the same hold: no rewrite
+    feed_then = Feed({"PL": 700.0, "SE-SE3": 40.0})
+    at_green = window(world, feed_then, clock=lambda: SOON + timedelta(hours=2))
+    assert await at_green.reconcile() == {"Ready": 1}
+    assert check_of(world, "wl-1")["state"] == "Ready"
+
+
+async def test_never_held_past_the_deadline(world: World) -> None:
+    with_window(world)
+    world.manager.add(job("job-1", {vocabulary.MAX_DELAY: "6h"}))
+    world.manager.add(workload("wl-1", checks={WINDOW: "Pending"}, job="job-1"))
+    late = window(world, LATER_GREEN, clock=lambda: CREATED + timedelta(hours=6))
+    assert await late.reconcile() == {"active": 1, "Ready": 1}
+    assert "deadline" in check_of(world, "wl-1")["message"]
+
+
+async def test_the_carbon_window_parameters_give_the_default_delay(world: World) -> None:
+    with_window(world, parameters="overnight")
+    world.manager.add(
+        {
+            "apiVersion": "carbonshift.io/v1alpha1",
+            "kind": "CarbonWindow",
+            "metadata": {"name": "overnight"},
+            "spec": {"maxDelay": "6h"},
+        }
+    )
+    world.manager.add(workload("wl-1", checks={WINDOW: "Pending"}))
+    world.manager.add(workload("wl-2", checks={WINDOW: "Pending"}, job="job-2"))
+    world.manager.add(job("job-2", {vocabulary.MAX_DELAY: "30m"}))
+    await window(world, LATER_GREEN).reconcile()
+    assert check_of(world, "wl-1")["state"] == "Pending"  # the CarbonWindow's 6 h
+    assert check_of(world, "wl-2")["state"] == "Ready"  # its own 30 min
+
+
+async def test_ready_at_once_when_not_opted_in_or_malformed(world: World) -> None:
+    with_window(world)
+    world.manager.add(workload("other", checks={WINDOW: "Pending"}, namespace="elsewhere"))
+    world.manager.add(job("job-1", {vocabulary.MAX_DELAY: "soon"}))
+    world.manager.add(workload("wl-1", checks={WINDOW: "Pending"}, job="job-1"))
+    assert await window(world, LATER_GREEN, default_max_delay_seconds=21600).reconcile() == {
+        "active": 1,
+        "Ready": 2,
+    }
+    other = world.manager.get("workloads", "other", "elsewhere")["status"]["admissionChecks"][0]
+    assert other["state"] == "Ready"
+    assert "max-delay" in check_of(world, "wl-1")["message"]
+
+
+async def test_a_worker_without_a_readable_secret_is_left_out(world: World) -> None:
+    world.manager.objects = {
+        k: v
+        for k, v in world.manager.objects.items()
+        if not (k[2] == "secrets" and k[4] == "worker-b")
+    }
+    world.manager.add(workload("job-1"))
+    await dispatcher(world, GREEN).reconcile()
+    assert stored(world, "job-1")["status"]["nominatedClusterNames"] == ["worker-a"]

@@ -1,0 +1,304 @@
+"""The leader's Kueue MultiKueue dispatcher: where a Job's Workload goes.
+
+Every ``kueue.interval_seconds`` while this replica leads, with ``kueue.dispatch``:
+
+``external`` (Kueue's ``multiKueue.dispatcherName`` set to ``kueue.dispatcher_name``):
+for each Workload on the manager in a namespace labelled ``carbonshift.io/enabled=true``
+(:func:`webhook.decision.optin.not_opted_in`) that has quota reserved, no
+``status.clusterName``, and every admission check but MultiKueue's Ready (MultiKueue
+dispatches only then), the dispatcher reads the workers (:mod:`webhook.controllers.kueue_fleet`),
+the jobs nominated and not yet admitted, and the feed's outlook of each worker's zone, and
+writes what :func:`webhook.decision.kueue.nominate` says into
+``status.nominatedClusterNames``: the greenest worker with room first, the next ones
+each ``kueue.round_seconds`` no nominated worker admitted it (rounds are counted from the
+first nomination, kept in the Workload's ``carbonshift.io/decision`` annotation, so a new
+leader goes on where the last one stopped). A nomination is only ever widened, never
+revoked (a worker may have started to admit the Workload). The status is applied as
+Kueue's own admission status (field manager ``kueue-admission``, guarded by the
+``resourceVersion`` read), so Kueue's apply that sets ``clusterName`` clears it. Each
+nomination is explained: the annotation (:func:`webhook.decision.kueue.record`), an Event
+``CarbonDispatched`` and ``carbonshift_kueue_nominations_total``.
+
+``order`` (Kueue's incremental dispatcher): each ``MultiKueueConfig`` labelled
+``carbonshift.io/enabled=true`` gets its ``spec.clusters`` in carbon order
+(:func:`webhook.decision.kueue.order`, damped by the hysteresis section; the order's start
+kept in its ``carbonshift.io/decision`` annotation), an update guarded by the
+``resourceVersion`` read, an Event ``CarbonOrderChanged`` and
+``carbonshift_kueue_orders_total``. When carbonshift stops, Kueue keeps dispatching in the
+last order written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Callable, Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+import structlog
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.rest import ApiException
+
+from webhook.controllers.kueue_fleet import (
+    Feed,
+    KueueReader,
+    decision_of,
+    finished,
+    in_flight,
+    since_of,
+)
+from webhook.controllers.runner import Controller
+from webhook.decision import kueue as rules
+from webhook.decision.hysteresis import Hysteresis
+from webhook.decision.optin import not_opted_in
+from webhook.kube import kueue as kube
+from webhook.kube.client import REQUEST_TIMEOUT, error_name
+from webhook.kube.events import EventRecorder
+from webhook.kube.writes import Gate, NotLeader, apply_metadata, update
+from webhook.model import vocabulary
+from webhook.model.config import Config
+from webhook.model.intensity import utcnow
+from webhook.model.objects import condition, items, meta_of, text
+from webhook.model.validation import InvalidInput
+from webhook.runtime import metrics
+
+log = structlog.get_logger("carbonshift.kueue")
+
+Obj = dict[str, Any]
+DISPATCHED = "CarbonDispatched"
+ORDER_CHANGED = "CarbonOrderChanged"
+NOMINATED_AT = "nominatedAt"
+"""Decision annotation key: when the first nomination was written (rounds count from it)."""
+ORDERED_AT = "orderedAt"
+"""Decision annotation key of a MultiKueueConfig: when its order was last written."""
+
+
+def waiting_on_checks(workload: Mapping[str, Any], multikueue_check: str | None) -> bool:
+    """True while an admission check other than MultiKueue's is not Ready."""
+    for check in items(workload, "status", "admissionChecks"):
+        if text(check, "name") != multikueue_check and text(check, "state") != "Ready":
+            return True
+    return False
+
+
+class KueueDispatcher(Controller):
+    """Nominates MultiKueue workers (``external``) or orders MultiKueueConfigs (``order``)."""
+
+    name = "kueue_dispatch"
+
+    def __init__(
+        self,
+        api: client.ApiClient,
+        config: Config,
+        feed: Feed,
+        gate: Gate,
+        workers: kube.Workers,
+        *,
+        events: EventRecorder | None = None,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.api = api
+        self.config = config
+        self.gate = gate
+        self.events = events
+        self.clock = clock
+        self.interval = config.kueue.interval_seconds
+        self.reader = KueueReader(api, config, feed, workers)
+        h = config.hysteresis
+        self.hysteresis = Hysteresis(margin=h.margin, dwell_hours=h.dwell_hours)
+
+    async def reconcile(self) -> dict[str, int]:
+        """One pass; outcome -> count (``nominated``, ``widened``, ``ordered``, ``error``)."""
+        if self.config.kueue.dispatch == "order":
+            return await self._order_pass()
+        if self.config.kueue.dispatch == "external":
+            return await self._dispatch_pass()
+        return {}
+
+    # --- external: nominate -----------------------------------------------------------------
+
+    async def _namespace_labels(self) -> dict[str, Mapping[str, str]] | None:
+        try:
+            listed = await client.CoreV1Api(self.api).list_namespace(
+                _request_timeout=REQUEST_TIMEOUT
+            )
+        except Exception as exc:
+            metrics.KUBE_ERRORS.labels("namespaces", error_name(exc)).inc()
+            return None
+        return {ns.metadata.name: dict(ns.metadata.labels or {}) for ns in listed.items}
+
+    async def _dispatch_pass(self) -> dict[str, int]:
+        workloads = await kube.listed(self.api, kube.WORKLOADS)
+        namespaces = await self._namespace_labels()
+        if workloads is None or namespaces is None or not await self.reader.begin():
+            return {}
+        flying = in_flight(workloads, self.config.kueue.default_runtime_seconds)
+        outcomes: dict[str, int] = {}
+        for workload in workloads:
+            meta = meta_of(workload)
+            if not_opted_in(workload, namespaces.get(meta.namespace, {})) is not None:
+                continue
+            if finished(workload) or text(workload, "status", "clusterName"):
+                continue
+            if condition(workload, "QuotaReserved") != "True":
+                continue
+            if waiting_on_checks(workload, self.reader.multikueue_check(workload)):
+                continue
+            if not self.gate.leading:
+                break
+            try:
+                outcome, job = await self._nominate(workload, flying)
+            except NotLeader:
+                break
+            except (ApiException, InvalidInput) as exc:
+                outcome, job = "error", None
+                metrics.KUEUE_NOMINATIONS.labels("error").inc()
+                log.warning("kueue_nomination_failed", workload=meta.name,
+                            namespace=meta.namespace, error=str(exc)[:300])  # fmt: skip
+            if job is not None:
+                flying = [j for j in flying if j.key != job.key] + [job]
+            if outcome:
+                outcomes[outcome] = outcomes.get(outcome, 0) + 1
+        return outcomes
+
+    async def _nominate(
+        self, workload: Obj, flying: list[rules.Job]
+    ) -> tuple[str, rules.Job | None]:
+        workers = await self.reader.fleet(workload)
+        if not workers:
+            return "", None
+        annotations = await self.reader.job_annotations(workload)
+        job = self.reader.job_of(workload, annotations)
+        now = self.clock()
+        since = since_of(workload, NOMINATED_AT) if job.nominated else None
+        round_seconds = self.config.kueue.round_seconds
+        waited = 0.0 if since is None else (now - since).total_seconds()
+        rounds = max(0, math.floor(waited / round_seconds))
+        outlooks, readings = self.reader.outlooks((w.zone for w in workers), job.hours)
+        nomination = rules.nominate(
+            job, workers, outlooks, flying, rounds=rounds, step=self.config.kueue.step,
+            readings=readings,
+        )  # fmt: skip
+        added = [n for n in nomination.names if n not in job.nominated]
+        if not added:
+            return "", None
+        names = [*job.nominated, *added][: rules.MAX_NOMINATED]
+        status = kube.admission_status(workload, names)
+        await kube.apply_status(self.api, self.gate, workload, kube.WORKLOADS, kind="Workload",
+                                status=status, manager=kube.ADMISSION_MANAGER)  # fmt: skip
+        outcome = "widened" if job.nominated else "nominated"
+        metrics.KUEUE_NOMINATIONS.labels(outcome).inc()
+        zones = {w.name: w.zone for w in workers}
+        recorded = {**decision_of(workload), **rules.record(nomination, zones=zones)}
+        recorded["nominated"] = names
+        recorded[NOMINATED_AT] = vocabulary.format_time(since or now)
+        meta = meta_of(workload)
+        try:
+            await apply_metadata(
+                self.api, self.gate, group=kube.GROUP, version=kube.VERSION,
+                plural=kube.WORKLOADS, kind="Workload", name=meta.name,
+                namespace=meta.namespace,
+                annotations={vocabulary.DECISION: json.dumps(recorded, sort_keys=True)},
+            )  # fmt: skip
+        except ApiException as exc:
+            log.warning("kueue_decision_not_recorded", workload=meta.name, error=error_name(exc))
+        note = f"nominated {', '.join(names)}: {nomination.reason}"
+        if outcome == "widened":
+            note = f"round {nomination.round}: {note}"
+        if self.events is not None:
+            await self.events.emit(workload, reason=DISPATCHED, note=note, action="Nominate")
+        log.info("kueue_nominated", workload=meta.name, namespace=meta.namespace,
+                 nominated=names, round=nomination.round, reason=nomination.reason)  # fmt: skip
+        return outcome, dataclasses.replace(job, nominated=tuple(names))
+
+    # --- order: MultiKueueConfig.spec.clusters ---------------------------------------------
+
+    async def _order_pass(self) -> dict[str, int]:
+        if not await self.reader.begin():
+            return {}
+        configs = await kube.listed(
+            self.api, kube.MULTIKUEUE_CONFIGS, label_selector=f"{vocabulary.ENABLED}=true"
+        )
+        outcomes: dict[str, int] = {}
+        for found in configs or []:
+            if not_opted_in(found, None) is not None:
+                continue
+            if not self.gate.leading:
+                break
+            try:
+                changed = await self._order(found)
+            except NotLeader:
+                break
+            except ApiException as exc:
+                metrics.KUEUE_ORDERS.labels("error").inc()
+                log.warning("kueue_order_failed", multikueue_config=meta_of(found).name,
+                            error=error_name(exc))  # fmt: skip
+                outcomes["error"] = outcomes.get("error", 0) + 1
+                continue
+            if changed:
+                outcomes["ordered"] = outcomes.get("ordered", 0) + 1
+        return outcomes
+
+    async def _order(self, found: Obj) -> bool:
+        name = meta_of(found).name
+        hours = rules.hours_of(timedelta(seconds=self.config.kueue.default_runtime_seconds))
+        decided: dict[str, Any] = {}
+
+        async def read() -> Obj:
+            got = await kube.get(self.api, kube.MULTIKUEUE_CONFIGS, name)
+            if got is None:
+                raise ApiException(status=404, reason=f"MultiKueueConfig {name} is gone")
+            return got
+
+        def change(current: Obj) -> Obj | None:
+            zones = self.reader.config_zones(current)
+            workers = [rules.Worker(n, z, {}) for n, z in zones.items()]
+            outlooks, readings = self.reader.outlooks(zones.values(), hours)
+            now = self.clock()
+            since = since_of(current, ORDERED_AT)
+            held = math.inf if since is None else (now - since).total_seconds() / 3600
+            proposed, reason = rules.order(
+                list(zones), workers, outlooks, held, self.hysteresis, hours=hours,
+                readings=readings,
+            )  # fmt: skip
+            decided.update(reason=reason, clusters=proposed, before=list(zones))
+            if proposed is None:
+                return None
+            recorded = {**decision_of(current), "order": proposed, "reason": reason,
+                        ORDERED_AT: vocabulary.format_time(now)}  # fmt: skip
+            out = dict(current)
+            out["spec"] = {**current.get("spec", {}), "clusters": proposed}
+            metadata = dict(current["metadata"])
+            metadata["annotations"] = {
+                **meta_of(current).annotations,
+                vocabulary.DECISION: json.dumps(recorded, sort_keys=True),
+            }
+            out["metadata"] = metadata
+            return out
+
+        async def write(wanted: Obj) -> Obj:
+            result = await client.CustomObjectsApi(self.api).replace_cluster_custom_object(
+                kube.GROUP, kube.VERSION, kube.MULTIKUEUE_CONFIGS, name, wanted,
+                _request_timeout=REQUEST_TIMEOUT,
+            )  # fmt: skip
+            stored: Obj = dict(result)
+            return stored
+
+        stored = await update(read, change, write, gate=self.gate,
+                              resource=f"{kube.MULTIKUEUE_CONFIGS}.{kube.GROUP}")  # fmt: skip
+        if stored is None:
+            return False
+        metrics.KUEUE_ORDERS.labels("changed").inc()
+        note = f"clusters {', '.join(decided['clusters'])} (was {', '.join(decided['before'])}): "
+        note += decided["reason"]
+        if self.events is not None:
+            await self.events.emit(stored, reason=ORDER_CHANGED, note=note, action="Order")
+        log.info("kueue_order_changed", multikueue_config=name, clusters=decided["clusters"],
+                 before=decided["before"], reason=decided["reason"])  # fmt: skip
+        return True
+
+    def describe(self) -> dict[str, Any]:
+        return {"dispatch": self.config.kueue.dispatch,
+                "dispatcher_name": self.config.kueue.dispatcher_name}  # fmt: skip
