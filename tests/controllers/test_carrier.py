@@ -9,9 +9,9 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from tests.controllers.test_rebalancer import FILL, binding
 
 from tests import kubeapi
+from tests.controllers.test_rebalancer import FILL, binding
 from webhook import testing
 from webhook.controllers.carry import Carrier
 from webhook.kube.events import EventRecorder

@@ -20,6 +20,7 @@ from webhook.decision.forecast import (
     persistence,
     ranking_value,
 )
+from webhook.model import config
 
 
 def test_persistence_repeats_the_current_value() -> None:
@@ -95,10 +96,10 @@ def test_expected_intensity_is_weight_averaged_and_neutral_for_unknowns() -> Non
 
 
 def test_invalid_rules_are_rejected() -> None:
-    with pytest.raises(ValueError, match="margin"):
-        hysteresis.Hysteresis(margin=1.0)
-    with pytest.raises(ValueError, match="dwell"):
-        hysteresis.Hysteresis(dwell_hours=-1)
+    with pytest.raises(ValueError, match=r"hysteresis\.margin"):
+        config.parse({"hysteresis": {"margin": 1.0}})
+    with pytest.raises(ValueError, match=r"hysteresis\.dwell_hours"):
+        config.parse({"hysteresis": {"dwell_hours": -1}})
 
 
 def test_judge_says_why_a_proposal_is_taken_or_held() -> None:

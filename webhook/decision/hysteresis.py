@@ -25,22 +25,15 @@ import math
 from collections.abc import Mapping
 
 from webhook.decision.ranking import mean_known
+from webhook.model.config import HysteresisConfig
 
+Hysteresis = HysteresisConfig
+"""The switching rule's two knobs are the configuration's ``hysteresis`` section itself
+(``margin``: relative improvement in expected intensity needed to switch; ``dwell_hours``:
+minimum time a placement stays in force), bounds checked where it is parsed."""
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Hysteresis:
-    """The switching rule's two knobs."""
-
-    margin: float = 0.0
-    """Relative improvement in expected intensity needed to switch (0.1 = 10 % lower)."""
-    dwell_hours: float = 0.0
-    """Minimum time a placement stays in force before it may be replaced."""
-
-    def __post_init__(self) -> None:
-        if not 0.0 <= self.margin < 1.0:
-            raise ValueError(f"margin must be in [0, 1), got {self.margin!r}")
-        if self.dwell_hours < 0:
-            raise ValueError(f"dwell_hours must be >= 0, got {self.dwell_hours!r}")
+NO_HYSTERESIS = Hysteresis(margin=0.0, dwell_hours=0.0)
+"""Switch on any improvement at once (the decision inputs' default)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from webhook.decision.hysteresis import Held, Hysteresis, Verdict, judge
+from webhook.decision.hysteresis import NO_HYSTERESIS, Held, Hysteresis, Verdict, judge
 from webhook.decision.labels import RANK, Rule
 from webhook.decision.liqo import REMOTE_ID_LABEL
 from webhook.decision.outcome import Change, Decision, lookup, short
@@ -63,7 +63,7 @@ class OffloadingInputs:
     table: IntensityTable
     rule: Rule
     """The intensity class thresholds (those of the ``carbonshift.io/intensity`` labels)."""
-    hysteresis: Hysteresis = Hysteresis()
+    hysteresis: Hysteresis = NO_HYSTERESIS
     now: datetime | None = None
     """For the dwell (None: no hysteresis, the green set is always taken)."""
 

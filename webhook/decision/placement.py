@@ -41,7 +41,7 @@ from typing import Any
 
 from webhook.decision import carry
 from webhook.decision.holding import Proposal
-from webhook.decision.hysteresis import Hysteresis
+from webhook.decision.hysteresis import NO_HYSTERESIS, Hysteresis
 from webhook.decision.karmada_view import Division, PlacementView
 from webhook.decision.outcome import Decision, lookup, short
 from webhook.decision.ranking import carbon_weights, order_greenest, within_limit
@@ -154,7 +154,7 @@ class PolicyInputs:
     clusters: Mapping[str, ClusterConfig]
     table: IntensityTable
     weighting: WeightingConfig = WeightingConfig()
-    hysteresis: Hysteresis = Hysteresis()
+    hysteresis: Hysteresis = NO_HYSTERESIS
     """When a recomputed placement may replace the one in force (refresh only)."""
     now: datetime | None = None
     """Decision time, for the minimum dwell of the placement in force."""

@@ -38,7 +38,7 @@ from typing import Any, Literal
 
 from webhook.decision import optin
 from webhook.decision.holding import in_force
-from webhook.decision.hysteresis import Hysteresis, expected_intensity
+from webhook.decision.hysteresis import NO_HYSTERESIS, Hysteresis, expected_intensity
 from webhook.decision.outcome import REMOVE, Change, Decision, Path, iso
 from webhook.decision.record import (
     Record,
@@ -70,7 +70,7 @@ class Inputs:
     table: IntensityTable
     clusters: Mapping[str, ClusterConfig]
     now: datetime
-    hysteresis: Hysteresis = Hysteresis()
+    hysteresis: Hysteresis = NO_HYSTERESIS
     """The rule the decider applies (for the reason given with a switch)."""
     min_interval_seconds: float = 1800.0
     namespace_labels: Mapping[str, str] | None = None

@@ -22,7 +22,6 @@ from typing import Any
 from webhook.decision import offloading
 from webhook.decision.accounting import record_of
 from webhook.decision.division import divide_static
-from webhook.decision.hysteresis import Hysteresis
 from webhook.decision.labels import Rule
 from webhook.decision.outcome import Decision
 from webhook.decision.record import user_view
@@ -36,12 +35,11 @@ GROUP = "offloading.liqo.io"
 
 def decide(obj: Mapping[str, Any], ctx: Context) -> Decision:
     """The narrowed cluster selector on the peers' current intensities."""
-    h = ctx.config.hysteresis
     inputs = offloading.OffloadingInputs(
         ctx.peers or {},
         ctx.table,
         Rule.of(ctx.config),
-        Hysteresis(margin=h.margin, dwell_hours=h.dwell_hours),
+        ctx.config.hysteresis,
         ctx.now,
     )
     return offloading.decide(obj, inputs)

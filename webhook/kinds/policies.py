@@ -12,7 +12,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.decision import placement
-from webhook.decision.hysteresis import Hysteresis
 from webhook.decision.outcome import Decision
 from webhook.kinds.base import Context, Following, Grant, Kind
 
@@ -21,12 +20,11 @@ GROUP = "policy.karmada.io"
 
 def decide(obj: Mapping[str, Any], ctx: Context) -> Decision:
     """The placement for ``obj`` on the context's (forecast-ranked) intensities."""
-    h = ctx.config.hysteresis
     inputs = placement.PolicyInputs(
         ctx.clusters,
         ctx.table if ctx.ranked is None else ctx.ranked,
         ctx.config.weighting,
-        hysteresis=Hysteresis(margin=h.margin, dwell_hours=h.dwell_hours),
+        hysteresis=ctx.config.hysteresis,
         now=ctx.now,
         carried=ctx.fleet is not None and ctx.config.carry.enabled,
     )

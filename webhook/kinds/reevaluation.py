@@ -29,7 +29,6 @@ from typing import Any, Literal
 from webhook import kinds
 from webhook.decision import reevaluate
 from webhook.decision.forecast import HOURS_PER_DAY, RANK_HOURS, Method, on_forecast
-from webhook.decision.hysteresis import Hysteresis
 from webhook.decision.outcome import Decision
 from webhook.kinds import Context, Following, Kind
 from webhook.model.config import Config
@@ -91,8 +90,7 @@ class Reevaluation:
         self.config = config
         self.outlook = outlook
         self.method = METHODS[config.reevaluate.forecast]
-        h = config.hysteresis
-        self.hysteresis = Hysteresis(margin=h.margin, dwell_hours=h.dwell_hours)
+        self.hysteresis = config.hysteresis
         self._ranked_for: tuple[tuple[int | None, int] | None, IntensityTable] = (None, {})
         self._ranked_last: tuple[Context, Context] | None = None
         """The last context ranked and its view (a pass ranks one context per object)."""
