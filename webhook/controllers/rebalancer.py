@@ -38,7 +38,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
 from webhook.decision import carry
-from webhook.decision.capacity import Move, MoveRule, plan_move, quantity, room, tier_fill
+from webhook.decision.capacity import Move, plan_move, quantity, room, tier_fill
 from webhook.decision.record import fingerprint
 from webhook.decision.terms import fill_tiers
 from webhook.kinds import Context
@@ -222,7 +222,7 @@ class Rebalancer:
         self.gate = gate
         self.events = events
         self.settings = config.rebalance
-        self.rule = MoveRule.of(config.rebalance)
+        self.rule = config.rebalance
         self.clock = clock
         self.window = Window(clock)
         self._claims: dict[Workload, _Claim] = {}

@@ -233,32 +233,10 @@ def _room(
 # --- moving back ---------------------------------------------------------------------------
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class MoveRule:
-    """When the leader asks Karmada to move replicas back to greener tiers."""
-
-    move_cost_hours: float = 1.0
-    """Cost of moving one replica, as hours of running it at its new cluster's intensity
-    (start-up, image pull, warm-up)."""
-    margin: float = 0.2
-    """The saving must beat the cost by this much (relative)."""
-    horizon_hours: float = 24.0
-    """Hours over which the saving is counted (the forecast window)."""
-    max_moves_per_policy: int = 50
-    """At most this many replicas moved per policy per hour."""
-    replica_watts: float = 100.0
-    """Power of one replica, only to state the expected saving in grams."""
-
-    @classmethod
-    def of(cls, config: RebalanceConfig) -> MoveRule:
-        """The rule as the configuration sets it."""
-        return cls(
-            move_cost_hours=config.move_cost_hours,
-            margin=config.margin,
-            horizon_hours=config.horizon_hours,
-            max_moves_per_policy=config.max_moves_per_policy,
-            replica_watts=config.replica_watts,
-        )
+MoveRule = RebalanceConfig
+"""When the leader asks Karmada to move replicas back to greener tiers: the
+configuration's ``rebalance`` section itself (``move_cost_hours``, ``margin``,
+``horizon_hours``, ``max_moves_per_policy``, ``replica_watts``)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -369,7 +369,7 @@ def spatial_policies(
     config = s.config(base)
     forecast = f"{s.forecast.value} forecast, mean over {s.forecast_hours} h"
     rebalance = config.rebalance
-    move = MoveRule.of(rebalance) if rebalance.enabled else None
+    move = rebalance if rebalance.enabled else None
 
     def webhook(**knobs: Any) -> WebhookProposal:
         return WebhookProposal(policy_object(clusters, **knobs), members, config)
