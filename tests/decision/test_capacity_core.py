@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from webhook.decision.capacity import MoveRule, plan_move, quantity, room, tier_fill
-from webhook.model.config import RebalanceConfig
+from webhook.model.config import RebalanceConfig, parse
 
 # --- tier fill: the cases of Karmada's own common_test.go, and its rules ---------------------
 
@@ -149,6 +149,8 @@ def test_no_move_over_the_budget_or_without_room() -> None:
     assert plan_move(current, TIERS, {}, GRID, MoveRule(), budget=50) is None
 
 
-def test_the_rule_reads_the_config() -> None:
-    rule = MoveRule.of(RebalanceConfig(margin=0.5, max_moves_per_policy=7))
+def test_the_rule_is_the_config_section() -> None:
+    rule = parse({"rebalance": {"margin": 0.5, "max_moves_per_policy": 7}}).rebalance
+    assert isinstance(rule, MoveRule)
     assert (rule.margin, rule.max_moves_per_policy) == (0.5, 7)
+    assert MoveRule() == RebalanceConfig()
