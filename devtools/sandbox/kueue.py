@@ -24,7 +24,11 @@ where they run (a development tool and the MultiKueue end-to-end tests' clusters
   order; an ``AdmissionCheck`` :data:`ADMISSION_CHECK` (controller
   ``kueue.x-k8s.io/multikueue``); and on every cluster a ResourceFlavor :data:`FLAVOR`, a
   ClusterQueue :data:`CLUSTER_QUEUE` with the caller's quotas (the manager's with the
-  admission check) and a LocalQueue :data:`LOCAL_QUEUE` in :data:`NAMESPACE`.
+  admission check) and a LocalQueue :data:`LOCAL_QUEUE` in :data:`NAMESPACE`;
+* for carbonshift's Kueue controllers (``tests/e2e/test_kueue_carbon.py``), when asked: each
+  MultiKueueCluster labelled with its worker's grid zone (``carbonshift.io/zone``), and an
+  AdmissionCheck :data:`CARBON_WINDOW` (controller ``carbonshift.io/carbon-window``) the
+  manager's ClusterQueue lists before MultiKueue's.
 
 A Job on the manager labelled ``kueue.x-k8s.io/queue-name: user-queue`` gets a Workload,
 quota on the manager, and MultiKueue dispatches it to a worker; the worker's Job status is
@@ -77,6 +81,9 @@ CLUSTER_QUEUE = "cluster-queue"
 LOCAL_QUEUE = "user-queue"
 ADMISSION_CHECK = "multikueue"
 MULTIKUEUE_CONFIG = "multikueue"
+CARBON_WINDOW = "carbon-window"
+"""The AdmissionCheck carbonshift answers, when the caller asks for one."""
+ZONE_LABEL = "carbonshift.io/zone"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 GROUP = "kueue.x-k8s.io"
 API = f"{GROUP}/v1beta2"
@@ -155,6 +162,8 @@ class KueueSandbox(Plane):
         quotas: Mapping[str, Mapping[str, str]] | None = None,
         dispatcher: str = ALL_AT_ONCE,
         step_size: int | None = None,
+        zones: Mapping[str, str] | None = None,
+        carbon_window: str | None = None,
         log: Callable[[str], None] | None = None,
     ) -> None:
         """``workers``: the worker clusters' names (contexts); ``config_clusters``: the
@@ -162,7 +171,11 @@ class KueueSandbox(Plane):
         -> the nominal quota of its ClusterQueue (resource -> quantity; covered resources
         are the keys, with :data:`DEFAULT_QUOTAS` for a cluster not given); ``dispatcher``:
         the manager's ``multiKueue.dispatcherName`` (``step_size``: the incremental
-        dispatcher's, default Kueue's 3)."""
+        dispatcher's, default Kueue's 3); ``zones``: worker -> grid zone, the label
+        ``carbonshift.io/zone`` of its MultiKueueCluster; ``carbon_window``: a controller
+        name for an AdmissionCheck :data:`CARBON_WINDOW` the manager's ClusterQueue lists
+        before MultiKueue's (its controller, carbonshift, must mark it Active: until then the
+        manager's ClusterQueue is inactive and :meth:`wait_active` does not wait for it)."""
         if MANAGER in workers or len(set(workers)) != len(workers) or not workers:
             raise SandboxError(f"workers must be distinct names other than {MANAGER}")
         self.workers = list(workers)
@@ -176,6 +189,8 @@ class KueueSandbox(Plane):
         }
         self.dispatcher = dispatcher
         self.step_size = step_size
+        self.zones = dict(zones or {})
+        self.carbon_window = carbon_window
         super().__init__(
             layout or kueue_layout(Layout.default()),
             log or (lambda message: print(f"[kueue] {message}", flush=True)),
@@ -256,6 +271,8 @@ class KueueSandbox(Plane):
         self.on(MANAGER, "wait", "--for=condition=Active", t, "multikueueclusters", "--all")
         self.on(MANAGER, "wait", "--for=condition=Active", t, f"admissioncheck/{ADMISSION_CHECK}")
         for cluster in self.clusters:
+            if cluster == MANAGER and self.carbon_window:
+                continue  # Active once carbonshift marks the carbon window Active
             self.on(cluster, "wait", "--for=condition=Active", t, f"clusterqueue/{CLUSTER_QUEUE}")
 
     # ----------------------------------------------------------------- steps
@@ -387,9 +404,10 @@ class KueueSandbox(Plane):
                 "metadata": {"name": worker, "namespace": KUEUE_NAMESPACE},
                 "data": {"kubeconfig": pki.b64(kubeconfig)},
             })  # fmt: skip
+            labels = {ZONE_LABEL: self.zones[worker]} if worker in self.zones else {}
             clusters.append({
                 "apiVersion": API, "kind": "MultiKueueCluster",
-                "metadata": {"name": worker},
+                "metadata": {"name": worker, "labels": labels},
                 "spec": {"clusterSource": {"kubeConfig": {
                     "locationType": "Secret", "location": worker}}},
             })  # fmt: skip
@@ -404,8 +422,16 @@ class KueueSandbox(Plane):
             "spec": {"controllerName": MULTIKUEUE_CONTROLLER, "parameters": {
                 "apiGroup": GROUP, "kind": "MultiKueueConfig", "name": MULTIKUEUE_CONFIG}},
         }  # fmt: skip
-        queues = queue_objects(self.quotas[MANAGER], admission_check=ADMISSION_CHECK)
-        return [*secrets, *clusters, config, check, *queues]
+        checks = [ADMISSION_CHECK]
+        extra = []
+        if self.carbon_window:
+            checks.insert(0, CARBON_WINDOW)
+            extra.append({
+                "apiVersion": API, "kind": "AdmissionCheck", "metadata": {"name": CARBON_WINDOW},
+                "spec": {"controllerName": self.carbon_window},
+            })  # fmt: skip
+        queues = queue_objects(self.quotas[MANAGER], admission_checks=checks)
+        return [*secrets, *clusters, config, check, *extra, *queues]
 
 
 def each(step: Callable[[str], object], clusters: Sequence[str]) -> None:
@@ -460,7 +486,7 @@ def multikueue_settings(dispatcher: str, step_size: int | None) -> dict[str, Any
 
 
 def queue_objects(
-    quota: Mapping[str, str], *, admission_check: str | None = None
+    quota: Mapping[str, str], *, admission_checks: Sequence[str] = ()
 ) -> list[dict[str, Any]]:
     """A ResourceFlavor, a ClusterQueue with ``quota`` (for every namespace) and, in
     :data:`NAMESPACE`, a LocalQueue pointing at it."""
@@ -472,8 +498,10 @@ def queue_objects(
                 {"name": name, "nominalQuota": value} for name, value in quota.items()]}],
         }],
     }  # fmt: skip
-    if admission_check:
-        queue_spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": admission_check}]}
+    if admission_checks:
+        queue_spec["admissionChecksStrategy"] = {
+            "admissionChecks": [{"name": name} for name in admission_checks]
+        }
     return [
         {"apiVersion": API, "kind": "ResourceFlavor", "metadata": {"name": FLAVOR}},
         {"apiVersion": API, "kind": "ClusterQueue", "metadata": {"name": CLUSTER_QUEUE},
