@@ -50,6 +50,53 @@ FLEET: tuple[Grant, ...] = (
         "the scores themselves (the AddOnPlacementScore's status)",
     ),
     Grant(
+        "kueue.x-k8s.io",
+        ("clusterqueues", "admissionchecks", "multikueueclusters", "localqueues"),
+        ("get", "list"),
+        "Kueue MultiKueue (docs/kueue.md, kueue.enabled): the manager's queues and checks and "
+        "the workers its MultiKueueClusters name (their kubeconfig Secrets: a Role in Kueue's "
+        "namespace)",
+    ),
+    Grant(
+        "kueue.x-k8s.io",
+        ("workloads",),
+        ("get", "list", "patch"),
+        "the Workloads carbonshift nominates workers for or holds for a carbon window, and "
+        "their carbonshift.io/decision annotation (server-side apply, only that key)",
+    ),
+    Grant(
+        "kueue.x-k8s.io",
+        ("workloads/status",),
+        ("patch",),
+        "status.nominatedClusterNames (applied as Kueue's admission, field manager "
+        "kueue-admission) and the carbon window's status.admissionChecks entry",
+    ),
+    Grant(
+        "kueue.x-k8s.io",
+        ("admissionchecks/status",),
+        ("patch",),
+        "the carbon window AdmissionChecks' Active condition",
+    ),
+    Grant(
+        "kueue.x-k8s.io",
+        ("multikueueconfigs",),
+        ("get", "list", "update"),
+        "dispatch: order writes opted-in MultiKueueConfigs' spec.clusters in carbon order, an "
+        "update guarded by the resourceVersion it read",
+    ),
+    Grant(
+        "carbonshift.io",
+        ("carbonwindows",),
+        ("get", "list"),
+        "the carbon window's parameters (CarbonWindow: the default max-delay of a check)",
+    ),
+    Grant(
+        "batch",
+        ("jobs",),
+        ("get",),
+        "the Job owning a Kueue Workload: its carbonshift.io/max-delay and expected-runtime",
+    ),
+    Grant(
         "events.k8s.io",
         ("events",),
         ("create", "patch"),
