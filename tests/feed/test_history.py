@@ -11,7 +11,7 @@ from tests.support import Clock, FakeUpstream, Reply, em_latest, reading
 from webhook.decision import forecast
 from webhook.decision.forecast import Method, outlook
 from webhook.feed import IntensityFeed
-from webhook.feed.history import History, enough, provider_outlook
+from webhook.feed.history import DAYS, JUDGE_DAYS, History, enough, provider_outlook
 from webhook.model.intensity import Reading
 
 HISTORY = "/v3/carbon-intensity/history"
@@ -39,13 +39,14 @@ def test_hours_without_a_reading_repeat_the_hour_before() -> None:
     assert history.series("em", "DE") == [100, 100, 100, 400]
 
 
-def test_the_history_is_bounded_to_the_profile_days_and_a_day_and_the_current_hour() -> None:
+def test_the_history_is_bounded_to_the_profile_days_a_day_the_days_judged_and_now() -> None:
     history = History()
     for hour in range(900):
         history.add("em", hourly(float(hour), hour))
     series = history.series("em", "DE")
-    assert len(series) == (forecast.DAYS + 1) * 24 + 1
-    assert series[0] == 900 - (forecast.DAYS + 1) * 24 - 1
+    assert DAYS == forecast.DAYS + 1 + JUDGE_DAYS
+    assert len(series) == DAYS * 24 + 1
+    assert series[0] == 900 - DAYS * 24 - 1
     assert series[-1] == 899
 
 
@@ -66,7 +67,7 @@ def test_the_outlook_is_the_decision_cores_forecast_over_the_held_hours() -> Non
     values = [300 + 100 * ((h % 24) < 12) + h % 5 for h in range(600)]
     for hour, value in enumerate(values):
         history.add("em", hourly(float(value), hour))
-    held = [float(v) for v in values[-((forecast.DAYS + 1) * 24 + 1) :]]
+    held = [float(v) for v in values[-((forecast.DAYS + 1) * 24 + 1) :]]  # what it reads
     for method in Method:
         assert history.outlook("em", "DE", 24, method) == outlook(method, held, 24)
 

@@ -113,7 +113,7 @@ BAD_CONFIGS = [
     (
         {"reevaluate": {"forecast": "tomorrow"}},
         "reevaluate.forecast",
-        "expected one of day-ahead-profile, none, provider, got 'tomorrow'",
+        "expected one of best, day-ahead-profile, none, provider, got 'tomorrow'",
     ),
     ({"reevaluate": {"dwell": 1}}, "reevaluate.dwell", "unknown key (known: "),
     # service
@@ -238,7 +238,7 @@ def test_reevaluate_section_defaults_and_overrides() -> None:
     assert default.interval_seconds == 300
     assert default.min_interval_seconds == 1800
     assert default.forecast == "day-ahead-profile"
-    for forecast in ("day-ahead-profile", "none", "provider"):
+    for forecast in ("day-ahead-profile", "none", "provider", "best"):
         doc = {"reevaluate": {"enabled": False, "interval_seconds": 1, "forecast": forecast}}
         got = parse(doc).reevaluate
         assert (got.enabled, got.interval_seconds, got.forecast) == (False, 1, forecast)

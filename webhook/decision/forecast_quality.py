@@ -178,3 +178,21 @@ def measure(
     """Ranking quality over ``pairs``: (forecast issued at hour ``t`` for ``t .. t + W``,
     what was then observed over those hours) each; see :func:`score`."""
     return summed(score(f, t, length=length, slack=slack) for f, t in pairs)
+
+
+MIN_WINDOWS = 72
+"""Windows (three days of hourly issues) a provider's forecasts must be judged on before
+they can be preferred to the profile."""
+TIE = 0.01
+"""Mean Spearman differences up to this are ties (they go to the profile)."""
+
+
+def prefer_provider(
+    profile: Quality, provider: Quality, *, min_windows: int = MIN_WINDOWS, tie: float = TIE
+) -> bool:
+    """True when a provider's forecasts ranked the hours better than the profile's on the
+    same windows: at least ``min_windows`` of them and a mean Spearman higher by more than
+    ``tie``. Ties and too little evidence go to the profile (the default forecaster)."""
+    if provider.windows < min_windows or profile.windows != provider.windows:
+        return False
+    return provider.spearman > profile.spearman + tie

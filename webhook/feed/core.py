@@ -13,6 +13,7 @@ import structlog
 from webhook.decision.forecast import Method
 from webhook.feed import forecasts, history
 from webhook.feed.cache import IntensityCache
+from webhook.feed.judging import BEST, WINDOW_HOURS, Judge, Judgement
 from webhook.feed.memory import Memory, Snapshot, ZoneStatus
 from webhook.feed.publish import Publisher
 from webhook.feed.refresh import Refresher
@@ -60,6 +61,7 @@ class IntensityFeed:
         max_age = timedelta(seconds=settings.max_age_seconds)
         self._memory = Memory([p.name for p in self.providers], max_age)
         self._refresher = Refresher(self.providers, self._memory, self.cache, settings, clock)
+        self._judge = Judge(self._memory)
         self._publisher = Publisher()
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
@@ -125,18 +127,38 @@ class IntensityFeed:
     ) -> list[float] | None:
         """``[now, now+1 h, .., now+horizon_hours]`` for ``zone`` from the provider that
         answers :meth:`get`: a :class:`~webhook.decision.forecast.Method` over the hourly
-        readings observed (:mod:`webhook.feed.history`), or ``"provider"``: the provider's
-        own forecast periods. None when the answer is stale, there is not enough history or
-        forecast, or ``method`` is None."""
+        readings observed (:mod:`webhook.feed.history`), ``"provider"``: the provider's
+        own forecast periods, or ``"best"``: whichever of the two ranked the hours of
+        windows of ``horizon_hours`` better on what the feed kept (:meth:`quality`; the
+        profile when the provider's forecast does not cover the horizon now). None when
+        the answer is stale, there is not enough history or forecast, or ``method`` is
+        None. Answers from memory."""
         now = self._clock()
         answer = self._memory.answer(zone, now)
         if method is None or answer is None or answer[1].stale:
             return None
         name, latest = answer
+        if method == BEST:
+            method = Method.PROFILE
+            if self._judge.judgement(name, zone, max(1, horizon_hours)).chosen == history.PROVIDER:
+                periods = self._memory.forecasts[name].get(zone, ())
+                given = history.provider_outlook(periods, latest, now, horizon_hours)
+                if given is not None and len(given) == horizon_hours + 1:
+                    return given
         if isinstance(method, Method):
             return self._memory.history.outlook(name, zone, horizon_hours, method)
         periods = self._memory.forecasts[name].get(zone, ())
         return history.provider_outlook(periods, latest, now, horizon_hours)
+
+    def quality(self, zone: str, window_hours: int = WINDOW_HOURS) -> Judgement | None:
+        """How the provider answering ``zone`` and the day-ahead profile ranked the hours
+        of windows of ``window_hours`` ahead over the days kept, each with the number of
+        windows it rests on, and which one ``"best"`` uses
+        (:mod:`webhook.feed.judging`). None when no provider answers the zone."""
+        answer = self._memory.answer(zone, self._clock())
+        if answer is None:
+            return None
+        return self._judge.judgement(answer[0], zone, window_hours)
 
     def forecast(self, zone: str) -> tuple[Reading, ...]:
         """Forecast periods held for the provider that answers :meth:`get` (may be empty)."""
@@ -190,6 +212,7 @@ class IntensityFeed:
         finally:
             self._loaded = True
         self._publisher.publish(self._memory, zones, self._clock())
+        self._publisher.choices({z: self.quality(z) for z in zones})
 
     def next_wake(self) -> float:
         """Seconds until an answer expires or a reading turns stale (at most

@@ -2,19 +2,24 @@
 
 The day-ahead profile (:mod:`webhook.decision.forecast`) forecasts from past hours, so
 the feed keeps, for each provider and zone, one value per hour: the latest reading
-whose period starts in that hour. It holds :data:`DAYS` days plus the current hour,
+whose period starts in that hour. It holds :data:`DAYS` days plus the current hour:
 what the profile reads for a horizon up to a day
-(:func:`~webhook.decision.forecast.history_needed`), and forgets older hours. Hours
-without a reading (an outage) repeat the hour before.
+(:func:`~webhook.decision.forecast.history_needed`), for now and for every hour of the
+last :data:`JUDGE_DAYS` days (so the profile's forecast of a past hour can be recomputed
+to judge it, :mod:`webhook.feed.judging`), and forgets older hours. Hours without a
+reading (an outage) repeat the hour before.
 
 :func:`provider_outlook` turns a provider's own forecast periods into the same shape:
-``[now, now+1 h, ...]``. Plain data, no I/O, no clock: the feed passes ``now``.
+``[now, now+1 h, ...]``; :class:`Issues` keeps what it said in each hour of the last
+:data:`JUDGE_DAYS` days, to judge it against what was then observed. Plain data, no I/O,
+no clock: the feed passes ``now``.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from array import array
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Literal
 
@@ -24,13 +29,20 @@ from webhook.feed.forecasts import mean_over
 from webhook.model.intensity import Reading
 
 PROFILE_DAYS = forecast.DAYS
-DAYS = PROFILE_DAYS + 1
-"""Days of hourly history held: the profile's days plus the day it forecasts."""
+JUDGE_DAYS = 7
+"""Days of forecasts judged: a provider's issues are kept this long, and the history long
+enough to recompute the profile's forecast of each of these hours."""
+DAYS = PROFILE_DAYS + 1 + JUDGE_DAYS
+"""Days of hourly history held: the profile's days plus the day it forecasts, for every
+hour of the days judged."""
+ISSUE_HOURS = 48
+"""Hours ahead kept of each forecast a provider issued (windows up to two days)."""
 HOUR = timedelta(hours=1)
 PROVIDER = "provider"
 """Outlook method: the provider's own forecast periods instead of one built from history."""
-OutlookMethod = Method | Literal["provider"] | None
-"""A :class:`~webhook.decision.forecast.Method`, :data:`PROVIDER`, or None (no forecast)."""
+OutlookMethod = Method | Literal["provider", "best"] | None
+"""A :class:`~webhook.decision.forecast.Method`, :data:`PROVIDER`, ``"best"`` (the one of
+the two that ranked better, :mod:`webhook.feed.judging`), or None (no forecast)."""
 
 
 def hour_of(at: datetime) -> datetime:
@@ -85,15 +97,20 @@ class History:
 
     def series(self, provider: str, zone: str) -> list[float]:
         """Hourly values, oldest first, ending with the newest hour held (may be empty)."""
+        return self.timeline(provider, zone)[1]
+
+    def timeline(self, provider: str, zone: str) -> tuple[datetime | None, list[float]]:
+        """The first hour held (None: nothing held) and :meth:`series`."""
         held = self._held.get((provider, zone))
         if not held:
-            return []
+            return None, []
         hour, newest = min(held), max(held)
         out: list[float] = []
+        first = hour
         while hour <= newest:
             out.append(held.get(hour, out[-1] if out else 0.0))
             hour += HOUR
-        return out
+        return first, out
 
     def outlook(
         self, provider: str, zone: str, horizon: int, method: Method, *, days: int = PROFILE_DAYS
@@ -122,3 +139,34 @@ def provider_outlook(
             break
         out.append(mean.value)
     return out if len(out) > 1 else None
+
+
+class Issues:
+    """The forecasts a provider issued, per (provider, zone): one per hour (the latest of
+    the hour wins), each as ``[t, t+1 h, .., t+ahead]`` (:func:`provider_outlook` at the
+    hour ``t`` it was issued in, up to what it covered), for the last ``days`` days.
+
+    A ring bounded in time and size: at most ``days * 24`` issues of ``ahead + 1`` floats
+    (8 bytes each, in an :class:`array.array`) per provider and zone.
+    """
+
+    def __init__(self, days: int = JUDGE_DAYS, ahead: int = ISSUE_HOURS) -> None:
+        self.hours = days * HOURS_PER_DAY
+        self.ahead = ahead
+        self._held: dict[tuple[str, str], dict[datetime, array[float]]] = {}
+
+    def add(self, provider: str, zone: str, hour: datetime, values: Sequence[float]) -> None:
+        """Keep what the provider forecast in ``hour`` (from that hour on)."""
+        held = self._held.setdefault((provider, zone), {})
+        held[hour_of(hour)] = array("d", values[: self.ahead + 1])
+        oldest = max(held) - (self.hours - 1) * HOUR
+        for old in [h for h in held if h < oldest]:
+            del held[old]
+
+    def held(self, provider: str, zone: str) -> Mapping[datetime, Sequence[float]]:
+        """Issue hour -> what was forecast from it (empty when nothing was kept)."""
+        return self._held.get((provider, zone), {})
+
+    def count(self) -> int:
+        """Issues kept, over every provider and zone."""
+        return sum(len(held) for held in self._held.values())

@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 
 from webhook.feed.cache import Entry
-from webhook.feed.history import History
+from webhook.feed.history import History, Issues, hour_of, provider_outlook
 from webhook.model.intensity import IntensityTable, Reading
 
 LATEST = "latest"
@@ -60,6 +60,9 @@ class Memory:
         self.forecasts: dict[str, dict[str, tuple[Reading, ...]]] = {n: {} for n in self.names}
         self.history = History()
         """Hourly readings observed per provider and zone (day-ahead forecasts)."""
+        self.issues = Issues()
+        """What each provider forecast per zone in each recent hour (to judge it)."""
+        self._fetched: dict[tuple[str, str], datetime] = {}  # when each forecast was fetched
         # zone -> provider name -> last error message (cleared by an answer)
         self.problems: dict[str, dict[str, str]] = {}
         self._changes = 0  # bumped whenever a held reading is replaced
@@ -124,6 +127,21 @@ class Memory:
             problems=problems,
         )
 
+    def _issued(self, name: str, zone: str) -> None:
+        """Keep the forecast held for (provider, zone) as issued in its latest reading's
+        hour: what the feed's ``provider`` outlook answers in that hour. A forecast fetched
+        after that hour ended is not kept for it (it may know what followed)."""
+        latest, periods = self.latest[name].get(zone), self.forecasts[name].get(zone)
+        fetched = self._fetched.get((name, zone))
+        if latest is None or not periods or fetched is None:
+            return
+        hour = hour_of(latest.valid_from)
+        if fetched >= hour + timedelta(hours=1):
+            return
+        values = provider_outlook(periods, latest, hour, self.issues.ahead)
+        if values is not None:
+            self.issues.add(name, zone, hour, values)
+
     def apply(self, entry: Entry) -> None:
         """Take in a provider's answer: newer readings replace held ones, a failed
         forecast keeps the last good one, errors are remembered as problems."""
@@ -134,8 +152,11 @@ class Memory:
                 self.latest[name][zone] = entry.readings[0]
                 self.history.add(name, entry.readings[0])
                 self._changes += 1
+                self._issued(name, zone)
         elif entry.kind == FORECAST and (entry.ok or zone not in self.forecasts[name]):
             self.forecasts[name][zone] = entry.readings
+            self._fetched[name, zone] = entry.fetched_at
+            self._issued(name, zone)
         elif entry.kind == HISTORY:
             self.history.seed(name, zone, entry.readings)
         if entry.kind == LATEST:

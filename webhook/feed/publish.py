@@ -1,17 +1,28 @@
 """Metric publishing: each zone's answer as Prometheus gauges after every refresh, and
 the zones no provider has any reading for, loudly: a warning when a zone goes missing,
-an info line when it is back, ``carbonshift_zone_data_missing{zone}`` 1 meanwhile."""
+an info line when it is back, ``carbonshift_zone_data_missing{zone}`` 1 meanwhile. Also
+which forecaster ``best`` uses per zone and how well each ranked
+(:mod:`webhook.feed.judging`)."""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 
 import structlog
 
+from webhook.feed.judging import FORECASTERS, Judgement
 from webhook.feed.memory import Memory
-from webhook.runtime.metrics import DATA_AGE, INTENSITY, INTENSITY_STALE, ZONE_DATA_MISSING
+from webhook.runtime.metrics import (
+    DATA_AGE,
+    FORECAST_CHOICE,
+    FORECAST_RANK_QUALITY,
+    FORECAST_RANK_WINDOWS,
+    INTENSITY,
+    INTENSITY_STALE,
+    ZONE_DATA_MISSING,
+)
 
 log = structlog.get_logger("carbonshift.feed")
 
@@ -43,6 +54,25 @@ class Publisher:
             INTENSITY.labels(zone, name).set(reading.value)
             DATA_AGE.labels(zone).set(reading.age_seconds(now))
             INTENSITY_STALE.labels(zone).set(1 if reading.stale else 0)
+
+    def choices(self, judged: Mapping[str, Judgement | None]) -> None:
+        """Per zone, the forecaster ``best`` uses (1, the other 0), each one's mean
+        Spearman (absent before its first window) and the windows it rests on."""
+        for zone, judgement in judged.items():
+            for forecaster in FORECASTERS:
+                if judgement is None:
+                    for gauge in (FORECAST_CHOICE, FORECAST_RANK_QUALITY, FORECAST_RANK_WINDOWS):
+                        with contextlib.suppress(KeyError):
+                            gauge.remove(zone, forecaster)
+                    continue
+                quality = judgement.quality[forecaster]
+                FORECAST_CHOICE.labels(zone, forecaster).set(judgement.chosen == forecaster)
+                FORECAST_RANK_WINDOWS.labels(zone, forecaster).set(quality.windows)
+                if quality.windows:
+                    FORECAST_RANK_QUALITY.labels(zone, forecaster).set(quality.spearman)
+                else:
+                    with contextlib.suppress(KeyError):
+                        FORECAST_RANK_QUALITY.remove(zone, forecaster)
 
     def _gone(self, zone: str, memory: Memory) -> None:
         ZONE_DATA_MISSING.labels(zone).set(1)

@@ -36,13 +36,14 @@ from webhook.model.intensity import IntensityTable
 from webhook.model.objects import meta_of
 from webhook.model.vocabulary import Scope, knobs
 
-OutlookMethod = Method | Literal["provider"] | None
+OutlookMethod = Method | Literal["provider", "best"] | None
 Outlook = Callable[[str, int, OutlookMethod], Sequence[float] | None]
 """``IntensityFeed.outlook(zone, horizon_hours, method)``."""
 METHODS: Mapping[str, OutlookMethod] = {
     "none": None,
     "day-ahead-profile": Method.PROFILE,
     "provider": "provider",
+    "best": "best",
 }
 """``reevaluate.forecast`` -> the feed's outlook method."""
 

@@ -164,7 +164,7 @@ class LabelsConfig(Schema, frozen=True):
         return low, high
 
 
-Forecast = Literal["day-ahead-profile", "none", "provider"]
+Forecast = Literal["day-ahead-profile", "none", "provider", "best"]
 
 
 class ReevaluateConfig(Schema, frozen=True):
@@ -179,8 +179,11 @@ class ReevaluateConfig(Schema, frozen=True):
     forecast: Forecast = "day-ahead-profile"
     """What the re-evaluation looks ahead with: ``day-ahead-profile`` (built from the
     feed's hourly history; until it holds a day, the current intensity), ``provider`` (the
-    provider's own forecast) or ``none`` (current intensity, as admission). Policies rank
-    on the forecast mean over the next 24 h; NodePool pauses wait for a cleaner hour."""
+    provider's own forecast), ``best`` (per zone, whichever of the two ranked the hours of
+    the window better on the last days the feed kept; the profile on ties and until the
+    provider's forecasts were judged on enough windows) or ``none`` (current intensity, as
+    admission). Policies rank on the forecast mean over the next 24 h; NodePool pauses
+    wait for a cleaner hour."""
 
 
 class RebalanceConfig(Schema, frozen=True):

@@ -70,6 +70,23 @@ ZONE_DATA_MISSING = Gauge(
     "1 while no provider has any reading for a grid zone in use (its clusters rank last), else 0.",
     ["zone"],
 )
+FORECAST_CHOICE = Gauge(
+    "carbonshift_forecast_choice",
+    "1 for the forecaster reevaluate.forecast: best uses for a grid zone (day-ahead-profile "
+    "or provider: the one that ranked the hours of 24 h windows better), 0 for the other.",
+    ["zone", "forecaster"],
+)
+FORECAST_RANK_QUALITY = Gauge(
+    "carbonshift_forecast_rank_quality",
+    "Mean Spearman rank correlation of a forecaster's 24 h windows with what was then "
+    "observed, over the days the feed kept (absent before its first window).",
+    ["zone", "forecaster"],
+)
+FORECAST_RANK_WINDOWS = Gauge(
+    "carbonshift_forecast_rank_windows",
+    "Windows carbonshift_forecast_rank_quality rests on, by zone and forecaster.",
+    ["zone", "forecaster"],
+)
 PROVIDER_ERRORS = Counter(
     "carbonshift_provider_errors_total",
     "Provider answers that were errors, by provider and error class "
