@@ -29,6 +29,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -487,6 +488,69 @@ def test_a_job_is_ready_at_its_deadline_at_the_latest(
     assert window["ready"] is True, window
     assert window["reason"].startswith("deadline "), window
     wait_ran(fleet, late, "worker-b")
+
+
+CARBON_WINDOW_CRD = Path(__file__).parents[2] / "manifests/components/kueue/carbonwindows.yaml"
+
+
+def test_the_checks_carbon_window_holds_a_job_without_its_own_max_delay(
+    fleet: KueueSandbox, carbonshift: Carbonshift, grid: Grid, clock: Clock
+) -> None:
+    fleet.on(MANAGER, "apply", "--server-side", "-f", str(CARBON_WINDOW_CRD))
+    fleet.on(
+        MANAGER,
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        "crd/carbonwindows.carbonshift.io",
+    )
+    window = {
+        "apiVersion": "carbonshift.io/v1alpha1",
+        "kind": "CarbonWindow",
+        "metadata": {"name": "overnight"},
+        "spec": {"maxDelay": "2h"},
+    }
+    refused = fleet.kubectl(
+        "--context=manager",
+        "apply",
+        "-f",
+        "-",
+        check=False,
+        stdin=json.dumps({**window, "metadata": {"name": "bad"}, "spec": {"maxDelay": "soon"}}),
+    )
+    assert refused.returncode != 0, "the CRD accepted maxDelay: soon"
+    assert "spec.maxDelay" in refused.stderr, refused.stderr
+    fleet.apply_on(MANAGER, [window])
+    parameters = {"apiGroup": "carbonshift.io", "kind": "CarbonWindow", "name": "overnight"}
+    fleet.on(
+        MANAGER,
+        "patch",
+        "admissioncheck",
+        CARBON_WINDOW,
+        "--type=merge",
+        "-p",
+        json.dumps({"spec": {"parameters": parameters}}),
+    )
+    try:
+        grid.ahead = {"SE-SE3": [400.0, 30.0] + [400.0] * 30}
+        name = submit(fleet, "overnight")
+        pending(fleet, name)
+        undispatched_for(fleet, name, 3.0)
+        until = vocabulary.parse_time(decision(fleet, name)["window"]["until"])
+        grid.ahead = {"SE-SE3": [30.0] + [400.0] * 30}
+        clock.to(until)
+        assert dispatched_to(fleet, name) == "worker-b"
+        wait_ran(fleet, name, "worker-b")
+    finally:
+        fleet.on(
+            MANAGER,
+            "patch",
+            "admissioncheck",
+            CARBON_WINDOW,
+            "--type=json",
+            "-p",
+            '[{"op": "remove", "path": "/spec/parameters"}]',
+        )
 
 
 def test_kueue_keeps_the_last_carbon_order_when_carbonshift_stops(

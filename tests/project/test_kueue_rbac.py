@@ -53,4 +53,11 @@ def test_the_kustomize_component_grants_secrets_only_in_kueues_namespace() -> No
     }
     component = yaml.safe_load((COMPONENT / "kustomization.yaml").read_text())
     assert component["kind"] == "Component"
-    assert component["resources"] == ["kueue-rbac.yaml"]
+    assert component["resources"] == ["carbonwindows.yaml", "kueue-rbac.yaml"]
+
+
+def test_the_chart_ships_the_same_carbon_window_crd() -> None:
+    chart = ROOT / "charts" / "carbonshift" / "crds" / "carbonwindows.yaml"
+    assert chart.read_text() == (COMPONENT / "carbonwindows.yaml").read_text()
+    crd = yaml.safe_load(chart.read_text())
+    assert (crd["spec"]["group"], crd["spec"]["scope"]) == ("carbonshift.io", "Cluster")
