@@ -16,14 +16,17 @@ the rest overflows. The 100 Karmada Clusters carry ``status.resourceSummary``
 
 The leader's loop (:class:`webhook.controllers.reevaluator.Reevaluator`, with its
 :class:`~webhook.controllers.rebalancer.Rebalancer`, ``rebalance`` as shipped) then runs
-:meth:`reconcile` twice against an in-memory API that answers the list calls with those
-objects, exactly as the loop receives them, accepts WorkloadRebalancer creates and
+:meth:`reconcile` three times against an in-memory API that answers the list calls with
+those objects, exactly as the loop receives them, accepts WorkloadRebalancer creates and
 Events (counted), and refuses every other write:
 
-1. room as scheduled: nothing changed since admission (same readings, same clusters, a
-   forecast as flat as the grid), so every policy is ``kept``, no write proposed, and
-   the rebalancer finds the replicas where the room put them;
-2. room changed: every cluster's other workloads shrink (allocated drops by 10 to 70 %
+1. the first pass of a term, room as scheduled: nothing changed since admission (same
+   readings, same clusters, a forecast as flat as the grid), so every policy is decided
+   and ``kept``, no write proposed, and the rebalancer finds the replicas where the room
+   put them;
+2. nothing changed: what the first pass kept is kept again without deciding (the
+   objects, the intensities and the fleet are the same);
+3. room changed: every cluster's other workloads shrink (allocated drops by 10 to 70 %
    of what else runs there), so room appears on greener clusters and the rebalancer
    plans moves back (WorkloadRebalancers and ``CarbonReplicasMoved`` Events) within the
    shipped move budgets.
@@ -31,8 +34,8 @@ Events (counted), and refuses every other write:
 The passes run in a process of their own, pinned to core 0, that parses the four list
 answers (policies, bindings, Clusters before and after) from files, so what admission
 and the set-up left behind is not counted. Measured: CPU seconds of each pass (target
-< 5 s), split into re-evaluation and rebalancer, and resident memory with every object
-held (target < 300 MB).
+< 2.5 s), split into re-evaluation and rebalancer, and resident memory with every object
+held (target < 250 MB).
 """
 
 from __future__ import annotations
@@ -71,8 +74,8 @@ from webhook.runtime import logs, metrics
 POLICIES = 10_000
 CLUSTERS = 100
 NAMESPACES = 100
-TARGET_CPU_SECONDS = 5.0
-TARGET_RSS_MB = 300.0
+TARGET_CPU_SECONDS = 2.5
+TARGET_RSS_MB = 250.0
 LARGE = (100_000, 1_000, 25.0, 1500.0)
 """``python -m bench reevaluate-large``: policies, clusters, CPU and RSS targets."""
 ENABLED = "carbonshift.io/enabled"
@@ -535,8 +538,8 @@ async def _passes(
 
         mover.rebalance = timed  # type: ignore[method-assign,assignment]
         results = []
-        for n, what in enumerate(("room as scheduled", "room changed on every cluster"), 1):
-            if n == 2:
+        for n, what in enumerate(PASSES, 1):
+            if n == len(PASSES):
                 api.clusters = changed
             kept, moved = _kept(), _moved()
             rebalancers, events_before = len(api.rebalancers), api.events
@@ -563,6 +566,13 @@ async def _passes(
 
 
 LISTS = ("policies", "bindings", "clusters", "clusters-changed")
+PASSES = (
+    "first pass of a term, room as scheduled",
+    "nothing changed",
+    "room changed on every cluster",
+)
+"""The passes, in order: the first of a leader's term decides every object; the next ones
+decide again only what changed (the object, the intensities, the fleet)."""
 
 
 def measure(folder: Path) -> dict[str, Any]:
@@ -635,7 +645,7 @@ def main(bench: str = "reevaluate", **_: Any) -> dict[str, Any]:
     rss, peak = stages["passes"], measured["peak_rss_mb"]
     writes = measured["writes_proposed"]
     worst = max(p["cpu_seconds"] for p in passes)
-    first, second = passes
+    first, steady, second = passes
     result = {
         "policies": POLICIES,
         "bindings": len(bound),
@@ -660,6 +670,8 @@ def main(bench: str = "reevaluate", **_: Any) -> dict[str, Any]:
         and all(p["written"] == 0 and p["kept"] == POLICIES for p in passes)
         and second["moves"] > 0
     )
+    warm = max(steady["cpu_seconds"], second["cpu_seconds"])
+    warm_met = warm < TARGET_CPU_SECONDS
     verdict = "Targets met" if met else "Targets NOT met"
 
     def cpu(p: Mapping[str, Any]) -> str:
@@ -672,17 +684,18 @@ def main(bench: str = "reevaluate", **_: Any) -> dict[str, Any]:
         return ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in p["outcomes"].items())
 
     table_md = f"""\
-| two passes, {POLICIES:,} managed ordered-fill PropagationPolicies and their ResourceBindings, {CLUSTERS:,} clusters | measured | target |
+| three passes, {POLICIES:,} managed ordered-fill PropagationPolicies and their ResourceBindings, {CLUSTERS:,} clusters | measured | target |
 |---|---:|---:|
-| CPU seconds on one core, pass 1 (room as scheduled) | {cpu(first)} | < {TARGET_CPU_SECONDS:g} s |
-| CPU seconds on one core, pass 2 (room changed on every cluster) | {cpu(second)} | < {TARGET_CPU_SECONDS:g} s |
-| wall time of pass 1 / pass 2 | {first["wall_seconds"]:.2f} s / {second["wall_seconds"]:.2f} s | |
-| policies kept / writes proposed, each pass | {first["kept"]:,} / {writes} and {second["kept"]:,} / 0 | {POLICIES:,} / 0 |
-| moves planned, pass 1 / pass 2 (WorkloadRebalancers; Events) | {first["moves"]:,} / **{second["moves"]:,}** ({second["events"]:,} Events, {second["replicas_moved"]:,} replicas) | pass 2 > 0 |
-| bindings by outcome, pass 2 | {outcomes(second)} | |
+| CPU seconds on one core, pass 1 (first of a term: room as scheduled, every object decided) | {cpu(first)} | < {TARGET_CPU_SECONDS:g} s |
+| CPU seconds on one core, pass 2 (nothing changed) | {cpu(steady)} | < {TARGET_CPU_SECONDS:g} s |
+| CPU seconds on one core, pass 3 (room changed on every cluster) | {cpu(second)} | < {TARGET_CPU_SECONDS:g} s |
+| wall time of pass 1 / 2 / 3 | {first["wall_seconds"]:.2f} s / {steady["wall_seconds"]:.2f} s / {second["wall_seconds"]:.2f} s | |
+| policies kept / writes proposed, each pass | {first["kept"]:,} / {writes}, {steady["kept"]:,} / 0 and {second["kept"]:,} / 0 | {POLICIES:,} / 0 |
+| moves planned, pass 1 / 2 / 3 (WorkloadRebalancers; Events) | {first["moves"]:,} / {steady["moves"]:,} / **{second["moves"]:,}** ({second["events"]:,} Events, {second["replicas_moved"]:,} replicas) | pass 3 > 0 |
+| bindings by outcome, pass 3 | {outcomes(second)} | |
 | resident memory after the passes, every object held (peak) | {rss:.0f} MB ({peak:.0f} MB) | < {TARGET_RSS_MB:g} MB |
 
-{verdict}. Resident memory after start-up {stages["start"]:.0f} MB, with the policies \
+{verdict}{"" if met else (" (the passes after the first: met)" if warm_met else "")}. Resident memory after start-up {stages["start"]:.0f} MB, with the policies \
 {stages["policies"]:.0f} MB, with the bindings and Clusters {stages["bindings"]:.0f} MB, \
 after the passes {rss:.0f} MB. Pass 1 bindings by outcome: {outcomes(first)}. Admitting the {POLICIES:,} policies first took {admitted_s:.1f} s. Machine: {machine()}.
 """  # noqa: E501

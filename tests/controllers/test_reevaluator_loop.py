@@ -251,3 +251,62 @@ async def test_nodepools_held_paused_are_counted_in_the_gauge(kube: kubeapi.Kube
     assert REGISTRY.get_sample_value(PAUSED) == 0
     told = {(e["regarding"]["name"], e["reason"]) for e in kube.items("events", "default")}
     assert told == {("batch", "NodePoolResumed"), ("web", "CarbonRebalanced")}
+
+
+class Fed(Grid):
+    """A grid whose contexts carry the feed's generation (what the leader's memo keys on)."""
+
+    generation = 1
+
+    def context(self) -> Context:
+        ctx = super().context()
+        return Context(ctx.config, ctx.table, ctx.now, generation=self.generation, fleet=ctx.fleet)
+
+
+def counting(loop: Reevaluator) -> list[int]:
+    """Count the decisions ``loop`` makes (not the verdicts it holds)."""
+    made = [0]
+    decide = loop.rules.decide
+
+    def counted_decide(*args: Any) -> Any:
+        made[0] += 1
+        return decide(*args)
+
+    loop.rules.decide = counted_decide  # type: ignore[method-assign]
+    return made
+
+
+async def test_unchanged_inputs_are_kept_without_deciding_again(kube: kubeapi.KubeApi) -> None:
+    grid = Fed(settings(), ADMITTED)
+    kube.add(namespace("shop", enabled=True))
+    policy = testing.propagation_policy(namespace="shop", strategy="weighted", created=grid.clock())
+    stored = kube.add(admitted(grid, policy))
+    loop = leader(kube, grid)
+    made = counting(loop)
+    assert await loop.reconcile() == 0
+    assert made[0] == 1
+    assert await loop.reconcile() == 0
+    assert made[0] == 1  # same object, intensities and fleet: the kept verdict holds
+    grid.generation = 2
+    assert await loop.reconcile() == 0
+    assert made[0] == 2  # new intensities: decided again
+    stored["metadata"]["labels"] = {"team": "web"}
+    kube.add(stored)  # a new resourceVersion
+    assert await loop.reconcile() == 0
+    assert made[0] == 3
+
+
+async def test_a_verdict_kept_by_the_dwell_is_decided_again_when_the_dwell_ends(
+    kube: kubeapi.KubeApi,
+) -> None:
+    grid = Fed(settings(), ADMITTED)
+    kube.add(namespace("shop", enabled=True))
+    policy = testing.propagation_policy(namespace="shop", strategy="weighted", created=grid.clock())
+    kube.add(admitted(grid, policy))
+    grid.values = dict(TURNED)
+    grid.clock.advance(hours=2)  # within the 12 h dwell
+    loop = leader(kube, grid)
+    assert await loop.reconcile() == 0  # kept: the dwell
+    grid.clock.advance(hours=11)  # the same feed generation, the dwell over
+    assert await loop.reconcile() == 1
+    assert favoured(kube.get(POLICIES, "web", "shop")) == "b"

@@ -8,7 +8,7 @@ looks at every managed policy whose placement is an ordered fill
 run (``spec.clusters``), the room each cluster has for one more of them (Karmada's
 general estimator, :func:`~webhook.decision.capacity.room`, on the Cluster's
 ``status.resourceSummary`` and the binding's ``replicaRequirements``) and the intensities
-the re-evaluation ranks on, and asks :func:`~webhook.decision.capacity.plan_move` whether
+the re-evaluation ranks on, and asks :func:`~webhook.decision.capacity.assess_move` whether
 a Fresh reschedule is worth it within the move budgets (per policy and for the fleet,
 sliding one-hour windows kept in memory). A planned move becomes a ``WorkloadRebalancer``
 (``apps.karmada.io/v1alpha1``) for the binding's workload and a ``Normal`` Event
@@ -38,7 +38,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
 from webhook.decision import carry
-from webhook.decision.capacity import Move, plan_move, quantity, room, tier_fill
+from webhook.decision.capacity import Move, assess_move, neutral_intensity, quantity, room
 from webhook.decision.record import fingerprint
 from webhook.decision.terms import fill_tiers
 from webhook.kinds import Context
@@ -90,6 +90,8 @@ class Window:
     def __init__(self, clock: Callable[[], float]) -> None:
         self.clock = clock
         self._moves: dict[object, collections.deque[tuple[float, int]]] = {}
+        self._totals: dict[object, int] = {}
+        """Key -> the replicas its deque holds (kept as moves come and lapse)."""
 
     def used(self, key: object) -> int:
         moves = self._moves.get(key)
@@ -97,11 +99,12 @@ class Window:
             return 0
         start = self.clock() - WINDOW_SECONDS
         while moves and moves[0][0] <= start:
-            moves.popleft()
-        return sum(n for _, n in moves)
+            self._totals[key] -= moves.popleft()[1]
+        return self._totals[key]
 
     def add(self, key: object, replicas: int) -> None:
         self._moves.setdefault(key, collections.deque()).append((self.clock(), replicas))
+        self._totals[key] = self._totals.get(key, 0) + replicas
 
 
 @dataclasses.dataclass(slots=True)
@@ -123,6 +126,30 @@ class _View:
     busy: set[Workload]
     claimed: dict[str, dict[str, Decimal]] | None = None
     """What moves asked for and has not landed, summed once per pass (and per new move)."""
+    rooms: dict[tuple[str, tuple[tuple[str, str], ...]], int] = dataclasses.field(
+        default_factory=dict
+    )
+    """(cluster, per-replica requests) -> replicas it has room for, while :attr:`claimed`
+    stands (bindings mostly share a few request shapes)."""
+    order: dict[str, int] = dataclasses.field(default_factory=dict)
+    neutral: float = 0.0
+    """What a cluster without intensity counts as in a move's cost."""
+    """Cluster -> its place in the Clusters' list (plans read rooms in that order)."""
+
+
+def _rooms(view: _View, names: list[str], need: Mapping[str, Any]) -> dict[str, int]:
+    """Replicas of ``need`` each of ``names`` has room for, the claims counted."""
+    claimed = view.claimed or {}
+    shape = tuple(sorted((str(k), str(v)) for k, v in need.items()))
+    out = {}
+    for name in names:
+        slot = (name, shape)
+        got = view.rooms.get(slot)
+        if got is None:
+            summary = with_allocating(view.summaries[name], claimed.get(name, {}))
+            got = view.rooms[slot] = room(summary, need) or 0
+        out[name] = got
+    return out
 
 
 def _time(value: object) -> datetime.datetime | None:
@@ -171,10 +198,12 @@ def placed(binding: Mapping[str, Any]) -> dict[str, int]:
 def pending(binding: Mapping[str, Any]) -> bool:
     """Karmada has not scheduled the binding as it stands: a reschedule asked for and not
     done yet, or replicas not yet divided."""
-    spec, status = mapping(binding, "spec"), mapping(binding, "status")
-    asked, done = _time(spec.get("rescheduleTriggeredAt")), _time(status.get("lastScheduledTime"))
-    if asked is not None and (done is None or asked > done):
-        return True
+    spec = mapping(binding, "spec")
+    asked = _time(spec.get("rescheduleTriggeredAt"))
+    if asked is not None:
+        done = _time(mapping(binding, "status").get("lastScheduledTime"))
+        if done is None or asked > done:
+            return True
     replicas = spec.get("replicas")
     return isinstance(replicas, int) and replicas != sum(placed(binding).values())
 
@@ -226,6 +255,9 @@ class Rebalancer:
         self.clock = clock
         self.window = Window(clock)
         self._claims: dict[Workload, _Claim] = {}
+        self._tiers: dict[str, tuple[str, list[list[str]] | None]] = {}
+        """Policy uid -> (resourceVersion, its fill tiers) as last read."""
+        self._seen: set[str] = set()
 
     # --- one pass -------------------------------------------------------------------------
 
@@ -233,7 +265,9 @@ class Rebalancer:
         """Plan and ask for the moves of every managed ordered-fill policy in ``policies``
         (as the re-evaluation left them), ranked on ``ctx``'s table; the outcomes."""
         outcomes: Counter = collections.Counter()
-        managed = {policy_key(p): (p, tiers) for p in policies if (tiers := _managed(p))}
+        managed = {policy_key(p): (p, tiers) for p in policies if (tiers := self._tiers_of(p))}
+        self._tiers = {key: held for key, held in self._tiers.items() if key in self._seen}
+        self._seen = set()
         if not managed:
             return outcomes
         listed = await self._list_all()
@@ -244,6 +278,8 @@ class Rebalancer:
         self._settle(bindings, busy)
         summaries = resource_summaries(clusters)
         view = _View(summaries, _intensities(ctx, summaries), busy)
+        view.order = {name: i for i, name in enumerate(summaries)}
+        view.neutral = neutral_intensity(view.intensities)
         for binding in bindings:
             key = owner(binding)
             if key is None or key not in managed:
@@ -268,6 +304,18 @@ class Rebalancer:
                 metrics.REBALANCES.labels(outcome).inc()
         return outcomes
 
+    def _tiers_of(self, policy: Mapping[str, Any]) -> list[list[str]] | None:
+        """:func:`_managed`, read again only when the policy changed (its resourceVersion)."""
+        meta = meta_of(policy)
+        uid, version = meta.uid, meta.resource_version
+        if not uid or not version:
+            return _managed(policy)
+        self._seen.add(uid)
+        held = self._tiers.get(uid)
+        if held is None or held[0] != version:
+            held = self._tiers[uid] = (version, _managed(policy))
+        return held[1]
+
     async def _one(
         self,
         policy: Mapping[str, Any],
@@ -288,22 +336,21 @@ class Rebalancer:
         need = requests(binding)
         if view.claimed is None:
             view.claimed = self._claimed()
-        claimed = view.claimed
+            view.rooms.clear()
         # Only the clusters the binding's tiers name matter to the plan.
-        names = {n for tier in tiers for n in tier}
-        room_now = {
-            name: room(with_allocating(summary, claimed.get(name, {})), need) or 0
-            for name, summary in view.summaries.items()
-            if name in names
-        }
+        names = {n for tier in tiers for n in tier if n in view.order}
+        room_now = _rooms(view, sorted(names, key=view.order.__getitem__), need)
         key = policy_key(policy)
         budget = min(
             self.settings.max_moves_per_policy - self.window.used(key),
             self.settings.max_moves_per_hour - self.window.used(None),
         )
-        move = plan_move(current, tiers, room_now, view.intensities, self.rule, budget=budget)
+        move, verdict = assess_move(
+            current, tiers, room_now, view.intensities, self.rule, budget=budget,
+            neutral=view.neutral,
+        )  # fmt: skip
         if move is None:
-            return self._why_not(current, tiers, room_now, budget)
+            return verdict
         await self._ask(policy, binding, move, view.intensities)
         self.window.add(key, move.moved)
         self.window.add(None, move.moved)
@@ -312,23 +359,6 @@ class Rebalancer:
         view.busy.add(target_workload)
         metrics.REPLICAS_MOVED.inc(move.moved)
         return "moved"
-
-    def _why_not(
-        self, current: Mapping[str, int], tiers: list[list[str]], room_now: Mapping[str, int],
-        budget: int,
-    ) -> Outcome | None:  # fmt: skip
-        """Why :func:`plan_move` found no move (None: the replicas are where they belong)."""
-        replicas = sum(current.values())
-        target = tier_fill(replicas, tiers, room_now, current, fresh=True)
-        if target is None:
-            return "no_room"
-        moved = sum(max(0, n - current.get(c, 0)) for c, n in target.items())
-        if moved == 0:
-            first = set(tiers[0]) if tiers else set()
-            return "no_room" if any(c not in first for c in current) else None
-        if moved > min(budget, self.rule.max_moves_per_policy):
-            return "over_budget"
-        return "not_worth_it"
 
     async def _ask(
         self,

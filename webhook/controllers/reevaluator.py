@@ -93,6 +93,10 @@ class Reevaluator(Controller):
         )
         self.overlays = OverlayKeeper(api, config, gate, events=events)
         self._standing: dict[str, list[Obj]] = {}
+        self._held: dict[tuple[str, str], tuple[tuple[object, ...], reevaluate.Action]] = {}
+        """(kind, uid) -> the inputs and the ``kept`` action of the last pass: an object
+        whose inputs did not change is kept again without deciding (see :meth:`_decide`)."""
+        self._seen: dict[tuple[str, str], tuple[tuple[object, ...], reevaluate.Action]] = {}
         """Kind -> the objects this pass listed, as they stand after it (for the rebalancer
         and the carbon price overlays; a kind not listed has no entry)."""
 
@@ -103,6 +107,7 @@ class Reevaluator(Controller):
         started = time.monotonic()
         written = 0
         standing = self._standing = {}
+        self._seen = {}
         try:
             namespaces = await self._namespaces()
             for target in self.targets:
@@ -123,6 +128,7 @@ class Reevaluator(Controller):
         except NotLeader:
             pass
         finally:
+            self._held, self._seen = self._seen, {}  # objects gone since drop out
             metrics.REEVALUATION_SECONDS.observe(time.monotonic() - started)
         return written
 
@@ -194,8 +200,27 @@ class Reevaluator(Controller):
     def _decide(
         self, target: Target, obj: Mapping[str, Any], namespaces: Mapping[str, Mapping[str, str]]
     ) -> reevaluate.Action:
-        labels = namespaces.get(meta_of(obj).namespace, {})
-        return self.rules.decide(target, obj, self.context(), labels)
+        meta = meta_of(obj)
+        labels = namespaces.get(meta.namespace, {})
+        ctx = self.context()
+        uid, version = meta.uid, meta.resource_version
+        if not uid or not version or ctx.generation is None:
+            return self.rules.decide(target, obj, ctx, labels)
+        # What the decision reads besides the clock: the object as stored, the intensities
+        # and forecasts (the feed's generation), the fleet, Liqo's peers, the labels.
+        peers = id(ctx.peers) if ctx.peers is not None else 0
+        inputs = (version, ctx.generation, ctx.fleet_generation, peers, tuple(labels.items()))
+        slot = (target.row.kind, uid)
+        held = self._held.get(slot)
+        if held is not None and held[0] == inputs:
+            action = held[1]
+            if action.holds_until is None or ctx.now < action.holds_until:
+                self._seen[slot] = held
+                return action
+        action = self.rules.decide(target, obj, ctx, labels)
+        if action.outcome == "kept":
+            self._seen[slot] = (inputs, action)
+        return action
 
     async def _one(
         self, target: Target, obj: Obj, namespaces: Mapping[str, Mapping[str, str]]
@@ -328,6 +353,7 @@ class Reevaluator(Controller):
 
     def lost(self) -> None:
         self.overlays.forget()  # a new term lists the overlays again
+        self._held.clear()
 
     def describe(self) -> dict[str, Any]:
         return {

@@ -26,6 +26,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from decimal import Decimal, InvalidOperation
+from typing import Literal
 
 from webhook.decision.division import divide_available
 from webhook.model.config import RebalanceConfig
@@ -265,6 +266,9 @@ def _cost(counts: Counts, intensities: Mapping[str, float | None], neutral: floa
     return total
 
 
+MoveVerdict = Literal["moved", "no_room", "over_budget", "not_worth_it"]
+
+
 def plan_move(
     current: Counts,
     tiers: Tiers,
@@ -282,22 +286,53 @@ def plan_move(
     (the forecast mean); ``budget``: replicas that may still move this hour (the policy's
     and the fleet's budgets, the smaller).
     """
+    move, _ = assess_move(
+        current, tiers, room_now, intensities, rule, budget=budget, descending=descending
+    )
+    return move
+
+
+def assess_move(
+    current: Counts,
+    tiers: Tiers,
+    room_now: Counts,
+    intensities: Mapping[str, float | None],
+    rule: MoveRule,
+    *,
+    budget: int,
+    descending: bool = False,
+    neutral: float | None = None,
+) -> tuple[Move | None, MoveVerdict | None]:
+    """:func:`plan_move`'s move and the verdict: ``moved``; ``no_room`` (a Fresh fill
+    finds no room, or nothing moves while replicas run past the first tier);
+    ``over_budget``; ``not_worth_it``; None: the replicas are where they belong.
+    ``neutral``: the value of a cluster without intensity (default: the mean of the known
+    ones; pass it when planning many bindings on the same intensities)."""
     replicas = sum(current.values())
     if replicas <= 0:
-        return None
+        return None, None
     target = tier_fill(replicas, tiers, room_now, current, fresh=True, descending=descending)
     if target is None:
-        return None
+        return None, "no_room"
     moved = sum(max(0, n - current.get(c, 0)) for c, n in target.items())
-    if moved == 0 or moved > min(budget, rule.max_moves_per_policy):
-        return None
-    known = [v for v in intensities.values() if v is not None]
-    neutral = sum(known) / len(known) if known else 0.0
+    if moved == 0:
+        first = set(tiers[0]) if tiers else set()
+        return None, ("no_room" if any(c not in first for c in current) else None)
+    if moved > min(budget, rule.max_moves_per_policy):
+        return None, "over_budget"
+    if neutral is None:
+        neutral = neutral_intensity(intensities)
     per_hour = _cost(current, intensities, neutral) - _cost(target, intensities, neutral)
     arriving = {c: max(0, n - current.get(c, 0)) for c, n in target.items()}
     cost = rule.move_cost_hours * _cost(arriving, intensities, neutral)
     saving = per_hour * rule.horizon_hours
     if saving <= cost * (1.0 + rule.margin):
-        return None
+        return None, "not_worth_it"
     grams = (saving - cost) * rule.replica_watts / 1000.0
-    return Move(target, moved, grams)
+    return Move(target, moved, grams), "moved"
+
+
+def neutral_intensity(intensities: Mapping[str, float | None]) -> float:
+    """What a cluster without intensity counts as in a move's cost: the mean of the known."""
+    known = [v for v in intensities.values() if v is not None]
+    return sum(known) / len(known) if known else 0.0

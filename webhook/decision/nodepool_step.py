@@ -92,6 +92,7 @@ RULES = Rules(
     kept=_kept,
     switch=_switch,
     urgent=lambda switch: switch.pause == "resumed",
+    steady=False,
 )
 """A NodePool's: a resume is written even on stale data and never too soon."""
 

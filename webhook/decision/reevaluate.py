@@ -33,7 +33,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from webhook.decision import optin
@@ -101,6 +101,10 @@ class Action:
     """The record keys a user took back (``user_owned`` only)."""
     pause: PauseEvent | None = None
     """NodePools: the write pauses or resumes the pool."""
+    holds_until: datetime | None = None
+    """``kept`` only: the same object, intensities and fleet decide the same until then
+    (the end of the dwell of the placement in force); None: until one of them changes.
+    A kind whose verdicts move with the clock (:attr:`Rules.steady` False) says ``now``."""
 
     def applied(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         """A copy of ``obj`` with :attr:`changes` made."""
@@ -175,6 +179,9 @@ class Rules:
     """The record and the reason of a switch to ``changes``."""
     urgent: Callable[[Switch], bool] = lambda _switch: False
     """A switch written even within ``min_interval_seconds`` (a NodePool's resume)."""
+    steady: bool = True
+    """A ``kept`` verdict depends on the clock only through the dwell (:attr:`Action.holds_until`);
+    False: it may change any time (a NodePool's pause follows the forecast hour by hour)."""
 
 
 def step(obj: Mapping[str, Any], inputs: Inputs, rules: Rules | None = None) -> Action:
@@ -200,7 +207,8 @@ def step(obj: Mapping[str, Any], inputs: Inputs, rules: Rules | None = None) -> 
     ]
     new = decision.record
     if not changes or new is None or new is previous:
-        return Action("kept", rules.kept(decision), before=judged.before)
+        holds = _dwell_end(previous, inputs) if rules.steady else inputs.now
+        return Action("kept", rules.kept(decision), before=judged.before, holds_until=holds)
     switch = rules.switch(obj, changes, carried(new, taken), judged, inputs)
     last = last_write(obj, previous)
     if last is not None and not rules.urgent(switch):
@@ -213,6 +221,19 @@ def step(obj: Mapping[str, Any], inputs: Inputs, rules: Rules | None = None) -> 
     return Action(
         "switched", switch.why, tuple(changes), judged.before, switch.after, pause=switch.pause
     )
+
+
+def _dwell_end(previous: Record, inputs: Inputs) -> datetime | None:
+    """When the placement in force has dwelt ``dwell_hours`` (None: it has, or it is not
+    held by carbonshift's record): until then a kept verdict may be the dwell's."""
+    since = previous.body.get("since")
+    if not isinstance(since, str) or inputs.hysteresis.dwell_hours <= 0:
+        return None
+    try:
+        end = vocabulary.parse_time(since) + timedelta(hours=inputs.hysteresis.dwell_hours)
+    except ValueError:
+        return None
+    return end if end > inputs.now else None
 
 
 # --- a (Cluster)PropagationPolicy's rules --------------------------------------------------
