@@ -12,6 +12,8 @@ import pytest
 
 from tests.support import FakeUpstream, Reply
 from webhook.cli import intensity as cli_intensity
+from webhook.decision.forecast_quality import Quality
+from webhook.feed.judging import PROFILE, Judgement
 from webhook.model.config import load
 
 
@@ -27,11 +29,69 @@ def run(*argv: str) -> tuple[int, str, str]:
 def test_table_with_static_data() -> None:
     status, out, err = run("DE", "FR")
     assert status == 0, err
-    header, de, fr = out.splitlines()
+    readings, forecasts = out.split("\n\n")
+    header, de, fr = readings.splitlines()
     assert header.split() == ["ZONE", "GCO2EQ/KWH", "SIGNAL", "SOURCE", "AGE", "ESTIMATED", "STALE"]
     assert de.split()[0] == "DE"
     assert "static:" in de
     assert fr.split()[-2:] == ["yes", "no"]
+    title, head, *rows = forecasts.splitlines()
+    assert title.startswith("Forecasts (reevaluate.forecast: day-ahead-profile; windows of 24 h")
+    assert head.split() == [
+        "ZONE",
+        "FORECASTER",
+        "USED",
+        "TOP",
+        "QUARTER",
+        "%",
+        "SPEARMAN",
+        "WINDOWS",
+    ]
+    # The embedded table forecasts nothing and one run holds no past day: nothing judged yet.
+    assert [r.split() for r in rows] == [
+        ["DE", "day-ahead-profile", "yes", "-", "-", "0"],
+        ["DE", "provider", "(static)", "no", "-", "-", "0"],
+        ["FR", "day-ahead-profile", "yes", "-", "-", "0"],
+        ["FR", "provider", "(static)", "no", "-", "-", "0"],
+    ]
+
+
+def test_forecasts_say_which_forecaster_is_used_and_how_well_each_ranked() -> None:
+    good = Quality(96, 0.875, 0.8123, 91.0)
+    fair = Quality(96, 0.5, 0.4567, 60.0)
+    judged = Judgement("DE", "electricitymaps", 12, {PROFILE: fair, "provider": good},
+                       (fair, good), "provider")  # fmt: skip
+    text = cli_intensity.render_forecasts({"DE": judged, "XX": None}, "best", 12)
+    _, title, _, profile, provider = text.splitlines()
+    assert "best; windows of 12 h ahead" in title
+    assert profile.split() == ["DE", "day-ahead-profile", "no", "50.0", "0.457", "96"]
+    assert provider.split() == ["DE", "provider", "(electricitymaps)", "yes", "87.5", "0.812", "96"]
+    # The setting decides unless it is best; none uses no forecast.
+    assert cli_intensity.uses(judged, "day-ahead-profile") == PROFILE
+    assert cli_intensity.uses(judged, "provider") == "provider"
+    assert cli_intensity.uses(judged, "none") is None
+
+
+def test_forecasts_in_json_and_the_window_option(tmp_path: Path) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text("reevaluate: {forecast: best}\n")
+    status, out, err = run("DE", "XX", "--json", "--window", "6", "--config", str(config))
+    assert status == 1, err
+    de, xx = orjson.loads(out)
+    assert de["forecast"] == {
+        "setting": "best",
+        "uses": "day-ahead-profile",  # too little evidence: the default forecaster
+        "window_hours": 6,
+        "judged_provider": "static",
+        "forecasters": {
+            name: {"windows": 0, "top_quarter": None, "spearman": None, "captured_percent": None}
+            for name in ("day-ahead-profile", "provider")
+        },
+    }
+    assert xx["forecast"]["uses"] is None
+    for bad in ("0", "49", "two"):
+        with pytest.raises(SystemExit):
+            run("DE", "--window", bad)
 
 
 def test_json_and_unknown_zone() -> None:

@@ -6,6 +6,15 @@ provider that answered, the age of the data and the estimated/stale flags, plus 
 earlier providers in the chain did not answer. Exit status: 0 when every zone has data,
 1 when some have none (or the API server does not answer), 2 for a configuration problem.
 
+Then, per zone, the forecast the re-evaluation uses (``reevaluate.forecast``; with
+``best``, the forecaster that ranked the zone's hours better) and how well each
+forecaster, the provider's own forecast and the day-ahead profile, ranked the hours of
+windows of ``--window`` hours: the share of each window's truly greenest quarter it
+picked, its Spearman rank correlation with what was observed, and the number of windows
+these rest on (``webhook/feed/judging.py``). One run holds only what the provider gives
+at once (its past day, its current forecast), so it has few or no windows to judge; the
+serving process judges the last 7 days it kept.
+
 With ``--clusters`` it lists the fleet's member clusters instead: each with its grid zone,
 where that zone came from (``label``, ``annotation``, ``config``, ``region-table`` or
 ``unknown``) and the zone's current intensity. With a kubeconfig (``--kubeconfig``,
@@ -34,7 +43,10 @@ import structlog
 
 from webhook.decision import liqo, ocm
 from webhook.decision.fleet import ZoneSource, entry, name_of
+from webhook.decision.forecast_quality import Quality
 from webhook.feed import IntensityFeed, ZoneStatus
+from webhook.feed.history import ISSUE_HOURS
+from webhook.feed.judging import BEST, FORECASTERS, WINDOW_HOURS, Judgement
 from webhook.model import config as config_mod
 from webhook.model.config import Config
 from webhook.model.intensity import utcnow
@@ -54,6 +66,8 @@ def add_parser(subparsers: Any) -> None:
         "intensity",
         help="show the current carbon intensity per zone and where it came from",
         description=plain(__doc__.split("\n\n")[0]) if __doc__ else None,
+        epilog=plain("\n\n".join(__doc__.split("\n\n")[1:4])) if __doc__ else None,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "zones", nargs="*", metavar="ZONE",
@@ -66,6 +80,11 @@ def add_parser(subparsers: Any) -> None:
         help="output format (-o json is --json)",
     )  # fmt: skip
     parser.add_argument(
+        "--window", type=_window, default=WINDOW_HOURS, metavar="HOURS",
+        help="hours ahead of the windows the forecasters are judged on "
+        f"(1-{ISSUE_HOURS}, default {WINDOW_HOURS}: a day, the longest max-pause)",
+    )  # fmt: skip
+    parser.add_argument(
         "--clusters", action="store_true",
         help="list the member clusters with their zone, where it came from, and its intensity",
     )  # fmt: skip
@@ -75,6 +94,17 @@ def add_parser(subparsers: Any) -> None:
         "(default: KUBECONFIG, else in-cluster, else the config's clusters)",
     )  # fmt: skip
     parser.set_defaults(handler=run)
+
+
+def _window(text: str) -> int:
+    """``--window``: whole hours, 1 to :data:`~webhook.feed.history.ISSUE_HOURS`."""
+    try:
+        hours = int(text)
+    except ValueError:
+        hours = 0
+    if not 1 <= hours <= ISSUE_HOURS:
+        raise argparse.ArgumentTypeError(f"expected whole hours 1-{ISSUE_HOURS}, got {text!r}")
+    return hours
 
 
 _MARKUP = re.compile(r"``(?P<literal>[^`]+)``|:[a-z]+:`~?(?P<role>[^`]+)`")
@@ -107,14 +137,19 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     except (InvalidInput, ValueError) as exc:  # bad configuration or Redis URL
         err.write(config_mod.error_line(exc, args.config) + "\n")
         return 2
-    statuses = asyncio.run(_collect(feed, zones))
+    window = getattr(args, "window", WINDOW_HOURS)
+    statuses, judged = asyncio.run(_collect_judged(feed, zones, window))
+    used = cfg.reevaluate.forecast
     if _wants_json(args):
-        out.write(
-            orjson.dumps([_as_json(s) for s in statuses], option=orjson.OPT_INDENT_2).decode()
-        )
+        rows = [
+            {**_as_json(s), "forecast": _forecast_json(judged[s.zone], used, window)}
+            for s in statuses
+        ]
+        out.write(orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode())
         out.write("\n")
     else:
         out.write(render_table(statuses))
+        out.write(render_forecasts(judged, used, window))
     missing = [s.zone for s in statuses if s.reading is None]
     if missing:
         err.write(
@@ -132,6 +167,80 @@ async def _collect(feed: IntensityFeed, zones: Sequence[str]) -> list[ZoneStatus
         return [feed.status(z) for z in zones]
     finally:
         await feed.stop()
+
+
+async def _collect_judged(
+    feed: IntensityFeed, zones: Sequence[str], window: int
+) -> tuple[list[ZoneStatus], dict[str, Judgement | None]]:
+    try:
+        await feed.refresh_once()
+        return [feed.status(z) for z in zones], {z: feed.quality(z, window) for z in zones}
+    finally:
+        await feed.stop()
+
+
+def uses(judgement: Judgement, forecast: str) -> str | None:
+    """The forecaster the re-evaluation uses for the judged zone under
+    ``reevaluate.forecast`` (None: no forecast)."""
+    if forecast == BEST:
+        return judgement.chosen
+    return forecast if forecast in FORECASTERS else None
+
+
+def _quality_json(q: Quality) -> dict[str, Any]:
+    return {
+        "windows": q.windows,
+        "top_quarter": q.top if q.windows else None,
+        "spearman": q.spearman if q.windows else None,
+        "captured_percent": q.captured if q.windows else None,
+    }
+
+
+def _forecast_json(judgement: Judgement | None, forecast: str, window: int) -> dict[str, Any]:
+    if judgement is None:
+        return {"setting": forecast, "uses": None, "window_hours": window, "forecasters": {}}
+    return {
+        "setting": forecast,
+        "uses": uses(judgement, forecast),
+        "window_hours": window,
+        "judged_provider": judgement.provider,
+        "forecasters": {f: _quality_json(judgement.quality[f]) for f in FORECASTERS},
+    }
+
+
+def render_forecasts(judged: Mapping[str, Judgement | None], forecast: str, window: int) -> str:
+    """The forecasts block: per zone and forecaster, whether the re-evaluation uses it
+    and how well it ranked the hours of ``window``-hour windows."""
+    header = ("ZONE", "FORECASTER", "USED", "TOP QUARTER %", "SPEARMAN", "WINDOWS")
+    rows = [header]
+    for zone, judgement in judged.items():
+        if judgement is None:
+            continue
+        chosen = uses(judgement, forecast)
+        for name in FORECASTERS:
+            q = judgement.quality[name]
+            rows.append(
+                (
+                    zone,
+                    name if name != "provider" else f"provider ({judgement.provider})",
+                    "yes" if chosen == name else "no",
+                    f"{100 * q.top:.1f}" if q.windows else "-",
+                    f"{q.spearman:.3f}" if q.windows else "-",
+                    str(q.windows),
+                )
+            )
+    if len(rows) == 1:
+        return ""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = [
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
+    title = (
+        f"Forecasts (reevaluate.forecast: {forecast}; windows of {window} h ahead, "
+        "the last 7 days kept):"
+    )
+    return "\n".join(["", title, *lines]) + "\n"
 
 
 def _wants_json(args: argparse.Namespace) -> bool:
