@@ -199,13 +199,15 @@ class Reevaluator(Controller):
 
     def _decide(
         self, target: Target, obj: Mapping[str, Any], namespaces: Mapping[str, Mapping[str, str]]
-    ) -> reevaluate.Action:
+    ) -> tuple[reevaluate.Action, bool]:
+        """The step's action for ``obj``, and False when it is the verdict held from the
+        last pass (nothing it depends on changed)."""
         meta = meta_of(obj)
         labels = namespaces.get(meta.namespace, {})
         ctx = self.context()
         uid, version = meta.uid, meta.resource_version
         if not uid or not version or ctx.generation is None:
-            return self.rules.decide(target, obj, ctx, labels)
+            return self.rules.decide(target, obj, ctx, labels), True
         # What the decision reads besides the clock: the object as stored, the intensities
         # and forecasts (the feed's generation), the fleet, Liqo's peers, the labels.
         peers = id(ctx.peers) if ctx.peers is not None else 0
@@ -216,11 +218,11 @@ class Reevaluator(Controller):
             action = held[1]
             if action.holds_until is None or ctx.now < action.holds_until:
                 self._seen[slot] = held
-                return action
+                return action, False
         action = self.rules.decide(target, obj, ctx, labels)
         if action.outcome == "kept":
             self._seen[slot] = (inputs, action)
-        return action
+        return action, True
 
     async def _one(
         self, target: Target, obj: Obj, namespaces: Mapping[str, Mapping[str, str]]
@@ -228,12 +230,13 @@ class Reevaluator(Controller):
         """Re-evaluate one object; 1 when it was written, and the object as it stands."""
         row = target.row
         for attempt in range(2):
-            action = self._decide(target, obj, namespaces)
+            action, fresh = self._decide(target, obj, namespaces)
             if action.outcome == "skipped":
                 return 0, obj
             if not action.changes:
                 metrics.REEVALUATIONS.labels(row.kind, action.outcome).inc()
-                await self._announce_missed(row, obj)
+                if fresh:  # a held verdict: this resourceVersion was looked at already
+                    await self._announce_missed(row, obj)
                 return 0, obj
             if not self.gate.leading:
                 raise NotLeader("not leading")
