@@ -11,5 +11,6 @@ one periodic runner (:mod:`webhook.controllers.runner`) calls.
 - :mod:`~webhook.controllers.ocm_scores`: Open Cluster Management placement scores.
 
 The application manager (:mod:`webhook.app`) builds them from the configuration. They
-talk to the API server only through :mod:`webhook.kube`.
+reach the API server with the adapters of :mod:`webhook.kube` (the connection, list
+helpers, leader-gated writes, Events) and the client's typed API classes.
 """
