@@ -36,7 +36,7 @@ def test_table_with_static_data() -> None:
     assert "static:" in de
     assert fr.split()[-2:] == ["yes", "no"]
     title, head, *rows = forecasts.splitlines()
-    assert title.startswith("Forecasts (reevaluate.forecast: day-ahead-profile; windows of 24 h")
+    assert title.startswith("Forecasts (reevaluate.forecast: best; windows of 24 h")
     assert head.split() == [
         "ZONE",
         "FORECASTER",
@@ -47,7 +47,8 @@ def test_table_with_static_data() -> None:
         "SPEARMAN",
         "WINDOWS",
     ]
-    # The embedded table forecasts nothing and one run holds no past day: nothing judged yet.
+    # The embedded table forecasts nothing and one run holds no past day: nothing judged yet,
+    # so best (the default) uses the profile.
     assert [r.split() for r in rows] == [
         ["DE", "day-ahead-profile", "yes", "-", "-", "0"],
         ["DE", "provider", "(static)", "no", "-", "-", "0"],

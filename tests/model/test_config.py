@@ -237,7 +237,7 @@ def test_reevaluate_section_defaults_and_overrides() -> None:
     assert default.enabled is True
     assert default.interval_seconds == 300
     assert default.min_interval_seconds == 1800
-    assert default.forecast == "day-ahead-profile"
+    assert default.forecast == "best"
     for forecast in ("day-ahead-profile", "none", "provider", "best"):
         doc = {"reevaluate": {"enabled": False, "interval_seconds": 1, "forecast": forecast}}
         got = parse(doc).reevaluate

@@ -10,7 +10,7 @@ import pytest
 
 from webhook.cli import simulate as cli
 from webhook.decision.forecast import RANK_HOURS
-from webhook.kinds.reevaluation import METHODS
+from webhook.kinds.reevaluation import METHODS, replayed
 from webhook.model.config import Config
 from webhook.model.vocabulary import DEFAULT_MAX_PAUSE
 from webhook.simulate import report
@@ -97,7 +97,7 @@ def test_default_rows_run_what_the_default_config_runs() -> None:
     """The rows marked default use the forecast the reconciler uses with the default config,
     the default hysteresis and the default ``max-pause``."""
     config = Config()
-    method = METHODS[config.reevaluate.forecast]
+    method = replayed(METHODS[config.reevaluate.forecast])
     settings = PolicySettings()
     spatial = {p.key: p for p in spatial_policies(settings, ["a", "b"])}[DEFAULT_SPATIAL]
     assert spatial.forecast == method

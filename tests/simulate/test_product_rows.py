@@ -10,7 +10,7 @@ import pytest
 from tests.simulate.grids import MakeGrid, MakeScenario
 from webhook.decision import placement
 from webhook.decision.forecast import DAYS, RANK_HOURS
-from webhook.kinds.reevaluation import METHODS
+from webhook.kinds.reevaluation import METHODS, replayed
 from webhook.model.config import Config, HysteresisConfig, ReevaluateConfig
 from webhook.simulate.engine import simulate_spatial
 from webhook.simulate.policies import spatial_policies
@@ -27,7 +27,7 @@ def test_the_settings_default_to_the_products_config() -> None:
     config = Config()
     settings = PolicySettings()
     assert settings.config() == config
-    assert settings.forecast == METHODS[config.reevaluate.forecast]
+    assert settings.forecast == replayed(METHODS[config.reevaluate.forecast])
     assert (settings.forecast_hours, settings.forecast_days) == (RANK_HOURS, DAYS)
 
 

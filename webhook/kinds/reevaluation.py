@@ -48,6 +48,13 @@ METHODS: Mapping[str, OutlookMethod] = {
 """``reevaluate.forecast`` -> the feed's outlook method."""
 
 
+def replayed(method: OutlookMethod) -> Method:
+    """The forecast a replay of observed hours runs for ``method`` (the simulator's): a
+    replay holds no provider forecast, so ``best`` never has the evidence to leave the
+    day-ahead profile, and ``provider`` and ``none`` are replayed on the profile too."""
+    return method if isinstance(method, Method) else Method.PROFILE
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Target:
     """One kind the leader re-evaluates: its registry row and how it is followed."""

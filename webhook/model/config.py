@@ -176,14 +176,14 @@ class ReevaluateConfig(Schema, frozen=True):
     """Pause between passes over the managed objects."""
     min_interval_seconds: AtLeast0 = 1800.0
     """At most one write by the re-evaluation per object in this many seconds."""
-    forecast: Forecast = "day-ahead-profile"
-    """What the re-evaluation looks ahead with: ``day-ahead-profile`` (built from the
-    feed's hourly history; until it holds a day, the current intensity), ``provider`` (the
-    provider's own forecast), ``best`` (per zone, whichever of the two ranked the hours of
-    the window better on the last days the feed kept; the profile on ties and until the
-    provider's forecasts were judged on enough windows) or ``none`` (current intensity, as
-    admission). Policies rank on the forecast mean over the next 24 h; NodePool pauses
-    wait for a cleaner hour."""
+    forecast: Forecast = "best"
+    """What the re-evaluation looks ahead with: ``best`` (the default: per zone, whichever
+    of the next two ranked the hours of the window better on the last days the feed kept;
+    the profile on ties and until the provider's forecasts were judged on enough windows),
+    ``day-ahead-profile`` (built from the feed's hourly history; until it holds a day, the
+    current intensity), ``provider`` (the provider's own forecast) or ``none`` (current
+    intensity, as admission). Policies rank on the forecast mean over the next 24 h;
+    NodePool pauses wait for a cleaner hour."""
 
 
 class RebalanceConfig(Schema, frozen=True):

@@ -42,7 +42,7 @@ import msgspec
 import yaml
 
 from webhook.decision.forecast import DAYS, RANK_HOURS, Method
-from webhook.kinds.reevaluation import METHODS
+from webhook.kinds.reevaluation import METHODS, replayed
 from webhook.model.config import Config
 from webhook.model.traces import Column
 from webhook.model.validation import GridZone, Schema, check, convert, read_yaml
@@ -149,7 +149,7 @@ class MultiKueue(Schema, frozen=True):
 _PRODUCT = Config()
 """The product's defaults: the settings below default to them."""
 _H, _W, _N = _PRODUCT.hysteresis, _PRODUCT.weighting, _PRODUCT.nodepools
-_METHOD = METHODS[_PRODUCT.reevaluate.forecast]
+_METHOD = replayed(METHODS[_PRODUCT.reevaluate.forecast])
 
 
 class PolicySettings(Schema, frozen=True):
@@ -174,8 +174,9 @@ class PolicySettings(Schema, frozen=True):
     """``hysteresis.margin`` (relative improvement needed to switch)."""
     dwell_hours: AtLeast0 = _H.dwell_hours
     """``hysteresis.dwell_hours``."""
-    forecast: Method = _METHOD if isinstance(_METHOD, Method) else Method.PROFILE
-    """Forecast used by the forecast-aware variants (``reevaluate.forecast``)."""
+    forecast: Method = _METHOD
+    """Forecast used by the forecast-aware variants (``reevaluate.forecast`` as a replay
+    runs it: ``best`` is the day-ahead profile, the traces holding no provider forecast)."""
     forecast_days: Whole1 = DAYS
     """Past days averaged by the day-ahead profile."""
     forecast_hours: Whole1 = RANK_HOURS
