@@ -13,6 +13,10 @@ One module per job:
 - :mod:`.refresh`: keeping those answers up to date (single flight, Redis leases);
 - :mod:`.fetch`: one provider call turned into a cache entry (TTL, error backoff);
 - :mod:`.forecasts`: the mean over a coming horizon;
+- :mod:`.history`: the hourly history, the outlook built on it, and the provider's
+  forecasts as issued each hour;
+- :mod:`.judging`: which of the provider's forecast and the day-ahead profile ranked a
+  zone's hours better (the ``best`` outlook);
 - :mod:`.publish`: the answers as Prometheus metrics;
 - :mod:`.core`: :class:`IntensityFeed`, which joins them and runs the background loop.
 
