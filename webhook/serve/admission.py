@@ -24,7 +24,7 @@ from webhook.model import validation
 from webhook.model.objects import meta_of
 from webhook.model.vocabulary import DECISION, REFRESH, UNREAD, unread
 from webhook.serve import reviews
-from webhook.serve.answer import Outcome, respond
+from webhook.serve.answer import FAILED_OPEN, Outcome, Verdict, respond
 from webhook.serve.memo import DecisionMemo, MemoKey, memo_key
 from webhook.serve.reviews import AdmissionRequest, Head, Object
 
@@ -49,11 +49,12 @@ def _decided(
     key: MemoKey | None,
 ) -> Outcome:
     try:
-        _decide(request, ctx, outcome)
+        verdict = _decide(request, ctx)
     except Exception:
         log.exception("decision_failed", uid=outcome.uid, kind=outcome.kind)
-        outcome.result, outcome.reason, outcome.patch = "failed_open", "internal error", []
-        outcome.warnings = ("carbonshift: internal error; admitted unchanged",)
+        verdict = FAILED_OPEN
+    verdict.settle(outcome)
+    if verdict is FAILED_OPEN:
         return outcome
     if outcome.patch:
         outcome.encoded_patch = base64.b64encode(orjson.dumps(outcome.patch)).decode()
@@ -139,24 +140,20 @@ def _skip_reason(request: AdmissionRequest, row: Kind, obj: Object, ctx: Context
     return f"operation {operation} is not mutated"
 
 
-def _decide(request: AdmissionRequest, ctx: Context, outcome: Outcome) -> None:
+def _decide(request: AdmissionRequest, ctx: Context) -> Verdict:
     row = kinds.find(request.kind.group, request.kind.kind)
     obj = request.object
     if row is None:
-        outcome.result, outcome.reason = "ignored", "kind not handled"
-        return
+        return Verdict("ignored", "kind not handled")
     if obj is None:  # DELETE and CONNECT carry no object to mutate
-        outcome.result, outcome.reason = "skipped", f"operation {request.operation} is not mutated"
-        return
+        return Verdict("skipped", f"operation {request.operation} is not mutated")
     reason = _skip_reason(request, row, obj, ctx)
     if reason:
-        outcome.result, outcome.reason = "skipped", reason
-        return
+        return Verdict("skipped", reason)
     decision = row.decide(obj, ctx)
-    outcome.warnings = tuple(decision.warnings)
+    warnings = tuple(decision.warnings)
     if decision.skipped:
-        outcome.result, outcome.reason = "skipped", decision.skipped
-        return
+        return Verdict("skipped", decision.skipped, warnings)
     changes = list(decision.changes)
     record = decision.record
     stored = meta_of(obj).annotations.get(DECISION)
@@ -168,8 +165,9 @@ def _decide(request: AdmissionRequest, ctx: Context, outcome: Outcome) -> None:
         keys = UNREAD in record.body or UNREAD in Record.decode(stored).body
     # The record goes with every change, and alone when carbonshift left a rule unapplied
     # (``left``) or a key unread (or no longer): the object itself then says why.
+    annotation = None
     if record is not None and (changes or record.body.get("left") or keys):
-        outcome.decision = unchanged_text(stored, record.encode())
-        changes.append(Change(("metadata", "annotations", DECISION), outcome.decision))
-    outcome.patch = build(obj, changes)
-    outcome.result = "patched" if outcome.patch else "unchanged"
+        annotation = unchanged_text(stored, record.encode())
+        changes.append(Change(("metadata", "annotations", DECISION), annotation))
+    patch = build(obj, changes)
+    return Verdict("patched" if patch else "unchanged", "", warnings, patch, annotation)

@@ -9,11 +9,40 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
 from webhook.decision.outcome import short
+
+Result = Literal["patched", "unchanged", "skipped", "ignored", "failed_open", "shed"]
+"""The legal results of an admission: a JSON patch, nothing to change, opted out or not
+mutated (``skipped``), a kind carbonshift does not handle (``ignored``), an internal
+error admitted unchanged (``failed_open``), an overload answered without deciding
+(``shed``)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Verdict:
+    """What deciding one admission came to (:func:`webhook.serve.admission.admit`)."""
+
+    result: Result
+    reason: str = ""
+    warnings: Sequence[str] = ()
+    patch: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    decision: str | None = None
+    """The decision annotation the patch writes (None: none written)."""
+
+    def settle(self, outcome: Outcome) -> None:
+        """Record this verdict in the admission's outcome."""
+        outcome.result, outcome.reason, outcome.warnings = self.result, self.reason, self.warnings
+        outcome.patch, outcome.decision = self.patch, self.decision
+
+
+FAILED_OPEN = Verdict(
+    "failed_open", "internal error", ("carbonshift: internal error; admitted unchanged",)
+)
+"""An internal error: admitted unchanged, and the API server is told why."""
 
 
 @dataclasses.dataclass(slots=True)
@@ -26,7 +55,7 @@ class Outcome:
     name: str = ""
     operation: str = ""
     result: str = "ignored"
-    """patched | unchanged | skipped | ignored | failed_open | shed"""
+    """A :data:`Result`; ``carbonshift mutate`` also shows re-evaluation steps' outcomes."""
     reason: str = ""
     warnings: Sequence[str] = ()
     patch: list[dict[str, Any]] = dataclasses.field(default_factory=list)
