@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from webhook import kinds
+from webhook import kinds, testing
 from webhook.decision import ladder, pause
 from webhook.decision.capacity import quantity
 from webhook.decision.forecast import DAYS, Method, history_needed, outlook
@@ -32,7 +32,7 @@ from webhook.kinds.reevaluation import OutlookMethod, Reevaluation, Target, targ
 from webhook.model.config import Config
 from webhook.model.intensity import Reading, Signal
 from webhook.model.objects import dig
-from webhook.model.vocabulary import DECISION, ENABLED, MAX_PAUSE, STRATEGY
+from webhook.model.vocabulary import DECISION, MAX_PAUSE
 from webhook.simulate.product import admitted, at_hour
 
 if TYPE_CHECKING:
@@ -46,20 +46,15 @@ LIMIT = Decimal(1000)
 
 def nodepool(strategy: str, max_pause: timedelta) -> dict[str, Any]:
     """The NodePool a pause policy stands for."""
-    annotations = {STRATEGY: strategy, MAX_PAUSE: pause.duration(max_pause)}
-    return {
-        "apiVersion": "karpenter.sh/v1",
-        "kind": "NodePool",
-        "metadata": {
-            "name": "batch",
-            "labels": {ENABLED: "true"},
-            "annotations": annotations,
-        },
-        "spec": {
-            "template": {"spec": {"requirements": [], "nodeClassRef": {"name": "default"}}},
-            "limits": {"cpu": str(LIMIT)},
-        },
-    }
+    return testing.nodepool(
+        "batch",
+        requirements=[],
+        node_class={"name": "default"},
+        limits={"cpu": str(LIMIT)},
+        enabled=True,
+        annotations={MAX_PAUSE: pause.duration(max_pause)},
+        strategy=strategy,
+    )
 
 
 class OverTime:

@@ -32,7 +32,7 @@ from typing import Any
 import msgspec
 import orjson
 
-from webhook import kinds
+from webhook import kinds, testing
 from webhook.decision.capacity import MoveRule
 from webhook.decision.division import static_weights
 from webhook.decision.forecast import Method
@@ -135,18 +135,14 @@ def policy_object(
         annotations[STRATEGY] = "none"
         scheduling["replicaDivisionPreference"] = "Weighted"
         scheduling["weightPreference"] = {"dynamicWeight": "AvailableReplicas"}
-    return {
-        "apiVersion": "policy.karmada.io/v1alpha1",
-        "kind": "PropagationPolicy",
-        "metadata": {"name": "workload", "namespace": "simulation", "annotations": annotations},
-        "spec": {
-            "resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment"}],
-            "placement": {
-                "clusterAffinity": {"clusterNames": list(clusters)},
-                "replicaScheduling": scheduling,
-            },
-        },
-    }
+    return testing.propagation_policy(
+        "workload",
+        namespace="simulation",
+        annotations=annotations,
+        selectors=[{"apiVersion": "apps/v1", "kind": "Deployment"}],
+        placement={"replicaScheduling": scheduling},
+        clusters=clusters,
+    )
 
 
 _MEMO = 4096
