@@ -7,9 +7,10 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Final
 
-from webhook.decision.record import Record
+from webhook.decision.record import Record, unchanged_text
 from webhook.model.intensity import IntensityTable, Reading
-from webhook.model.vocabulary import format_time
+from webhook.model.objects import meta_of
+from webhook.model.vocabulary import DECISION, UNREAD, Scope, format_time, unread
 
 
 class _Remove:
@@ -110,3 +111,36 @@ def lookup(zones: Mapping[str, str | None], table: IntensityTable) -> Lookup:
 def iso(when: datetime) -> str:
     """UTC timestamp as the decision record writes it (``2026-01-01T12:00:00Z``)."""
     return format_time(when)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Stored:
+    """What the webhook writes for a decision: the decider's changes and, when there is
+    anything to say, its decision annotation."""
+
+    changes: tuple[Change, ...]
+    annotation: str | None = None
+    """The decision annotation written (None: none)."""
+
+
+def stored(obj: Mapping[str, Any], decision: Decision, scope: Scope) -> Stored:
+    """What the webhook stores for ``decision`` on ``obj`` (admission, the simulator and
+    the tests all build it here): the decider's changes, and the decision record with
+    every change, or alone when carbonshift left a rule unapplied (``left``) or a
+    ``carbonshift.io/*`` key of ``scope`` unread (or no longer): the object itself then
+    says why. An unchanged record keeps the annotation text already stored."""
+    changes = list(decision.changes)
+    record = decision.record
+    if record is None:
+        return Stored(tuple(changes))
+    before = meta_of(obj).annotations.get(DECISION)
+    record.body.pop(UNREAD, None)
+    if unread_keys := unread(meta_of(obj).annotations, scope):
+        record.body[UNREAD] = unread_keys
+    keys = UNREAD in record.body or UNREAD in Record.decode(before).body
+    if not (changes or record.body.get("left") or keys):
+        return Stored(tuple(changes))
+    annotation = unchanged_text(before, record.encode())
+    changes.append(Change(("metadata", "annotations", DECISION), annotation))
+    return Stored(tuple(changes), annotation)
+

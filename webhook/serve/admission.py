@@ -16,13 +16,12 @@ import structlog
 
 from webhook import kinds
 from webhook.decision.optin import SELECTED, not_opted_in
-from webhook.decision.outcome import Change
+from webhook.decision.outcome import stored
 from webhook.decision.patch import build
-from webhook.decision.record import Record, unchanged_text
 from webhook.kinds import Context, Kind
 from webhook.model import validation
 from webhook.model.objects import meta_of
-from webhook.model.vocabulary import DECISION, REFRESH, UNREAD, unread
+from webhook.model.vocabulary import REFRESH
 from webhook.serve import reviews
 from webhook.serve.answer import FAILED_OPEN, Outcome, Verdict, respond
 from webhook.serve.memo import DecisionMemo, MemoKey, memo_key
@@ -154,20 +153,6 @@ def _decide(request: AdmissionRequest, ctx: Context) -> Verdict:
     warnings = tuple(decision.warnings)
     if decision.skipped:
         return Verdict("skipped", decision.skipped, warnings)
-    changes = list(decision.changes)
-    record = decision.record
-    stored = meta_of(obj).annotations.get(DECISION)
-    keys = False
-    if record is not None:  # the annotations warned about above, in the record too
-        record.body.pop(UNREAD, None)
-        if unread_keys := unread(meta_of(obj).annotations, row.scope):
-            record.body[UNREAD] = unread_keys
-        keys = UNREAD in record.body or UNREAD in Record.decode(stored).body
-    # The record goes with every change, and alone when carbonshift left a rule unapplied
-    # (``left``) or a key unread (or no longer): the object itself then says why.
-    annotation = None
-    if record is not None and (changes or record.body.get("left") or keys):
-        annotation = unchanged_text(stored, record.encode())
-        changes.append(Change(("metadata", "annotations", DECISION), annotation))
-    patch = build(obj, changes)
-    return Verdict("patched" if patch else "unchanged", "", warnings, patch, annotation)
+    written = stored(obj, decision, row.scope)
+    patch = build(obj, list(written.changes))
+    return Verdict("patched" if patch else "unchanged", "", warnings, patch, written.annotation)

@@ -8,9 +8,8 @@ from typing import Any
 
 from webhook import kinds
 from webhook.decision import reevaluate
-from webhook.decision.outcome import Change
+from webhook.decision.outcome import stored
 from webhook.kinds.reevaluation import Target
-from webhook.model.vocabulary import DECISION
 
 EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 """Simulated hour 0 (decisions depend on elapsed time only)."""
@@ -22,13 +21,12 @@ def at_hour(hour: int) -> datetime:
 
 
 def admitted(target: Target, obj: Mapping[str, Any], ctx: kinds.Context) -> dict[str, Any]:
-    """``obj`` created at ``ctx.now`` as the webhook stores it: the kind's decider's changes
-    and its decision annotation; raises ValueError when the decider skips it."""
+    """``obj`` created at ``ctx.now`` as the webhook stores it
+    (:func:`webhook.decision.outcome.stored`); raises ValueError when the decider skips it."""
     created = dict(obj)
     stamp = ctx.now.strftime("%Y-%m-%dT%H:%M:%SZ")
     created["metadata"] = {**created["metadata"], "creationTimestamp": stamp}
     decision = target.row.decide(created, ctx)
     if decision.skipped or decision.record is None:
         raise ValueError(f"carbonshift skipped the {obj['kind']}: {decision.skipped}")
-    note = Change(("metadata", "annotations", DECISION), decision.record.encode())
-    return reevaluate.apply(created, [*decision.changes, note])
+    return reevaluate.apply(created, stored(created, decision, target.row.scope).changes)
