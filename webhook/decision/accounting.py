@@ -269,8 +269,7 @@ def record_of(obj: Mapping[str, Any]) -> Record:
 
 def candidates(record: Record) -> list[str]:
     """The clusters the decision considered: the ones the user's policy allows."""
-    clusters = record.body.get("clusters")
-    return sorted(str(n) for n in clusters) if isinstance(clusters, Mapping) else []
+    return sorted(str(n) for n in record.entries)
 
 
 def user_placement(policy: Mapping[str, Any]) -> dict[str, Any]:

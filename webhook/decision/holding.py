@@ -65,8 +65,8 @@ class Proposal:
         Only a placement carbonshift itself put in force (recorded ``since``, fields
         still as written) is held; user edits and first decisions always go through.
         """
-        previous, since = self.previous, self.previous.body.get("since")
-        if inputs.now is None or not isinstance(since, str) or not previous.own:
+        previous, since = self.previous, self.previous.since
+        if inputs.now is None or since is None or not previous.own:
             return False
         if not all(previous.owns(k, self.current.get(k[len(OWN) :])) for k in previous.own):
             return False
@@ -74,9 +74,8 @@ class Proposal:
             started = in_hours(vocabulary.parse_time(since))
         except ValueError:
             return False
-        clusters = previous.body.get("clusters") or {}
-        recorded = {n: c.get("w") for n, c in clusters.items() if isinstance(c, dict)}
-        held = in_force(self.current, {n: w for n, w in recorded.items() if isinstance(w, int)})
+        recorded = {n: facts.weight for n, facts in previous.clusters.items()}
+        held = in_force(self.current, {n: w for n, w in recorded.items() if w is not None})
         proposed = in_force(self.new, self.weights) or {}
         rule, now = inputs.hysteresis, in_hours(inputs.now)
         record = Held(held, started) if held else None

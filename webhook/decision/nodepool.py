@@ -202,7 +202,7 @@ def reevaluate(nodepool: Mapping[str, Any], inputs: NodePoolInputs, now: datetim
         body[LABEL] = previous.body[LABEL]
     if unread := vocabulary.unread(annotations, "nodepool"):  # as admission records them
         body[vocabulary.UNREAD] = unread
-    kept = [x for x in previous.body.get("left") or [] if isinstance(x, dict)]
+    kept = previous.left
     left = [x for x in kept if x.get("rule") not in ("weight", "pause", "ladder")] + plan.left
     if left:
         body["left"] = left
@@ -219,7 +219,7 @@ def reevaluate(nodepool: Mapping[str, Any], inputs: NodePoolInputs, now: datetim
 
 def _elsewhere(decision: Decision, inputs: NodePoolInputs) -> None:
     """While the pool is held below its limits, say where urgent pods can still go."""
-    if decision.record is None or not decision.record.body.get("paused"):
+    if decision.record is None or not decision.record.paused:
         return
     others = sorted(inputs.other_pools or ())
     if not others:
@@ -253,9 +253,9 @@ def _pause_over_time(
     if not plan.previous.owns(_SPEC + "limits", plan.spec.get("limits")):
         # Not paused by carbonshift (any more): someone else's limits are the user's.
         previous = dataclasses.replace(previous, paused_at=None)
-    elif previous.paused_at is None and plan.previous.body.get("paused"):
+    elif previous.paused_at is None and plan.previous.paused:
         # Paused without a start (admission): it began with the reading it was based on.
-        began = pause.State.of({pause.PAUSED_AT: plan.previous.body.get("at")}).paused_at
+        began = pause.State.of({pause.PAUSED_AT: plan.previous.at}).paused_at
         previous = dataclasses.replace(previous, paused_at=began or now)
     step = pause.step(level, inputs.outlook, previous, now, knobs.max_pause)
     if step.paused:
@@ -293,9 +293,9 @@ def _ladder(
     previous = ladder.State.of(plan.previous.body)
     if not plan.previous.owns(_SPEC + "limits", plan.spec.get("limits")):
         previous = ladder.State(times=dataclasses.replace(previous.times, paused_at=None))
-    elif previous.times.paused_at is None and plan.previous.body.get("paused"):
+    elif previous.times.paused_at is None and plan.previous.paused:
         # Stepped down without a start (admission): from the reading it was based on.
-        began = pause.State.of({pause.PAUSED_AT: plan.previous.body.get("at")}).paused_at
+        began = pause.State.of({pause.PAUSED_AT: plan.previous.at}).paused_at
         times = dataclasses.replace(previous.times, paused_at=began or now)
         previous = ladder.State.of({**times.body(), **_kept_step(plan.previous.body)})
     step = ladder.step(level, inputs.outlook, previous, now, knobs.max_pause, steps)

@@ -53,7 +53,7 @@ def _judge(obj: Mapping[str, Any], _previous: Record, inputs: Inputs) -> Judged:
     table = {z: r for z, r in inputs.table.items() if z != zone} if stale else inputs.table
     decision = inputs.decide_on(obj, table)
     new = decision.record
-    resuming = paused(obj) and new is not None and not new.body.get("paused")
+    resuming = paused(obj) and new is not None and not new.paused
     if stale and not resuming:
         return Judged(decision, f"stale intensity data for {zone}: nothing written")
     return Judged(decision, before=reading.value if reading is not None and not stale else None)
@@ -72,15 +72,15 @@ def _switch(
     was = paused(obj)
     limits = any(c.path == ("spec", "limits") for c in changes)
     event: PauseEvent | None = None
-    stepped = new.body.get("step") != previous.body.get("step")  # strategy ladder
-    if limits and new.body.get("paused") and (not was or stepped):
+    stepped = new.step != previous.step  # strategy ladder
+    if limits and new.paused and (not was or stepped):
         event = "paused"
-    elif limits and was and not new.body.get("paused"):
+    elif limits and was and not new.paused:
         event = "resumed"
     g = judged.before
     record, why = _nodepool_switch(obj, changes, record, g=g, event=event, inputs=inputs)
     if event == "paused":
-        why = _paused_why(obj, inputs, g, apply(obj, tuple(changes)), new.body.get("step"))
+        why = _paused_why(obj, inputs, g, apply(obj, tuple(changes)), new.step)
     elif event == "resumed":
         why = f"{_pause_why(judged.decision.warnings) or event} ({inputs.zone} at {show(g)} g/kWh)"
     return Switch(record, why, pause=event)
@@ -107,7 +107,7 @@ def paused(obj: Mapping[str, Any]) -> bool:
     carbonshift wrote and the decision annotation says ``paused``)."""
     record = Record.decode(meta_of(obj).annotations.get(DECISION))
     limits = dig(obj, "spec", "limits")
-    return bool(record.body.get("paused")) and record.owns("spec.limits", limits)
+    return record.paused and record.owns("spec.limits", limits)
 
 
 def _nodepool_switch(

@@ -167,7 +167,7 @@ def decide(obj: Mapping[str, Any], inputs: OffloadingInputs) -> Decision:
         decision.record = previous
         return decision
     body = data.body(weights)
-    body["since"] = (new == current and previous.body.get("since")) or body["at"]
+    body["since"] = (new == current and previous.since) or body["at"]
     record = Record(body=body | history(previous))
     key = OWN + SELECTOR
     record.orig[key] = base.get(SELECTOR)
@@ -189,8 +189,8 @@ def _held(
 
     Only a selector carbonshift itself wrote (recorded ``since``, still as written) is
     held; user edits and first decisions always go through."""
-    since = previous.body.get("since")
-    if inputs.now is None or not isinstance(since, str):
+    since = previous.since
+    if inputs.now is None or since is None:
         return None
     if not previous.owns(OWN + SELECTOR, current):
         return None

@@ -138,7 +138,7 @@ def stored(obj: Mapping[str, Any], decision: Decision, scope: Scope) -> Stored:
     if unread_keys := unread(meta_of(obj).annotations, scope):
         record.body[UNREAD] = unread_keys
     keys = UNREAD in record.body or UNREAD in Record.decode(before).body
-    if not (changes or record.body.get("left") or keys):
+    if not (changes or record.left or keys):
         return Stored(tuple(changes))
     annotation = unchanged_text(before, record.encode())
     changes.append(Change(("metadata", "annotations", DECISION), annotation))

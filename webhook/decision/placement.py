@@ -251,7 +251,7 @@ def decide(policy: Mapping[str, Any], inputs: PolicyInputs) -> Decision:
             body["clusters"][name]["t"] = k
     # When this placement came into force: the data time of the decision that made it
     # (deterministic for given inputs, so identical reviews get identical answers).
-    body["since"] = (not changes and previous.body.get("since")) or body["at"]
+    body["since"] = (not changes and previous.since) or body["at"]
     decision.record = record_of(base, new, body | history(previous))
     decision.changes = changes
     return decision

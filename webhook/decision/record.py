@@ -103,6 +103,40 @@ class Record:
             return {}
         return {str(name): ClusterFacts.of(entry) for name, entry in found.items()}
 
+    @property
+    def entries(self) -> Mapping[object, object]:
+        """``clusters`` as stored (:attr:`clusters` without reading each entry)."""
+        found = self.body.get("clusters")
+        return found if isinstance(found, Mapping) else {}
+
+    @property
+    def since(self) -> str | None:
+        """``since``: when the placement in force was put in force (RFC 3339)."""
+        found = self.body.get("since")
+        return found if isinstance(found, str) else None
+
+    @property
+    def at(self) -> str | None:
+        """``at``: when the decision was made (RFC 3339)."""
+        found = self.body.get("at")
+        return found if isinstance(found, str) else None
+
+    @property
+    def paused(self) -> bool:
+        """``paused``: a NodePool held paused by this decision."""
+        return bool(self.body.get("paused"))
+
+    @property
+    def step(self) -> object:
+        """``step``: a NodePool ladder's step (its share), if any."""
+        return self.body.get("step")
+
+    @property
+    def left(self) -> list[dict[str, Any]]:
+        """``left``: the rules carbonshift left unapplied, and why."""
+        found = self.body.get("left")
+        return [x for x in found if isinstance(x, dict)] if isinstance(found, list) else []
+
     def owns(self, field: str, current: object) -> bool:
         """True when ``current`` is still exactly what carbonshift wrote to ``field``."""
         return field in self.own and self.own[field] == fingerprint(current)

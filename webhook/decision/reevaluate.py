@@ -226,8 +226,8 @@ def step(obj: Mapping[str, Any], inputs: Inputs, rules: Rules | None = None) -> 
 def _dwell_end(previous: Record, inputs: Inputs) -> datetime | None:
     """When the placement in force has dwelt ``dwell_hours`` (None: it has, or it is not
     held by carbonshift's record): until then a kept verdict may be the dwell's."""
-    since = previous.body.get("since")
-    if not isinstance(since, str) or inputs.hysteresis.dwell_hours <= 0:
+    since = previous.since
+    if since is None or inputs.hysteresis.dwell_hours <= 0:
         return None
     try:
         end = vocabulary.parse_time(since) + timedelta(hours=inputs.hysteresis.dwell_hours)
@@ -290,15 +290,9 @@ writes nothing; the switch is scored by expected intensity."""
 # --- internals ---------------------------------------------------------------------------
 
 
-def _entries(record: Record) -> Mapping[object, object]:
-    """The record's ``clusters`` as stored (:attr:`Record.clusters` without reading each)."""
-    found = record.body.get("clusters")
-    return found if isinstance(found, Mapping) else {}
-
-
 def _intensities(record: Record) -> dict[str, float | None]:
     """``{name: facts.intensity for name, facts in record.clusters.items()}``."""
-    return {str(name): _intensity(entry) for name, entry in _entries(record).items()}
+    return {str(name): _intensity(entry) for name, entry in record.entries.items()}
 
 
 def _intensity(entry: object) -> float | None:
@@ -312,7 +306,7 @@ def _intensity(entry: object) -> float | None:
 
 
 def _weights(record: Record) -> dict[str, int]:
-    weights = {str(name): _weight(entry) for name, entry in _entries(record).items()}
+    weights = {str(name): _weight(entry) for name, entry in record.entries.items()}
     return {n: w for n, w in weights.items() if w is not None}
 
 
@@ -329,7 +323,7 @@ def _stale(previous: Record, new: Record | None, inputs: Inputs) -> list[str]:
     names: set[str] = set()
     for record in (previous, new):
         if record is not None:
-            names.update(str(name) for name in _entries(record))
+            names.update(str(name) for name in record.entries)
     out = []
     for name in sorted(names):
         cluster = inputs.clusters.get(name)
