@@ -46,6 +46,7 @@ import dataclasses
 import json
 import shutil
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -379,7 +380,15 @@ class KueueSandbox(Plane):
         namespace = {"apiVersion": "v1", "kind": "Namespace",
                      "metadata": {"name": KUEUE_NAMESPACE}}  # fmt: skip
         self.apply_on(cluster, [*documents, namespace], "--server-side", "--force-conflicts")
-        self.on(cluster, "wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
+        for attempt in range(10):  # a CRD just created may have no status yet: kubectl errs
+            try:
+                self.on(cluster, "wait", "--for=condition=Established", "--timeout=60s", "crd",
+                        "--all")  # fmt: skip
+                break
+            except SandboxError:
+                if attempt == 9:
+                    raise
+                time.sleep(1.0)
 
     def _add_node(self, worker: str) -> None:
         """One Node that KWOK simulates, with room beyond any quota."""
@@ -536,7 +545,8 @@ def webhook_configurations(manifest: Path, url: str, ca_bundle: str) -> list[dic
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m devtools.sandbox.kueue up|down|status [--state-dir DIR] [--dispatcher N]``."""
+    """``python -m devtools.sandbox.kueue up|down|status [--state-dir DIR] [--dispatcher N]
+    [--zones W=Z,...] [--carbon-window CONTROLLER]``."""
     p = argparse.ArgumentParser(
         prog="python -m devtools.sandbox.kueue",
         description="A Kueue MultiKueue manager and two worker clusters on 127.0.0.1 where "
@@ -547,11 +557,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--state-dir", type=Path, default=None,
                    help="state folder (default: .sandbox/kueue)")  # fmt: skip
     p.add_argument("--dispatcher", default=ALL_AT_ONCE, help=f"default {ALL_AT_ONCE}")
+    p.add_argument("--zones", default="",
+                   help="W=Z,...: each MultiKueueCluster's carbonshift.io/zone")  # fmt: skip
+    p.add_argument("--carbon-window", default=None, metavar="CONTROLLER",
+                   help=f"an AdmissionCheck {CARBON_WINDOW} of this controller on the manager's "
+                   "ClusterQueue (carbonshift.io/carbon-window)")  # fmt: skip
     args = p.parse_args(argv)
+    zones = dict(pair.split("=", 1) for pair in args.zones.split(",") if "=" in pair)
     layout = kueue_layout(Layout.default())
     if args.state_dir is not None:
         layout = dataclasses.replace(layout, state=args.state_dir.resolve())
-    box = KueueSandbox(layout, dispatcher=args.dispatcher)
+    box = KueueSandbox(
+        layout, dispatcher=args.dispatcher, zones=zones, carbon_window=args.carbon_window
+    )
     try:
         if args.command == "up":
             box.up()

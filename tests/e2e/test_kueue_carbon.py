@@ -27,10 +27,10 @@ import asyncio
 import json
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from e2e_support import build_binaries, unavailable
@@ -38,12 +38,12 @@ from kubernetes_asyncio import config as kube_config
 from test_kueue_sandbox import (
     BINARIES,
     condition,
-    dispatched_to,
     events,
+    fleet_state,
     get_job,
+    items,
     job,
     unique,
-    wait_for,
     wait_ran,
     workload_of,
 )
@@ -199,6 +199,60 @@ class Carbonshift:
             await api.close()
 
 
+TIMEOUT = 120.0
+T = TypeVar("T")
+
+
+def carbon_state(box: KueueSandbox) -> str:
+    """Besides the fleet's Workloads and queues: the MultiKueueConfig, the AdmissionChecks
+    and the Events carbonshift wrote."""
+    lines = [fleet_state(box)]
+    for args in (
+        ("get", "multikueueconfig", MULTIKUEUE_CONFIG, "-o", "yaml"),
+        ("get", "admissionchecks", "-o", "yaml"),
+        (
+            "get",
+            "events.events.k8s.io",
+            "-n",
+            NAMESPACE,
+            "-o",
+            "custom-columns=REASON:.reason,OBJECT:.regarding.name,NOTE:.note",
+        ),
+    ):
+        result = box.kubectl(f"--context={MANAGER}", *args, check=False)
+        lines.append(f"$ kubectl {' '.join(args)}\n{result.stdout}{result.stderr}")
+    return "\n".join(lines)
+
+
+def wait_for(
+    box: KueueSandbox, probe: Callable[[], T | None], what: str, timeout: float = TIMEOUT
+) -> T:
+    """Poll ``probe`` until it returns something other than None (or False); on timeout
+    fail with the state waited on (:func:`carbon_state`)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if value is not None and value is not False:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(
+                f"timed out after {timeout:g}s waiting for {what}\n{carbon_state(box)}",
+                pytrace=False,
+            )
+        time.sleep(0.3)
+
+
+def dispatched_to(box: KueueSandbox, name: str) -> str:
+    """The worker the manager's Workload of Job ``name`` was admitted by."""
+
+    def cluster() -> str | None:
+        status = (workload_of(box, MANAGER, name) or {}).get("status") or {}
+        found: str | None = status.get("clusterName")
+        return found
+
+    return wait_for(box, cluster, f"Job {name}'s Workload on the manager to be dispatched")
+
+
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KueueSandbox]:
     state = tmp_path_factory.mktemp("kueue-carbon")
@@ -251,6 +305,27 @@ def carbonshift(fleet: KueueSandbox, grid: Grid, clock: Clock) -> Iterator[Carbo
         )
         yield running
         assert not running.failures, running.failures
+    quiet(fleet)
+
+
+def quiet(box: KueueSandbox) -> None:
+    """Every Job of a test gone from the manager and every worker's quota free again: the
+    next test starts on an idle fleet, whatever the last one left."""
+    box.on(MANAGER, "delete", "jobs", "--all", "-n", NAMESPACE, "--wait=true", timeout=TIMEOUT)
+    # The manager runs no garbage collector: its Workloads outlive their Jobs, and so would
+    # their copies on the workers.
+    box.on(MANAGER, "delete", "workloads", "--all", "-n", NAMESPACE, "--wait=true", timeout=TIMEOUT)
+    for worker in WORKERS:
+        box.on(worker, "delete", "jobs", "--all", "-n", NAMESPACE, "--wait=false")
+
+    def idle() -> bool:
+        for worker in WORKERS:
+            out = box.on(worker, "get", "clusterqueue", CLUSTER_QUEUE, "-o", "json")
+            if (json.loads(out).get("status") or {}).get("reservingWorkloads"):
+                return False
+        return not items(box, MANAGER, "workloads.kueue.x-k8s.io")
+
+    wait_for(box, idle, "an idle fleet (no Workload on the manager, no quota used on a worker)")
 
 
 def submit(
@@ -391,9 +466,12 @@ def next_hour(at: datetime) -> datetime:
 
 
 def pending(box: KueueSandbox, name: str) -> dict[str, Any]:
+    """The carbon window's hold on ``name``: its check Pending with carbonshift's message."""
+
     def state() -> dict[str, Any] | None:
-        found = window_state(box, name)
-        return found if found and "until" in decision(box, name).get("window", {}) else None
+        found = window_state(box, name) or {}
+        held = found.get("state") == "Pending" and found["message"].startswith("waiting")
+        return found if held and "until" in decision(box, name).get("window", {}) else None
 
     return wait_for(box, state, f"the carbon window's Pending state on {name}")
 

@@ -218,12 +218,6 @@ class CarbonWindow(Controller):
                 message = checked.reason + (f" (grid {zone})" if zone else "")
         if (text(entry, "state"), text(entry, "message")) == (state, message):
             return ""
-        if state == "Pending" and text(entry, "state") == "Pending" and checked is not None:
-            before = decision_of(workload).get("window", {})
-            if isinstance(before, Mapping) and before.get("until") == (
-                vocabulary.format_time(checked.until) if checked.until else None
-            ):
-                return ""  # the same hold: no rewrite per pass
         name = text(entry, "name")
         new = kube.check_state(name, state, message, now, entry)
         await kube.apply_status(self.api, self.gate, workload, kube.WORKLOADS, kind="Workload",

@@ -155,8 +155,11 @@ class KueueDispatcher(Controller):
             except (ApiException, InvalidInput) as exc:
                 outcome, job = "error", None
                 metrics.KUEUE_NOMINATIONS.labels("error").inc()
+                problem = error_name(exc) if isinstance(exc, ApiException) else str(exc)
                 log.warning("kueue_nomination_failed", workload=meta.name,
-                            namespace=meta.namespace, error=str(exc)[:300])  # fmt: skip
+                            namespace=meta.namespace, error=problem,
+                            hint="409: the Workload changed since it was read; the next "
+                            "pass reads it again" if problem == "409" else None)  # fmt: skip
             if job is not None:
                 flying = [j for j in flying if j.key != job.key] + [job]
             if outcome:
