@@ -265,6 +265,31 @@ class KueueSandbox(Plane):
         self.start(name, timeout=180.0)
         self.wait_active()
 
+    def carbonshift_identity(self) -> Path:
+        """carbonshift's service account on the manager with what a real install grants it
+        (the ServiceAccount, ClusterRole and Roles of ``manifests/base`` and of the
+        component ``manifests/components/kueue``, which also holds the CarbonWindow CRD),
+        and a kubeconfig of the manager with a token of that account; returns its path."""
+        root = self.layout.root / "manifests"
+        rendered = self.kubectl("kustomize", str(root / "base")).stdout
+        component = (root / "components" / "kueue" / "kueue-rbac.yaml").read_text()
+        crd = yaml.safe_load((root / "components" / "kueue" / "carbonwindows.yaml").read_text())
+        kinds = ("Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role",
+                 "RoleBinding")  # fmt: skip
+        documents = [d for text in (rendered, component) for d in yaml.safe_load_all(text)
+                     if d and d["kind"] in kinds]  # fmt: skip
+        self.apply_on(MANAGER, [crd, *sorted(documents, key=lambda d: kinds.index(d["kind"]))])
+        account = next(d for d in documents if d["kind"] == "ServiceAccount")["metadata"]
+        token = self.on(MANAGER, "-n", account["namespace"], "create", "token",
+                        account["name"], "--duration=24h").strip()  # fmt: skip
+        config = yaml.safe_load(self.cluster_kubeconfig(MANAGER).read_text())
+        for user in config["users"]:
+            user["user"] = {"token": token}
+        path = self.layout.state / "kubeconfigs" / "carbonshift.kubeconfig"
+        path.write_text(yaml.safe_dump(config), encoding="utf-8")
+        path.chmod(0o600)
+        return path
+
     def wait_active(self, timeout: float = 120.0) -> None:
         """Until every MultiKueueCluster, the AdmissionCheck and every ClusterQueue is
         Active (the manager reaches the workers and every queue can admit)."""

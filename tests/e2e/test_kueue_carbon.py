@@ -6,9 +6,11 @@ carbonshift.io/carbon-dispatcher``) and its ClusterQueue lists the carbon window
 (controller ``carbonshift.io/carbon-window``) before MultiKueue's. carbonshift's real
 controllers (:class:`~webhook.controllers.kueue_dispatch.KueueDispatcher`,
 :class:`~webhook.controllers.carbon_window.CarbonWindow`) run in-process against the
-manager's API server, reading the workers through the kubeconfig Secrets the
-MultiKueueClusters name, on a static intensity table the test switches: worker-a's grid
-is PL, worker-b's SE-SE3, greener unless flipped. The carbon window's clock is the real
+manager's API server as carbonshift's service account with the RBAC an install grants
+(``manifests/base`` and ``manifests/components/kueue``; nothing may be refused), reading
+the workers through the kubeconfig Secrets the MultiKueueClusters name, on a static
+intensity table the test switches: worker-a's grid is PL, worker-b's SE-SE3, greener
+unless flipped. The carbon window's clock is the real
 one plus a skew the test moves forward (a forecast's hours pass in seconds).
 
 (a) a Job lands on the greener worker, only it nominated; (b) with the greener worker's
@@ -68,6 +70,7 @@ from webhook.kube.kueue import Workers
 from webhook.model import vocabulary
 from webhook.model.config import parse
 from webhook.model.intensity import IntensityTable, Reading, Signal
+from webhook.runtime import metrics
 
 DISPATCHER = "carbonshift.io/carbon-dispatcher"
 WINDOW_CONTROLLER = "carbonshift.io/carbon-window"
@@ -142,7 +145,9 @@ class Leading:
 
 class Carbonshift:
     """carbonshift's Kueue controllers on their own event loop and thread, one pass each
-    every :data:`STEP` seconds, until :meth:`stop`."""
+    every :data:`STEP` seconds, until :meth:`stop`; as carbonshift's service account, with
+    the RBAC of ``manifests/base`` and ``manifests/components/kueue``
+    (:meth:`KueueSandbox.carbonshift_identity`)."""
 
     def __init__(self, box: KueueSandbox, grid: Grid, clock: Clock, dispatch: str) -> None:
         self.box, self.grid, self.clock, self.dispatch = box, grid, clock, dispatch
@@ -174,7 +179,7 @@ class Carbonshift:
                 "hysteresis": {"margin": 0.1, "dwell_hours": 0},
             }
         )
-        kubeconfig = str(self.box.cluster_kubeconfig(MANAGER))
+        kubeconfig = str(self.box.layout.state / "kubeconfigs" / "carbonshift.kubeconfig")
         api = await kube_config.new_client_from_config(config_file=kubeconfig)
         workers = Workers(api, config.kueue.namespace)
         events = EventRecorder(api, "e2e", Leading())
@@ -274,6 +279,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KueueSandbox]:
     except SandboxError as exc:
         unavailable(f"the Kueue sandbox did not start: {exc}")
     box.on(MANAGER, "label", "namespace", NAMESPACE, f"{vocabulary.ENABLED}=true", "--overwrite")
+    box.carbonshift_identity()  # carbonshift runs as its service account, with its RBAC
     print(f"Kueue sandbox up in {time.monotonic() - started:.1f} s")
     try:
         yield box
@@ -305,7 +311,18 @@ def carbonshift(fleet: KueueSandbox, grid: Grid, clock: Clock) -> Iterator[Carbo
         )
         yield running
         assert not running.failures, running.failures
+    assert not forbidden(), f"refused by RBAC: {forbidden()}"
     quiet(fleet)
+
+
+def forbidden() -> list[dict[str, str]]:
+    """The (verb, resource) RBAC refused carbonshift (``carbonshift_kube_forbidden_total``)."""
+    return [
+        sample.labels
+        for family in metrics.KUBE_FORBIDDEN.collect()
+        for sample in family.samples
+        if sample.name.endswith("_total") and sample.value
+    ]
 
 
 def quiet(box: KueueSandbox) -> None:
@@ -660,6 +677,7 @@ def test_kueue_keeps_the_last_carbon_order_when_carbonshift_stops(
             "the carbon order in the MultiKueueConfig",
         )
     assert not running.failures, running.failures
+    assert not forbidden(), f"refused by RBAC: {forbidden()}"
     grid.values = dict(GREEN_A)  # carbonshift is stopped: nobody reorders
     for _ in range(2):
         name = submit(fleet, "ordered")
