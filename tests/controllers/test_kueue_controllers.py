@@ -21,13 +21,15 @@ import dataclasses
 import json
 from collections.abc import AsyncIterator
 from datetime import timedelta
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 import yaml
 
 from tests import kubeapi
 from tests.support import NOW, reading
+from webhook.app import Fleet, controllers
 from webhook.controllers.carbon_window import CarbonWindow
 from webhook.controllers.kueue_dispatch import KueueDispatcher
 from webhook.kinds.reevaluation import OutlookMethod
@@ -453,3 +455,19 @@ async def test_a_worker_without_a_readable_secret_is_left_out(world: World) -> N
     world.manager.add(workload("job-1"))
     await dispatcher(world, GREEN).reconcile()
     assert stored(world, "job-1")["status"]["nominatedClusterNames"] == ["worker-a"]
+
+
+def test_the_application_runs_both_kueue_controllers_when_kueue_is_enabled(world: World) -> None:
+    off = {s: {"enabled": False} for s in ("labels", "reevaluate", "accounting", "ocm", "carry")}
+    state: Any = SimpleNamespace(feed=GREEN)
+    fleet = Fleet(world.manager.api, cast(Any, world.gate), cast(Any, None), cast(Any, None),
+                  cast(Any, None), world.workers)  # fmt: skip
+    kube_settings: Any = None
+
+    def names(**kueue: Any) -> list[str]:
+        config = parse({**off, "kueue": kueue})
+        return [c.name for c in controllers(config, state, fleet, kube_settings)]
+
+    assert names(enabled=True) == ["kueue_dispatch", "carbon_window"]
+    assert names(enabled=True, dispatch="none") == ["carbon_window"]
+    assert names(enabled=False) == []

@@ -37,7 +37,14 @@ import structlog
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
-from webhook.controllers.kueue_fleet import Feed, KueueReader, decision_of, finished, in_flight
+from webhook.controllers.kueue_fleet import (
+    Feed,
+    KueueReader,
+    decision_of,
+    finished,
+    in_flight,
+    namespace_labels,
+)
 from webhook.controllers.runner import Controller
 from webhook.decision import kueue as rules
 from webhook.decision.optin import not_opted_in
@@ -115,7 +122,7 @@ class CarbonWindow(Controller):
         if not ours:
             return outcomes
         workloads = await kube.listed(self.api, kube.WORKLOADS)
-        namespaces = await self._namespace_labels()
+        namespaces = await namespace_labels(self.api)
         if workloads is None or namespaces is None or not await self.reader.begin():
             return outcomes
         delays = {name: await self._max_delay(check) for name, check in ours.items()}
@@ -141,16 +148,6 @@ class CarbonWindow(Controller):
                 if state:
                     outcomes[state] = outcomes.get(state, 0) + 1
         return outcomes
-
-    async def _namespace_labels(self) -> dict[str, Mapping[str, str]] | None:
-        try:
-            listed = await client.CoreV1Api(self.api).list_namespace(
-                _request_timeout=REQUEST_TIMEOUT
-            )
-        except Exception as exc:
-            metrics.KUBE_ERRORS.labels("namespaces", error_name(exc)).inc()
-            return None
-        return {ns.metadata.name: dict(ns.metadata.labels or {}) for ns in listed.items}
 
     async def _max_delay(self, check: Mapping[str, Any]) -> float | None:
         """The per-check default delay: its CarbonWindow's ``spec.maxDelay``."""

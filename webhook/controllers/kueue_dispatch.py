@@ -47,6 +47,7 @@ from webhook.controllers.kueue_fleet import (
     decision_of,
     finished,
     in_flight,
+    namespace_labels,
     since_of,
 )
 from webhook.controllers.runner import Controller
@@ -119,19 +120,9 @@ class KueueDispatcher(Controller):
 
     # --- external: nominate -----------------------------------------------------------------
 
-    async def _namespace_labels(self) -> dict[str, Mapping[str, str]] | None:
-        try:
-            listed = await client.CoreV1Api(self.api).list_namespace(
-                _request_timeout=REQUEST_TIMEOUT
-            )
-        except Exception as exc:
-            metrics.KUBE_ERRORS.labels("namespaces", error_name(exc)).inc()
-            return None
-        return {ns.metadata.name: dict(ns.metadata.labels or {}) for ns in listed.items}
-
     async def _dispatch_pass(self) -> dict[str, int]:
         workloads = await kube.listed(self.api, kube.WORKLOADS)
-        namespaces = await self._namespace_labels()
+        namespaces = await namespace_labels(self.api)
         if workloads is None or namespaces is None or not await self.reader.begin():
             return {}
         flying = in_flight(workloads, self.config.kueue.default_runtime_seconds)
@@ -225,7 +216,7 @@ class KueueDispatcher(Controller):
             self.api, kube.MULTIKUEUE_CONFIGS, label_selector=f"{vocabulary.ENABLED}=true"
         )
         outcomes: dict[str, int] = {}
-        for found in configs or []:
+        for found in () if configs is None else configs:
             if not_opted_in(found, None) is not None:
                 continue
             if not self.gate.leading:

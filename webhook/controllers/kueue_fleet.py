@@ -27,12 +27,13 @@ from kubernetes_asyncio import client
 from webhook.decision import kueue as rules
 from webhook.kinds.reevaluation import Outlook, Reevaluation
 from webhook.kube import kueue as kube
-from webhook.kube.client import REQUEST_TIMEOUT
+from webhook.kube.client import REQUEST_TIMEOUT, error_name
 from webhook.model import vocabulary
 from webhook.model.config import Config
 from webhook.model.intensity import IntensityTable
-from webhook.model.objects import condition, items, meta_of, text
+from webhook.model.objects import condition, items, meta_of, strings, text
 from webhook.model.vocabulary import DECISION
+from webhook.runtime import metrics
 
 log = structlog.get_logger("carbonshift.kueue")
 
@@ -79,6 +80,16 @@ def since_of(obj: Mapping[str, Any], key: str) -> datetime | None:
         return vocabulary.parse_time(raw) if isinstance(raw, str) else None
     except ValueError:
         return None
+
+
+async def namespace_labels(api: client.ApiClient) -> dict[str, Mapping[str, str]] | None:
+    """Namespace -> its labels (None: the namespaces cannot be listed now)."""
+    try:
+        listed = await client.CoreV1Api(api).list_namespace(_request_timeout=REQUEST_TIMEOUT)
+    except Exception as exc:
+        metrics.KUBE_ERRORS.labels("namespaces", error_name(exc)).inc()
+        return None
+    return {ns.metadata.name: dict(strings(ns.metadata.labels)) for ns in listed.items}
 
 
 def finished(workload: Mapping[str, Any]) -> bool:
@@ -210,7 +221,7 @@ class KueueReader:
                 )
             except Exception:
                 return {}
-            return dict(job.metadata.annotations or {})
+            return dict(strings(job.metadata.annotations))
         return {}
 
     def outlooks(
