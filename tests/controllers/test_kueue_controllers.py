@@ -471,3 +471,9 @@ def test_the_application_runs_both_kueue_controllers_when_kueue_is_enabled(world
     assert names(enabled=True) == ["kueue_dispatch", "carbon_window"]
     assert names(enabled=True, dispatch="none") == ["carbon_window"]
     assert names(enabled=False) == []
+
+
+async def test_a_workload_another_dispatcher_nominated_is_left_alone(world: World) -> None:
+    world.manager.add(workload("job-1", nominated=["worker-a"]))  # no nominatedAt of ours
+    assert await dispatcher(world, GREEN).reconcile() == {}
+    assert world.manager.writes() == []

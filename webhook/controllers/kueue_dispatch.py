@@ -13,7 +13,9 @@ writes what :func:`webhook.decision.kueue.nominate` says into
 each ``kueue.round_seconds`` no nominated worker admitted it (rounds are counted from the
 first nomination, kept in the Workload's ``carbonshift.io/decision`` annotation, so a new
 leader goes on where the last one stopped). A nomination is only ever widened, never
-revoked (a worker may have started to admit the Workload). The status is applied as
+revoked (a worker may have started to admit the Workload). A Workload another dispatcher
+nominated (no nomination of carbonshift's recorded on it: Kueue's ``dispatcherName`` is
+not carbonshift's) is left alone, with one warning. The status is applied as
 Kueue's own admission status (field manager ``kueue-admission``, guarded by the
 ``resourceVersion`` read), so Kueue's apply that sets ``clusterName`` clears it. Each
 nomination is explained: the annotation (:func:`webhook.decision.kueue.record`), an Event
@@ -109,6 +111,7 @@ class KueueDispatcher(Controller):
         self.reader = KueueReader(api, config, feed, workers)
         h = config.hysteresis
         self.hysteresis = Hysteresis(margin=h.margin, dwell_hours=h.dwell_hours)
+        self._said_another = False
 
     async def reconcile(self) -> dict[str, int]:
         """One pass; outcome -> count (``nominated``, ``widened``, ``ordered``, ``error``)."""
@@ -167,6 +170,9 @@ class KueueDispatcher(Controller):
         job = self.reader.job_of(workload, annotations)
         now = self.clock()
         since = since_of(workload, NOMINATED_AT) if job.nominated else None
+        if job.nominated and since is None:
+            self._another(workload, job.nominated)
+            return "", None
         round_seconds = self.config.kueue.round_seconds
         waited = 0.0 if since is None else (now - since).total_seconds()
         rounds = max(0, math.floor(waited / round_seconds))
@@ -206,6 +212,19 @@ class KueueDispatcher(Controller):
         log.info("kueue_nominated", workload=meta.name, namespace=meta.namespace,
                  nominated=names, round=nomination.round, reason=nomination.reason)  # fmt: skip
         return outcome, dataclasses.replace(job, nominated=tuple(names))
+
+    def _another(self, workload: Obj, nominated: tuple[str, ...]) -> None:
+        """Another dispatcher nominated ``workload`` (no nomination of carbonshift's is
+        recorded on it): leave it alone, and say so once."""
+        if not self._said_another:
+            self._said_another = True
+            meta = meta_of(workload)
+            log.warning(
+                "kueue_nominated_by_another", workload=meta.name, namespace=meta.namespace,
+                nominated=list(nominated),
+                hint="set Kueue's multiKueue.dispatcherName to "
+                f"{self.config.kueue.dispatcher_name}, or kueue.dispatch to order or none",
+            )  # fmt: skip
 
     # --- order: MultiKueueConfig.spec.clusters ---------------------------------------------
 
