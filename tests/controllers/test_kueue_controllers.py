@@ -235,13 +235,13 @@ async def world() -> AsyncIterator[World]:
             await workers.close()
 
 
-def dispatcher(world: World, feed: Feed, **kueue: Any) -> KueueDispatcher:
+def dispatcher(world: World, feed: Feed, clock: Any = lambda: NOW, **kueue: Any) -> KueueDispatcher:
     config = parse(
         {"kueue": {"enabled": True, **kueue}, "hysteresis": {"margin": 0.1, "dwell_hours": 1}}
     )
     events = EventRecorder(world.manager.api, "replica-0", world.gate)
     return KueueDispatcher(
-        world.manager.api, config, feed, world.gate, world.workers, events=events, clock=lambda: NOW
+        world.manager.api, config, feed, world.gate, world.workers, events=events, clock=clock
     )
 
 
@@ -477,3 +477,20 @@ async def test_a_workload_another_dispatcher_nominated_is_left_alone(world: Worl
     world.manager.add(workload("job-1", nominated=["worker-a"]))  # no nominatedAt of ours
     assert await dispatcher(world, GREEN).reconcile() == {}
     assert world.manager.writes() == []
+
+
+async def test_a_young_workload_waits_a_pass_for_the_feed_to_know_its_zones(world: World) -> None:
+    """The feed was just asked for the workers' zones: no nomination, no window on no data
+    while the Workload is younger than a round; after that, never held for want of it."""
+    with_window(world)
+    world.manager.add(job("job-1", {vocabulary.MAX_DELAY: "6h"}))
+    world.manager.add(workload("wl-1", checks={WINDOW: "Pending"}, job="job-1"))
+    world.manager.add(workload("wl-2", checks={CHECK: "Pending"}))
+    unknown = Feed({})
+    young = CREATED + timedelta(seconds=10)
+    assert await window(world, unknown, clock=lambda: young).reconcile() == {"active": 1}
+    assert await dispatcher(world, unknown, clock=lambda: young).reconcile() == {}
+    old = CREATED + timedelta(seconds=61)
+    assert await window(world, unknown, clock=lambda: old).reconcile() == {"Ready": 1}
+    assert "no forecast" in check_of(world, "wl-1")["message"]
+    assert await dispatcher(world, unknown, clock=lambda: old).reconcile() == {"nominated": 2}

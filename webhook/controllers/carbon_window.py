@@ -210,9 +210,12 @@ class CarbonWindow(Controller):
                     await self.events.emit(workload, reason=READY, note=message,
                                            action="Admit", type="Warning")  # fmt: skip
             else:
-                checked, zone = await self._window(workload, job, flying, now)
+                checked, zone, known = await self._window(workload, job, flying, now)
+                young = now - job.created < timedelta(seconds=self.config.kueue.round_seconds)
+                if not known and job.max_delay is not None and young:
+                    return ""  # the feed was just asked for the zone: decide next pass
                 state = "Ready" if checked.ready else "Pending"
-                message = checked.reason + (f" (grid {zone})" if zone else "")
+                message = checked.reason + (f" (grid {zone})" if zone and known else "")
         if (text(entry, "state"), text(entry, "message")) == (state, message):
             return ""
         name = text(entry, "name")
@@ -241,9 +244,9 @@ class CarbonWindow(Controller):
 
     async def _window(
         self, workload: Obj, job: rules.Job, flying: list[rules.Job], now: datetime
-    ) -> tuple[rules.Window, str | None]:
+    ) -> tuple[rules.Window, str | None, bool]:
         """The window on the grid of the worker MultiKueue will be given first (else the
-        local zone), and that zone."""
+        local zone), that zone, and whether the feed holds anything for it yet."""
         deadline = job.deadline
         slack = 0 if deadline is None else max(0, (deadline - now) / timedelta(hours=1))
         horizon = job.hours + math.ceil(slack)
@@ -253,5 +256,9 @@ class CarbonWindow(Controller):
             outlooks, readings = self.reader.outlooks((w.zone for w in workers), job.hours)
             first = rules.window_zone(job, workers, outlooks, flying, readings=readings)
             zone = first[1] if first is not None else None
-        series = self.reader.outlooks([zone], horizon)[0].get(zone) if zone else None
-        return rules.window(job, series, now), zone
+        if not zone:
+            return rules.window(job, None, now), zone, False
+        outlooks, readings = self.reader.outlooks([zone], horizon)
+        series = outlooks.get(zone)
+        known = series is not None or readings.get(zone) is not None
+        return rules.window(job, series, now), zone, known

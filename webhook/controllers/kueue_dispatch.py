@@ -181,6 +181,9 @@ class KueueDispatcher(Controller):
             job, workers, outlooks, flying, rounds=rounds, step=self.config.kueue.step,
             readings=readings,
         )  # fmt: skip
+        young = now - job.created < timedelta(seconds=round_seconds)
+        if young and not any(v is not None for v in nomination.means.values()):
+            return "", None  # the feed was just asked for the workers' zones: next pass
         added = [n for n in nomination.names if n not in job.nominated]
         if not added:
             return "", None

@@ -112,8 +112,8 @@ class KueueReader:
         self._worker_queues: dict[tuple[str, str, str], Obj | None] = {}
 
     async def begin(self) -> bool:
-        """Start a pass: list what every Workload's reading needs; False when the manager's
-        Kueue objects cannot be listed now."""
+        """Start a pass: list what every Workload's reading needs, and ask the feed for every
+        worker's zone; False when the manager's Kueue objects cannot be listed now."""
         self._pass, self._worker_queues = {}, {}
         for plural in (
             kube.CLUSTER_QUEUES, kube.ADMISSION_CHECKS, kube.MULTIKUEUE_CONFIGS,
@@ -123,6 +123,10 @@ class KueueReader:
             if found is None:
                 return False
             self._pass[plural] = found
+        for cluster in self._pass[kube.MULTIKUEUE_CLUSTERS]:  # warm before Jobs need them
+            zone = self.zone_of(meta_of(cluster).name)
+            if zone:
+                self.feed.want(zone)
         return True
 
     def _named(self, plural: str, name: str) -> Obj | None:
