@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -38,23 +38,18 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
 from webhook.controllers.kueue_fleet import (
-    Feed,
-    KueueReader,
+    KueueController,
     decision_of,
     finished,
     in_flight,
     namespace_labels,
 )
-from webhook.controllers.runner import Controller
 from webhook.decision import kueue as rules
 from webhook.decision.optin import not_opted_in
 from webhook.kube import kueue as kube
 from webhook.kube.client import REQUEST_TIMEOUT, error_name
-from webhook.kube.events import EventRecorder
-from webhook.kube.writes import Gate, NotLeader, apply_metadata
+from webhook.kube.writes import NotLeader, apply_metadata
 from webhook.model import vocabulary
-from webhook.model.config import Config
-from webhook.model.intensity import utcnow
 from webhook.model.objects import condition, items, meta_of, text
 from webhook.model.validation import InvalidInput
 from webhook.runtime import metrics
@@ -82,30 +77,15 @@ def max_delay_of(parameters: Mapping[str, Any] | None) -> float | None:
         return None
 
 
-class CarbonWindow(Controller):
+class CarbonWindow(KueueController):
     """Answers the carbon window AdmissionChecks (see the module's docstring)."""
 
     name = "carbon_window"
 
-    def __init__(
-        self,
-        api: client.ApiClient,
-        config: Config,
-        feed: Feed,
-        gate: Gate,
-        workers: kube.Workers,
-        *,
-        events: EventRecorder | None = None,
-        clock: Callable[[], datetime] = utcnow,
-    ) -> None:
-        self.api = api
-        self.config = config
-        self.gate = gate
-        self.events = events
-        self.clock = clock
-        self.interval = config.kueue.interval_seconds
-        self.controller = config.kueue.admission_check_controller
-        self.reader = KueueReader(api, config, feed, workers)
+    @property
+    def controller(self) -> str:
+        """The ``spec.controllerName`` of the AdmissionChecks it answers."""
+        return self.config.kueue.admission_check_controller
 
     async def reconcile(self) -> dict[str, int]:
         """One pass; state -> Workloads written (``Pending``, ``Ready``, ``active``,

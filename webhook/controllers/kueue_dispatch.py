@@ -35,8 +35,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Callable, Mapping
-from datetime import datetime, timedelta
+from collections.abc import Mapping
+from datetime import timedelta
 from typing import Any
 
 import structlog
@@ -44,25 +44,20 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
 from webhook.controllers.kueue_fleet import (
-    Feed,
-    KueueReader,
+    KueueController,
     decision_of,
     finished,
     in_flight,
     namespace_labels,
     since_of,
 )
-from webhook.controllers.runner import Controller
 from webhook.decision import kueue as rules
 from webhook.decision.hysteresis import Hysteresis
 from webhook.decision.optin import not_opted_in
 from webhook.kube import kueue as kube
 from webhook.kube.client import REQUEST_TIMEOUT, error_name
-from webhook.kube.events import EventRecorder
-from webhook.kube.writes import Gate, NotLeader, apply_metadata, update
+from webhook.kube.writes import NotLeader, apply_metadata, update
 from webhook.model import vocabulary
-from webhook.model.config import Config
-from webhook.model.intensity import utcnow
 from webhook.model.objects import condition, items, meta_of, text
 from webhook.model.validation import InvalidInput
 from webhook.runtime import metrics
@@ -86,32 +81,17 @@ def waiting_on_checks(workload: Mapping[str, Any], multikueue_check: str | None)
     return False
 
 
-class KueueDispatcher(Controller):
+class KueueDispatcher(KueueController):
     """Nominates MultiKueue workers (``external``) or orders MultiKueueConfigs (``order``)."""
 
     name = "kueue_dispatch"
 
-    def __init__(
-        self,
-        api: client.ApiClient,
-        config: Config,
-        feed: Feed,
-        gate: Gate,
-        workers: kube.Workers,
-        *,
-        events: EventRecorder | None = None,
-        clock: Callable[[], datetime] = utcnow,
-    ) -> None:
-        self.api = api
-        self.config = config
-        self.gate = gate
-        self.events = events
-        self.clock = clock
-        self.interval = config.kueue.interval_seconds
-        self.reader = KueueReader(api, config, feed, workers)
-        h = config.hysteresis
-        self.hysteresis = Hysteresis(margin=h.margin, dwell_hours=h.dwell_hours)
-        self._said_another = False
+    _said_another = False
+    """The warning about another dispatcher's nominations was given (once a process)."""
+
+    @property
+    def hysteresis(self) -> Hysteresis:
+        return self.config.hysteresis
 
     async def reconcile(self) -> dict[str, int]:
         """One pass; outcome -> count (``nominated``, ``widened``, ``ordered``, ``error``)."""

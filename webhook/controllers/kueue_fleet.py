@@ -17,20 +17,23 @@ in :class:`webhook.kube.kueue.Workers`.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 import structlog
 from kubernetes_asyncio import client
 
+from webhook.controllers.runner import Controller
 from webhook.decision import kueue as rules
 from webhook.kinds.reevaluation import Outlook, Reevaluation
 from webhook.kube import kueue as kube
 from webhook.kube.client import REQUEST_TIMEOUT, error_name
+from webhook.kube.events import EventRecorder
+from webhook.kube.writes import Gate
 from webhook.model import vocabulary
 from webhook.model.config import Config
-from webhook.model.intensity import IntensityTable
+from webhook.model.intensity import IntensityTable, utcnow
 from webhook.model.objects import condition, items, meta_of, strings, text
 from webhook.model.vocabulary import DECISION
 from webhook.runtime import metrics
@@ -282,3 +285,27 @@ def in_flight(workloads: Iterable[Mapping[str, Any]], default_runtime: float) ->
             continue
         out.append(job)
     return out
+
+
+class KueueController(Controller):
+    """What the Kueue controllers share: the manager's client, the reader of the manager's
+    and the workers' objects, the leader gate and the Event recorder."""
+
+    def __init__(
+        self,
+        api: client.ApiClient,
+        config: Config,
+        feed: Feed,
+        gate: Gate,
+        workers: kube.Workers,
+        *,
+        events: EventRecorder | None = None,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.api = api
+        self.config = config
+        self.gate = gate
+        self.events = events
+        self.clock = clock
+        self.interval = config.kueue.interval_seconds
+        self.reader = KueueReader(api, config, feed, workers)
