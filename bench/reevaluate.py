@@ -10,7 +10,7 @@ ResourceBinding as Karmada keeps it: the policy's annotations that link it to it
 policy, the workload's ``replicaRequirements`` (cpu and memory per replica), the
 policy's placement and ``spec.clusters`` where karmada-scheduler's tier fill put the
 replicas, the bindings scheduled one after another on the room the fleet had then
-(:func:`webhook.decision.capacity.tier_fill`, Steady); the greenest clusters fill up and
+(:func:`webhook.decision.karmada.capacity.tier_fill`, Steady); the greenest clusters fill up and
 the rest overflows. The 100 Karmada Clusters carry ``status.resourceSummary``
 (allocatable; allocated: the bindings' replicas plus what else runs there).
 
@@ -64,8 +64,8 @@ from webhook import kinds
 from webhook.cli import preview
 from webhook.controllers import rebalancer
 from webhook.controllers.reevaluator import Reevaluator
-from webhook.decision.capacity import tier_fill
-from webhook.decision.terms import fill_tiers
+from webhook.decision.karmada.capacity import tier_fill
+from webhook.decision.karmada.terms import fill_tiers
 from webhook.kube.events import EventRecorder
 from webhook.model.config import Config, parse
 from webhook.model.intensity import IntensityTable, Reading, Signal

@@ -14,7 +14,7 @@ import pytest
 
 from tests.support import NOW
 from webhook import testing
-from webhook.decision import placement
+from webhook.decision.karmada import placement
 from webhook.kinds import Context
 from webhook.model.config import Config
 from webhook.model.intensity import Reading
@@ -127,7 +127,7 @@ def test_an_internal_error_fails_open_with_a_warning(
     def explode(*_args: object) -> None:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr("webhook.decision.placement.decide", explode)
+    monkeypatch.setattr("webhook.decision.karmada.placement.decide", explode)
     out = admit(request(pp()), ctx)
     assert out.result == "failed_open"
     response = orjson.loads(admission.respond(out))["response"]
@@ -141,7 +141,9 @@ def test_memo_answers_identical_inputs_once_and_follows_the_data(
 ) -> None:
     calls = []
     real = placement.decide
-    monkeypatch.setattr("webhook.decision.placement.decide", lambda *a: calls.append(1) or real(*a))
+    monkeypatch.setattr(
+        "webhook.decision.karmada.placement.decide", lambda *a: calls.append(1) or real(*a)
+    )
     memo = admission.DecisionMemo(size=2)
     no_generation = admission.DecisionMemo.key(reviews.request_of(request(pp())), ctx)
     assert no_generation is None
@@ -166,7 +168,9 @@ def test_memo_ignores_annotations_and_labels_a_decision_never_reads(
 ) -> None:
     calls = []
     real = placement.decide
-    monkeypatch.setattr("webhook.decision.placement.decide", lambda *a: calls.append(1) or real(*a))
+    monkeypatch.setattr(
+        "webhook.decision.karmada.placement.decide", lambda *a: calls.append(1) or real(*a)
+    )
     memo = admission.DecisionMemo()
     ctx = dataclasses.replace(ctx, generation=1)
     applied = "kubectl.kubernetes.io/last-applied-configuration"

@@ -15,9 +15,9 @@ from tests import kubeapi
 from tests.support import NOW, reading
 from webhook import testing
 from webhook.controllers.accounting import Accountant
+from webhook.decision.karmada.terms import GREEN_TERM, TIER_TERM
 from webhook.decision.ledger import LEDGER_LABELS, Ledger
 from webhook.decision.record import Record, fingerprint
-from webhook.decision.terms import GREEN_TERM, TIER_TERM
 from webhook.kinds import Context
 from webhook.model.config import ClusterConfig, Config, parse
 from webhook.model.vocabulary import DECISION

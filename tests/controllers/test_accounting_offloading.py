@@ -25,8 +25,8 @@ from tests.controllers.accounting_world import (
 from tests.support import NOW, reading
 from webhook import kinds
 from webhook.controllers.accounting import Accountant, accounted
-from webhook.decision import offloading
-from webhook.decision.liqo import REMOTE_ID_LABEL, TYPE_LABEL, VIRTUAL_NODE
+from webhook.decision.liqo import offloading
+from webhook.decision.liqo.peers import REMOTE_ID_LABEL, TYPE_LABEL, VIRTUAL_NODE
 from webhook.decision.record import Record, fingerprint
 from webhook.kinds import Context
 from webhook.model.config import ClusterConfig, parse

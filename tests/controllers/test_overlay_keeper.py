@@ -13,7 +13,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from webhook import kinds
 from webhook.controllers.overlays import OverlayKeeper
-from webhook.decision.carbonprice import GROUP, RESOURCE
+from webhook.decision.karpenter.carbonprice import GROUP, RESOURCE
 from webhook.model.config import parse
 from webhook.model.intensity import Reading, Signal
 

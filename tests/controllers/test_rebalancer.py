@@ -17,7 +17,7 @@ from tests import kubeapi
 from tests.support import NOW, reading
 from webhook import testing
 from webhook.controllers.rebalancer import Rebalancer, owner, pending, with_allocating
-from webhook.decision.terms import GREEN_TERM, TIER_TERM
+from webhook.decision.karmada.terms import GREEN_TERM, TIER_TERM
 from webhook.kinds import Context
 from webhook.kube.events import EventRecorder
 from webhook.kube.writes import NotLeader

@@ -7,7 +7,7 @@ from typing import Any
 
 from tests.decision.nodepools import apply
 from tests.support import reading
-from webhook.decision.nodepool import NodePoolInputs, decide
+from webhook.decision.karpenter.nodepool import NodePoolInputs, decide
 from webhook.model.config import NodePoolConfig
 from webhook.model.intensity import Reading
 

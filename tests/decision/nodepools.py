@@ -15,10 +15,10 @@ import orjson
 
 from tests.support import reading
 from webhook import kinds, testing
-from webhook.decision import nodepool
-from webhook.decision.nodepool import NodePoolInputs
-from webhook.decision.nodepool_step import NODEPOOL_FIELDS
-from webhook.decision.nodepool_step import step as nodepool_step
+from webhook.decision.karpenter import nodepool
+from webhook.decision.karpenter.nodepool import NodePoolInputs
+from webhook.decision.karpenter.nodepool_step import NODEPOOL_FIELDS
+from webhook.decision.karpenter.nodepool_step import step as nodepool_step
 from webhook.decision.outcome import Change, Decision
 from webhook.decision.patch import build
 from webhook.decision.reevaluate import Action, Inputs

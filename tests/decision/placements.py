@@ -9,9 +9,9 @@ from typing import Any
 
 import jsonpatch
 
+from webhook.decision.karmada.placement import PolicyInputs, decide
 from webhook.decision.outcome import Change
 from webhook.decision.patch import build
-from webhook.decision.placement import PolicyInputs, decide
 from webhook.model.vocabulary import DECISION
 
 

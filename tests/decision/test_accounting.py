@@ -15,16 +15,15 @@ from webhook.decision.accounting import (
     PodJoules,
     Totals,
     account,
-    counterfactual_placement,
     energy_kwh,
     measured,
-    nodepool_zones,
     owns_pod,
-    user_placement,
     workload_joules,
 )
+from webhook.decision.karmada.accounting import counterfactual_placement, user_placement
+from webhook.decision.karmada.terms import GREEN_TERM, TIER_TERM
+from webhook.decision.karpenter.accounting import nodepool_zones
 from webhook.decision.record import Record, fingerprint
-from webhook.decision.terms import GREEN_TERM, TIER_TERM
 from webhook.model.errors import MixedSignals
 from webhook.model.intensity import Signal
 from webhook.model.vocabulary import DECISION

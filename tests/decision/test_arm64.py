@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.support import reading
-from webhook.decision import arm64
-from webhook.decision.nodepool import NodePoolInputs, decide
+from webhook.decision.karpenter import arm64
+from webhook.decision.karpenter.nodepool import NodePoolInputs, decide
 from webhook.model.config import NodePoolConfig
 
 AWS = "karpenter.k8s.aws/"

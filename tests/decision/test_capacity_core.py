@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from webhook.decision.capacity import MoveRule, plan_move, quantity, room, tier_fill
+from webhook.decision.karmada.capacity import MoveRule, plan_move, room, tier_fill
+from webhook.decision.quantity import quantity
 from webhook.model.config import RebalanceConfig, parse
 
 # --- tier fill: the cases of Karmada's own common_test.go, and its rules ---------------------

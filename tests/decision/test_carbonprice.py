@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from webhook.decision import carbonprice
-from webhook.decision.carbonprice import Pool
+from webhook.decision.karpenter import carbonprice
+from webhook.decision.karpenter.carbonprice import Pool
 from webhook.model.config import CarbonPriceConfig
 from webhook.model.vocabulary import DEFAULT_NODEPOOL_STRATEGIES, knobs
 

@@ -9,10 +9,10 @@ import pytest
 from tests.decision.placements import mutate
 from tests.support import FLEET, reading
 from webhook.controllers.carry import plan, tiered
-from webhook.decision import carry
-from webhook.decision.placement import PolicyInputs, decide
+from webhook.decision.karmada import carry
+from webhook.decision.karmada.placement import PolicyInputs, decide
+from webhook.decision.karmada.terms import fill_tiers
 from webhook.decision.record import Record
-from webhook.decision.terms import fill_tiers
 from webhook.model.config import parse
 from webhook.model.vocabulary import DECISION
 from webhook.testing import propagation_policy

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from webhook.decision.division import (
+from webhook.decision.karmada.division import (
     divide_aggregated,
     divide_available,
     divide_static,
@@ -14,7 +14,7 @@ from webhook.decision.division import (
     static_weights,
     webster,
 )
-from webhook.decision.karmada_view import PlacementView
+from webhook.decision.karmada.view import PlacementView
 from webhook.model.config import ClusterConfig
 from webhook.simulate.policies import Members, Terms, Weights
 

@@ -8,12 +8,12 @@ from typing import Any
 
 from tests.decision.placements import divided, mutate, policy
 from tests.support import FLEET, NOW, reading
-from webhook.decision.capacity import tier_fill
-from webhook.decision.holding import in_force
 from webhook.decision.hysteresis import Hysteresis
-from webhook.decision.placement import PolicyInputs, decide
+from webhook.decision.karmada.capacity import tier_fill
+from webhook.decision.karmada.holding import in_force
+from webhook.decision.karmada.placement import PolicyInputs, decide
+from webhook.decision.karmada.terms import GREEN_TERM, OTHERS_TERM, fill_order, fill_tiers
 from webhook.decision.record import Record
-from webhook.decision.terms import GREEN_TERM, OTHERS_TERM, fill_order, fill_tiers
 from webhook.model.config import parse
 from webhook.model.vocabulary import DECISION
 

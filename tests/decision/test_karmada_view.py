@@ -1,4 +1,4 @@
-"""The one reading of a Karmada placement (``webhook/decision/karmada_view.py``), held to
+"""The one reading of a Karmada placement (``webhook/decision/karmada/view.py``), held to
 Karmada v1.18.2's own rules for every ``replicaScheduling`` x affinity shape of the upstream
 corpus (``tests/corpus/``), and for the shapes beyond it that Karmada reads differently from
 what they spell.
@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 import pytest
 
 from tests.semantics import fleet
-from webhook.decision.karmada_view import GREEN_TERM, Division, PlacementView
+from webhook.decision.karmada.view import GREEN_TERM, Division, PlacementView
 
 
 class Expected(NamedTuple):

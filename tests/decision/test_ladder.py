@@ -23,9 +23,10 @@ from tests.decision.nodepools import (
     pool,
     record,
 )
-from webhook.decision import ladder, pause
-from webhook.decision.ladder import State, gap, limit, step, target
-from webhook.decision.nodepool import NodePoolInputs, decide, reevaluate
+from webhook.decision import pause
+from webhook.decision.karpenter import ladder
+from webhook.decision.karpenter.ladder import State, gap, limit, step, target
+from webhook.decision.karpenter.nodepool import NodePoolInputs, decide, reevaluate
 from webhook.model.config import parse
 from webhook.model.validation import InvalidInput
 

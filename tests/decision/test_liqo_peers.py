@@ -11,8 +11,8 @@ import pytest
 
 from tests.support import make_state
 from webhook.cli import intensity as cli_intensity
-from webhook.decision import liqo
 from webhook.decision.clusters import node_candidate, node_zone
+from webhook.decision.liqo import peers as liqo
 from webhook.kube.nodes import resolve
 from webhook.kube.peers import PeerInventory
 from webhook.model.config import ClusterConfig, Config

@@ -8,7 +8,7 @@ import pytest
 
 from tests.decision.admission_pools import inputs, nodepool, store
 from tests.support import reading
-from webhook.decision.nodepool import NodePoolInputs, decide
+from webhook.decision.karpenter.nodepool import NodePoolInputs, decide
 from webhook.decision.record import Record
 from webhook.model.config import NodePoolConfig
 from webhook.model.vocabulary import DECISION

@@ -17,7 +17,7 @@ import yaml
 from tests.decision.nodepools import apply
 from tests.support import NOW, reading
 from webhook.cli import preview
-from webhook.decision.nodepool import LABEL, NodePoolInputs, decide, reevaluate
+from webhook.decision.karpenter.nodepool import LABEL, NodePoolInputs, decide, reevaluate
 from webhook.decision.record import Record
 from webhook.kinds import Context
 from webhook.model.config import NodePoolConfig, load

@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 
 from tests.support import NOW, reading
 from webhook import kinds
-from webhook.decision import offloading
 from webhook.decision.hysteresis import Hysteresis
 from webhook.decision.labels import Rule
+from webhook.decision.liqo import offloading
 from webhook.decision.record import Record
 from webhook.decision.reevaluate import apply
 from webhook.kinds.reevaluation import Reevaluation, target_of

@@ -21,7 +21,7 @@ from tests.decision.nodepools import (
 )
 from tests.support import reading
 from webhook.decision import pause
-from webhook.decision.nodepool import NodePoolInputs, decide, reevaluate
+from webhook.decision.karpenter.nodepool import NodePoolInputs, decide, reevaluate
 from webhook.decision.pause import State, step, waits
 from webhook.model.config import NodePoolConfig
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from tests.decision.placements import divided, mutate, policy, weights_of
 from tests.support import FLEET, NOW, reading
 from webhook.decision.hysteresis import Hysteresis
-from webhook.decision.placement import PolicyInputs, decide
+from webhook.decision.karmada.placement import PolicyInputs, decide
 from webhook.decision.record import Record
 from webhook.decision.selectors import allowed_clusters
 from webhook.model.config import Config, parse

@@ -9,7 +9,12 @@ from typing import Any
 from tests.decision.placements import mutate, policy
 from tests.support import NOW
 from webhook import testing
-from webhook.decision.placement import DUPLICATED_NOTE, UNSCHEDULED_NOTE, PolicyInputs, decide
+from webhook.decision.karmada.placement import (
+    DUPLICATED_NOTE,
+    UNSCHEDULED_NOTE,
+    PolicyInputs,
+    decide,
+)
 from webhook.kinds import Context
 from webhook.model.config import Config
 from webhook.model.intensity import Reading

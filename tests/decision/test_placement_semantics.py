@@ -26,10 +26,10 @@ from hypothesis import strategies as st
 
 from tests.decision.placements import mutate, policy, weights_of
 from tests.support import FLEET, reading
-from webhook.decision.placement import PolicyInputs, decide
+from webhook.decision.karmada.placement import PolicyInputs, decide
+from webhook.decision.karmada.terms import FALLBACK_TERM, GREEN_TERM
 from webhook.decision.record import Record
 from webhook.decision.selectors import allowed_clusters
-from webhook.decision.terms import FALLBACK_TERM, GREEN_TERM
 from webhook.model.config import ClusterConfig, parse
 from webhook.model.vocabulary import DECISION
 

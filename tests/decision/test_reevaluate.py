@@ -15,7 +15,8 @@ from tests.decision.nodepools import (
 from tests.decision.nodepools import admitted as pool
 from webhook import kinds, testing
 from webhook.decision.hysteresis import Hysteresis
-from webhook.decision.nodepool_step import paused
+from webhook.decision.karmada.following import POLICY_FIELDS, POLICY_RULES
+from webhook.decision.karpenter.nodepool_step import paused
 from webhook.decision.outcome import Change
 from webhook.decision.record import MAX_SWITCHES, Record, switches, user_fields
 from webhook.decision.reevaluate import Action, Inputs, apply, not_managed, step
@@ -65,8 +66,9 @@ def reevaluate(
         hysteresis=Hysteresis(0.1, 12),
         min_interval_seconds=min_interval,
         namespace_labels=namespace,
+        fields=POLICY_FIELDS,
     )
-    return step(obj, inputs)
+    return step(obj, inputs, POLICY_RULES)
 
 
 def weights(obj: Mapping[str, Any]) -> dict[str, int]:

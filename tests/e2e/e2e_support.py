@@ -16,8 +16,8 @@ import pytest
 import yaml
 
 from devtools.sandbox import Layout, Sandbox
-from webhook.decision.capacity import room
-from webhook.decision.terms import fill_tiers
+from webhook.decision.karmada.capacity import room
+from webhook.decision.karmada.terms import fill_tiers
 
 T = TypeVar("T")
 

@@ -48,7 +48,7 @@ from test_schedulers import carbonshift_stopped
 
 from devtools.sandbox import Sandbox
 from devtools.sandbox.objects import MEMBER_CPUS
-from webhook.decision.terms import fill_tiers
+from webhook.decision.karmada.terms import fill_tiers
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -4,7 +4,7 @@ Karmada v1.18 sends a term's ``overflowAffinities`` workloads only: a ConfigMap 
 selected by the same policy reaches the primary group alone. carbonshift's leader keeps a
 ``requiredBy`` snapshot of every tier's clusters on the policy's non-workload bindings, so
 Karmada's binding controller sends them wherever a replica may run
-(:mod:`webhook.decision.carry`). The sandbox's members differ in size (member-se holds four
+(:mod:`webhook.decision.karmada.carry`). The sandbox's members differ in size (member-se holds four
 one-CPU replicas, member-fr eight):
 
 - a policy selecting a Deployment of ten one-CPU replicas, the ConfigMap its pods read
@@ -43,7 +43,7 @@ from test_fleet_labels import holder
 from test_reevaluate_policies import Grid, events, follower, metric, record
 
 from devtools.sandbox import Sandbox
-from webhook.decision.terms import fill_tiers
+from webhook.decision.karmada.terms import fill_tiers
 
 pytestmark = pytest.mark.timeout(600)
 

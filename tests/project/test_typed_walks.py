@@ -1,6 +1,6 @@
 """Kubernetes objects and stored records are read through the typed views
 (:mod:`webhook.model.objects`: ``meta_of``, ``dig``, ``mapping``, ``items``;
-:mod:`webhook.decision.karmada_view`; :class:`webhook.decision.record.Record`), not by
+:mod:`webhook.decision.karmada.view`; :class:`webhook.decision.record.Record`), not by
 hand-walking dicts.
 
 Two checks over ``webhook/``: no ``(obj.get("metadata") or {}).get(...)``-style walk of an

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from devtools.sandbox.layout import crd
 from webhook import kinds
-from webhook.decision.offloading import NAME as OFFLOADING_NAME
+from webhook.decision.liqo.offloading import NAME as OFFLOADING_NAME
 
 KINDS = {
     k.kind: (k.group, k.version, k.resource, "shop" if k.namespaced else "") for k in kinds.KINDS

@@ -7,7 +7,7 @@ import random
 import pytest
 
 from tests.simulate.grids import MakeGrid, MakeScenario
-from webhook.decision import ladder
+from webhook.decision.karpenter import ladder
 from webhook.model.config import NodePoolConfig
 from webhook.model.vocabulary import DEFAULT_MAX_PAUSE
 from webhook.simulate.batch import DEFAULT_TEMPORAL, PausePolicy, batch_policies

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from webhook import kinds
 from webhook.cli import preview
-from webhook.decision import nodepool
+from webhook.decision.karpenter import nodepool
 from webhook.decision.ranking import intensity_class
 from webhook.model.config import Config, NodePoolConfig
 from webhook.model.intensity import Reading, Signal

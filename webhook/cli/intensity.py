@@ -22,7 +22,7 @@ where that zone came from (``label``, ``annotation``, ``config``, ``region-table
 exactly as ``carbonshift serve`` reads them (config ``clusters:`` are overrides and
 config-only members still count); without one, the config's ``clusters:``. The remote
 clusters behind Liqo's virtual nodes on that API server are listed too, as
-``liqo/<cluster id>`` (:mod:`webhook.decision.liqo`: the same order of zone sources), and
+``liqo/<cluster id>`` (:mod:`webhook.decision.liqo.peers`: the same order of zone sources), and
 Open Cluster Management's ManagedClusters as ``ocm/<name>`` (:mod:`webhook.decision.ocm`).
 """
 
@@ -41,9 +41,10 @@ from typing import Any, TextIO
 import orjson
 import structlog
 
-from webhook.decision import liqo, ocm
+from webhook.decision import ocm
 from webhook.decision.fleet import ZoneSource, entry, name_of
 from webhook.decision.forecast_quality import Quality
+from webhook.decision.liqo import peers as liqo
 from webhook.feed import IntensityFeed, ZoneStatus
 from webhook.feed.history import ISSUE_HOURS
 from webhook.feed.judging import BEST, FORECASTERS, WINDOW_HOURS, Judgement

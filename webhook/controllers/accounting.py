@@ -9,7 +9,7 @@ holds for each zone at the end of the interval):
   ResourceBindings (``spec.clusters``: replicas per member cluster; ``spec.replicas``,
   ``replicaRequirements`` cpu per replica); the counterfactual divides the same replicas
   as the user's own placement would
-  (:func:`~webhook.decision.accounting.counterfactual_placement`, room from the Clusters'
+  (:func:`~webhook.decision.karmada.accounting.counterfactual_placement`, room from the Clusters'
   resource summaries);
 - a managed NodePool: its Nodes (label ``karpenter.sh/nodepool``, ``status.capacity.cpu``)
   per topology zone (``nodepools.topology_zones`` -> grid zone, else ``zone``); the
@@ -74,13 +74,13 @@ from webhook.decision.accounting import (
     Interval,
     PodJoules,
     account,
-    counterfactual_placement,
     measured,
-    nodepool_zones,
     workload_joules,
 )
-from webhook.decision.capacity import quantity, room
-from webhook.decision.division import divide_static
+from webhook.decision.karmada.accounting import counterfactual_placement
+from webhook.decision.karmada.capacity import room
+from webhook.decision.karmada.division import divide_static
+from webhook.decision.karpenter.accounting import nodepool_zones
 from webhook.decision.ledger import (
     LEDGER_LABELS,
     Ledger,
@@ -89,8 +89,9 @@ from webhook.decision.ledger import (
     key_text,
     parse_key,
 )
-from webhook.decision.liqo import REMOTE_ID_LABEL
-from webhook.decision.liqo import SELECTOR as VIRTUAL_NODES
+from webhook.decision.liqo.peers import REMOTE_ID_LABEL
+from webhook.decision.liqo.peers import SELECTOR as VIRTUAL_NODES
+from webhook.decision.quantity import quantity
 from webhook.kinds import Context, Kind
 from webhook.kinds.base import Accounting
 from webhook.kinds.offloadings import counterfactual as offloaded_counterfactual

@@ -3,7 +3,7 @@
 Every ``carry.interval_seconds`` while this replica leads, the carrier lists the
 (Cluster)PropagationPolicies carbonshift placed in tiers and every (Cluster)ResourceBinding,
 and keeps one ``spec.requiredBy`` snapshot of its own on each non-workload binding of such a
-policy (:func:`webhook.decision.carry.carried`): every cluster the policy's terms and their
+policy (:func:`webhook.decision.karmada.carry.carried`): every cluster the policy's terms and their
 overflow tiers name, plus wherever a workload of the policy runs now. Karmada's binding
 controller then sends the ConfigMap, Secret or Service to those clusters too, as it does for
 the dependencies of a workload. A binding whose policy carbonshift no longer places in tiers
@@ -25,7 +25,7 @@ from kubernetes_asyncio.client.rest import ApiException
 
 from webhook.controllers.rebalancer import BINDINGS, PolicyKey, owner, placed
 from webhook.controllers.runner import Controller
-from webhook.decision import carry
+from webhook.decision.karmada import carry
 from webhook.kinds.policies import CLUSTER_PROPAGATION_POLICY, PROPAGATION_POLICY
 from webhook.kube.client import REQUEST_TIMEOUT, error_name, list_objects
 from webhook.kube.events import EventRecorder

@@ -2,10 +2,11 @@
 
 Each re-evaluation pass (:class:`webhook.controllers.reevaluator.Reevaluator`) hands the NodePools
 it listed to :meth:`OverlayKeeper.keep`, which makes the NodeOverlays carbonshift
-keeps (label ``carbonshift.io/overlay=price``) what :func:`webhook.decision.carbonprice.plan`
+keeps (label ``carbonshift.io/overlay=price``) what
+:func:`webhook.decision.karpenter.carbonprice.plan`
 wants for the opted-in pools under strategy ``price``:
 
-- prices move only when :func:`~webhook.decision.carbonprice.due` says so (hysteresis
+- prices move only when :func:`~webhook.decision.karpenter.carbonprice.due` says so (hysteresis
   margin, minimum interval); pools joining or leaving are written at once, at the prices
   in force;
 - with no priced pool left, or the local grid zone unknown, every kept overlay is deleted
@@ -35,8 +36,9 @@ import structlog
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from webhook.decision import carbonprice, optin
-from webhook.decision.carbonprice import GROUP, KIND, RESOURCE, SELECTOR, VERSION, Pool
+from webhook.decision import optin
+from webhook.decision.karpenter import carbonprice
+from webhook.decision.karpenter.carbonprice import GROUP, KIND, RESOURCE, SELECTOR, VERSION, Pool
 from webhook.decision.outcome import lookup
 from webhook.kinds import Context
 from webhook.kinds.nodepools import NODEPOOL

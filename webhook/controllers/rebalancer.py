@@ -3,12 +3,12 @@
 Karmada fills an ordered fill's tiers greenest first, but never moves replicas back when
 room returns on a greener cluster (Steady mode). After each re-evaluation pass the leader
 looks at every managed policy whose placement is an ordered fill
-(:func:`~webhook.decision.terms.fill_tiers`): for each of its ResourceBindings
+(:func:`~webhook.decision.karmada.terms.fill_tiers`): for each of its ResourceBindings
 (``work.karmada.io/v1alpha2``, ClusterResourceBindings too) it reads where the replicas
 run (``spec.clusters``), the room each cluster has for one more of them (Karmada's
-general estimator, :func:`~webhook.decision.capacity.room`, on the Cluster's
+general estimator, :func:`~webhook.decision.karmada.capacity.room`, on the Cluster's
 ``status.resourceSummary`` and the binding's ``replicaRequirements``) and the intensities
-the re-evaluation ranks on, and asks :func:`~webhook.decision.capacity.assess_move` whether
+the re-evaluation ranks on, and asks :func:`~webhook.decision.karmada.capacity.assess_move` whether
 a Fresh reschedule is worth it within the move budgets (per policy and for the fleet,
 sliding one-hour windows kept in memory). A planned move becomes a ``WorkloadRebalancer``
 (``apps.karmada.io/v1alpha1``) for the binding's workload and a ``Normal`` Event
@@ -37,10 +37,11 @@ import structlog
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
-from webhook.decision import carry
-from webhook.decision.capacity import Move, assess_move, neutral_intensity, quantity, room
+from webhook.decision.karmada import carry
+from webhook.decision.karmada.capacity import Move, assess_move, neutral_intensity, room
+from webhook.decision.karmada.terms import fill_tiers
+from webhook.decision.quantity import quantity
 from webhook.decision.record import fingerprint
-from webhook.decision.terms import fill_tiers
 from webhook.kinds import Context
 from webhook.kube.client import FIELD_MANAGER, REQUEST_TIMEOUT, absent, error_name, refused
 from webhook.kube.events import EventRecorder

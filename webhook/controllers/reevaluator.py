@@ -41,7 +41,8 @@ from webhook.controllers import overlays
 from webhook.controllers.overlays import OverlayKeeper
 from webhook.controllers.rebalancer import Rebalancer
 from webhook.controllers.runner import Controller
-from webhook.decision import carry, reevaluate
+from webhook.decision import reevaluate
+from webhook.decision.karmada import carry
 from webhook.decision.record import Record, fingerprint, switches
 from webhook.kinds import Context, Kind
 from webhook.kinds.reevaluation import Outlook, Reevaluation, Target, targets

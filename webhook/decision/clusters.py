@@ -19,8 +19,8 @@ from datetime import datetime
 from functools import lru_cache
 from typing import NamedTuple, Protocol, TypeVar
 
-from webhook.decision import liqo
 from webhook.decision.fleet import ZoneSource, declared_zone
+from webhook.decision.liqo import peers as liqo
 from webhook.decision.ranking import greenness, within_limit
 from webhook.model.config import Config
 from webhook.model.intensity import Reading
@@ -125,7 +125,7 @@ def node_candidate(
     annotations: Mapping[str, str] | None = None,
 ) -> Candidate:
     """A node's location facts from its labels and ``spec.providerID``; a Liqo virtual
-    node's are its remote cluster's (:mod:`webhook.decision.liqo`)."""
+    node's are its remote cluster's (:mod:`webhook.decision.liqo.peers`)."""
     if liqo.is_virtual(labels):
         declared, _, _ = declared_zone(labels, annotations or {})
         return Candidate(
@@ -150,7 +150,7 @@ def node_candidate(
 def node_zone(candidate: Candidate, config: Config, local: str | None = None) -> str | None:
     """Grid zone of a node: explicit label, else topology zone via config, else region,
     else ``local`` (the local cluster's zone). A Liqo virtual node's is its remote
-    cluster's, in a Karmada Cluster's order (:func:`webhook.decision.liqo.peer_zone`)."""
+    cluster's, in a Karmada Cluster's order (:func:`webhook.decision.liqo.peers.peer_zone`)."""
     if candidate.peer is not None:
         declared: tuple[str | None, ZoneSource] = (
             (candidate.zone, "label") if candidate.zone else (None, "unknown")

@@ -12,7 +12,8 @@ the held one only when both hold:
   ``margin`` (relative), both evaluated on the same intensities.
 
 :func:`judge` is the rule, and the only one: the placement deciders
-(:mod:`webhook.decision.placement`, :mod:`webhook.decision.offloading`) decide through it,
+(:mod:`webhook.decision.karmada.placement`, :mod:`webhook.decision.liqo.offloading`) decide
+through it,
 on a refresh and in the leader's re-evaluation, which the simulator runs as it is. Pure
 functions, no I/O: the placement in force and its start live in the decision annotation.
 """

@@ -48,10 +48,10 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from webhook.decision.capacity import quantity
 from webhook.decision.forecast import best_start, ranking_value
 from webhook.decision.hysteresis import Hysteresis, should_switch
 from webhook.decision.pause import duration, waits
+from webhook.decision.quantity import quantity
 from webhook.decision.ranking import order_greenest
 from webhook.model import vocabulary
 from webhook.model.objects import condition, dig, items, mapping, meta_of, strings, text

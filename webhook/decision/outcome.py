@@ -143,4 +143,3 @@ def stored(obj: Mapping[str, Any], decision: Decision, scope: Scope) -> Stored:
     annotation = unchanged_text(before, record.encode())
     changes.append(Change(("metadata", "annotations", DECISION), annotation))
     return Stored(tuple(changes), annotation)
-

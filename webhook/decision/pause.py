@@ -7,7 +7,7 @@ now compared with what the forecast shows within the pool's slack
 has passed since the pause began, even if the grid is still dirty. Without a forecast
 (not enough history yet, ``reevaluate.forecast: none``) "dirty" is the absolute class:
 it pauses while the class is high, as the class rule
-(:func:`webhook.decision.nodepool.pauses`) does, and still resumes at ``max-pause``.
+(:func:`webhook.decision.karpenter.nodepool.pauses`) does, and still resumes at ``max-pause``.
 
 With a forecast, the class does not gate the pause: a pool on a mid-class grid with a
 strong solar dip ahead waits for the dip too. On the 2023 traces gating on the class

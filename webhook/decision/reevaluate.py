@@ -23,7 +23,7 @@ match wins:
 One skeleton for every kind: what differs (how a kind decides and when its data is stale,
 which changes it may write, what it says when kept or switched, which switch is urgent)
 is the kind's :class:`Rules`, carried by its row; NodePools' are in
-:mod:`webhook.decision.nodepool_step`.
+:mod:`webhook.decision.karpenter.nodepool_step`.
 
 Pure: data in, action out; the caller reads the clock and writes.
 """
@@ -37,16 +37,14 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from webhook.decision import optin
-from webhook.decision.holding import in_force
-from webhook.decision.hysteresis import NO_HYSTERESIS, Hysteresis, expected_intensity
-from webhook.decision.outcome import REMOVE, Change, Decision, Path, iso
+from webhook.decision.hysteresis import NO_HYSTERESIS, Hysteresis
+from webhook.decision.outcome import REMOVE, Change, Decision, Path
 from webhook.decision.record import (
     Record,
     fingerprint,
     released,
     switches,
     user_fields,
-    with_switch,
 )
 from webhook.model import vocabulary
 from webhook.model.config import ClusterConfig
@@ -56,8 +54,6 @@ from webhook.model.vocabulary import DECISION
 
 Outcome = Literal["skipped", "stale", "user_owned", "kept", "too_soon", "switched"]
 
-POLICY_FIELDS: Mapping[str, Path] = {"placement.": ("spec", "placement")}
-"""Record key prefix -> where those fields live in a (Cluster)PropagationPolicy."""
 PauseEvent = Literal["paused", "resumed"]
 
 
@@ -75,7 +71,7 @@ class Inputs:
     min_interval_seconds: float = 1800.0
     namespace_labels: Mapping[str, str] | None = None
     """Labels of the object's namespace (namespaced kinds); None: cluster-scoped."""
-    fields: Mapping[str, Path] = dataclasses.field(default_factory=lambda: POLICY_FIELDS)
+    fields: Mapping[str, Path] = dataclasses.field(default_factory=dict)
     """Record key prefix -> path of the fields with that prefix in the object."""
     zone: str | None = None
     """NodePools: the local grid zone (config ``zone``)."""
@@ -184,10 +180,9 @@ class Rules:
     False: it may change any time (a NodePool's pause follows the forecast hour by hour)."""
 
 
-def step(obj: Mapping[str, Any], inputs: Inputs, rules: Rules | None = None) -> Action:
+def step(obj: Mapping[str, Any], inputs: Inputs, rules: Rules) -> Action:
     """What the re-evaluation does with the stored ``obj`` now (rules in the module doc);
-    ``rules``: the kind's parts (default: a (Cluster)PropagationPolicy's)."""
-    rules = rules or POLICY_RULES
+    ``rules``: the kind's parts."""
     reason = not_managed(obj, inputs.namespace_labels)
     if reason:
         return Action("skipped", reason)
@@ -236,104 +231,7 @@ def _dwell_end(previous: Record, inputs: Inputs) -> datetime | None:
     return end if end > inputs.now else None
 
 
-# --- a (Cluster)PropagationPolicy's rules --------------------------------------------------
-
-
-def _policy_judge(obj: Mapping[str, Any], previous: Record, inputs: Inputs) -> Judged:
-    decision = inputs.decide(obj)
-    new = decision.record
-    stale = _stale(previous, new, inputs)
-    if stale:
-        return Judged(decision, f"stale intensity data for {', '.join(stale)}: nothing written")
-    held = in_force(_placement(obj), _weights(previous))
-    intensities = _intensities(new if new is not None else previous)
-    before = expected_intensity(held, intensities) if held else None
-    return Judged(decision, before=before)
-
-
-def _policy_kept(decision: Decision) -> str:
-    kept = [w for w in decision.warnings if "placement kept" in w]
-    return kept[0].removeprefix("carbonshift: ") if kept else "the placement in force stays"
-
-
-def _policy_switch(
-    obj: Mapping[str, Any], changes: list[Change], record: Record, judged: Judged, inputs: Inputs
-) -> Switch:
-    previous = Record.decode(meta_of(obj).annotations.get(DECISION))
-    new = judged.decision.record
-    assert new is not None  # a switch has a new record
-    intensities = _intensities(new)
-    held = in_force(_placement(obj), _weights(previous))
-    proposed = in_force(_placement(apply(obj, changes)), _weights(new)) or {}
-    after = expected_intensity(proposed, intensities)
-    before = judged.before
-    entry = {
-        "t": iso(inputs.now),
-        "from": held or {},
-        "to": proposed,
-        "before": rounded(before),
-        "after": rounded(after),
-    }
-    return Switch(with_switch(record, entry), _why(before, after, inputs.hysteresis), after)
-
-
-POLICY_RULES = Rules(
-    judge=_policy_judge,
-    writes=lambda _change: True,
-    kept=_policy_kept,
-    switch=_policy_switch,
-)
-"""A (Cluster)PropagationPolicy's: stale data anywhere in the held or proposed placement
-writes nothing; the switch is scored by expected intensity."""
-
-
 # --- internals ---------------------------------------------------------------------------
-
-
-def _intensities(record: Record) -> dict[str, float | None]:
-    """``{name: facts.intensity for name, facts in record.clusters.items()}``."""
-    return {str(name): _intensity(entry) for name, entry in record.entries.items()}
-
-
-def _intensity(entry: object) -> float | None:
-    """``ClusterFacts.of(entry).intensity``."""
-    if type(entry) is not dict and not isinstance(entry, Mapping):
-        return None
-    g = entry.get("g")
-    if type(g) is float:
-        return g
-    return float(g) if isinstance(g, int | float) and not isinstance(g, bool) else None
-
-
-def _weights(record: Record) -> dict[str, int]:
-    weights = {str(name): _weight(entry) for name, entry in record.entries.items()}
-    return {n: w for n, w in weights.items() if w is not None}
-
-
-def _weight(entry: object) -> int | None:
-    """``ClusterFacts.of(entry).weight``."""
-    if type(entry) is not dict and not isinstance(entry, Mapping):
-        return None
-    w = entry.get("w")
-    return w if isinstance(w, int) and not isinstance(w, bool) else None
-
-
-def _stale(previous: Record, new: Record | None, inputs: Inputs) -> list[str]:
-    """Clusters of the held or proposed placement whose reading is stale or missing."""
-    names: set[str] = set()
-    for record in (previous, new):
-        if record is not None:
-            names.update(str(name) for name in record.entries)
-    out = []
-    for name in sorted(names):
-        cluster = inputs.clusters.get(name)
-        zone = cluster.grid_zone if cluster is not None else None
-        if zone is None:
-            continue  # no grid zone: unknown for good, the decider weighs it neutrally
-        reading = inputs.table.get(zone)
-        if reading is None or reading.stale:  # no data yet counts as stale
-            out.append(name)
-    return out
 
 
 def _edited(obj: Mapping[str, Any], previous: Record, fields: Mapping[str, Path]) -> list[str]:
@@ -369,11 +267,6 @@ def _field_name(key: str) -> str:
     return key.rsplit(".", 1)[-1]
 
 
-def _placement(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    found = _at(obj, ("spec", "placement"))
-    return found if isinstance(found, Mapping) else {}
-
-
 def last_write(obj: Mapping[str, Any], previous: Record) -> datetime | None:
     """When the object was last written by carbonshift's re-evaluation, else created."""
     done = switches(previous)
@@ -394,17 +287,6 @@ def carried(new: Record, taken: list[str]) -> Record:
 
 def rounded(value: float | None) -> float | None:
     return None if value is None else round(value, 1)
-
-
-def _why(before: float | None, after: float | None, rule: Hysteresis) -> str:
-    shown = f"{show(before)} -> {show(after)} gCO2eq/kWh"
-    if before and after is not None:
-        better = 1 - after / before
-        return (
-            f"expected intensity {shown}: {better:.0%} greener than the placement in force"
-            f" (margin {rule.margin:.0%}, dwell {rule.dwell_hours:g} h passed)"
-        )
-    return f"expected intensity {shown}: the grid moved (dwell {rule.dwell_hours:g} h passed)"
 
 
 def show(value: float | None) -> str:

@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from webhook.decision import reevaluate
+from webhook.decision.karmada import following
 from webhook.decision.outcome import Decision, Path
 from webhook.model.config import ClusterConfig, Config
 from webhook.model.intensity import IntensityTable
@@ -113,10 +114,10 @@ class Tally:
 class Following:
     """How the leader follows a kind after creation (re-evaluation)."""
 
-    rules: reevaluate.Rules = reevaluate.POLICY_RULES
+    rules: reevaluate.Rules = following.POLICY_RULES
     """The kind's parts of the one re-evaluation step (:func:`webhook.decision.reevaluate.step`:
     keep, switch, or release what carbonshift wrote)."""
-    fields: Mapping[str, Path] = dataclasses.field(default_factory=lambda: reevaluate.POLICY_FIELDS)
+    fields: Mapping[str, Path] = dataclasses.field(default_factory=lambda: following.POLICY_FIELDS)
     """Record key prefix -> where the fields carbonshift owns live in the object."""
     local: LocalDecider | None = None
     """Decided on the local grid (the cluster's own zone) over time, with the feed's

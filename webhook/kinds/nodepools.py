@@ -1,7 +1,7 @@
 """Karpenter NodePool: carbon settings for the cluster's own nodes.
 
 Admission applies the pool's strategies (``price``, ``ladder``, ``pause``, ``efficiency``,
-``weight``, ``zones``; :func:`webhook.decision.nodepool.decide`) on the local grid; the
+``weight``, ``zones``; :func:`webhook.decision.karpenter.nodepool.decide`) on the local grid; the
 leader pauses and resumes the pool over time (``spec.limits``, ``spec.weight``) with the
 feed's outlook over the pool's ``max-pause``, and keeps the carbon price NodeOverlays.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from webhook.decision import nodepool, nodepool_step
+from webhook.decision.karpenter import nodepool, nodepool_step
 from webhook.decision.outcome import Decision
 from webhook.kinds.base import Context, Following, Grant, Kind, Tally
 from webhook.model.config import Config

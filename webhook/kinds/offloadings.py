@@ -1,7 +1,7 @@
 """Liqo NamespaceOffloading: offload a namespace's pods to the greenest peers.
 
 Admission narrows ``spec.clusterSelector`` to the greenest remote clusters
-(:func:`webhook.decision.offloading.decide`); the leader follows the grid alike.
+(:func:`webhook.decision.liqo.offloading.decide`); the leader follows the grid alike.
 
 Accounting (``offloaded-pods``): what the object decides is where its namespace's pods
 run remotely, so the leader accounts the pods of the namespace that run on Liqo virtual
@@ -19,10 +19,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from webhook.decision import offloading
 from webhook.decision.accounting import record_of
-from webhook.decision.division import divide_static
+from webhook.decision.karmada.division import divide_static
 from webhook.decision.labels import Rule
+from webhook.decision.liqo import offloading
 from webhook.decision.outcome import Decision
 from webhook.decision.record import user_view
 from webhook.decision.selectors import SelectorError

@@ -1,7 +1,8 @@
 """Karmada PropagationPolicy and ClusterPropagationPolicy: carbon placement.
 
 Admission writes the ordered fill (or static carbon weights, green-first terms,
-``max-intensity`` excludes) into ``spec.placement`` (:func:`webhook.decision.placement.decide`);
+``max-intensity`` excludes) into ``spec.placement``
+(:func:`webhook.decision.karmada.placement.decide`);
 the leader re-decides it on the forecast behind the hysteresis, and moves replicas back to
 greener tiers of an ordered fill with WorkloadRebalancers.
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from webhook.decision import placement
+from webhook.decision.karmada import placement
 from webhook.decision.outcome import Decision
 from webhook.kinds.base import Context, Following, Grant, Kind
 

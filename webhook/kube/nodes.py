@@ -27,7 +27,7 @@ from typing import Any, Literal
 import structlog
 from kubernetes_asyncio import client
 
-from webhook.decision import liqo
+from webhook.decision.liqo import peers as liqo
 from webhook.kube.client import REQUEST_TIMEOUT, absent, refused
 from webhook.model.objects import dig, items, meta_of
 from webhook.model.regions import zone_for_region

@@ -1,10 +1,10 @@
 """Liqo's virtual nodes (the remote clusters this cluster offloads to), in memory.
 
 Readers call :meth:`PeerInventory.clusters` (synchronous; keyed by the virtual node's
-name, each a :class:`~webhook.decision.liqo.Peer` with the remote cluster's id and grid
+name, each a :class:`~webhook.decision.liqo.peers.Peer` with the remote cluster's id and grid
 zone). A background :class:`~webhook.kube.watch.ListWatch` of the Nodes labelled
 ``liqo.io/type=virtual-node`` keeps it current; what a Node means is decided by the pure
-:func:`webhook.decision.liqo.peer`. A cluster without Liqo simply has no virtual nodes.
+:func:`webhook.decision.liqo.peers.peer`. A cluster without Liqo simply has no virtual nodes.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 import structlog
 from kubernetes_asyncio import client
 
-from webhook.decision.liqo import SELECTOR, Peer, peer, place
+from webhook.decision.liqo.peers import SELECTOR, Peer, peer, place
 from webhook.kube.cache import WatchedCache
 from webhook.model import vocabulary
 from webhook.model.config import ClusterConfig, Config

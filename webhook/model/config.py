@@ -92,7 +92,7 @@ class HysteresisConfig(Schema, frozen=True):
 
 class CarbonPriceConfig(Schema, frozen=True):
     """NodePool strategy ``price``: NodeOverlays that add each instance size's carbon cost
-    to its price (:mod:`webhook.decision.carbonprice`)."""
+    to its price (:mod:`webhook.decision.karpenter.carbonprice`)."""
 
     usd_per_tonne: Annotated[float, msgspec.Meta(ge=0, le=100_000)] = 190.0
     """Carbon price in US dollars per tonne CO2e (default: the US EPA's 2023 social cost of
@@ -134,7 +134,7 @@ class NodePoolConfig(Schema, frozen=True):
         tuple[Annotated[float, msgspec.Meta(ge=0, le=1)], ...], msgspec.Meta(min_length=2)
     ] = (1.0, 0.5, 0.0)
     """Strategy ``ladder``: the shares of the user's ``limits.cpu`` a pool steps through,
-    the whole limit (1.0) first, decreasing (:mod:`webhook.decision.ladder`)."""
+    the whole limit (1.0) first, decreasing (:mod:`webhook.decision.karpenter.ladder`)."""
     price: CarbonPriceConfig = CarbonPriceConfig()
     """Strategy ``price`` (the default): the carbon price NodeOverlays."""
 
@@ -192,7 +192,7 @@ class RebalanceConfig(Schema, frozen=True):
     Karmada never moves replicas back when room returns on a greener cluster; the leader
     asks for a Fresh reschedule (a WorkloadRebalancer) when the saving over the forecast
     window beats the cost of the moves by ``margin``, within the move budgets
-    (:func:`webhook.decision.capacity.plan_move`).
+    (:func:`webhook.decision.karmada.capacity.plan_move`).
     """
 
     enabled: bool = True
@@ -217,7 +217,7 @@ class CarryConfig(Schema, frozen=True):
 
     Karmada sends a term's overflow tiers workloads only; the leader adds a ``requiredBy``
     snapshot of every tier's clusters to the policy's non-workload bindings
-    (:mod:`webhook.decision.carry`). Without it (or without a cluster connection) such a
+    (:mod:`webhook.decision.karmada.carry`). Without it (or without a cluster connection) such a
     policy keeps all its clusters in one group: carbon weights instead of the ordered fill.
     """
 

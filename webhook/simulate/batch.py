@@ -4,7 +4,7 @@ They decide, hour by hour, whether a zone's NodePool is paused (limits cpu 0: no
 nodes, pending jobs wait). carbonshift's run the product: the pool is admitted by the
 NodePool decider and re-evaluated by the leader's NodePool step
 (:mod:`webhook.simulate.pausing`); the class-based one pauses by
-:func:`webhook.decision.nodepool.pauses`, the webhook's rule.
+:func:`webhook.decision.karpenter.nodepool.pauses`, the webhook's rule.
 """
 
 from __future__ import annotations
@@ -12,9 +12,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 
-from webhook.decision import nodepool, pause
+from webhook.decision import pause
 from webhook.decision.forecast import Method, history_needed, outlook
-from webhook.decision.ladder import DEFAULT_STEPS
+from webhook.decision.karpenter import nodepool
+from webhook.decision.karpenter.ladder import DEFAULT_STEPS
 from webhook.decision.ranking import intensity_class
 from webhook.model.vocabulary import DEFAULT_MAX_PAUSE
 from webhook.simulate.pausing import LadderOverTime, OverTime

@@ -6,14 +6,14 @@ Spatial model
     annotation); policies that re-evaluate may place movable instances again every
     ``interval_hours`` (carbonshift's: the leader's re-evaluation step on the stored
     policy, then the leader's move-back of an ordered fill). An intent becomes replica
-    counts as Karmada would divide it (:mod:`webhook.decision.division`): static
+    counts as Karmada would divide it (:mod:`webhook.decision.karmada.division`): static
     weights by Webster, then replicas that do not fit a cluster's free capacity spill,
     carbon-blind, to the clusters with the most free capacity (Karmada's
     available-replicas division). Affinity terms are tried in order: with static
     weights no term ever fails, so the first one wins and is divided by weight,
     spilling as above; divided by available replicas, the first whose clusters can
     hold every replica wins (none: the replicas spill). An ordered fill is filled tier
-    by tier (:func:`webhook.decision.capacity.tier_fill`). A replica that changes
+    by tier (:func:`webhook.decision.karmada.capacity.tier_fill`). A replica that changes
     cluster counts as
     one migration.
 
@@ -46,9 +46,9 @@ import math
 from array import array
 from collections.abc import Callable, Mapping, Sequence
 
-from webhook.decision.capacity import plan_move, tier_fill
-from webhook.decision.division import divide_available, divide_static, names_descending
 from webhook.decision.forecast import Method, history_needed, outlook, ranking_value
+from webhook.decision.karmada.capacity import plan_move, tier_fill
+from webhook.decision.karmada.division import divide_available, divide_static, names_descending
 from webhook.simulate.batch import PausePolicy, PoolMoment, batch_policies
 from webhook.simulate.grid import Grid
 from webhook.simulate.metrics import Role, Run

@@ -4,9 +4,9 @@ A simulated pool is a Karpenter NodePool (``carbonshift.io/strategy: pause`` or
 ``ladder``) in the scenario's zone. It is admitted by the kind's decider (what the webhook
 writes on CREATE) and then re-evaluated every hour by the leader's step
 (:class:`webhook.kinds.reevaluation.Reevaluation`,
-:func:`webhook.decision.nodepool_step.step`,
-:func:`webhook.decision.nodepool.reevaluate`, :func:`webhook.decision.pause.step` /
-:func:`webhook.decision.ladder.step`), its state kept where the product keeps it: in the
+:func:`webhook.decision.karpenter.nodepool_step.step`,
+:func:`webhook.decision.karpenter.nodepool.reevaluate`, :func:`webhook.decision.pause.step` /
+:func:`webhook.decision.karpenter.ladder.step`), its state kept where the product keeps it: in the
 pool's decision annotation. The pool's ``limits.cpu`` in force is the share of the work it
 starts. The forecast is the one the leader's feed gives (``reevaluate.forecast``), computed
 from the hours seen so far. The webhook knows nothing of the jobs' deadlines:
@@ -24,9 +24,10 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from webhook import kinds, testing
-from webhook.decision import ladder, pause
-from webhook.decision.capacity import quantity
+from webhook.decision import pause
 from webhook.decision.forecast import DAYS, Method, history_needed, outlook
+from webhook.decision.karpenter import ladder
+from webhook.decision.quantity import quantity
 from webhook.decision.record import Record
 from webhook.kinds.reevaluation import OutlookMethod, Reevaluation, Target, target_of
 from webhook.model.config import Config
@@ -143,7 +144,8 @@ class OverTime:
 
 class LadderOverTime(OverTime):
     """The ladder (strategy ``ladder``): ``limits.cpu`` a share of the user's, by
-    :func:`webhook.decision.ladder.step`; the pool counts as paused below its whole limit."""
+    :func:`webhook.decision.karpenter.ladder.step`; the pool counts as paused below its whole
+    limit."""
 
     strategy = "ladder"
 

@@ -9,14 +9,14 @@ carbonshift's policies (:class:`WebhookProposal`) do not model the product, they
 Each stands for a PropagationPolicy and a :class:`~webhook.model.config.Config` (the
 product's defaults, with the scenario's ``policy:`` settings over them). At creation the
 policy goes with the hour's intensities to the kind's decider, the one admission calls
-(:data:`webhook.kinds.KINDS`, :func:`webhook.decision.placement.decide`), and the
+(:data:`webhook.kinds.KINDS`, :func:`webhook.decision.karmada.placement.decide`), and the
 simulator stores what the webhook stores: the placement written and the
 ``carbonshift.io/decision`` annotation. Every re-evaluation then runs the leader's step
 on that stored object (:class:`webhook.kinds.reevaluation.Reevaluation`,
 :func:`webhook.decision.reevaluate.step`: hysteresis, dwell, ``min_interval_seconds``),
 and the placement it keeps or writes is read back as Karmada reads it
 (:meth:`Members.intent`). The move-back of an ordered fill is the leader's
-(:func:`webhook.decision.capacity.plan_move`, ``rebalance:``). The greedy top-N operator
+(:func:`webhook.decision.karmada.capacity.plan_move`, ``rebalance:``). The greedy top-N operator
 and the even baseline stand for other products (or none) and are modelled directly.
 
 Batch (temporal) policies are in :mod:`webhook.simulate.batch`.
@@ -33,10 +33,10 @@ import msgspec
 import orjson
 
 from webhook import kinds, testing
-from webhook.decision.capacity import MoveRule
-from webhook.decision.division import static_weights
 from webhook.decision.forecast import Method
-from webhook.decision.karmada_view import PlacementView
+from webhook.decision.karmada.capacity import MoveRule
+from webhook.decision.karmada.division import static_weights
+from webhook.decision.karmada.view import PlacementView
 from webhook.decision.ranking import order_greenest
 from webhook.decision.selectors import allowed_clusters
 from webhook.kinds.reevaluation import Reevaluation, Target, target_of
@@ -343,7 +343,7 @@ its default config to a plain Divided PropagationPolicy (no annotations). The or
 at admission, then the leader's re-evaluation (``reevaluate.enabled``, ``forecast:
 day-ahead-profile``) re-orders the tiers on the forecast mean over the next 24 h through
 the hysteresis (``hysteresis.margin`` / ``dwell_hours``) and moves replicas back to
-greener tiers (``rebalance``, :func:`webhook.decision.capacity.plan_move`)."""
+greener tiers (``rebalance``, :func:`webhook.decision.karmada.capacity.plan_move`)."""
 
 
 def spatial_policies(

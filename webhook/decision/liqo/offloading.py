@@ -8,7 +8,7 @@ already allows, and never widens it: every user term is kept and gets one more
 expression, ``liqo.io/remote-cluster-id In [<green ids>]`` (no user selector: one term
 with that expression alone).
 
-Green: the allowed remote clusters (:mod:`webhook.decision.liqo`, grid zones resolved as
+Green: the allowed remote clusters (:mod:`webhook.decision.liqo.peers`, grid zones resolved as
 Karmada Clusters') of the best intensity class present (``low`` first; the thresholds of
 the ``carbonshift.io/intensity`` labels), or, with ``carbonshift.io/max-intensity`` on
 the object, those within that limit (:func:`~webhook.decision.ranking.within_limit`:
@@ -34,7 +34,7 @@ from typing import Any
 
 from webhook.decision.hysteresis import NO_HYSTERESIS, Held, Hysteresis, Verdict, judge
 from webhook.decision.labels import RANK, Rule
-from webhook.decision.liqo import REMOTE_ID_LABEL
+from webhook.decision.liqo.peers import REMOTE_ID_LABEL
 from webhook.decision.outcome import Change, Decision, lookup, short
 from webhook.decision.ranking import intensity_class, within_limit
 from webhook.decision.record import Record, fingerprint, history, user_view

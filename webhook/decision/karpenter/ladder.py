@@ -38,7 +38,7 @@ from decimal import ROUND_CEILING, Decimal
 from typing import Any
 
 from webhook.decision import pause
-from webhook.decision.capacity import quantity
+from webhook.decision.quantity import quantity
 from webhook.model.objects import dig
 
 DEFAULT_STEPS = (1.0, 0.5, 0.0)

@@ -4,7 +4,7 @@ which terms select its clusters.
 Every reader of a ``spec.placement`` (the webhook's decision, the hysteresis, the
 accounting's counterfactual, the simulator) classifies it through :class:`PlacementView`
 instead of reading ``replicaScheduling`` by hand; the writers stay in
-:mod:`webhook.decision.terms`.
+:mod:`webhook.decision.karmada.terms`.
 
 The division follows Karmada v1.18.2 as the scheduler sees a stored policy:
 
@@ -27,7 +27,7 @@ with a ``dynamicWeight`` (``IsOverflowSchedulingAllowed``, ``pkg/util/policy.go`
 
 Pure and lenient: entries the API schema would reject (a term that is no object, a weight
 entry without a ``targetCluster`` object) are left out rather than raised on;
-:func:`webhook.decision.terms.selected_groups` is where malformed selections are refused.
+:func:`webhook.decision.karmada.terms.selected_groups` is where malformed selections are refused.
 """
 
 from __future__ import annotations

@@ -3,10 +3,10 @@
 The names of the terms it writes (the ordered fill's ``carbonshift-greenest`` and
 ``carbonshift-tier-N``, green-first's ``carbonshift-fallback``), the clusters each of the
 user's terms selects, and how it writes terms, exclusions, weights and the decision record.
-Pure functions over the placement mapping; :mod:`webhook.decision.placement` decides which
+Pure functions over the placement mapping; :mod:`webhook.decision.karmada.placement` decides which
 to apply. How Karmada divides a placement (its division, static weights and their reach,
 overflow, an open selection, the ordered fill's tiers) is read through
-:class:`webhook.decision.karmada_view.PlacementView`.
+:class:`webhook.decision.karmada.view.PlacementView`.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from webhook.decision.karmada_view import GREEN_TERM as GREEN_TERM  # noqa: PLC0414 - callers import it here
-from webhook.decision.karmada_view import PlacementView
-from webhook.decision.karmada_view import Tiers as Tiers  # noqa: PLC0414 - callers import it here
+from webhook.decision.karmada.view import GREEN_TERM as GREEN_TERM  # noqa: PLC0414 - callers import it here
+from webhook.decision.karmada.view import PlacementView
+from webhook.decision.karmada.view import Tiers as Tiers  # noqa: PLC0414 - callers import it here
 from webhook.decision.outcome import REMOVE, Change
 from webhook.decision.ranking import order_greenest
 from webhook.decision.record import Record, fingerprint
@@ -35,7 +35,7 @@ FILL = "ordered fill"
 
 TIER_DEPTH = 10
 """Tiers the hysteresis tells apart in an ordered fill
-(:func:`webhook.decision.holding.in_force`)."""
+(:func:`webhook.decision.karmada.holding.in_force`)."""
 
 OWN = "placement."
 """Decision record key prefix of the placement fields carbonshift owns."""

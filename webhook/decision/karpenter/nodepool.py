@@ -5,11 +5,11 @@ template label ``carbonshift.io/intensity``, from the grid of the pool's own zon
 ``nodepools.topology_zones`` maps them (after ``zones`` narrowed them; record ``label``),
 else from the local grid. Per ``carbonshift.io/strategy`` (comma
 list; absent: ``price``): ``price`` (each instance size's carbon cost added to its
-price by NodeOverlays the leader keeps, :mod:`webhook.decision.carbonprice`; the pool
+price by NodeOverlays the leader keeps, :mod:`webhook.decision.karpenter.carbonprice`; the pool
 itself is not changed), ``efficiency`` (arm64 when high), ``zones`` (greenest topology zones),
 ``weight`` (``spec.weight`` from greenness), ``pause`` (``limits.cpu: "0"`` when high;
 over time by :mod:`webhook.decision.pause`), ``ladder`` (``limits.cpu`` a share of the
-user's, by :mod:`webhook.decision.ladder`; it replaces ``pause`` when both are listed).
+user's, by :mod:`webhook.decision.karpenter.ladder`; it replaces ``pause`` when both are listed).
 Everything written stays valid under the Karpenter v1 CRD's schema and CEL rules.
 
 Where a rule cannot act without changing what the user asked for (no arm64 instance fits
@@ -31,7 +31,8 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from webhook.decision import arm64, ladder, pause
+from webhook.decision import pause
+from webhook.decision.karpenter import arm64, ladder
 from webhook.decision.outcome import REMOVE, Change, Decision, Lookup, lookup, short
 from webhook.decision.ranking import DISTINCT, greenness, intensity_class
 from webhook.decision.record import Record, fingerprint, history, user_view
@@ -275,7 +276,7 @@ def _ladder(
     level: str | None,
     intensity: float | None,
 ) -> dict[str, Any]:
-    """Apply :func:`webhook.decision.ladder.step` to ``plan``; the record body's entries.
+    """Apply :func:`webhook.decision.karpenter.ladder.step` to ``plan``; the record body's entries.
 
     ``now`` None (admission): the step by the class alone, with no state recorded."""
     steps = inputs.settings.ladder

@@ -1,6 +1,6 @@
 """Capacity: how Karmada fills ordered tiers, what room a cluster has, when to move back.
 
-carbonshift's default placement (:mod:`webhook.decision.placement`, strategy ``fill``)
+carbonshift's default placement (:mod:`webhook.decision.karmada.placement`, strategy ``fill``)
 writes the candidates as ordered ``overflowAffinities`` tiers, greenest first, divided by
 ``dynamicWeight: AvailableReplicas``. Karmada (v1.18, ``pkg/scheduler/core/common.go``)
 then fills tier 0 up to its estimated room, the rest goes to tier 1, and so on. This
@@ -23,12 +23,12 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-import re
 from collections.abc import Mapping, Sequence
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Literal
 
-from webhook.decision.division import divide_available
+from webhook.decision.karmada.division import divide_available
+from webhook.decision.quantity import quantity
 from webhook.model.config import RebalanceConfig
 
 Tiers = Sequence[Sequence[str]]
@@ -97,47 +97,6 @@ def tier_fill(
 
 
 # --- room: Karmada's general estimator ---------------------------------------------------
-
-_SUFFIX = {
-    "": Decimal(1),
-    "m": Decimal("0.001"),
-    "k": Decimal(10) ** 3,
-    "M": Decimal(10) ** 6,
-    "G": Decimal(10) ** 9,
-    "T": Decimal(10) ** 12,
-    "P": Decimal(10) ** 15,
-    "E": Decimal(10) ** 18,
-    "Ki": Decimal(2) ** 10,
-    "Mi": Decimal(2) ** 20,
-    "Gi": Decimal(2) ** 30,
-    "Ti": Decimal(2) ** 40,
-    "Pi": Decimal(2) ** 50,
-    "Ei": Decimal(2) ** 60,
-}
-_QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?$")
-
-
-def quantity(text: object) -> Decimal | None:
-    """A Kubernetes resource quantity (``"500m"``, ``"2"``, ``"1Gi"``); None when malformed."""
-    if isinstance(text, bool):
-        return None
-    if isinstance(text, int | float):
-        return Decimal(str(text))
-    if not isinstance(text, str):
-        return None
-    return _parsed(text)
-
-
-@functools.lru_cache(maxsize=4096)
-def _parsed(text: str) -> Decimal | None:
-    """A quantity string's value (cached: a fleet repeats a few strings many times)."""
-    match = _QUANTITY.match(text.strip())
-    if match is None:
-        return None
-    try:
-        return Decimal(match.group(1)) * _SUFFIX[match.group(2) or ""]
-    except InvalidOperation:
-        return None
 
 
 def _amounts(values: object) -> dict[str, Decimal]:

@@ -9,7 +9,7 @@ decide (docs/annotations.md):
   ``clusterAffinities`` term whose inline affinity is the greenest cluster and whose
   ``overflowAffinities`` are the others, greenest first, divided by
   ``dynamicWeight: AvailableReplicas``: Karmada fills the greenest cluster up to its
-  room, then the next (:mod:`webhook.decision.capacity`);
+  room, then the next (:mod:`webhook.decision.karmada.capacity`);
 - ``carbonshift.io/max-clusters``: the greenest N share the first tier (ordered fill), or
   green-first ``clusterAffinities`` where the fill cannot be written;
 - ``carbonshift.io/strategy: weighted``: a static weight list (also where the ordered fill
@@ -28,8 +28,8 @@ and static weights are never written where Karmada would then ignore the spread 
 or reject ``overflowAffinities``. What carbonshift leaves alone for that is warned about and
 listed in the decision record (``left``: rule and reason).
 
-The shapes it reads and writes are :mod:`webhook.decision.terms`; whether a recomputed
-placement replaces the one in force (hysteresis, dwell) is :mod:`webhook.decision.holding`.
+The shapes it reads and writes are :mod:`webhook.decision.karmada.terms`; whether a recomputed
+placement replaces the one in force (hysteresis, dwell) is :mod:`webhook.decision.karmada.holding`.
 """
 
 from __future__ import annotations
@@ -39,15 +39,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from webhook.decision import carry
-from webhook.decision.holding import Proposal
 from webhook.decision.hysteresis import NO_HYSTERESIS, Hysteresis
-from webhook.decision.karmada_view import Division, PlacementView
-from webhook.decision.outcome import Decision, lookup, short
-from webhook.decision.ranking import carbon_weights, order_greenest, within_limit
-from webhook.decision.record import Record, history, user_view
-from webhook.decision.selectors import SelectorError, is_open
-from webhook.decision.terms import (
+from webhook.decision.karmada import carry
+from webhook.decision.karmada.holding import Proposal
+from webhook.decision.karmada.terms import (
     FILL,
     GREEN_TERM,
     OTHERS_TERM,
@@ -66,6 +61,11 @@ from webhook.decision.terms import (
     unweighted_terms,
     weighted,
 )
+from webhook.decision.karmada.view import Division, PlacementView
+from webhook.decision.outcome import Decision, lookup, short
+from webhook.decision.ranking import carbon_weights, order_greenest, within_limit
+from webhook.decision.record import Record, history, user_view
+from webhook.decision.selectors import SelectorError, is_open
 from webhook.model import vocabulary
 from webhook.model.config import ClusterConfig, WeightingConfig
 from webhook.model.intensity import IntensityTable
@@ -160,7 +160,7 @@ class PolicyInputs:
     """Decision time, for the minimum dwell of the placement in force."""
     carried: bool = False
     """A leader carries the non-workloads a policy selects to every tier
-    (:mod:`webhook.decision.carry`); without one a policy that selects them beside its
+    (:mod:`webhook.decision.karmada.carry`); without one a policy that selects them beside its
     workloads keeps all its clusters in one group."""
 
 
@@ -242,7 +242,7 @@ def decide(policy: Mapping[str, Any], inputs: PolicyInputs) -> Decision:
         warn(f"carbonshift: {decision.skipped}")
         return decision
     proposal = Proposal(previous, current, new, weights, data.values)
-    if changes and proposal.keep(inputs, warn):
+    if changes and proposal.keep(inputs.hysteresis, inputs.now, warn):
         decision.record = previous
         return decision
     body = data.body(weights) | notes.body(others) | _kept_whole(picked, inputs, new, spec, warn)
@@ -302,7 +302,7 @@ class _Shape:
     weighs all their clusters 1, so their unknown clusters stay reachable too."""
     uncarried: str | None = None
     """The non-workload kinds the policy selects beside its workloads when no leader
-    carries them (:mod:`webhook.decision.carry`): no tiers then, one group."""
+    carries them (:mod:`webhook.decision.karmada.carry`): no tiers then, one group."""
 
     def fill(
         self,

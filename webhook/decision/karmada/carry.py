@@ -29,7 +29,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from webhook.decision.terms import GREEN_TERM
+from webhook.decision.karmada.terms import GREEN_TERM
 from webhook.model.objects import dig
 
 SNAPSHOT = "carbonshift."

@@ -7,16 +7,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from webhook.decision.hysteresis import Held, Verdict, judge
-from webhook.decision.karmada_view import GREEN_TERM, PlacementView
+from webhook.decision.hysteresis import Held, Hysteresis, Verdict, judge
+from webhook.decision.karmada.terms import OWN, TIER_DEPTH
+from webhook.decision.karmada.view import GREEN_TERM, PlacementView
 from webhook.decision.record import Record
-from webhook.decision.terms import OWN, TIER_DEPTH
 from webhook.model import vocabulary
-
-if TYPE_CHECKING:
-    from webhook.decision.placement import PolicyInputs
 
 Warn = Callable[[str], None]
 
@@ -59,14 +56,14 @@ class Proposal:
     weights: Mapping[str, int] | None
     intensities: Mapping[str, float | None]
 
-    def keep(self, inputs: PolicyInputs, warn: Warn) -> bool:
+    def keep(self, rule: Hysteresis, at: datetime | None, warn: Warn) -> bool:
         """True when the placement in force stays (:func:`hysteresis.judge`).
 
         Only a placement carbonshift itself put in force (recorded ``since``, fields
         still as written) is held; user edits and first decisions always go through.
         """
         previous, since = self.previous, self.previous.since
-        if inputs.now is None or since is None or not previous.own:
+        if at is None or since is None or not previous.own:
             return False
         if not all(previous.owns(k, self.current.get(k[len(OWN) :])) for k in previous.own):
             return False
@@ -77,7 +74,7 @@ class Proposal:
         recorded = {n: facts.weight for n, facts in previous.clusters.items()}
         held = in_force(self.current, {n: w for n, w in recorded.items() if w is not None})
         proposed = in_force(self.new, self.weights) or {}
-        rule, now = inputs.hysteresis, in_hours(inputs.now)
+        now = in_hours(at)
         record = Held(held, started) if held else None
         verdict = judge(rule, record, proposed, self.intensities, now)
         if verdict is Verdict.DWELL:

@@ -21,7 +21,7 @@ import functools
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from webhook.decision.karmada_view import Division, PlacementView
+from webhook.decision.karmada.view import Division, PlacementView
 
 _FNV32_OFFSET = 0x811C9DC5
 _FNV32_PRIME = 0x01000193

@@ -1,7 +1,7 @@
 """Re-evaluating a managed NodePool: pause, resume or re-weight it as the grid moves.
 
 NodePools follow the rules of :func:`webhook.decision.reevaluate.step` with their own decider
-(:func:`webhook.decision.nodepool.reevaluate`: only ``spec.limits`` and ``spec.weight``
+(:func:`webhook.decision.karpenter.nodepool.reevaluate`: only ``spec.limits`` and ``spec.weight``
 change) and two differences, both so a pause never outlasts its promise: a resume (the
 user's limits back, at the cleaner hour or at ``max-pause``) is written even on stale or
 missing data (decided without the reading, so only ``max-pause`` ends it then) and is never
