@@ -6,6 +6,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PY_DIRS := webhook devtools tests bench
+# Unit, property and wire tests on both cores (pytest-xdist).
+UNIT := -m "not e2e" -q -n 2
 # The decision core and the kind registry stay covered at the level they reached (97 %).
 COVERAGE := --cov=webhook.decision --cov=webhook.kinds --cov-report=term:skip-covered --cov-fail-under=95
 # The image's runtime dependencies: exact versions with hashes for its Python (3.11.14, Linux).
@@ -47,15 +49,15 @@ generate: $(STAMP) ## Regenerate files derived from the code: the chart's config
 	$(BIN)/python -m devtools.chart_schema
 	$(BIN)/python -m devtools.manifests
 
-unit: $(STAMP) crds tools ## Unit, property and wire tests (no control plane)
-	$(BIN)/pytest -m "not e2e" -q $(COVERAGE)
+unit: $(STAMP) crds tools ## Unit, property and wire tests (no control plane), on both cores
+	$(BIN)/pytest $(UNIT) $(COVERAGE)
 
 tools: ## promtool and Prometheus for the rule, dashboard and e2e tests, built from their pinned Go module (cached)
 	@if command -v go >/dev/null || [ "$$CI" = true ]; then hack/build-prometheus.sh promtool prometheus; \
 	else echo "go not found: the alerting-rule tests will skip"; fi
 
 test: $(STAMP) lint crds tools ## Everything: lint, unit, wire, Go plugin and end-to-end tests
-	$(BIN)/pytest -m "not e2e" -q $(COVERAGE)
+	$(BIN)/pytest $(UNIT) $(COVERAGE)
 	$(MAKE) plugin-test
 	$(MAKE) e2e
 
