@@ -57,7 +57,7 @@ def test_every_kind_and_every_event_reason_is_in_the_annotations_table() -> None
     for reason, where in events.items():
         recorded_on = {k.kind for k in kinds.KINDS if reason in k.events}
         if reason in kinds.FLEET_EVENTS:
-            recorded_on.add("Karmada Cluster")
+            recorded_on.add(kinds.FLEET_EVENTS[reason])
         assert where == recorded_on, reason
 
 

@@ -106,6 +106,16 @@ FLEET: tuple[Grant, ...] = (
 )
 """The ClusterRole rules the leader needs besides the handled kinds' own."""
 
-FLEET_EVENTS: tuple[str, ...] = ("IntensityClassChanged", "IntensityDataMissing")
-"""Event reasons recorded about no handled kind: a Karmada Cluster's intensity class
-changed, or its grid zone has no data (:mod:`webhook.controllers.labels`)."""
+FLEET_EVENTS: dict[str, str] = {
+    "IntensityClassChanged": "Karmada Cluster",
+    "IntensityDataMissing": "Karmada Cluster",
+    "CarbonDispatched": "Kueue Workload",
+    "CarbonWindowPending": "Kueue Workload",
+    "CarbonWindowReady": "Kueue Workload",
+    "CarbonOrderChanged": "MultiKueueConfig",
+}
+"""Event reasons recorded about no handled kind, and on what: a Karmada Cluster's intensity
+class changed, or its grid zone has no data (:mod:`webhook.controllers.labels`); a Kueue
+Workload nominated to workers, held for or released by its carbon window; a
+MultiKueueConfig put in carbon order (:mod:`webhook.controllers.kueue_dispatch`,
+:mod:`webhook.controllers.carbon_window`)."""
