@@ -170,10 +170,7 @@ async def _fleet(manager: Manager, config: Config, state: ServerState, kube: Set
     from webhook.kube.events import EventRecorder  # noqa: PLC0415
     from webhook.runtime.tasks import closed  # noqa: PLC0415
 
-    try:
-        api = await client.connect(kube)
-    except Exception as exc:  # a missing or unreadable kubeconfig: a usage error
-        raise InvalidInput("--kubeconfig", f"cannot load {kube.kubeconfig}: {exc}") from None
+    api = await client.connect(kube)  # a bad kubeconfig: one line, a usage error
     await manager.start(Part("kubernetes-client", lambda: None, lambda: closed(api.close())))
     clusters = state.inventory = inventory.FleetInventory(config)
     places = state.peers = peers.PeerInventory(config)

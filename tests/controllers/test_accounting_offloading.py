@@ -29,9 +29,9 @@ from webhook.decision.liqo import offloading
 from webhook.decision.liqo.peers import REMOTE_ID_LABEL, TYPE_LABEL, VIRTUAL_NODE
 from webhook.decision.record import Record, fingerprint
 from webhook.kinds import Context
+from webhook.kube import reads
 from webhook.model.config import ClusterConfig, parse
 from webhook.model.vocabulary import DECISION
-from webhook.report import fetch
 from webhook.runtime import metrics
 
 __all__ = ["kube", "no_series"]  # fixtures used by name
@@ -182,7 +182,7 @@ async def test_the_report_lists_managed_namespace_offloadings_and_their_events(
             "regarding": {"kind": "NamespaceOffloading", "namespace": "shop",
                           "name": "offloading"},
         }, "events")  # fmt: skip
-    _, events, objects = await fetch.collect(kube.api, "carbonshift-accounting", NAMESPACE, "")
+    _, events, objects = await reads.collect(kube.api, "carbonshift-accounting", NAMESPACE, "")
     assert [(o["kind"], o["metadata"]["namespace"]) for o in objects] == [
         ("NamespaceOffloading", "shop")
     ]

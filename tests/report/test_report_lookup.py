@@ -14,8 +14,8 @@ from tests import kubeapi
 from tests.report.sample import ledger
 from webhook.cli import main
 from webhook.decision.ledger import LEDGER_LABELS
+from webhook.kube import reads
 from webhook.model.errors import UsageError
-from webhook.report import fetch
 
 LEADER = "carbonshift-system"
 NAME = "carbonshift-accounting"
@@ -35,7 +35,7 @@ async def test_the_ledger_is_found_by_its_labels_in_the_leaders_namespace() -> N
     async with kubeapi.serve() as kube:
         kube.add(configmap(LEADER), "configmaps")
         kube.add(configmap("shop", "unrelated", labels={"app": "web"}), "configmaps")
-        source = await fetch.ledger(kube.api, NAME, None, fallback="default")
+        source = await reads.ledger(kube.api, NAME, None, fallback="default")
     assert source.data == ledger()
     assert source.where == f"accounting read from ConfigMap {LEADER}/{NAME} (found by its labels)"
 
@@ -43,7 +43,7 @@ async def test_the_ledger_is_found_by_its_labels_in_the_leaders_namespace() -> N
 async def test_a_ledger_named_otherwise_is_found_by_its_ledger_label() -> None:
     async with kubeapi.serve() as kube:
         kube.add(configmap(LEADER, "books"), "configmaps")
-        source = await fetch.ledger(kube.api, NAME, None, fallback="default")
+        source = await reads.ledger(kube.api, NAME, None, fallback="default")
     assert source.data == ledger()
     assert f"{LEADER}/books" in source.where
 
@@ -53,15 +53,15 @@ async def test_a_ledger_from_before_the_ledger_label_is_found_by_its_name() -> N
     async with kubeapi.serve() as kube:
         kube.add(configmap(LEADER, labels=legacy), "configmaps")
         kube.add(configmap("ops", "cluster-labels", labels=legacy), "configmaps")
-        source = await fetch.ledger(kube.api, NAME, None, fallback="default")
+        source = await reads.ledger(kube.api, NAME, None, fallback="default")
     assert source.data == ledger()
 
 
 async def test_namespace_reads_that_namespace_only() -> None:
     async with kubeapi.serve() as kube:
         kube.add(configmap(LEADER), "configmaps")
-        here = await fetch.ledger(kube.api, NAME, LEADER, fallback="default")
-        elsewhere = await fetch.ledger(kube.api, NAME, "default", fallback="default")
+        here = await reads.ledger(kube.api, NAME, LEADER, fallback="default")
+        elsewhere = await reads.ledger(kube.api, NAME, "default", fallback="default")
         lists = [c for c in kube.calls("GET", "configmaps") if not c.where.namespace]
     assert here.data == ledger()
     assert here.where == f"accounting read from ConfigMap {LEADER}/{NAME} (--namespace)"
@@ -72,7 +72,7 @@ async def test_namespace_reads_that_namespace_only() -> None:
 
 async def test_no_ledger_anywhere_says_where_it_looked() -> None:
     async with kubeapi.serve() as kube:
-        source = await fetch.ledger(kube.api, NAME, None, fallback="default")
+        source = await reads.ledger(kube.api, NAME, None, fallback="default")
     assert source.data is None
     assert source.where.startswith(
         f"no accounting yet: no ConfigMap labelled carbonshift.io/ledger or named {NAME} "
@@ -87,14 +87,14 @@ async def test_two_ledgers_ask_for_a_namespace() -> None:
         with pytest.raises(
             UsageError, match=rf"\({LEADER}/{NAME}, staging/{NAME}\): pass --namespace"
         ):
-            await fetch.ledger(kube.api, NAME, None, fallback="default")
+            await reads.ledger(kube.api, NAME, None, fallback="default")
 
 
 async def test_a_refused_lookup_reads_the_fallback_namespace_and_says_so() -> None:
     async with kubeapi.serve() as kube:
         kube.add(configmap("default"), "configmaps")
         kube.fail("GET", "configmaps", 403)  # the list across namespaces
-        source = await fetch.ledger(kube.api, NAME, None, fallback="default")
+        source = await reads.ledger(kube.api, NAME, None, fallback="default")
     assert source.data == ledger()
     assert "listing ConfigMaps across namespaces was refused; pass --namespace NS" in source.where
 

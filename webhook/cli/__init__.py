@@ -95,10 +95,10 @@ def _host(text: str) -> str:
 
 async def _check_kube(where: Settings, flag: str) -> None:
     """Load the kubeconfig (nothing is sent): a bad one is a one-line usage error."""
-    from webhook.report import fetch  # noqa: PLC0415 - only with a cluster
+    from webhook.kube.client import connect  # noqa: PLC0415 - only with a cluster
     from webhook.runtime.tasks import closed  # noqa: PLC0415
 
-    api = await fetch.connect(where, flag)
+    api = await connect(where, flag)
     await closed(api.close())
 
 
@@ -486,7 +486,8 @@ def _add_mutate(sub: Any) -> None:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from webhook.report import data, fetch, render  # noqa: PLC0415 - keeps `--help` fast
+    from webhook.kube import reads  # noqa: PLC0415 - keeps `--help` fast
+    from webhook.report import data, render  # noqa: PLC0415
 
     try:
         since = data.duration(args.since)
@@ -500,7 +501,7 @@ def _report(args: argparse.Namespace) -> int:
     else:
         try:
             source, events, objects = asyncio.run(_report_cluster(args))
-        except fetch.ClusterUnreachable as exc:  # a runtime failure, not a usage error
+        except reads.ClusterUnreachable as exc:  # a runtime failure, not a usage error
             print(f"carbonshift: {exc}", file=sys.stderr)
             return 1
         ledger, where = source.data, source.where
@@ -540,8 +541,8 @@ def _report_input(path: str) -> tuple[Any, list[Any], list[Any]]:
 
 
 async def _report_cluster(args: argparse.Namespace) -> tuple[Any, list[Any], list[Any]]:
-    from webhook.kube.client import settings  # noqa: PLC0415
-    from webhook.report import fetch  # noqa: PLC0415
+    from webhook.kube import reads  # noqa: PLC0415 - only with a cluster
+    from webhook.kube.client import connect, settings  # noqa: PLC0415
     from webhook.runtime.tasks import closed  # noqa: PLC0415
 
     if args.namespace is not None and not certs.DNS_LABEL.fullmatch(args.namespace):
@@ -554,9 +555,9 @@ async def _report_cluster(args: argparse.Namespace) -> tuple[Any, list[Any], lis
                      default_namespace=config.service.namespace)  # fmt: skip
     if where is None:
         raise UsageError("no cluster: pass --kubeconfig, set KUBECONFIG, or use --input FILE")
-    api = await fetch.connect(where, _kubeconfig_flag(args.kubeconfig))
+    api = await connect(where, _kubeconfig_flag(args.kubeconfig))
     try:
-        return await fetch.collect(
+        return await reads.collect(
             api, args.configmap or config.accounting.configmap, args.namespace, where.namespace
         )
     finally:

@@ -30,13 +30,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import dataclasses
 import logging
 import re
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import orjson
 import structlog
@@ -55,6 +54,9 @@ from webhook.model.objects import items
 from webhook.model.validation import InvalidInput
 from webhook.runtime import logs
 from webhook.runtime.tasks import closed
+
+if TYPE_CHECKING:
+    from webhook.kube.reads import Listed
 
 
 def add_parser(subparsers: Any) -> None:
@@ -321,57 +323,27 @@ def _ready_node(node: Mapping[str, Any]) -> bool:
     )
 
 
-Listed = tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]
-"""The Karmada Clusters, Liqo's virtual nodes and OCM's ManagedClusters of an API server."""
-
-
 async def _list_clusters(args: argparse.Namespace, cfg: Config) -> Listed | None:
     """The Cluster objects and virtual Nodes of the API server; None without a kubeconfig
     or cluster. An API server without the Cluster CRD (a Liqo cluster) has no Clusters."""
-    from kubernetes_asyncio import client as k8s  # noqa: PLC0415 - only with a cluster
-
-    from webhook.kube import client, inventory  # noqa: PLC0415
-    from webhook.report import fetch  # noqa: PLC0415
+    from webhook.kube import client, reads  # noqa: PLC0415 - only with a cluster
 
     kube = client.settings(args.kubeconfig, default_namespace=cfg.service.namespace)
     if kube is None:
         return None
     flag = "--kubeconfig" if args.kubeconfig else "KUBECONFIG"
-    api = await fetch.connect(kube, flag)  # a bad kubeconfig: one line, exit status 2
-    virtual: list[dict[str, Any]] = []
-    managed: list[dict[str, Any]] = []
+    api = await client.connect(kube, flag)  # a bad kubeconfig: one line, exit status 2
     try:
-        try:
-            listed = await k8s.CustomObjectsApi(api).list_cluster_custom_object(
-                inventory.GROUP, inventory.VERSION, inventory.PLURAL,
-                _request_timeout=client.REQUEST_TIMEOUT,
-            )  # fmt: skip
-        except k8s.ApiException as exc:
-            if exc.status != 404:
-                raise
-            missing: Exception | None = exc  # no Cluster CRD: a Liqo cluster, maybe
-            listed = {}
-        else:
-            missing = None
-        with contextlib.suppress(k8s.ApiException):  # Nodes not readable: no virtual nodes
-            nodes = await k8s.CoreV1Api(api).list_node(
-                label_selector=liqo.SELECTOR, _request_timeout=client.REQUEST_TIMEOUT
-            )
-            virtual = api.sanitize_for_serialization(nodes).get("items") or []
-        with contextlib.suppress(k8s.ApiException):  # no OCM: no ManagedClusters
-            hub = await k8s.CustomObjectsApi(api).list_cluster_custom_object(
-                *ocm.CLUSTERS, _request_timeout=client.REQUEST_TIMEOUT
-            )
-            managed = list(items(hub, "items"))
-    except fetch.NETWORK_ERRORS as exc:  # unreachable: a runtime failure, exit status 1
-        raise fetch.unreachable(api, exc) from None
+        listed, missing = await reads.fleet(api)
+    except reads.NETWORK_ERRORS as exc:  # unreachable: a runtime failure, exit status 1
+        raise reads.unreachable(api, exc) from None
     except Exception as exc:  # refused
         raise _unlisted(kube.kubeconfig, exc) from None
     finally:
         await closed(api.close())
-    if missing is not None and not virtual and not managed:
+    if missing is not None and not listed[1] and not listed[2]:
         raise _unlisted(kube.kubeconfig, missing)
-    return list(items(listed, "items")), virtual, managed
+    return listed
 
 
 def _unlisted(kubeconfig: object, exc: Exception) -> InvalidInput:
@@ -395,7 +367,7 @@ async def _collect_clusters(
 
 def run_clusters(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """``carbonshift intensity --clusters``; returns the exit status."""
-    from webhook.report.fetch import ClusterUnreachable  # noqa: PLC0415 - only with --clusters
+    from webhook.kube.reads import ClusterUnreachable  # noqa: PLC0415 - only with --clusters
 
     try:
         cfg = config_mod.load(args.config)

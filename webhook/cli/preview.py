@@ -148,9 +148,7 @@ async def cluster_namespaces(kubeconfig: str) -> dict[str, Labels]:
     webhook registration's ``namespaceSelector`` reads); raises
     :class:`~webhook.model.validation.InvalidInput` (``--kubeconfig``) when they cannot be
     listed."""
-    from kubernetes_asyncio import client as k8s  # noqa: PLC0415 - only with a cluster
-
-    from webhook.kube import client  # noqa: PLC0415
+    from webhook.kube import client, reads  # noqa: PLC0415 - only with a cluster
     from webhook.runtime.tasks import closed  # noqa: PLC0415
 
     if not Path(kubeconfig).is_file():  # noqa: ASYNC240 - one stat, before connecting
@@ -158,13 +156,9 @@ async def cluster_namespaces(kubeconfig: str) -> dict[str, Labels]:
     kube = client.settings(kubeconfig, default_namespace="default")
     if kube is None:  # pragma: no cover - a path is always given
         return {}
+    api = await client.connect(kube)
     try:
-        api = await client.connect(kube)
-    except Exception as exc:  # a missing or unreadable kubeconfig
-        raise InvalidInput("--kubeconfig", f"cannot load {kubeconfig}: {exc}"[:400]) from None
-    try:
-        listed = await k8s.CoreV1Api(api).list_namespace(_request_timeout=client.REQUEST_TIMEOUT)
-        items = api.sanitize_for_serialization(listed).get("items") or []
+        items = await reads.namespaces(api)
     except Exception as exc:  # unreachable, refused
         raise InvalidInput(
             "--kubeconfig", f"cannot list namespaces via {kubeconfig}: {exc}"[:400]

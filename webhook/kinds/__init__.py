@@ -28,6 +28,7 @@ from webhook.kinds.offloadings import NAMESPACE_OFFLOADING
 from webhook.kinds.policies import CLUSTER_PROPAGATION_POLICY, PROPAGATION_POLICY
 
 __all__ = [
+    "EVENT_REASONS",
     "FLEET",
     "FLEET_EVENTS",
     "KARMADA",
@@ -152,6 +153,9 @@ REGISTRY = Registry(
 )
 """Every kind carbonshift handles."""
 KINDS: tuple[Kind, ...] = REGISTRY.rows
+EVENT_REASONS = REGISTRY.events() | frozenset(FLEET_EVENTS)
+"""Event reasons carbonshift records: every handled kind's
+(:attr:`webhook.kinds.base.Kind.events`) and the fleet's (:data:`FLEET_EVENTS`)."""
 
 
 def find(group: str, kind: str) -> Kind | None:

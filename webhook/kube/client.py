@@ -17,15 +17,18 @@ import asyncio
 import dataclasses
 import os
 import random
+import re
 import socket
 import uuid
 from pathlib import Path
 from typing import Any
 
 import structlog
-from kubernetes_asyncio import client, config
+from kubernetes_asyncio import client
+from kubernetes_asyncio import config as kube_config
 from kubernetes_asyncio.client.rest import ApiException
 
+from webhook.model.validation import InvalidInput
 from webhook.runtime import metrics
 
 log = structlog.get_logger("carbonshift.kube")
@@ -82,15 +85,45 @@ def settings(
     return Settings(Path(path) if path else None, found, identity, lease)
 
 
-async def connect(where: Settings) -> client.ApiClient:
-    """One ``ApiClient`` for the process (close it with ``await api.close()``)."""
+def one_line(text: object) -> str:
+    """``text`` on one line (an error message from a library, for a one-line error)."""
+    return re.sub(r"\s+", " ", str(text)).strip()
+
+
+def kubeconfig_problem(path: Path) -> str | None:
+    """Why the kubeconfig at ``path`` cannot be read (missing, a directory, unreadable),
+    before the Kubernetes client logs and raises about it; None when it can be."""
+    if not path.exists():
+        return "no such file"
+    if path.is_dir():
+        return "is a directory, not a kubeconfig file"
+    if not os.access(path, os.R_OK):
+        return "permission denied"
+    return None
+
+
+async def connect(where: Settings, flag: str = "--kubeconfig") -> client.ApiClient:
+    """An ``ApiClient`` for ``where``; a kubeconfig that is missing, unreadable or not a
+    kubeconfig is an :class:`InvalidInput` of ``flag`` (``--kubeconfig`` or ``KUBECONFIG``)
+    on one line: ``carbonshift: config: --kubeconfig: cannot load FILE: why``, exit status
+    2. Nothing is sent to the API server."""
     configuration = client.Configuration()
     if where.kubeconfig is None:
-        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-    else:
-        await config.load_kube_config(
-            config_file=str(where.kubeconfig), client_configuration=configuration
-        )
+        try:
+            kube_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        except kube_config.ConfigException as exc:
+            raise InvalidInput("KUBERNETES_SERVICE_HOST", one_line(exc)) from None
+        return client.ApiClient(configuration=configuration)
+    problem = kubeconfig_problem(where.kubeconfig)
+    if problem is None:
+        try:
+            await kube_config.load_kube_config(
+                config_file=str(where.kubeconfig), client_configuration=configuration
+            )
+        except Exception as exc:  # YAML, ConfigException, a missing key: not a kubeconfig
+            problem = f"not a usable kubeconfig: {one_line(exc) or type(exc).__name__}"
+    if problem is not None:
+        raise InvalidInput(flag, f"cannot load {where.kubeconfig}: {problem}")
     return client.ApiClient(configuration=configuration)
 
 

@@ -1,6 +1,6 @@
 """What ``carbonshift report`` shows, built from plain data (no I/O).
 
-Inputs, as read from the API server (:mod:`webhook.report.fetch`) or a file:
+Inputs, as read from the API server (:mod:`webhook.kube.reads`) or a file:
 
 - ``ledger``: the ``data`` of the leader's ``carbonshift-accounting`` ConfigMap
   (:class:`webhook.decision.ledger.Ledger`): totals per managed object, per signal and

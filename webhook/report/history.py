@@ -13,9 +13,7 @@ from webhook.decision.record import switches
 from webhook.model.objects import dig, meta_of
 from webhook.model.vocabulary import parse_time
 
-REASONS = kinds.REGISTRY.events() | frozenset(kinds.FLEET_EVENTS)
-"""Event reasons carbonshift records: every handled kind's
-(:attr:`webhook.kinds.base.Kind.events`) and the fleet's."""
+REASONS = kinds.EVENT_REASONS
 MOVES = frozenset({"CarbonRebalanced", "CarbonReplicasMoved", "switch"})
 
 

@@ -1,4 +1,6 @@
-"""Read what ``carbonshift report`` shows from the API server.
+"""One-shot reads of the ``carbonshift`` commands: what ``carbonshift report`` shows (the
+ledger, carbonshift's Events, the managed objects), the fleet ``carbonshift intensity
+--clusters`` lists and the namespaces ``carbonshift mutate --kubeconfig`` reads.
 
 The ledger is the leader's accounting ConfigMap (``accounting.configmap``), kept in the
 leader's lease namespace and labelled :data:`~webhook.decision.ledger.LEDGER_LABELS`.
@@ -9,25 +11,24 @@ that namespace only. Every read says where it looked (:attr:`Source.where`).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
-import re
-from pathlib import Path
 from typing import Any, cast
 
 import aiohttp
 import orjson
 from kubernetes_asyncio import client
-from kubernetes_asyncio import config as kube_config
 from kubernetes_asyncio.client.rest import ApiException
 
 from webhook import kinds
+from webhook.decision import ocm
 from webhook.decision.ledger import LEDGER_LABELS
-from webhook.kube.client import REQUEST_TIMEOUT, Settings
-from webhook.model.errors import InvalidInput, UsageError
+from webhook.decision.liqo import peers as liqo
+from webhook.kube.client import REQUEST_TIMEOUT, one_line
+from webhook.model.errors import UsageError
 from webhook.model.objects import items, meta_of
 from webhook.model.vocabulary import DECISION
-from webhook.report.history import REASONS
 
 MANAGED_BY = "app.kubernetes.io/managed-by"
 LEDGER_LABEL = "carbonshift.io/ledger"
@@ -50,47 +51,6 @@ class Source:
     """One line for the person running the report: where it looked and what it found."""
 
 
-def _one_line(text: object) -> str:
-    return re.sub(r"\s+", " ", str(text)).strip()
-
-
-def kubeconfig_problem(path: Path) -> str | None:
-    """Why the kubeconfig at ``path`` cannot be read (missing, a directory, unreadable),
-    before the Kubernetes client logs and raises about it; None when it can be."""
-    if not path.exists():
-        return "no such file"
-    if path.is_dir():
-        return "is a directory, not a kubeconfig file"
-    if not os.access(path, os.R_OK):
-        return "permission denied"
-    return None
-
-
-async def connect(where: Settings, flag: str = "--kubeconfig") -> client.ApiClient:
-    """An ``ApiClient`` for ``where``; a kubeconfig that is missing, unreadable or not a
-    kubeconfig is an :class:`InvalidInput` of ``flag`` (``--kubeconfig`` or ``KUBECONFIG``)
-    on one line: ``carbonshift: config: --kubeconfig: cannot load FILE: why``, exit status
-    2. Nothing is sent to the API server."""
-    configuration = client.Configuration()
-    if where.kubeconfig is None:
-        try:
-            kube_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        except kube_config.ConfigException as exc:
-            raise InvalidInput("KUBERNETES_SERVICE_HOST", _one_line(exc)) from None
-        return client.ApiClient(configuration=configuration)
-    problem = kubeconfig_problem(where.kubeconfig)
-    if problem is None:
-        try:
-            await kube_config.load_kube_config(
-                config_file=str(where.kubeconfig), client_configuration=configuration
-            )
-        except Exception as exc:  # YAML, ConfigException, a missing key: not a kubeconfig
-            problem = f"not a usable kubeconfig: {_one_line(exc) or type(exc).__name__}"
-    if problem is not None:
-        raise InvalidInput(flag, f"cannot load {where.kubeconfig}: {problem}")
-    return client.ApiClient(configuration=configuration)
-
-
 def unreachable(api: client.ApiClient, exc: BaseException) -> ClusterUnreachable:
     """One line for a request that did not get an answer, or got a refusal."""
     host = api.configuration.host
@@ -100,7 +60,7 @@ def unreachable(api: client.ApiClient, exc: BaseException) -> ClusterUnreachable
     if isinstance(os_error, OSError) and os_error.errno:
         reason = os.strerror(os_error.errno)
     else:
-        reason = _one_line(exc) or type(exc).__name__
+        reason = one_line(exc) or type(exc).__name__
     if isinstance(exc, TimeoutError):
         reason = "no answer in time"
     return ClusterUnreachable(f"cannot reach the API server {host}: {reason.lower()}")
@@ -203,7 +163,7 @@ async def _collect(
     api: client.ApiClient, configmap: str, namespace: str | None, fallback: str
 ) -> tuple[Source, list[dict[str, Any]], list[dict[str, Any]]]:
     source = await ledger(api, configmap, namespace, fallback)
-    events = [e for e in await _events(api) if e.get("reason") in REASONS]
+    events = [e for e in await _events(api) if e.get("reason") in kinds.EVENT_REASONS]
     objects: list[dict[str, Any]] = []
     custom = client.CustomObjectsApi(api)
     for row in kinds.REGISTRY:
@@ -220,3 +180,42 @@ async def _collect(
                 obj.setdefault("kind", row.kind)
                 objects.append(obj)
     return source, events, objects
+
+
+Listed = tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]
+"""The Karmada Clusters, Liqo's virtual nodes and OCM's ManagedClusters of an API server."""
+
+
+async def fleet(api: client.ApiClient) -> tuple[Listed, ApiException | None]:
+    """The Karmada Clusters, Liqo's virtual nodes and OCM's ManagedClusters, and the
+    refusal when the API server serves no Cluster CRD (a Liqo cluster, maybe). Nodes not
+    readable: no virtual nodes; no OCM: no ManagedClusters."""
+    virtual: list[dict[str, Any]] = []
+    managed: list[dict[str, Any]] = []
+    custom = client.CustomObjectsApi(api)
+    missing: ApiException | None = None
+    try:
+        listed = await custom.list_cluster_custom_object(
+            "cluster.karmada.io", "v1alpha1", "clusters", _request_timeout=REQUEST_TIMEOUT
+        )
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+        missing, listed = exc, {}
+    with contextlib.suppress(ApiException):
+        nodes = await client.CoreV1Api(api).list_node(
+            label_selector=liqo.SELECTOR, _request_timeout=REQUEST_TIMEOUT
+        )
+        virtual = list(items(api.sanitize_for_serialization(nodes), "items"))
+    with contextlib.suppress(ApiException):
+        hub = await custom.list_cluster_custom_object(
+            *ocm.CLUSTERS, _request_timeout=REQUEST_TIMEOUT
+        )
+        managed = list(items(hub, "items"))
+    return (list(items(listed, "items")), virtual, managed), missing
+
+
+async def namespaces(api: client.ApiClient) -> list[dict[str, Any]]:
+    """Every Namespace, as the API server stores it."""
+    listed = await client.CoreV1Api(api).list_namespace(_request_timeout=REQUEST_TIMEOUT)
+    return list(items(api.sanitize_for_serialization(listed), "items"))
