@@ -19,21 +19,21 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Any
 
 import structlog
 from kubernetes_asyncio import client
 
-from webhook.controllers.runner import Controller
+from webhook.controllers.runner import Controller, Feed
 from webhook.decision import kueue as rules
-from webhook.kinds.reevaluation import Outlook, Reevaluation
+from webhook.kinds.reevaluation import Reevaluation
 from webhook.kube import kueue as kube
 from webhook.kube.client import REQUEST_TIMEOUT, error_name
 from webhook.kube.events import EventRecorder
 from webhook.kube.writes import Gate
 from webhook.model import vocabulary
 from webhook.model.config import Config
-from webhook.model.intensity import IntensityTable, utcnow
+from webhook.model.intensity import utcnow
 from webhook.model.objects import condition, items, meta_of, strings, text
 from webhook.model.vocabulary import DECISION
 from webhook.runtime import metrics
@@ -43,20 +43,6 @@ log = structlog.get_logger("carbonshift.kueue")
 Obj = dict[str, Any]
 HOURS_AHEAD = 24
 """The longest outlook asked for (the feed's forecasts cover a day)."""
-
-
-class Snapshot(Protocol):
-    @property
-    def table(self) -> IntensityTable: ...
-
-
-class Feed(Protocol):
-    """What the Kueue controllers read of the :class:`~webhook.feed.IntensityFeed`."""
-
-    def snapshot(self) -> Snapshot: ...
-    def want(self, zone: str) -> None: ...
-    @property
-    def outlook(self) -> Outlook: ...
 
 
 def zone_label(obj: Mapping[str, Any]) -> str | None:

@@ -18,21 +18,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Any
 
 import structlog
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
-from webhook.controllers.runner import Controller
+from webhook.controllers.runner import Controller, Feed
 from webhook.decision import ocm
 from webhook.decision.fleet import ClusterEntry
-from webhook.kinds.reevaluation import Outlook, Reevaluation
+from webhook.kinds.reevaluation import Reevaluation
 from webhook.kube.client import REQUEST_TIMEOUT, absent, error_name, refused
 from webhook.kube.writes import Gate, apply_options
 from webhook.model import vocabulary
 from webhook.model.config import Config
-from webhook.model.intensity import IntensityTable, utcnow
+from webhook.model.intensity import utcnow
 from webhook.model.objects import meta_of
 from webhook.model.validation import InvalidInput
 from webhook.runtime import metrics
@@ -40,20 +40,6 @@ from webhook.runtime import metrics
 log = structlog.get_logger("carbonshift.ocm")
 
 Obj = dict[str, Any]
-
-
-class Snapshot(Protocol):
-    @property
-    def table(self) -> IntensityTable: ...
-
-
-class Feed(Protocol):
-    """What the scorer reads of the :class:`~webhook.feed.IntensityFeed`."""
-
-    def snapshot(self) -> Snapshot: ...
-    def want(self, zone: str) -> None: ...
-    @property
-    def outlook(self) -> Outlook: ...
 
 
 class PlacementScorer(Controller):

@@ -458,7 +458,7 @@ class Rebalancer:
         bindings (their placements and per-cluster statuses) of a large fleet."""
         group, version, plural = kind
         resource = f"{plural}.{group}"
-        items: list[Obj] = []
+        found: list[Obj] = []
         token: str | None = None
         while True:
             paging: dict[str, Any] = {"limit": PAGE}
@@ -473,10 +473,10 @@ class Rebalancer:
                 if not (refused(exc, "list", resource) or absent(exc, resource)):
                     log.warning("rebalance_list_failed", resource=resource, error=error_name(exc))
                 return None
-            items.extend(slim(o) for o in listed.get("items") or [] if isinstance(o, Mapping))
+            found.extend(slim(o) for o in items(listed, "items") if isinstance(o, Mapping))
             token = dig(listed, "metadata", "continue")
             if not token:
-                return items
+                return found
 
 
 PAGE = 500

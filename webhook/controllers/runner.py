@@ -15,17 +15,34 @@ them in reverse, before the elector releases the Lease.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 
+from webhook.kinds.reevaluation import Outlook
 from webhook.kube.writes import Gate
+from webhook.model.intensity import IntensityTable
 from webhook.runtime import tasks
 
 log = structlog.get_logger("carbonshift.controllers")
 
 TICK_SECONDS = 1.0
 """How often a controller looks at leadership and at its inputs."""
+
+
+class Snapshot(Protocol):
+    @property
+    def table(self) -> IntensityTable: ...
+
+
+class Feed(Protocol):
+    """What controllers read of the :class:`~webhook.feed.IntensityFeed` (a test passes
+    its own): the intensities now, the zones to keep warm, the outlook."""
+
+    def snapshot(self) -> Snapshot: ...
+    def want(self, zone: str) -> None: ...
+    @property
+    def outlook(self) -> Outlook: ...
 
 
 class Controller:

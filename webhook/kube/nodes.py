@@ -146,7 +146,7 @@ class NodeZones:
         while True:
             try:
                 listed = await core.list_node(limit=PAGE, _request_timeout=REQUEST_TIMEOUT)
-                self.update(api.sanitize_for_serialization(listed).get("items") or [])
+                self.update(items(api.sanitize_for_serialization(listed), "items"))
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # the last answer stays; listed again later

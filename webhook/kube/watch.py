@@ -22,7 +22,7 @@ from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.rest import ApiException
 
 from webhook.kube.client import REQUEST_TIMEOUT, Backoff, Outage, absent
-from webhook.model.objects import meta_of
+from webhook.model.objects import items, meta_of
 from webhook.runtime import metrics
 
 log = structlog.get_logger("carbonshift.kube.watch")
@@ -70,7 +70,7 @@ class ListWatch:
         listed = await self.objects.list_cluster_custom_object(
             self.group, self.version, self.plural, _request_timeout=REQUEST_TIMEOUT
         )
-        self.on_list(listed.get("items") or [])
+        self.on_list(items(listed, "items"))
         self.resource_version = listed["metadata"]["resourceVersion"]
         self.synced = True
 

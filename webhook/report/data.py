@@ -25,6 +25,7 @@ from typing import Any
 from webhook.decision.accounting import Method, Totals
 from webhook.decision.ledger import Ledger
 from webhook.model.intensity import Signal
+from webhook.model.objects import mapping
 from webhook.model.vocabulary import parse_time
 from webhook.report.history import Entry, entries
 
@@ -210,7 +211,7 @@ def _mean_intensities(series: Iterable[Mapping[str, Any]]) -> dict[str, float]:
     """Each cluster's mean intensity over the ledger's hourly points."""
     sums: dict[str, list[float]] = {}
     for point in series:
-        for name, value in (point.get("i") or {}).items():
+        for name, value in mapping(point, "i").items():
             if isinstance(value, int | float):
                 sums.setdefault(str(name), []).append(float(value))
     return {name: sum(values) / len(values) for name, values in sums.items()}

@@ -69,7 +69,7 @@ from webhook.decision.selectors import SelectorError, is_open
 from webhook.model import vocabulary
 from webhook.model.config import ClusterConfig, WeightingConfig
 from webhook.model.intensity import IntensityTable
-from webhook.model.objects import mapping, meta_of
+from webhook.model.objects import items, mapping, meta_of
 from webhook.model.vocabulary import DECISION, MAX_CLUSTERS, MAX_INTENSITY, Knobs
 
 _OTHERS = "\x00others"
@@ -318,7 +318,7 @@ class _Shape:
         Returns the tiers written, greenest first.
         """
         tiers = fill_order(intensities, first)
-        affinity = placement.get("clusterAffinity") or {}
+        affinity = mapping(placement, "clusterAffinity")
         selectors = {k: affinity[k] for k in SELECTOR_KEYS if affinity.get(k)}
         term: dict[str, Any] = {"affinityName": GREEN_TERM, **selectors, "clusterNames": tiers[0]}
         overflow = [
@@ -326,7 +326,7 @@ class _Shape:
             for k, names in enumerate(tiers[1:], 1)
         ]
         if self.opened:
-            named = {n for t in tiers for n in t} | set(selectors.get("exclude") or [])
+            named = {n for t in tiers for n in t} | set(items(selectors, "exclude"))
             overflow.append({"affinityName": OTHERS_TERM, **selectors, "exclude": sorted(named)})
         if overflow:
             term["overflowAffinities"] = overflow
@@ -450,9 +450,7 @@ def _apply_weights(
     )
     others = every.pop(_OTHERS)
     named = sorted(every)
-    catch_all = [
-        {**t, "exclude": sorted(set(t.get("exclude") or []) | set(named))} for t in targets
-    ]
+    catch_all = [{**t, "exclude": sorted(set(items(t, "exclude")) | set(named))} for t in targets]
     placement["replicaScheduling"] = weighted(scheduling, every, catch_all, others)
     return every, others
 

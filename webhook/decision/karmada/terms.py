@@ -22,6 +22,7 @@ from webhook.decision.ranking import order_greenest
 from webhook.decision.record import Record, fingerprint
 from webhook.decision.selectors import SelectorError, allowed_clusters, is_open
 from webhook.model.config import ClusterConfig
+from webhook.model.objects import items, mapping
 
 FALLBACK_TERM = "carbonshift-fallback"
 
@@ -128,7 +129,7 @@ def named(placement: Mapping[str, Any]) -> list[str]:
     affinity = placement.get("clusterAffinity")
     if not isinstance(affinity, Mapping):
         return []
-    names, out = affinity.get("clusterNames"), set(affinity.get("exclude") or [])
+    names, out = affinity.get("clusterNames"), set(items(affinity, "exclude"))
     return (
         [n for n in names if isinstance(n, str) and n not in out] if isinstance(names, list) else []
     )
@@ -136,7 +137,7 @@ def named(placement: Mapping[str, Any]) -> list[str]:
 
 def exclude(placement: dict[str, Any], names: list[str]) -> None:
     def without(affinity: Mapping[str, Any]) -> dict[str, Any]:
-        return {**affinity, "exclude": sorted(set(affinity.get("exclude") or []) | set(names))}
+        return {**affinity, "exclude": sorted(set(items(affinity, "exclude")) | set(names))}
 
     terms = placement.get("clusterAffinities")
     if terms:
@@ -148,7 +149,7 @@ def exclude(placement: dict[str, Any], names: list[str]) -> None:
             out.append(changed)
         placement["clusterAffinities"] = out
         return
-    placement["clusterAffinity"] = without(placement.get("clusterAffinity") or {})
+    placement["clusterAffinity"] = without(mapping(placement, "clusterAffinity"))
 
 
 def green_first_terms(
@@ -165,7 +166,7 @@ def green_first_terms(
     if terms:
         first = {"affinityName": GREEN_TERM, "clusterNames": green}
         return [first, *(t for t in terms if t.get("affinityName") != GREEN_TERM)]
-    affinity = placement.get("clusterAffinity") or {}
+    affinity = mapping(placement, "clusterAffinity")
     selectors = {k: affinity[k] for k in SELECTOR_KEYS if affinity.get(k)}
     out = [{"affinityName": GREEN_TERM, **selectors, "clusterNames": green}]
     if opened:

@@ -8,7 +8,7 @@ from typing import Any
 
 from webhook.decision.accounting import record_of
 from webhook.decision.record import user_view
-from webhook.model.objects import mapping
+from webhook.model.objects import items, mapping
 
 _ZONE_KEYS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")
 
@@ -23,7 +23,7 @@ def nodepool_zones(nodepool: Mapping[str, Any], topology: Mapping[str, str]) -> 
     for r in requirements if isinstance(requirements, list) else []:
         if not isinstance(r, Mapping) or r.get("key") not in _ZONE_KEYS:
             continue
-        values = {str(v) for v in r.get("values") or []}
+        values = {str(v) for v in items(r, "values")}
         if r.get("operator") == "In":
             allowed &= values
         elif r.get("operator") == "NotIn":

@@ -39,7 +39,7 @@ from webhook.decision.record import Record, fingerprint, history, user_view
 from webhook.model import vocabulary
 from webhook.model.config import NodePoolConfig
 from webhook.model.intensity import IntensityTable
-from webhook.model.objects import mapping, meta_of
+from webhook.model.objects import items, mapping, meta_of
 from webhook.model.vocabulary import DECISION
 from webhook.model.vocabulary import INTENSITY_CLASS as CLASS_LABEL
 
@@ -351,7 +351,7 @@ class _Plan:
             base_spec=base_spec,
             base_template=base_template,
             new_spec=dict(base_spec),
-            requirements=list(base_template.get("requirements") or []),
+            requirements=list(items(base_template, "requirements")),
             warn=warn,
             previous=previous,
         )
@@ -452,7 +452,7 @@ class _Plan:
 
     def _new_template(self) -> dict[str, Any]:
         new = dict(self.base_template)
-        if self.requirements != list(self.base_template.get("requirements") or []):
+        if self.requirements != list(items(self.base_template, "requirements")):
             new["requirements"] = self.requirements
         return new
 
@@ -502,7 +502,7 @@ def _allowed_zones(
     for r in requirements:
         if not isinstance(r, dict) or r.get("key") not in _ZONE_KEYS:
             continue
-        values = set(r.get("values") or [])
+        values = set(items(r, "values"))
         if r.get("operator") == "In":
             allowed &= values
         elif r.get("operator") == "NotIn":

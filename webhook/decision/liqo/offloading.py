@@ -42,7 +42,7 @@ from webhook.decision.selectors import SelectorError, labels_match
 from webhook.model import vocabulary
 from webhook.model.config import ClusterConfig
 from webhook.model.intensity import IntensityTable
-from webhook.model.objects import Obj, mapping
+from webhook.model.objects import Obj, items, mapping
 from webhook.model.vocabulary import DECISION
 
 NAME = "offloading"
@@ -103,7 +103,7 @@ def narrowed(selector: object, green: list[str]) -> dict[str, Any]:
     only = {"key": REMOTE_ID_LABEL, "operator": "In", "values": sorted(green)}
     terms = []
     for term in _terms(selector):
-        expressions = [*(term.get("matchExpressions") or []), only]
+        expressions = [*items(term, "matchExpressions"), only]
         terms.append({**term, "matchExpressions": expressions})
     return {"nodeSelectorTerms": terms}
 
