@@ -37,7 +37,7 @@ import jsonpatch
 
 from webhook import kinds
 from webhook.model import vocabulary
-from webhook.model.objects import meta_of
+from webhook.model.objects import mapping, meta_of
 
 __all__ = [
     "DIVIDED",
@@ -266,7 +266,7 @@ def patch_of(answer: bytes | str | Mapping[str, Any]) -> list[Object]:
     """The JSON Patch an AdmissionReview response carries (``[]`` when it has none);
     ``answer`` is the response body as bytes, text or decoded."""
     body = json.loads(answer) if isinstance(answer, bytes | str) else answer
-    encoded = (body.get("response") or {}).get("patch")
+    encoded = mapping(body, "response").get("patch")
     patch: list[Object] = json.loads(base64.b64decode(encoded)) if encoded else []
     return patch
 
@@ -293,10 +293,10 @@ def _metadata(name: str, namespace: str | None, meta: Meta) -> Object:
         out["uid"] = uid
     if (created := meta.get("created")) is not None:
         out["creationTimestamp"] = vocabulary.format_time(created)
-    labels = dict(meta.get("labels") or {})
+    labels = dict(mapping(meta, "labels"))
     if (enabled := meta.get("enabled")) is not None:
         labels[vocabulary.ENABLED] = "true" if enabled else "false"
-    annotations = dict(meta.get("annotations") or {})
+    annotations = dict(mapping(meta, "annotations"))
     if (strategy := meta.get("strategy")) is not None:
         annotations[vocabulary.STRATEGY] = strategy
     out["labels"] = labels

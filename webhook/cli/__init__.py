@@ -27,6 +27,7 @@ from webhook.cli import intensity as cli_intensity
 from webhook.cli import simulate as simulate_cli
 from webhook.model.config import Config, error_line, load
 from webhook.model.errors import UsageError
+from webhook.model.objects import items as dig_items
 from webhook.model.validation import InvalidInput, yaml_reason
 from webhook.runtime import logs
 from webhook.serve import certs
@@ -348,7 +349,7 @@ def _read_file(path: str, objects: list[dict[str, Any]], problems: list[str]) ->
         if doc is None:
             continue
         is_list = isinstance(doc, dict) and doc.get("kind") == "List"
-        items = doc.get("items") or [] if is_list else [doc]
+        items = list(dig_items(doc, "items")) if is_list else [doc]
         for item_index, item in enumerate(items):
             name = f"{where}, item {item_index}" if is_list else where
             if not isinstance(item, dict) or "kind" not in item or "apiVersion" not in item:

@@ -10,7 +10,7 @@ from typing import Any
 from webhook import kinds
 from webhook.decision.accounting import record_of
 from webhook.decision.record import switches
-from webhook.model.objects import dig, meta_of
+from webhook.model.objects import dig, mapping, meta_of
 from webhook.model.vocabulary import parse_time
 
 REASONS = kinds.EVENT_REASONS
@@ -63,7 +63,7 @@ def entries(
         reason = str(event.get("reason") or "")
         if reason not in REASONS:
             continue
-        regarding = event.get("regarding") or event.get("involvedObject") or {}
+        regarding = mapping(event, "regarding") or mapping(event, "involvedObject")
         at = _when(
             event.get("eventTime"),
             event.get("deprecatedLastTimestamp"),
