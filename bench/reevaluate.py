@@ -14,7 +14,7 @@ replicas, the bindings scheduled one after another on the room the fleet had the
 the rest overflows. The 100 Karmada Clusters carry ``status.resourceSummary``
 (allocatable; allocated: the bindings' replicas plus what else runs there).
 
-The leader's loop (:class:`webhook.controllers.reevaluator.Reevaluator`, with its
+The leader's loop (:class:`webhook.controllers.follower.Follower`, with its
 :class:`~webhook.controllers.rebalancer.Rebalancer`, ``rebalance`` as shipped) then runs
 :meth:`reconcile` three times against an in-memory API that answers the list calls with
 those objects, exactly as the loop receives them, accepts WorkloadRebalancer creates and
@@ -63,7 +63,7 @@ from bench.harness import RESULTS, SERVER_CPU, machine, write_table
 from webhook import kinds
 from webhook.cli import preview
 from webhook.controllers import rebalancer
-from webhook.controllers.reevaluator import Reevaluator
+from webhook.controllers.follower import Follower
 from webhook.decision.karmada.capacity import tier_fill
 from webhook.decision.karmada.terms import fill_tiers
 from webhook.kube.events import EventRecorder
@@ -519,7 +519,7 @@ async def _passes(
 
         events = EventRecorder(kube, "bench")
         events.events = api  # type: ignore[assignment]
-        loop = Reevaluator(kube, cfg, lambda: ctx, Leading(), events=events, outlook=outlook)
+        loop = Follower(kube, cfg, lambda: ctx, Leading(), events=events, outlook=outlook)
         loop.objects = api  # type: ignore[assignment]
         loop.core = api  # type: ignore[assignment]
         loop.overlays.objects = api  # type: ignore[assignment]  # no NodePools: lists none

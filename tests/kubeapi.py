@@ -6,7 +6,7 @@ through the real ``kubernetes_asyncio`` client (``CustomObjectsApi``, ``CoreV1Ap
 
     async with kubeapi.serve() as kube:
         kube.add(testing.propagation_policy(namespace="shop"))
-        await Reevaluator(kube.api, ...).reconcile()
+        await Follower(kube.api, ...).reconcile()
         [put] = kube.calls("PUT")
 
 What it keeps: one store of objects keyed by (group, version, resource, namespace, name),

@@ -208,10 +208,10 @@ def controllers(
     from webhook.controllers.accounting import Accountant  # noqa: PLC0415
     from webhook.controllers.carbon_window import CarbonWindow  # noqa: PLC0415
     from webhook.controllers.carry import Carrier  # noqa: PLC0415
+    from webhook.controllers.follower import Follower  # noqa: PLC0415
     from webhook.controllers.kueue_dispatch import KueueDispatcher  # noqa: PLC0415
     from webhook.controllers.labels import NODES, ClusterLabeler  # noqa: PLC0415
     from webhook.controllers.ocm_scores import PlacementScorer  # noqa: PLC0415
-    from webhook.controllers.reevaluator import Reevaluator  # noqa: PLC0415
 
     api, elector, events = fleet.api, fleet.elector, fleet.events
     feed = state.feed
@@ -223,7 +223,7 @@ def controllers(
         )
     if config.reevaluate.enabled:
         out.append(
-            Reevaluator(api, config, state.context, elector, events=events, outlook=feed.outlook)
+            Follower(api, config, state.context, elector, events=events, outlook=feed.outlook)
         )
     if config.accounting.enabled:
         out.append(Accountant(api, config, state.context, elector, namespace=kube.namespace))

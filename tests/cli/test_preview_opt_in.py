@@ -21,7 +21,7 @@ from tests.support import FLEET, NOW
 from webhook import testing
 from webhook.cli import main, parser, preview
 from webhook.decision import optin
-from webhook.decision.reevaluate import not_managed
+from webhook.decision.follow import not_managed
 from webhook.kinds import Context
 from webhook.model.config import Config, parse
 from webhook.model.intensity import Reading
@@ -133,7 +133,7 @@ def test_without_any_namespace_the_reason_says_it_assumed_one(ctx: Context) -> N
 
 
 def test_re_evaluation_reads_the_namespace_in_the_input_too(ctx: Context) -> None:
-    from webhook.kinds.reevaluation import Reevaluation  # noqa: PLC0415
+    from webhook.kinds.following import Reevaluation  # noqa: PLC0415
 
     [admitted] = preview.preview([policy()], ctx)
     rules = Reevaluation(ctx.config, None)

@@ -32,7 +32,7 @@ from tests.support import NOW, reading
 from webhook.app import Fleet, controllers
 from webhook.controllers.carbon_window import CarbonWindow
 from webhook.controllers.kueue_dispatch import KueueDispatcher
-from webhook.kinds.reevaluation import OutlookMethod
+from webhook.kinds.following import OutlookMethod
 from webhook.kube import kueue as kube
 from webhook.kube.events import EventRecorder
 from webhook.model import vocabulary

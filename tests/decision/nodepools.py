@@ -15,14 +15,14 @@ import orjson
 
 from tests.support import reading
 from webhook import kinds, testing
+from webhook.decision.follow import Action, Inputs
+from webhook.decision.follow import apply as apply_changes
 from webhook.decision.karpenter import nodepool
 from webhook.decision.karpenter.nodepool import NodePoolInputs
 from webhook.decision.karpenter.nodepool_step import NODEPOOL_FIELDS
 from webhook.decision.karpenter.nodepool_step import step as nodepool_step
 from webhook.decision.outcome import Change, Decision
 from webhook.decision.patch import build
-from webhook.decision.reevaluate import Action, Inputs
-from webhook.decision.reevaluate import apply as apply_changes
 from webhook.model.config import Config, NodePoolConfig
 from webhook.model.intensity import Reading, Signal
 from webhook.model.vocabulary import DECISION, MAX_PAUSE

@@ -13,12 +13,12 @@ from hypothesis import strategies as st
 
 from tests.support import NOW, reading
 from webhook import kinds
+from webhook.decision.follow import apply
 from webhook.decision.hysteresis import Hysteresis
 from webhook.decision.labels import Rule
 from webhook.decision.liqo import offloading
 from webhook.decision.record import Record
-from webhook.decision.reevaluate import apply
-from webhook.kinds.reevaluation import Reevaluation, target_of
+from webhook.kinds.following import Reevaluation, target_of
 from webhook.model.config import ClusterConfig, Config, HysteresisConfig
 from webhook.model.intensity import IntensityTable
 from webhook.model.vocabulary import DECISION

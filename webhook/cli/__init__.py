@@ -364,7 +364,7 @@ async def _preview(
     from webhook.app import build_feed  # noqa: PLC0415
     from webhook.cli import preview  # noqa: PLC0415
     from webhook.kinds import Context  # noqa: PLC0415
-    from webhook.kinds.reevaluation import Reevaluation  # noqa: PLC0415
+    from webhook.kinds.following import Reevaluation  # noqa: PLC0415
     from webhook.model.intensity import utcnow  # noqa: PLC0415
 
     namespaces = await preview.cluster_namespaces(kubeconfig) if kubeconfig else None

@@ -13,7 +13,7 @@ The API server calls the webhook for a namespaced object only when its namespace
 object's reason.
 ``carbonshift mutate --reevaluate`` instead treats each manifest as stored (e.g. from
 ``kubectl get -o yaml``) and runs the leader's re-evaluation on it
-(:class:`webhook.kinds.reevaluation.Reevaluation`, the reconciler's own code), printing what
+(:class:`webhook.kinds.following.Reevaluation`, the reconciler's own code), printing what
 the leader would write.
 """
 
@@ -31,7 +31,7 @@ import jsonpatch
 from webhook import kinds
 from webhook.decision.optin import SELECTED, not_opted_in
 from webhook.decision.outcome import Change
-from webhook.kinds.reevaluation import Reevaluation, target_of
+from webhook.kinds.following import Reevaluation, target_of
 from webhook.model.objects import Obj
 from webhook.model.validation import InvalidInput
 from webhook.model.vocabulary import DECISION, ENABLED

@@ -2,7 +2,7 @@
 Lease, as one :meth:`~webhook.controllers.runner.Controller.reconcile` method that the
 one periodic runner (:mod:`webhook.controllers.runner`) calls.
 
-- :mod:`~webhook.controllers.reevaluator`: managed objects re-decided and rewritten, with
+- :mod:`~webhook.controllers.follower`: managed objects re-decided and rewritten, with
   the move back to greener tiers (:mod:`~webhook.controllers.rebalancer`) and the
   NodePools' carbon price overlays (:mod:`~webhook.controllers.overlays`);
 - :mod:`~webhook.controllers.carry`: non-workloads carried to every tier of the fill;

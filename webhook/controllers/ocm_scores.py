@@ -27,7 +27,7 @@ from kubernetes_asyncio.client.rest import ApiException
 from webhook.controllers.runner import Controller, Feed
 from webhook.decision import ocm
 from webhook.decision.fleet import ClusterEntry
-from webhook.kinds.reevaluation import Reevaluation
+from webhook.kinds.following import Reevaluation
 from webhook.kube.client import REQUEST_TIMEOUT, absent, error_name, refused
 from webhook.kube.writes import Gate, apply_options
 from webhook.model import vocabulary

@@ -1,6 +1,6 @@
 """The carbon price NodeOverlays of the NodePools under strategy ``price`` (the leader's).
 
-Each re-evaluation pass (:class:`webhook.controllers.reevaluator.Reevaluator`) hands the NodePools
+Each re-evaluation pass (:class:`webhook.controllers.follower.Follower`) hands the NodePools
 it listed to :meth:`OverlayKeeper.keep`, which makes the NodeOverlays carbonshift
 keeps (label ``carbonshift.io/overlay=price``) what
 :func:`webhook.decision.karpenter.carbonprice.plan`

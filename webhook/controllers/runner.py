@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 import structlog
 
-from webhook.kinds.reevaluation import Outlook
+from webhook.kinds.following import Outlook
 from webhook.kube.writes import Gate
 from webhook.model.intensity import IntensityTable
 from webhook.runtime import tasks

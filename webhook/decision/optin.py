@@ -1,7 +1,7 @@
 """Which objects carbonshift may change: the one opt-in rule.
 
 Admission (:mod:`webhook.serve.admission`), the leader's re-evaluation
-(:func:`webhook.decision.reevaluate.step`) and the offline preview (``carbonshift mutate``)
+(:func:`webhook.decision.follow.step`) and the offline preview (``carbonshift mutate``)
 all ask :func:`not_opted_in`, so an object is in or out the same way on every path:
 
 - an object labelled ``carbonshift.io/enabled=false`` is out, wherever it lives;

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal
 
-from webhook.decision import reevaluate
+from webhook.decision import follow
 from webhook.decision.karmada import following
 from webhook.decision.outcome import Decision, Path
 from webhook.model.config import ClusterConfig, Config
@@ -114,8 +114,8 @@ class Tally:
 class Following:
     """How the leader follows a kind after creation (re-evaluation)."""
 
-    rules: reevaluate.Rules = following.POLICY_RULES
-    """The kind's parts of the one re-evaluation step (:func:`webhook.decision.reevaluate.step`:
+    rules: follow.Rules = following.POLICY_RULES
+    """The kind's parts of the one re-evaluation step (:func:`webhook.decision.follow.step`:
     keep, switch, or release what carbonshift wrote)."""
     fields: Mapping[str, Path] = dataclasses.field(default_factory=lambda: following.POLICY_FIELDS)
     """Record key prefix -> where the fields carbonshift owns live in the object."""

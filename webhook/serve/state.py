@@ -13,7 +13,7 @@ from aiohttp import web
 from webhook.decision.fleet import ClusterEntry, placement_clusters
 from webhook.feed import IntensityFeed, Snapshot
 from webhook.kinds import Context
-from webhook.kinds.reevaluation import Reevaluation
+from webhook.kinds.following import Reevaluation
 from webhook.model.config import ClusterConfig, Config
 from webhook.model.intensity import IntensityTable, utcnow
 from webhook.serve.journal import AdmissionJournal

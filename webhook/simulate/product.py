@@ -7,9 +7,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from webhook import kinds
-from webhook.decision import reevaluate
+from webhook.decision import follow
 from webhook.decision.outcome import stored
-from webhook.kinds.reevaluation import Target
+from webhook.kinds.following import Target
 
 EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 """Simulated hour 0 (decisions depend on elapsed time only)."""
@@ -29,4 +29,4 @@ def admitted(target: Target, obj: Mapping[str, Any], ctx: kinds.Context) -> dict
     decision = target.row.decide(created, ctx)
     if decision.skipped or decision.record is None:
         raise ValueError(f"carbonshift skipped the {obj['kind']}: {decision.skipped}")
-    return reevaluate.apply(created, stored(created, decision, target.row.scope).changes)
+    return follow.apply(created, stored(created, decision, target.row.scope).changes)

@@ -1,5 +1,5 @@
 """How the leader follows a (Cluster)PropagationPolicy after creation: its parts of the
-one re-evaluation step (:func:`webhook.decision.reevaluate.step`). Stale data anywhere in
+one re-evaluation step (:func:`webhook.decision.follow.step`). Stale data anywhere in
 the held or the proposed placement writes nothing; a switch is scored by the expected
 intensity of the placement in force and of the proposal (weights, or the ordered fill's
 tiers, :func:`webhook.decision.karmada.holding.in_force`)."""
@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from webhook.decision.follow import Inputs, Judged, Rules, Switch, apply, rounded, show
 from webhook.decision.hysteresis import Hysteresis, expected_intensity
 from webhook.decision.karmada.holding import in_force
 from webhook.decision.outcome import Change, Decision, Path, iso
 from webhook.decision.record import Record, with_switch
-from webhook.decision.reevaluate import Inputs, Judged, Rules, Switch, apply, rounded, show
 from webhook.model.objects import dig, meta_of
 from webhook.model.vocabulary import DECISION
 

@@ -1,6 +1,6 @@
 """Re-evaluating a managed NodePool: pause, resume or re-weight it as the grid moves.
 
-NodePools follow the rules of :func:`webhook.decision.reevaluate.step` with their own decider
+NodePools follow the rules of :func:`webhook.decision.follow.step` with their own decider
 (:func:`webhook.decision.karpenter.nodepool.reevaluate`: only ``spec.limits`` and ``spec.weight``
 change) and two differences, both so a pause never outlasts its promise: a resume (the
 user's limits back, at the cleaner hour or at ``max-pause``) is written even on stale or
@@ -15,11 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from webhook.decision import pause, reevaluate
-from webhook.decision.forecast import best_start
-from webhook.decision.outcome import Change, Decision, Path, iso
-from webhook.decision.record import Record, with_switch
-from webhook.decision.reevaluate import (
+from webhook.decision import follow, pause
+from webhook.decision.follow import (
     Action,
     Inputs,
     Judged,
@@ -30,6 +27,9 @@ from webhook.decision.reevaluate import (
     rounded,
     show,
 )
+from webhook.decision.forecast import best_start
+from webhook.decision.outcome import Change, Decision, Path, iso
+from webhook.decision.record import Record, with_switch
 from webhook.model import vocabulary
 from webhook.model.objects import dig, meta_of
 from webhook.model.vocabulary import DECISION
@@ -99,7 +99,7 @@ RULES = Rules(
 
 def step(obj: Mapping[str, Any], inputs: Inputs) -> Action:
     """What the re-evaluation does with the stored NodePool ``obj`` now (module doc)."""
-    return reevaluate.step(obj, inputs, RULES)
+    return follow.step(obj, inputs, RULES)
 
 
 def paused(obj: Mapping[str, Any]) -> bool:

@@ -1,6 +1,6 @@
 """Re-evaluating a managed object after creation: keep it, switch it, or leave it be.
 
-The leader (:mod:`webhook.controllers.reevaluator`) runs :func:`step` on every stored object
+The leader (:mod:`webhook.controllers.follower`) runs :func:`step` on every stored object
 carbonshift manages (opted in as for admission, carrying ``carbonshift.io/decision``).
 The step decides with the kind's own decider, the one admission calls on a refresh, so a
 switch writes exactly what a refresh would, hysteresis and dwell included. Rules, first

@@ -14,12 +14,12 @@ from tests.decision.nodepools import (
 )
 from tests.decision.nodepools import admitted as pool
 from webhook import kinds, testing
+from webhook.decision.follow import Action, Inputs, apply, not_managed, step
 from webhook.decision.hysteresis import Hysteresis
 from webhook.decision.karmada.following import POLICY_FIELDS, POLICY_RULES
 from webhook.decision.karpenter.nodepool_step import paused
 from webhook.decision.outcome import Change
 from webhook.decision.record import MAX_SWITCHES, Record, switches, user_fields
-from webhook.decision.reevaluate import Action, Inputs, apply, not_managed, step
 from webhook.model.config import ClusterConfig, Config, HysteresisConfig
 from webhook.model.intensity import Reading
 from webhook.model.vocabulary import DECISION, ENABLED

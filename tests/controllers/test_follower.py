@@ -18,7 +18,7 @@ from tests import kubeapi
 from tests.support import NOW, Clock, reading
 from webhook import testing
 from webhook.cli.preview import preview
-from webhook.controllers.reevaluator import Reevaluator
+from webhook.controllers.follower import Follower
 from webhook.decision.record import Record, switches
 from webhook.kinds import Context
 from webhook.kube.events import EventRecorder
@@ -106,10 +106,10 @@ def grid() -> Grid:
     return Grid(settings(), ADMITTED)
 
 
-def leader(kube: kubeapi.KubeApi, grid: Grid, gate: kubeapi.Gate | None = None) -> Reevaluator:
+def leader(kube: kubeapi.KubeApi, grid: Grid, gate: kubeapi.Gate | None = None) -> Follower:
     gate = gate or kubeapi.Gate()
     events = EventRecorder(kube.api, "replica-0", gate)
-    return Reevaluator(kube.api, grid.config, grid.context, gate, events=events)
+    return Follower(kube.api, grid.config, grid.context, gate, events=events)
 
 
 def managed_policy(kube: kubeapi.KubeApi, grid: Grid, ns: str = "shop") -> dict[str, Any]:
@@ -263,7 +263,7 @@ class Fed(Grid):
         return Context(ctx.config, ctx.table, ctx.now, generation=self.generation, fleet=ctx.fleet)
 
 
-def counting(loop: Reevaluator) -> list[int]:
+def counting(loop: Follower) -> list[int]:
     """Count the decisions ``loop`` makes (not the verdicts it holds)."""
     made = [0]
     decide = loop.rules.decide

@@ -2,8 +2,8 @@
 
 The kinds re-evaluated after creation (:func:`targets`), the forecast policies rank on
 and NodePool pauses wait with (``reevaluate.forecast``), and the inputs of the pure step
-(:func:`webhook.decision.reevaluate.step`). The reconciler
-(:class:`webhook.controllers.reevaluator.Reevaluator`) runs it on what it lists from the API
+(:func:`webhook.decision.follow.step`). The reconciler
+(:class:`webhook.controllers.follower.Follower`) runs it on what it lists from the API
 server; ``carbonshift mutate --reevaluate`` runs it on manifests, so the preview shows
 the decisions the reconciler makes for the same inputs.
 
@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from webhook import kinds
-from webhook.decision import reevaluate
+from webhook.decision import follow
 from webhook.decision.forecast import HOURS_PER_DAY, RANK_HOURS, Method, on_forecast
 from webhook.decision.outcome import Decision
 from webhook.kinds import Context, Following, Kind
@@ -151,7 +151,7 @@ class Reevaluation:
         obj: Mapping[str, Any],
         ctx: Context,
         namespace_labels: Mapping[str, str] | None,
-    ) -> reevaluate.Action:
+    ) -> follow.Action:
         """The step's action for ``obj`` (``namespace_labels``: its namespace's labels,
         None for cluster-scoped kinds)."""
         row, following = target.row, target.following
@@ -167,7 +167,7 @@ class Reevaluation:
             def decide_on(o: Mapping[str, Any], table: IntensityTable) -> Decision:
                 return local_decider(o, table, ctx, outlook)
 
-        inputs = reevaluate.Inputs(
+        inputs = follow.Inputs(
             decide=lambda o: row.decide(o, ctx),
             table=ctx.table,
             clusters=following.places(ctx),
@@ -180,4 +180,4 @@ class Reevaluation:
             decide_on=decide_on,
             outlook=outlook,
         )
-        return reevaluate.step(obj, inputs, following.rules)
+        return follow.step(obj, inputs, following.rules)

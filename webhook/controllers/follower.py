@@ -1,9 +1,9 @@
 """The leader re-evaluates the objects carbonshift manages, so placements follow the grid.
 
 Every ``reevaluate.interval_seconds`` while this replica leads (and at once on becoming
-leader), for each kind in :func:`~webhook.kinds.reevaluation.targets`: list the objects (all
-namespaces), decide each through :class:`webhook.kinds.reevaluation.Reevaluation` (the kind's
-pure step, :func:`webhook.decision.reevaluate.step`: the kind's own decider, as a refresh
+leader), for each kind in :func:`~webhook.kinds.following.targets`: list the objects (all
+namespaces), decide each through :class:`webhook.kinds.following.Reevaluation` (the kind's
+pure step, :func:`webhook.decision.follow.step`: the kind's own decider, as a refresh
 runs it, on the forecast, behind hysteresis, dwell, staleness and the minimum interval)
 and write what it asks for by replace with the ``resourceVersion`` read (optimistic
 concurrency: a 409 Conflict re-reads and re-decides once, a second one is counted as
@@ -41,11 +41,11 @@ from webhook.controllers import overlays
 from webhook.controllers.overlays import OverlayKeeper
 from webhook.controllers.rebalancer import Rebalancer
 from webhook.controllers.runner import Controller
-from webhook.decision import reevaluate
+from webhook.decision import follow
 from webhook.decision.karmada import carry
 from webhook.decision.record import Record, fingerprint, switches
 from webhook.kinds import Context, Kind
-from webhook.kinds.reevaluation import Outlook, Reevaluation, Target, targets
+from webhook.kinds.following import Outlook, Reevaluation, Target, targets
 from webhook.kube.client import FIELD_MANAGER, REQUEST_TIMEOUT, absent, error_name, refused
 from webhook.kube.events import EventRecorder
 from webhook.kube.writes import Gate, NotLeader
@@ -59,7 +59,7 @@ log = structlog.get_logger("carbonshift.reevaluate")
 Obj = dict[str, Any]
 
 
-class Reevaluator(Controller):
+class Follower(Controller):
     """Re-evaluates and rewrites managed objects while this replica leads."""
 
     name = "reevaluate"
@@ -94,10 +94,10 @@ class Reevaluator(Controller):
         )
         self.overlays = OverlayKeeper(api, config, gate, events=events)
         self._standing: dict[str, list[Obj]] = {}
-        self._held: dict[tuple[str, str], tuple[tuple[object, ...], reevaluate.Action]] = {}
+        self._held: dict[tuple[str, str], tuple[tuple[object, ...], follow.Action]] = {}
         """(kind, uid) -> the inputs and the ``kept`` action of the last pass: an object
         whose inputs did not change is kept again without deciding (see :meth:`_decide`)."""
-        self._seen: dict[tuple[str, str], tuple[tuple[object, ...], reevaluate.Action]] = {}
+        self._seen: dict[tuple[str, str], tuple[tuple[object, ...], follow.Action]] = {}
         """Kind -> the objects this pass listed, as they stand after it (for the rebalancer
         and the carbon price overlays; a kind not listed has no entry)."""
 
@@ -200,7 +200,7 @@ class Reevaluator(Controller):
 
     def _decide(
         self, target: Target, obj: Mapping[str, Any], namespaces: Mapping[str, Mapping[str, str]]
-    ) -> tuple[reevaluate.Action, bool]:
+    ) -> tuple[follow.Action, bool]:
         """The step's action for ``obj``, and False when it is the verdict held from the
         last pass (nothing it depends on changed)."""
         meta = meta_of(obj)
@@ -321,7 +321,7 @@ class Reevaluator(Controller):
                     note += f": expected intensity {entry['before']} -> {entry['after']} g/kWh"
             await self.events.emit(obj, reason=reason, note=note, action=verb, key=_key(obj))
 
-    async def _tell(self, row: Kind, stored: Obj, action: reevaluate.Action) -> None:
+    async def _tell(self, row: Kind, stored: Obj, action: follow.Action) -> None:
         """Log line and Event for a write."""
         stored.setdefault("apiVersion", row.api_version)
         stored.setdefault("kind", row.kind)
