@@ -310,3 +310,24 @@ async def test_a_verdict_kept_by_the_dwell_is_decided_again_when_the_dwell_ends(
     grid.clock.advance(hours=11)  # the same feed generation, the dwell over
     assert await loop.reconcile() == 1
     assert favoured(kube.get(POLICIES, "web", "shop")) == "b"
+
+
+async def test_a_pass_lists_a_page_at_a_time_and_decides_every_object(
+    kube: kubeapi.KubeApi, grid: Grid, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Five turned policies in pages of two: every page is decided and written, and the
+    # list calls carry the page size and the continue token the API server gave.
+    monkeypatch.setattr("webhook.controllers.follower.LIST_PAGE", 2)
+    kube.add(namespace("shop", enabled=True))
+    for n in range(5):
+        policy = testing.propagation_policy(
+            f"web-{n}", namespace="shop", strategy="weighted", created=grid.clock()
+        )
+        kube.add(admitted(grid, policy))
+    grid.values = dict(TURNED)
+    grid.clock.advance(hours=13)
+    assert await leader(kube, grid).reconcile() == 5
+    assert all(favoured(kube.get(POLICIES, f"web-{n}", "shop")) == "b" for n in range(5))
+    listed = [c for c in kube.calls("GET") if c.where.resource == POLICIES and not c.where.name]
+    assert [c.query.get("limit") for c in listed] == ["2", "2", "2"]
+    assert [bool(c.query.get("continue")) for c in listed] == [False, True, True]

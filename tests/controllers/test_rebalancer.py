@@ -7,6 +7,7 @@ and for the fleet over an hour; nothing is written without the Lease."""
 from __future__ import annotations
 
 import dataclasses
+import random
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
@@ -16,7 +17,8 @@ from kubernetes_asyncio import client
 from tests import kubeapi
 from tests.support import NOW, reading
 from webhook import testing
-from webhook.controllers.rebalancer import Rebalancer, owner, pending, with_allocating
+from webhook.controllers.rebalancer import Fill, Rebalancer, owner, pending, with_allocating
+from webhook.decision.karmada.capacity import assess_move
 from webhook.decision.karmada.terms import GREEN_TERM, TIER_TERM
 from webhook.kinds import Context
 from webhook.kube.events import EventRecorder
@@ -298,3 +300,37 @@ def test_links_and_room_arithmetic() -> None:
     grown = with_allocating(testing.resource_summary(4), {"cpu": Decimal(3), "pods": Decimal(3)})
     assert isinstance(grown, dict)
     assert grown["allocating"] == {"cpu": "3", "pods": "3"}
+
+
+def test_a_fill_plans_on_the_tiers_a_fresh_fill_can_reach_with_the_same_result() -> None:
+    # Fill.reach drops the tiers after the last one holding replicas (unless replicas run
+    # outside every tier): assess_move on them decides exactly what it does on all tiers.
+    rng = random.Random(5)
+    rule = Config().rebalance
+    for _ in range(2_000):
+        names = [f"c{k}" for k in range(rng.randint(1, 12))]
+        rng.shuffle(names)
+        cuts = sorted(rng.sample(range(1, len(names)), rng.randint(0, len(names) - 1)))
+        tiers = [names[i:j] for i, j in zip([0, *cuts], [*cuts, len(names)], strict=True)]
+        outside = ["gone"] if rng.random() < 0.2 else []
+        pool = [*names, *outside]
+        running = rng.sample(pool, rng.randint(1, min(3, len(pool))))
+        current = {c: rng.randint(1, 4) for c in running}
+        room = {c: rng.randint(0, 6) for c in [*names, *outside]}
+        values = {c: rng.choice([None, *range(20, 800, 60)]) for c in room}
+        placement = {"clusterAffinities": [{
+            "affinityName": GREEN_TERM, "clusterNames": tiers[0],
+            "overflowAffinities": [
+                {"affinityName": f"{TIER_TERM}{k}", "clusterNames": t}
+                for k, t in enumerate(tiers[1:], 1)
+            ],
+        }]}  # fmt: skip
+        policy = testing.propagation_policy(
+            "p", uid="u", annotations={DECISION: "{}"}, placement=placement
+        )
+        fill = Fill.of(policy)
+        assert fill is not None
+        assert [list(t) for t in fill.tiers] == tiers
+        everything = [*tiers, [c for c in current if c not in fill.named]]
+        whole = assess_move(current, everything, room, values, rule, budget=50)
+        assert assess_move(current, fill.reach(current), room, values, rule, budget=50) == whole

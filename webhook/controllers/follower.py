@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import datetime
 import time
 from collections.abc import Callable, Mapping
@@ -39,18 +40,25 @@ from kubernetes_asyncio.client.rest import ApiException
 
 from webhook.controllers import overlays
 from webhook.controllers.overlays import OverlayKeeper
-from webhook.controllers.rebalancer import Rebalancer
+from webhook.controllers.rebalancer import Fill, Rebalancer
 from webhook.controllers.runner import Controller
 from webhook.decision import follow
 from webhook.decision.karmada import carry
 from webhook.decision.record import Record, fingerprint, switches
 from webhook.kinds import Context, Kind
 from webhook.kinds.following import Outlook, Reevaluation, Target, targets
-from webhook.kube.client import FIELD_MANAGER, REQUEST_TIMEOUT, absent, error_name, refused
+from webhook.kube.client import (
+    FIELD_MANAGER,
+    LIST_PAGE,
+    REQUEST_TIMEOUT,
+    absent,
+    error_name,
+    refused,
+)
 from webhook.kube.events import EventRecorder
 from webhook.kube.writes import Gate, NotLeader
 from webhook.model.config import Config
-from webhook.model.objects import items, meta_of
+from webhook.model.objects import items, meta_of, text
 from webhook.model.vocabulary import DECISION, ENABLED, parse_time
 from webhook.runtime import metrics
 
@@ -93,7 +101,7 @@ class Follower(Controller):
             Rebalancer(api, config, gate, events=events) if config.rebalance.enabled else None
         )
         self.overlays = OverlayKeeper(api, config, gate, events=events)
-        self._standing: dict[str, list[Obj]] = {}
+        self._standing = Standing()
         self._held: dict[tuple[str, str], tuple[tuple[object, ...], follow.Action]] = {}
         """(kind, uid) -> the inputs and the ``kept`` action of the last pass: an object
         whose inputs did not change is kept again without deciding (see :meth:`_decide`)."""
@@ -107,7 +115,7 @@ class Follower(Controller):
         """Re-evaluate every managed object once; the number written."""
         started = time.monotonic()
         written = 0
-        standing = self._standing = {}
+        standing = self._standing = Standing()
         self._seen = {}
         try:
             namespaces = await self._namespaces()
@@ -118,14 +126,11 @@ class Follower(Controller):
                     continue
                 written += await self._kind(target, namespaces or {})
             if self.rebalancer is not None and self.gate.leading:
-                everything = (obj for listed in standing.values() for obj in listed)
-                await self.rebalancer.rebalance(everything, self.rules.ranked(self.context()))
-            metrics.LAZY_POLICIES.set(
-                sum(_lazy(o) for kind in POLICY_KINDS for o in standing.get(kind, []))
-            )
-            pools = standing.get(overlays.FOLLOWS)
-            if pools is not None and self.gate.leading:
-                written += await self.overlays.keep(pools, self.context())
+                ranked = self.rules.ranked(self.context())
+                await self.rebalancer.rebalance(standing.fills, ranked)
+            metrics.LAZY_POLICIES.set(standing.lazy)
+            if standing.pools is not None and self.gate.leading:
+                written += await self.overlays.keep(standing.pools, self.context())
         except NotLeader:
             pass
         finally:
@@ -156,47 +161,74 @@ class Follower(Controller):
     async def _kind(self, target: Target, namespaces: Mapping[str, Mapping[str, str]]) -> int:
         row = target.row
         resource = f"{row.resource}.{row.group}"
-        try:
-            listed = await self.objects.list_cluster_custom_object(
-                row.group, row.version, row.resource, _request_timeout=REQUEST_TIMEOUT
-            )
-        except ApiException as exc:
-            if not (refused(exc, "list", resource) or absent(exc, resource)):
-                log.warning("reevaluate_list_failed", resource=resource, error=error_name(exc))
-            return 0
         written = counted = 0
-        bucket = self._standing.setdefault(row.kind, [])
-        for obj in items(listed, "items"):
-            if not self.gate.leading:
-                raise NotLeader("not leading")
-            meta = meta_of(obj)
-            if row.namespaced and meta.namespace not in namespaces:
-                continue  # not opted in: never decided by admission either
-            obj.setdefault("apiVersion", row.api_version)
-            obj.setdefault("kind", row.kind)
+        token = ""
+        while True:  # a page at a time: a pass never holds every object of a kind
+            paging: dict[str, Any] = {"limit": LIST_PAGE} | ({"_continue": token} if token else {})
             try:
-                done, stands = await self._one(target, obj, namespaces)
-                bucket.append(stands)
-                written += done
-                counted += _counts(target, stands)
-            except (NotLeader, asyncio.CancelledError):
-                raise
-            except Exception as exc:
-                metrics.REEVALUATIONS.labels(row.kind, "error").inc()
-                if not refused(exc, "update", resource):
-                    log.warning(
-                        "reevaluate_failed",
-                        kind=row.kind,
-                        namespace=meta.namespace,
-                        name=meta.name,
-                        error=error_name(exc),
-                    )
-                counted += _counts(target, obj)
-                bucket.append(obj)  # it stands as listed
+                listed = await self.objects.list_cluster_custom_object(
+                    row.group, row.version, row.resource, _request_timeout=REQUEST_TIMEOUT,
+                    **paging,
+                )  # fmt: skip
+            except ApiException as exc:
+                if not (refused(exc, "list", resource) or absent(exc, resource)):
+                    log.warning("reevaluate_list_failed", resource=resource, error=error_name(exc))
+                return written
+            for obj in items(listed, "items"):
+                done, stands = await self._each(target, obj, namespaces)
+                if stands is not None:
+                    written += done
+                    counted += _counts(target, stands)
+                    self._stand(row, stands)
+            token = text(listed, "metadata", "continue")
+            if not token:
+                break
         tally = target.following.tally
         if tally is not None:
             metrics.tally(tally.name, tally.documentation).set(counted)
         return written
+
+    async def _each(
+        self, target: Target, obj: Obj, namespaces: Mapping[str, Mapping[str, str]]
+    ) -> tuple[int, Obj | None]:
+        """:meth:`_one` for a listed object, a failure logged and counted (the object
+        then stands as listed); None: not opted in."""
+        row = target.row
+        if not self.gate.leading:
+            raise NotLeader("not leading")
+        meta = meta_of(obj)
+        if row.namespaced and meta.namespace not in namespaces:
+            return 0, None  # not opted in: never decided by admission either
+        obj.setdefault("apiVersion", row.api_version)
+        obj.setdefault("kind", row.kind)
+        try:
+            return await self._one(target, obj, namespaces)
+        except (NotLeader, asyncio.CancelledError):
+            raise
+        except Exception as exc:
+            metrics.REEVALUATIONS.labels(row.kind, "error").inc()
+            if not refused(exc, "update", f"{row.resource}.{row.group}"):
+                log.warning(
+                    "reevaluate_failed",
+                    kind=row.kind,
+                    namespace=meta.namespace,
+                    name=meta.name,
+                    error=error_name(exc),
+                )
+            return 0, obj
+
+    def _stand(self, row: Kind, obj: Obj) -> None:
+        """Keep what the keepers after the pass read of ``obj`` as it stands: a policy's
+        :class:`~webhook.controllers.rebalancer.Fill` and whether it waits lazily, a
+        NodePool whole."""
+        standing = self._standing
+        if row.kind in POLICY_KINDS:
+            standing.lazy += _lazy(obj)
+            fill = self.rebalancer.fill(obj) if self.rebalancer is not None else None
+            if fill is not None:
+                standing.fills.append(fill)
+        elif row.kind == overlays.FOLLOWS:
+            standing.pools = [*(standing.pools or ()), obj]
 
     def _decide(
         self, target: Target, obj: Mapping[str, Any], namespaces: Mapping[str, Mapping[str, str]]
@@ -365,6 +397,17 @@ class Follower(Controller):
             "forecast": self.config.reevaluate.forecast,
             "kinds": [t.row.kind for t in self.targets],
         }
+
+
+@dataclasses.dataclass(slots=True)
+class Standing:
+    """What one pass leaves for the keepers after it (the rebalancer, the carbon price
+    overlays and the lazy policies' gauge), kept as each page is decided."""
+
+    fills: list[Fill] = dataclasses.field(default_factory=list)
+    lazy: int = 0
+    pools: list[Obj] | None = None
+    """The NodePools as they stand; None: not listed this pass."""
 
 
 def _name(obj: Mapping[str, Any]) -> str:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import datetime
+import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from decimal import Decimal
@@ -43,7 +44,14 @@ from webhook.decision.karmada.terms import fill_tiers
 from webhook.decision.quantity import quantity
 from webhook.decision.record import fingerprint
 from webhook.kinds import Context
-from webhook.kube.client import FIELD_MANAGER, REQUEST_TIMEOUT, absent, error_name, refused
+from webhook.kube.client import (
+    FIELD_MANAGER,
+    LIST_PAGE,
+    REQUEST_TIMEOUT,
+    absent,
+    error_name,
+    refused,
+)
 from webhook.kube.events import EventRecorder
 from webhook.kube.writes import Gate, NotLeader
 from webhook.model.config import Config
@@ -118,6 +126,55 @@ class _Claim:
     """None while the move is in flight; then when the claim lapses."""
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Fill:
+    """What the rebalancer keeps of a managed ordered-fill policy: who it is, its tiers
+    and whether Karmada applies its changes lazily. Small, so a pass holds one per policy
+    and never the policies themselves (whose decision records name every cluster)."""
+
+    key: PolicyKey
+    ref: Mapping[str, Any]
+    """apiVersion, kind and metadata (name, namespace, uid, resourceVersion): what an
+    Event about the policy names."""
+    tiers: tuple[tuple[str, ...], ...]
+    lazy: bool
+    named: frozenset[str]
+    """Every cluster the tiers name."""
+
+    @classmethod
+    def of(cls, policy: Mapping[str, Any]) -> Fill | None:
+        """The policy's fill when carbonshift decided it as an ordered fill, else None."""
+        tiers = _managed(policy)
+        if not tiers:
+            return None
+        meta = meta_of(policy)
+        ref = {
+            "apiVersion": policy.get("apiVersion"),
+            "kind": policy.get("kind"),
+            "metadata": {
+                "name": meta.name,
+                "namespace": meta.namespace,
+                "uid": meta.uid,
+                "resourceVersion": meta.resource_version,
+            },
+        }
+        # Cluster names are shared across policies: one string each, however many name it.
+        shared = tuple(tuple(sys.intern(n) for n in tier) for tier in tiers)
+        named = frozenset(n for tier in shared for n in tier)
+        return cls(policy_key(policy), ref, shared, carry.lazy(policy), named)
+
+    def reach(self, current: Mapping[str, int]) -> list[list[str]]:
+        """The tiers a Fresh reschedule of ``current`` can use, then the clusters holding
+        replicas that no tier names. When every replica runs in a tier, only the tiers up
+        to the last one holding replicas: those hold them all, so a fill never reaches
+        further (an open policy's tiers name every cluster; its replicas sit in a few)."""
+        outside = [c for c in current if c not in self.named]
+        if outside:
+            return [*map(list, self.tiers), outside]
+        last = max(k for k, tier in enumerate(self.tiers) if any(n in current for n in tier))
+        return [*map(list, self.tiers[: last + 1]), []]
+
+
 @dataclasses.dataclass(slots=True)
 class _View:
     """What one pass reads: clusters' resource summaries, intensities, busy workloads."""
@@ -138,9 +195,14 @@ class _View:
     """Cluster -> its place in the Clusters' list (plans read rooms in that order)."""
 
 
-def _rooms(view: _View, names: list[str], need: Mapping[str, Any]) -> dict[str, int]:
-    """Replicas of ``need`` each of ``names`` has room for, the claims counted."""
-    claimed = view.claimed or {}
+def _rooms(
+    view: _View,
+    claimed: Mapping[str, Mapping[str, Decimal]],
+    names: list[str],
+    need: Mapping[str, Any],
+) -> dict[str, int]:
+    """Replicas of ``need`` each of ``names`` has room for, the ``claimed`` amounts
+    (:attr:`_View.claimed`) counted."""
     shape = tuple(sorted((str(k), str(v)) for k, v in need.items()))
     out = {}
     for name in names:
@@ -256,18 +318,22 @@ class Rebalancer:
         self.clock = clock
         self.window = Window(clock)
         self._claims: dict[Workload, _Claim] = {}
-        self._tiers: dict[str, tuple[str, list[list[str]] | None]] = {}
-        """Policy uid -> (resourceVersion, its fill tiers) as last read."""
+        self._fills: dict[str, tuple[str, Fill | None]] = {}
+        """Policy uid -> (resourceVersion, its fill) as last read."""
         self._seen: set[str] = set()
 
     # --- one pass -------------------------------------------------------------------------
 
-    async def rebalance(self, policies: Iterable[Mapping[str, Any]], ctx: Context) -> Counter:
+    async def rebalance(
+        self, policies: Iterable[Mapping[str, Any] | Fill], ctx: Context
+    ) -> Counter:
         """Plan and ask for the moves of every managed ordered-fill policy in ``policies``
-        (as the re-evaluation left them), ranked on ``ctx``'s table; the outcomes."""
+        (as the re-evaluation left them, or their :class:`Fill`), ranked on ``ctx``'s
+        table; the outcomes."""
         outcomes: Counter = collections.Counter()
-        managed = {policy_key(p): (p, tiers) for p in policies if (tiers := self._tiers_of(p))}
-        self._tiers = {key: held for key, held in self._tiers.items() if key in self._seen}
+        fills = (p if isinstance(p, Fill) else self.fill(p) for p in policies)
+        managed = {f.key: f for f in fills if f is not None}
+        self._fills = {uid: held for uid, held in self._fills.items() if uid in self._seen}
         self._seen = set()
         if not managed:
             return outcomes
@@ -287,9 +353,8 @@ class Rebalancer:
                 continue
             if not self.gate.leading:
                 raise NotLeader("not leading")
-            policy, tiers = managed[key]
             try:
-                outcome = await self._one(policy, tiers, binding, view)
+                outcome = await self._one(managed[key], binding, view)
             except (NotLeader, ApiException) as exc:
                 if isinstance(exc, NotLeader):
                     raise
@@ -305,43 +370,38 @@ class Rebalancer:
                 metrics.REBALANCES.labels(outcome).inc()
         return outcomes
 
-    def _tiers_of(self, policy: Mapping[str, Any]) -> list[list[str]] | None:
-        """:func:`_managed`, read again only when the policy changed (its resourceVersion)."""
+    def fill(self, policy: Mapping[str, Any]) -> Fill | None:
+        """:meth:`Fill.of`, read again only when the policy changed (its resourceVersion)."""
         meta = meta_of(policy)
         uid, version = meta.uid, meta.resource_version
         if not uid or not version:
-            return _managed(policy)
+            return Fill.of(policy)
         self._seen.add(uid)
-        held = self._tiers.get(uid)
+        held = self._fills.get(uid)
         if held is None or held[0] != version:
-            held = self._tiers[uid] = (version, _managed(policy))
+            held = self._fills[uid] = (version, Fill.of(policy))
         return held[1]
 
-    async def _one(
-        self,
-        policy: Mapping[str, Any],
-        tiers: list[list[str]],
-        binding: Mapping[str, Any],
-        view: _View,
-    ) -> Outcome | None:
+    async def _one(self, fill: Fill, binding: Mapping[str, Any], view: _View) -> Outcome | None:
         """Plan one binding; ask for its move when there is one. None: nothing to move."""
         target_workload = workload(binding)
         current = placed(binding)
         if target_workload is None or not current:
             return None
-        if carry.lazy(policy):
+        if fill.lazy:
             return "lazy"  # Karmada reschedules on the placement it last applied
         if target_workload in view.busy or pending(binding):
             return "in_flight"
-        tiers = [*tiers, [c for c in current if not any(c in t for t in tiers)]]
+        tiers = fill.reach(current)
         need = requests(binding)
-        if view.claimed is None:
-            view.claimed = self._claimed()
+        claimed = view.claimed
+        if claimed is None:
+            claimed = view.claimed = self._claimed()
             view.rooms.clear()
         # Only the clusters the binding's tiers name matter to the plan.
         names = {n for tier in tiers for n in tier if n in view.order}
-        room_now = _rooms(view, sorted(names, key=view.order.__getitem__), need)
-        key = policy_key(policy)
+        room_now = _rooms(view, claimed, sorted(names, key=view.order.__getitem__), need)
+        key = fill.key
         budget = min(
             self.settings.max_moves_per_policy - self.window.used(key),
             self.settings.max_moves_per_hour - self.window.used(None),
@@ -352,7 +412,7 @@ class Rebalancer:
         )  # fmt: skip
         if move is None:
             return verdict
-        await self._ask(policy, binding, move, view.intensities)
+        await self._ask(fill, binding, move, view.intensities)
         self.window.add(key, move.moved)
         self.window.add(None, move.moved)
         self._claims[target_workload] = _Claim(_arriving(current, move, need))
@@ -363,7 +423,7 @@ class Rebalancer:
 
     async def _ask(
         self,
-        policy: Mapping[str, Any],
+        fill: Fill,
         binding: Mapping[str, Any],
         move: Move,
         intensities: Mapping[str, float | None],
@@ -395,7 +455,7 @@ class Rebalancer:
         what = move.describe(current)
         log.info(
             "replicas_moved",
-            policy="/".join(filter(None, policy_key(policy)[1:])),
+            policy="/".join(filter(None, fill.key[1:])),
             binding=meta_of(binding).namespaced_name,
             moves=what,
             before=round(before, 1),
@@ -411,7 +471,7 @@ class Rebalancer:
                 f"(WorkloadRebalancer {rebalancer})"
             )
             await self.events.emit(
-                policy, reason="CarbonReplicasMoved", note=note, action="Move",
+                fill.ref, reason="CarbonReplicasMoved", note=note, action="Move",
                 key=rebalancer.removeprefix("carbonshift-"),
             )  # fmt: skip
 
@@ -445,7 +505,7 @@ class Rebalancer:
         """Clusters, bindings of both kinds, our WorkloadRebalancers; None when any of
         them cannot be listed now (the next pass tries again)."""
         clusters = await self._list(CLUSTERS)
-        bindings = [b for kind in BINDINGS for b in (await self._list(kind) or [])]
+        bindings = [b for kind in BINDINGS for b in items(await self._list(kind))]
         selector = "=".join(MANAGED_BY)
         rebalancers = await self._list(REBALANCERS, label_selector=selector)
         if clusters is None or rebalancers is None:
@@ -453,15 +513,15 @@ class Rebalancer:
         return clusters, bindings, rebalancers
 
     async def _list(self, kind: tuple[str, str, str], **options: Any) -> list[Obj] | None:
-        """Every object of ``kind``, a page of :data:`PAGE` at a time, each cut down to
-        the fields the rebalancer reads (:func:`slim`), so a pass never holds whole
-        bindings (their placements and per-cluster statuses) of a large fleet."""
+        """Every object of ``kind``, a page (:data:`~webhook.kube.client.LIST_PAGE`) at a
+        time, each cut down to the fields the rebalancer reads (:func:`slim`), so a pass
+        never holds whole bindings (their placements and per-cluster statuses)."""
         group, version, plural = kind
         resource = f"{plural}.{group}"
         found: list[Obj] = []
         token: str | None = None
         while True:
-            paging: dict[str, Any] = {"limit": PAGE}
+            paging: dict[str, Any] = {"limit": LIST_PAGE}
             if token:
                 paging["_continue"] = token
             try:
@@ -478,9 +538,6 @@ class Rebalancer:
             if not token:
                 return found
 
-
-PAGE = 500
-"""Objects per list call."""
 
 _KEEP: dict[str, tuple[str, ...]] = {
     "metadata": ("name", "namespace", "annotations", "labels", "uid", "creationTimestamp"),

@@ -38,6 +38,9 @@ FIELD_MANAGER = "carbonshift"
 """Field manager of every server-side apply carbonshift sends."""
 REQUEST_TIMEOUT = (5.0, 30.0)
 """(connect, read) seconds for one non-watch call."""
+LIST_PAGE = 500
+"""Objects per list call of the leader's passes: a pass holds one page of a kind at a
+time, never every object (the API server's own default chunk size)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
