@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import dataclasses
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from http import HTTPStatus
 from typing import Any
@@ -68,37 +67,16 @@ WAITED: contextvars.ContextVar[float] = contextvars.ContextVar("carbonshift_wait
 context, so :class:`GuardedHandler` sets it as the handler starts and the handler reads it)."""
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Limits:
-    """The server's limits, from the ``service:`` section of the configuration."""
-
-    handshake_seconds: float = 10.0
-    header_seconds: float = 10.0
-    body_seconds: float = 10.0
-    idle_seconds: float = 120.0
-    max_admissions: int = 256
-    max_queue_seconds: float = 1.0
-
-    @classmethod
-    def of(cls, service: ServiceConfig) -> Limits:
-        return cls(
-            handshake_seconds=service.handshake_timeout_seconds,
-            header_seconds=service.header_timeout_seconds,
-            body_seconds=service.body_timeout_seconds,
-            idle_seconds=service.idle_timeout_seconds,
-            max_admissions=service.max_concurrent_admissions,
-            max_queue_seconds=service.max_queue_seconds,
-        )
-
-    def handler_args(self) -> dict[str, Any]:
-        """Keyword arguments for aiohttp's request handler (via ``AppRunner``)."""
-        return {
-            "keepalive_timeout": self.idle_seconds,
-            "max_line_size": MAX_LINE,
-            "max_field_size": MAX_LINE,
-            "max_headers": MAX_HEADERS,
-            "lingering_time": LINGER_SECONDS,
-        }
+def handler_args(service: ServiceConfig) -> dict[str, Any]:
+    """Keyword arguments for aiohttp's request handler (via ``AppRunner``): the ``service:``
+    section's idle timeout and the fixed header bounds."""
+    return {
+        "keepalive_timeout": service.idle_timeout_seconds,
+        "max_line_size": MAX_LINE,
+        "max_field_size": MAX_LINE,
+        "max_headers": MAX_HEADERS,
+        "lingering_time": LINGER_SECONDS,
+    }
 
 
 def _one_line(message: str | None) -> str:
@@ -187,10 +165,12 @@ class GuardedHandler(RequestHandler):
     __slots__ = ("_app_handler", "_body_seconds", "_busy", "_drain", "_first_byte",
                  "_header_seconds", "_header_timer")  # fmt: skip
 
-    def __init__(self, manager: web.Server, *, limits: Limits, drain: Drain, **kwargs: Any) -> None:
+    def __init__(
+        self, manager: web.Server, *, limits: ServiceConfig, drain: Drain, **kwargs: Any
+    ) -> None:
         super().__init__(manager, **kwargs)
-        self._header_seconds = limits.header_seconds
-        self._body_seconds = limits.body_seconds
+        self._header_seconds = limits.header_timeout_seconds
+        self._body_seconds = limits.body_timeout_seconds
         self._drain = drain
         self._header_timer: asyncio.TimerHandle | None = None
         self._first_byte = 0.0
@@ -279,7 +259,7 @@ class GuardedSite(web.TCPSite):
     __slots__ = ("_drain", "_limits")
 
     def __init__(self, runner: web.BaseRunner, host: str, port: int, **kwargs: Any) -> None:
-        self._limits: Limits = kwargs.pop("limits")
+        self._limits: ServiceConfig = kwargs.pop("limits")
         self._drain: Drain = kwargs.pop("drain")
         super().__init__(runner, host, port, **kwargs)
 
@@ -299,7 +279,7 @@ class GuardedSite(web.TCPSite):
             self._host,
             self._port,
             ssl=self._ssl_context,
-            ssl_handshake_timeout=self._limits.handshake_seconds
+            ssl_handshake_timeout=self._limits.handshake_timeout_seconds
             if self._ssl_context is not None
             else None,
             backlog=self._backlog,
@@ -330,8 +310,8 @@ class AdmissionGate:
 
     __slots__ = ("active", "limit", "max_wait")
 
-    def __init__(self, limits: Limits) -> None:
-        self.limit = limits.max_admissions
+    def __init__(self, limits: ServiceConfig) -> None:
+        self.limit = limits.max_concurrent_admissions
         self.max_wait = limits.max_queue_seconds
         self.active = 0
 

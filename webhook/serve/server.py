@@ -37,8 +37,8 @@ from webhook.serve.guard import (
     AdmissionGate,
     Drain,
     GuardedSite,
-    Limits,
     error_response,
+    handler_args,
 )
 from webhook.serve.journal import admissions
 from webhook.serve.state import STATE, ServerState
@@ -184,18 +184,17 @@ def client_auth(groups: tuple[ClientAuthPath, ...]) -> Any:
     return middleware
 
 
-def build_app(state: ServerState, limits: Limits | None = None) -> web.Application:
+def build_app(state: ServerState) -> web.Application:
     """The aiohttp application with every route. Served by :class:`GuardedSite`, whose
     connections add the header clock, the body deadline, the count of requests in
     progress (``app[DRAIN]``) and the JSON error body, at no cost per request."""
-    limits = limits or Limits.of(state.config.service)
     service = state.config.service
     middlewares = []  # none by default: aiohttp then skips building a chain per request
     if service.client_ca is not None:
         middlewares.append(client_auth(service.client_auth))
     app = web.Application(client_max_size=MAX_BODY, middlewares=middlewares)
     app[STATE] = state
-    app[GATE] = AdmissionGate(limits)
+    app[GATE] = AdmissionGate(service)
     app[DRAIN] = Drain()
     app.router.add_post("/mutate", mutate)
     app.router.add_get("/healthz", healthz)
@@ -239,8 +238,8 @@ class HttpsServer:
         self.cert_reload_seconds = cert_reload_seconds
         client_ca = state.config.service.client_ca
         self.tls = ReloadingTLS(cert_dir, Path(client_ca) if client_ca is not None else None)
-        self.limits = Limits.of(state.config.service)
-        self.app = build_app(state, self.limits)
+        self.limits = state.config.service
+        self.app = build_app(state)
         self._runner: web.AppRunner | None = None
         self._site: GuardedSite | None = None
         self._watch: asyncio.Task[None] | None = None
@@ -255,7 +254,7 @@ class HttpsServer:
             # What aiohttp still waits for once _drain has waited shutdown_seconds: a
             # request begun meanwhile on a keep-alive connection (each answer asks to close).
             shutdown_timeout=min(1.0, self.shutdown_seconds),
-            **self.limits.handler_args(),
+            **handler_args(self.limits),
         )
         await runner.setup()
         self._site = GuardedSite(
