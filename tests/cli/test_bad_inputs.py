@@ -294,17 +294,40 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ),
     (
         "simulate-set-type",
-        ["simulate", str(SCENARIO), "--set", "margin=lots"],
+        ["simulate", str(SCENARIO), "--set", "policy.hysteresis.margin=lots"],
         USAGE,
-        "policy.margin",
+        "policy.hysteresis.margin: expected float, got str",
     ),
     (
         "simulate-set-unknown",
+        ["simulate", str(SCENARIO), "--set", "policy.hysteresis.nosuch=1"],
+        USAGE,
+        "policy.hysteresis.nosuch: unknown key (known: margin, dwell_hours)",
+    ),
+    (
+        "simulate-set-unknown-compare",
+        ["simulate", str(SCENARIO), "--set", "compare.nosuch=1"],
+        USAGE,
+        "compare.nosuch: unknown field",
+    ),
+    (
+        "simulate-set-no-section",
         ["simulate", str(SCENARIO), "--set", "nosuch=1"],
         USAGE,
-        "unknown field",
+        "nosuch: expected policy.KEY or compare.KEY",
     ),
-    ("simulate-sweep-form", ["simulate", str(SCENARIO), "--sweep", "margin"], USAGE, "--sweep"),
+    (
+        "simulate-set-moved",
+        ["simulate", str(SCENARIO), "--set", "margin=0.1"],
+        USAGE,
+        "margin: moved to policy.hysteresis.margin",
+    ),
+    (
+        "simulate-sweep-form",
+        ["simulate", str(SCENARIO), "--sweep", "policy.hysteresis.margin"],
+        USAGE,
+        "--sweep",
+    ),
     # report
     ("report-no-cluster", ["report"], USAGE, "no cluster"),
     (

@@ -6,19 +6,20 @@ import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from webhook.cli import simulate as cli
 from webhook.decision.forecast import RANK_HOURS
 from webhook.kinds.following import METHODS, replayed
-from webhook.model.config import Config
+from webhook.model.config import Config, ReevaluateConfig, overlay
 from webhook.model.vocabulary import DEFAULT_MAX_PAUSE
 from webhook.simulate import report
 from webhook.simulate.batch import DEFAULT_TEMPORAL, batch_policies
 from webhook.simulate.grid import Grid
-from webhook.simulate.pausing import OverTime
+from webhook.simulate.pausing import ZONE, OverTime
 from webhook.simulate.policies import DEFAULT_SPATIAL, WebhookProposal, spatial_policies
-from webhook.simulate.scenario import PolicySettings
+from webhook.simulate.scenario import Compare
 
 HEADER = (
     "Datetime (UTC),Country,Zone Name,Zone Id,Carbon Intensity gCO\u2082eq/kWh (direct),"
@@ -38,7 +39,7 @@ workloads:
   - {{name: web, replicas: 4}}
 batch:
   - {{name: ci, zone: DI, length_hours: 1, slack_hours: 6}}
-policy: {{top_n: 1, max_clusters: 1}}
+compare: {{top_n: 1, max_clusters: 1}}
 """
 
 
@@ -86,9 +87,8 @@ def test_text_marks_the_default_rows(tmp_path: Path, capsys: pytest.CaptureFixtu
 
 
 def test_default_keys_are_in_the_lineups() -> None:
-    settings = PolicySettings()
-    spatial = [p.key for p in spatial_policies(settings, ["a", "b"])]
-    temporal = [p.key for p in batch_policies(settings)]
+    spatial = [p.key for p in spatial_policies(Config(), Compare(), ["a", "b"])]
+    temporal = [p.key for p in batch_policies(Config(), Compare())]
     assert spatial.count(DEFAULT_SPATIAL) == 1
     assert temporal.count(DEFAULT_TEMPORAL) == 1
 
@@ -98,16 +98,19 @@ def test_default_rows_run_what_the_default_config_runs() -> None:
     the default hysteresis and the default ``max-pause``."""
     config = Config()
     method = replayed(METHODS[config.reevaluate.forecast])
-    settings = PolicySettings()
-    spatial = {p.key: p for p in spatial_policies(settings, ["a", "b"])}[DEFAULT_SPATIAL]
-    assert spatial.forecast == method
-    assert spatial.horizon_hours == RANK_HOURS == settings.forecast_hours
+    compare = Compare()
+    spatial = {p.key: p for p in spatial_policies(config, compare, ["a", "b"])}[DEFAULT_SPATIAL]
+    assert spatial.forecast == method == compare.forecast
+    assert spatial.horizon_hours == RANK_HOURS == compare.forecast_hours
     assert isinstance(spatial.propose, WebhookProposal)
     assert spatial.propose.config.hysteresis == config.hysteresis
     assert spatial.propose.config.rebalance == config.rebalance
-    temporal = {p.key: p for p in batch_policies(settings)}[DEFAULT_TEMPORAL]
+    temporal = {p.key: p for p in batch_policies(config, compare)}[DEFAULT_TEMPORAL]
     assert isinstance(temporal.paused, OverTime)
     assert temporal.paused.forecast == method
+    assert temporal.paused.config == msgspec.structs.replace(
+        config, zone=ZONE, reevaluate=ReevaluateConfig(forecast="day-ahead-profile")
+    )
     assert temporal.paused.max_pause == DEFAULT_MAX_PAUSE
     assert not temporal.deadline_guard  # the webhook knows no deadlines
 
@@ -122,7 +125,7 @@ def test_attribution_names_the_traces_year(
     doc = json.loads(_run([str(scenario), "--traces", str(traces), "--json"], capsys))
     assert doc["years"] == "2021"
     assert "hourly 2021 exports" in doc["attribution"]
-    sweep = [str(scenario), "--traces", str(traces), "--sweep", "margin=0,0.2"]
+    sweep = [str(scenario), "--traces", str(traces), "--sweep", "policy.hysteresis.margin=0,0.2"]
     assert "hourly 2021 exports" in _run(sweep, capsys)
 
 
@@ -136,7 +139,8 @@ def test_attribution_spanning_two_years() -> None:
 def test_the_webhooks_pause_resumes_at_max_pause() -> None:
     from webhook.simulate.batch import PoolMoment  # noqa: PLC0415
 
-    rule = OverTime(low_below=100, high_from=400, max_pause=timedelta(hours=3))
+    low = overlay(Config(), {"nodepools": {"low_below": 100, "high_from": 400}})
+    rule = OverTime(max_pause=timedelta(hours=3), base=low)
 
     def at(hour: int) -> bool:
         return rule(PoolMoment(hour, 500.0, 24, 1, lambda n: [500.0] * n))

@@ -52,7 +52,7 @@ def test_greedy_moves_when_the_ranking_flips(
 ) -> None:
     grid = make_grid({"G": [100.0, 100.0, 500.0, 500.0], "D": [300.0] * 4})
     scenario = make_scenario(
-        4, clusters=TWO, workloads=[{"name": "w", "replicas": 2}], policy={"top_n": 1}
+        4, clusters=TWO, workloads=[{"name": "w", "replicas": 2}], compare={"top_n": 1}
     )
     greedy = _by_key(simulate_spatial(scenario, grid))["greedy-top1"]
     assert greedy.total == pytest.approx(2 * (100 + 100 + 300 + 300))
@@ -79,9 +79,10 @@ def _random_case(
         {"name": f"b{z}", "zone": z, "length_hours": rng.randint(1, 3), "slack_hours": 12}
         for z in zones[:2]
     ]
-    policy = {"top_n": 2, "max_clusters": 2, "dwell_hours": 3, "margin": 0.05, "forecast_days": 2}
+    policy = {"hysteresis": {"dwell_hours": 3, "margin": 0.05}}
+    compare = {"top_n": 2, "max_clusters": 2, "forecast_days": 2}
     scenario = make_scenario(
-        hours, clusters=clusters, workloads=workloads, batch=batch, policy=policy
+        hours, clusters=clusters, workloads=workloads, batch=batch, policy=policy, compare=compare
     )
     return scenario, grid
 
@@ -135,7 +136,8 @@ def test_hysteresis_stops_flapping_on_a_noisy_trace(
         hours,
         clusters=TWO,
         workloads=[{"name": "w", "replicas": 4}],
-        policy={"top_n": 1, "max_clusters": 1, "margin": 0.1, "dwell_hours": 6},
+        policy={"hysteresis": {"margin": 0.1, "dwell_hours": 6}},
+        compare={"top_n": 1, "max_clusters": 1},
     )
     runs = _by_key(simulate_spatial(scenario, grid))
     assert runs["greedy-top1"].changes > hours // 4  # flaps
@@ -152,7 +154,7 @@ def test_batch_policies_on_a_hand_computed_day(
     scenario = make_scenario(
         12,
         batch=[{"name": "p", "zone": "Z", "length_hours": 1, "slack_hours": 2}],
-        policy={"high_from": 400.0},
+        policy={"nodepools": {"high_from": 400.0}},
     )
     runs = _by_key(simulate_batch(scenario, grid))
     # Jobs arrive at 0..9 (the window must end inside the 12 h).

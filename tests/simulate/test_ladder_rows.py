@@ -8,13 +8,13 @@ import pytest
 
 from tests.simulate.grids import MakeGrid, MakeScenario
 from webhook.decision.karpenter import ladder
-from webhook.model.config import NodePoolConfig
+from webhook.model.config import Config, NodePoolConfig, overlay
 from webhook.model.vocabulary import DEFAULT_MAX_PAUSE
 from webhook.simulate.batch import DEFAULT_TEMPORAL, PausePolicy, batch_policies
 from webhook.simulate.engine import _starts, simulate_batch
 from webhook.simulate.metrics import Run
 from webhook.simulate.pausing import LadderOverTime, OverTime
-from webhook.simulate.scenario import PolicySettings
+from webhook.simulate.scenario import Compare
 
 
 def test_a_share_starts_that_share_of_the_pending_jobs_carrying_fractions() -> None:
@@ -38,9 +38,13 @@ def _runs(
 
 
 def test_a_two_step_ladder_is_the_pause(make_grid: MakeGrid, make_scenario: MakeScenario) -> None:
-    knobs = {"low_below": 150.0, "high_from": 400.0, "max_pause": DEFAULT_MAX_PAUSE}
-    paused = OverTime(**knobs)  # type: ignore[arg-type]
-    two = LadderOverTime(steps=(1.0, 0.0), **knobs)
+    thresholds = {"low_below": 150.0, "high_from": 400.0}
+    paused = OverTime(
+        max_pause=DEFAULT_MAX_PAUSE, base=overlay(Config(), {"nodepools": thresholds})
+    )
+    two_steps = {"nodepools": {**thresholds, "ladder": [1.0, 0.0]}}
+    two = LadderOverTime(max_pause=DEFAULT_MAX_PAUSE, base=overlay(Config(), two_steps))
+    assert two.steps == (1.0, 0.0)
     runs = _runs(
         make_grid,
         make_scenario,
@@ -58,7 +62,7 @@ def test_a_two_step_ladder_is_the_pause(make_grid: MakeGrid, make_scenario: Make
 def test_the_ladder_rows_run_every_job_within_max_pause(
     make_grid: MakeGrid, make_scenario: MakeScenario
 ) -> None:
-    runs = _runs(make_grid, make_scenario, batch_policies(PolicySettings()))
+    runs = _runs(make_grid, make_scenario, batch_policies(Config(), Compare()))
     for key in ("ladder-over-time", "ladder-over-time-forecast"):
         assert runs[key].misses == 0
         assert runs[key].jobs == runs["run-now"].jobs
@@ -66,7 +70,7 @@ def test_the_ladder_rows_run_every_job_within_max_pause(
 
 
 def test_the_ladder_rows_use_the_webhooks_default_steps() -> None:
-    rows = {p.key: p for p in batch_policies(PolicySettings())}
+    rows = {p.key: p for p in batch_policies(Config(), Compare())}
     for key in ("ladder-over-time", "ladder-over-time-forecast"):
         rule = rows[key].paused
         assert isinstance(rule, LadderOverTime)

@@ -87,8 +87,8 @@ def _case(seed: int, make_grid: MakeGrid, make_scenario: MakeScenario, pinned: b
         {"name": "db", "replicas": rng.randint(1, 5), "movable": not pinned},
         {"name": "job", "replicas": 3, "run_hours": 5, "every_hours": 7, "movable": not pinned},
     ]
-    policy = {"top_n": 2, "max_clusters": 2, "forecast_days": 2}
-    return make_scenario(hours, clusters=clusters, workloads=workloads, policy=policy), grid
+    compare = {"top_n": 2, "max_clusters": 2, "forecast_days": 2}
+    return make_scenario(hours, clusters=clusters, workloads=workloads, compare=compare), grid
 
 
 @pytest.mark.parametrize("seed", range(4))

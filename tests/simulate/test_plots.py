@@ -102,7 +102,7 @@ def test_no_batch_series_is_above_the_oracle(
             {"name": "v", "zone": "VA", "length_hours": 1, "slack_hours": 12, "replicas": 3},
         ],
     )
-    runs = simulate_batch(scenario, grid, batch_policies(scenario.policy))
+    runs = simulate_batch(scenario, grid, batch_policies(scenario.policy, scenario.compare))
     assert any(r.misses for r in runs), "the scenario must make a policy miss deadlines"
     for run in runs:  # the totals are still what the table shows
         assert sum(run.by_arrival) >= run.total - 1e-6 * run.total

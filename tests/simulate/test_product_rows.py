@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import msgspec
 import pytest
@@ -11,10 +12,10 @@ from tests.simulate.grids import MakeGrid, MakeScenario
 from webhook.decision.forecast import DAYS, RANK_HOURS
 from webhook.decision.karmada import placement
 from webhook.kinds.following import METHODS, replayed
-from webhook.model.config import Config, HysteresisConfig, ReevaluateConfig
+from webhook.model.config import Config, HysteresisConfig, ReevaluateConfig, overlay
 from webhook.simulate.engine import simulate_spatial
 from webhook.simulate.policies import spatial_policies
-from webhook.simulate.scenario import PolicySettings, Scenario
+from webhook.simulate.scenario import Compare, Scenario
 
 CLUSTERS = [
     {"name": "a", "zone": "A", "capacity": {"replicas": 4}},
@@ -23,12 +24,14 @@ CLUSTERS = [
 ]
 
 
-def test_the_settings_default_to_the_products_config() -> None:
+def test_the_settings_default_to_the_products_config(make_scenario: MakeScenario) -> None:
     config = Config()
-    settings = PolicySettings()
-    assert settings.config() == config
-    assert settings.forecast == replayed(METHODS[config.reevaluate.forecast])
-    assert (settings.forecast_hours, settings.forecast_days) == (RANK_HOURS, DAYS)
+    scenario = make_scenario(1, batch=[{"name": "p", "zone": "Z"}])
+    assert scenario.policy == config
+    compare = scenario.compare
+    assert compare == Compare()
+    assert compare.forecast == replayed(METHODS[config.reevaluate.forecast])
+    assert (compare.forecast_hours, compare.forecast_days) == (RANK_HOURS, DAYS)
 
 
 def _flipping(make_grid: MakeGrid, make_scenario: MakeScenario) -> tuple[Scenario, object]:
@@ -43,10 +46,10 @@ def _flipping(make_grid: MakeGrid, make_scenario: MakeScenario) -> tuple[Scenari
     return scenario, grid
 
 
-def _fill(scenario: Scenario, grid: object, base: Config | None = None) -> tuple[float, int]:
+def _fill(scenario: Scenario, grid: object) -> tuple[float, int]:
     names: Sequence[str] = [c.name for c in scenario.clusters]
     zones = {c.name: c.zone for c in scenario.clusters}
-    lineup = spatial_policies(scenario.policy, names, zones, base=base)
+    lineup = spatial_policies(scenario.policy, scenario.compare, names, zones)
     row = next(p for p in lineup if p.key == "fill")
     runs = {r.key: r for r in simulate_spatial(scenario, grid, [lineup[0], row])}  # type: ignore[arg-type]
     return runs["fill"].total, runs["fill"].moves
@@ -57,14 +60,19 @@ def test_a_config_default_moves_the_figures(
 ) -> None:
     scenario, grid = _flipping(make_grid, make_scenario)
     default = _fill(scenario, grid)
-    # The settings carry the hysteresis; the rest of the config is the product's.
     # At most one write per object a day: the leader's re-evaluation holds on.
-    rare = Config(reevaluate=ReevaluateConfig(min_interval_seconds=86400.0))
-    assert _fill(scenario, grid, rare)[0] > default[0]
-    longer = PolicySettings(dwell_hours=48.0)
-    held = _fill(msgspec.structs.replace(scenario, policy=longer), grid)
+    rare = _with_policy(scenario, {"reevaluate": {"min_interval_seconds": 86400}})
+    assert rare.policy == Config(reevaluate=ReevaluateConfig(min_interval_seconds=86400.0))
+    assert _fill(rare, grid)[0] > default[0]
+    longer = _with_policy(scenario, {"hysteresis": {"dwell_hours": 48}})
+    assert longer.policy == Config(hysteresis=HysteresisConfig(dwell_hours=48.0))
+    held = _fill(longer, grid)
     assert held[0] > default[0]  # dwelling through every flip emits more
-    assert Config(hysteresis=HysteresisConfig(dwell_hours=48.0)) == longer.config()
+
+
+def _with_policy(scenario: Scenario, partial: Mapping[str, Any]) -> Scenario:
+    """``scenario`` whose ``policy:`` is ``partial``."""
+    return msgspec.structs.replace(scenario, policy=overlay(Config(), partial))
 
 
 def test_a_product_rule_moves_the_figures(

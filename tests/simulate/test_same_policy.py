@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import jsonpatch
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -23,7 +24,7 @@ from webhook import kinds
 from webhook.cli import preview
 from webhook.decision.karpenter import nodepool
 from webhook.decision.ranking import intensity_class
-from webhook.model.config import Config, NodePoolConfig
+from webhook.model.config import Config, NodePoolConfig, overlay
 from webhook.model.intensity import Reading, Signal
 from webhook.serve import admission, reviews
 from webhook.simulate.batch import PoolMoment, pause_by_class
@@ -35,17 +36,18 @@ from webhook.simulate.policies import (
     spatial_policies,
 )
 from webhook.simulate.product import EPOCH
-from webhook.simulate.scenario import PolicySettings
+from webhook.simulate.scenario import Compare
 
 ZONES = {"de": "DE", "gb": "GB", "caiso": "US-CAL-CISO", "nsw": "AU-NSW", "tokyo": "JP-TK"}
 CLUSTERS = list(ZONES)
-SETTINGS = PolicySettings(max_clusters=2, max_intensity=300.0, margin=0.1, dwell_hours=3)
+CONFIG = overlay(Config(), {"hysteresis": {"margin": 0.1, "dwell_hours": 3}})
+COMPARE = Compare(max_clusters=2, max_intensity=300.0)
 
 
 def carbon_policies() -> dict[str, SpatialPolicy]:
     """One policy per distinct webhook-backed proposal (the line-up shares some)."""
     out: dict[int, SpatialPolicy] = {}
-    for policy in spatial_policies(SETTINGS, CLUSTERS, ZONES):
+    for policy in spatial_policies(CONFIG, COMPARE, CLUSTERS, ZONES):
         if isinstance(policy.propose, WebhookProposal) and policy.forecast is None:
             out.setdefault(id(policy.propose), policy)
     return {p.key: p for p in out.values()}
@@ -88,7 +90,8 @@ def _admitted(obj: dict[str, Any], ctx: kinds.Context) -> dict[str, Any]:
 
 def test_the_simulator_runs_under_the_products_config() -> None:
     proposal = _proposal(POLICIES["fill-static"])
-    assert proposal.config.hysteresis.margin == SETTINGS.margin
+    assert proposal.config.hysteresis.margin == 0.1
+    assert proposal.config == msgspec.structs.replace(CONFIG, clusters=proposal.members.clusters)
     assert proposal.config.rebalance == Config().rebalance
     assert proposal.config.reevaluate == Config().reevaluate
 
@@ -133,7 +136,7 @@ def test_the_simulator_stores_what_the_webhook_stores(key: str, view: dict[str, 
 
 
 def test_reevaluation_holds_for_the_dwell_then_switches() -> None:
-    """The leader's step under the settings' hysteresis (margin 0.1, dwell 3 h)."""
+    """The leader's step under the config's hysteresis (margin 0.1, dwell 3 h)."""
     policy = POLICIES["fill-static"]
     start = {"de": 100.0, "gb": 200.0, "caiso": 300.0, "nsw": 400.0, "tokyo": 500.0}
     flipped = {"de": 500.0, "gb": 400.0, "caiso": 300.0, "nsw": 200.0, "tokyo": 100.0}

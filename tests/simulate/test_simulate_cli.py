@@ -28,7 +28,7 @@ workloads:
   - {name: web, replicas: 4}
 batch:
   - {name: ci, zone: DI, length_hours: 1, slack_hours: 6}
-policy: {top_n: 1, max_clusters: 1}
+compare: {top_n: 1, max_clusters: 1}
 """
 
 
@@ -76,15 +76,44 @@ def test_json_output(setup: tuple[Path, Path], capsys: pytest.CaptureFixture[str
 
 def test_sweep_and_errors(setup: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
     scenario, traces = setup
-    args = [str(scenario), "--traces", str(traces), "--sweep", "margin=0,0.2"]
+    args = [str(scenario), "--traces", str(traces), "--sweep", "policy.hysteresis.margin=0,0.2"]
     assert cli.main([*args, "--policies", "green-first"]) == 0
     out = capsys.readouterr().out
-    assert "[margin=0]" in out
-    assert "[margin=0.2]" in out
+    assert "[policy.hysteresis.margin=0]" in out
+    assert "[policy.hysteresis.margin=0.2]" in out
     assert cli.main([*args, "--policies", "nope"]) == 2
     assert "unknown policy nope" in capsys.readouterr().err
-    assert cli.main([str(scenario), "--traces", str(traces), "--set", "exponent=x"]) == 2
-    assert "policy.exponent" in capsys.readouterr().err
+    bad = [str(scenario), "--traces", str(traces), "--set", "policy.weighting.exponent=x"]
+    assert cli.main(bad) == 2
+    err = capsys.readouterr().err
+    assert err == "carbonshift simulate: policy.weighting.exponent: expected float, got str\n"
+    assert cli.main([str(scenario), "--traces", str(traces), "--set", "exponent=2"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "exponent: moved to policy.weighting.exponent" in err
+
+
+def test_a_nested_product_key_set_on_the_command_line(
+    setup: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    scenario, traces = setup
+    args = [str(scenario), "--traces", str(traces), "--json", "--no-progress"]
+    args += ["--policies", "pause-class"]
+    assert cli.main(args) == 0
+    default = json.loads(capsys.readouterr().out)
+    assert default["policy"] == {}
+    assert default["compare"]["top_n"] == 1
+    assert default["compare"]["forecast"] == "day-ahead-profile"
+    lower = ["policy.nodepools.low_below=100", "policy.nodepools.high_from=200", "compare.top_n=2"]
+    assert cli.main([*args, *(f"--set={s}" for s in lower)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["policy"] == {"nodepools": {"low_below": 100.0, "high_from": 200.0}}
+    assert doc["compare"]["top_n"] == 2
+    rows = {r["policy"]: r for r in doc["temporal"]}
+    before = {r["policy"]: r for r in default["temporal"]}
+    assert "(>= 200)" in rows["pause-class"]["label"]
+    assert rows["pause-class"]["kg_co2eq"] < before["pause-class"]["kg_co2eq"]  # paused longer
+    assert rows["run-now"] == before["run-now"]
 
 
 def test_report_without_matplotlib_says_how_to_install(

@@ -37,7 +37,7 @@ def test_no_carbonshift_row_emits_more_than_the_baseline(path: Path) -> None:
     names = [c.name for c in scenario.clusters]
     ours = [
         p.key
-        for p in spatial_policies(scenario.policy, names)
+        for p in spatial_policies(scenario.policy, scenario.compare, names)
         if isinstance(p.propose, WebhookProposal)
         # An explicit static weight list: Karmada divides it without looking at room
         # (README "Carbon results"), so it stays out of this promise.

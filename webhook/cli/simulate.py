@@ -16,7 +16,7 @@ from webhook.model.validation import InvalidInput
 from webhook.simulate import grid as grid_mod
 from webhook.simulate import report
 from webhook.simulate.outcome import Outcome, simulate
-from webhook.simulate.scenario import PolicySettings, load
+from webhook.simulate.scenario import Compare, load
 
 _DESCRIPTION = """\
 Replay hourly grid-intensity traces (Electricity Maps export format) through carbonshift's
@@ -31,15 +31,22 @@ PropagationPolicy rewrites (spatial) or NodePool pause toggles (temporal).
 """
 
 _EPILOG = """\
-policy keys for --set / --sweep (scenario section 'policy'):
-  {keys}
+keys for --set / --sweep (a dotted path into the scenario's sections):
+  policy.SECTION.KEY  a key of the product's config file carbonshift's rows run under,
+                      e.g. policy.hysteresis.margin, policy.weighting.exponent
+  compare.KEY         a parameter of the compared rows:
+                      {keys}
 
 examples:
   carbonshift simulate scenarios/spatial-2023.yaml
   carbonshift simulate scenarios/batch-24h-2023.yaml --report reports/batch
   carbonshift simulate scenarios/spatial-2023.yaml --policies green-first-forecast \\
-      --sweep margin=0.05,0.1 --sweep dwell_hours=6,24
+      --sweep policy.hysteresis.margin=0.05,0.1 --sweep policy.hysteresis.dwell_hours=6,24
 """
+
+
+def _epilog() -> str:
+    return _EPILOG.format(keys=", ".join(Compare.__struct_fields__))
 
 
 def default_traces() -> Path | None:
@@ -49,12 +56,11 @@ def default_traces() -> Path | None:
 
 def add_parser(subparsers: Any) -> None:
     """Register the ``simulate`` sub-command on an argparse ``subparsers`` object."""
-    keys = ", ".join(PolicySettings.__struct_fields__)
     parser = subparsers.add_parser(
         "simulate",
         help="replay carbon-intensity traces and compare placement policies",
         description=_DESCRIPTION,
-        epilog=_EPILOG.format(keys=keys),
+        epilog=_epilog(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     configure(parser)
@@ -88,7 +94,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         dest="overrides",
-        help="override a policy setting, e.g. --set margin=0.05 (repeatable)",
+        help="override a setting by its dotted path, e.g. --set policy.hysteresis.margin=0.1"
+        " or --set compare.top_n=2 (repeatable)",
     )
     parser.add_argument(
         "--sweep",
@@ -209,7 +216,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="carbonshift simulate",
         description=_DESCRIPTION,
-        epilog=_EPILOG.format(keys=", ".join(PolicySettings.__struct_fields__)),
+        epilog=_epilog(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     configure(parser)

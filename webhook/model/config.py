@@ -461,6 +461,36 @@ def parse(data: object) -> Config:
         raise InvalidInput(exc.path, f"unknown key (known: {', '.join(known)})") from None
 
 
+def overlay(base: Config, partial: object) -> Config:
+    """``base`` with ``partial`` over it: a part of a config file (some sections, some keys
+    of a section) merged into ``base``'s file (:func:`document`) key by key, a list or a
+    value replacing the base's, then validated as a whole file by :func:`parse` (its bounds,
+    its rules between keys, its error paths: ``hysteresis.margin: expected float < 1.0,
+    got 1``)."""
+    return parse(_merged(document(base), convert(partial, dict[str, Any])))
+
+
+def document(config: Config) -> dict[str, Any]:
+    """The file :func:`parse` reads as ``config``: plain data, each provider's options a
+    top-level section, each cluster named by its key alone."""
+    doc: dict[str, Any] = msgspec.to_builtins(config)
+    options = doc.pop("provider_options")
+    for cluster in doc["clusters"].values():
+        del cluster["name"]
+    return {**doc, **options}
+
+
+def _merged(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in over.items():
+        below = out.get(key)
+        if isinstance(below, Mapping) and isinstance(value, Mapping):
+            out[key] = _merged(below, value)
+        else:
+            out[key] = value
+    return out
+
+
 def known_keys(path: str) -> list[str] | None:
     """The keys valid next to the last key of ``path`` (``feed.x``: the ``feed`` keys; a
     top-level key: every section and provider name), None when ``path`` is not in a

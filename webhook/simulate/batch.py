@@ -15,11 +15,11 @@ from collections.abc import Callable, Sequence
 from webhook.decision import pause
 from webhook.decision.forecast import Method, history_needed, outlook
 from webhook.decision.karpenter import nodepool
-from webhook.decision.karpenter.ladder import DEFAULT_STEPS
 from webhook.decision.ranking import intensity_class
+from webhook.model.config import Config
 from webhook.model.vocabulary import DEFAULT_MAX_PAUSE
 from webhook.simulate.pausing import LadderOverTime, OverTime
-from webhook.simulate.scenario import PolicySettings
+from webhook.simulate.scenario import Compare
 
 DEFAULT_TEMPORAL = "pause-over-time-forecast"
 """The temporal row carbonshift's default behaviour stands for: the NodePool pause the
@@ -94,15 +94,18 @@ class PausePolicy:
         return 0.0 if self.paused(m) else 1.0
 
 
-def batch_policies(settings: PolicySettings) -> list[PausePolicy]:
-    """The temporal line-up: baseline first."""
-    s = settings
-    by_class = pause_by_class(s.low_below, s.high_from)
+def batch_policies(config: Config, compare: Compare) -> list[PausePolicy]:
+    """The temporal line-up: baseline first. carbonshift's rows run under ``config`` (a
+    scenario's ``policy``: its ``nodepools`` thresholds and ladder), the forecast rows on
+    ``compare``'s forecast."""
+    s, pools = compare, config.nodepools
+    ahead = s.forecast_info
+    by_class = pause_by_class(pools.low_below, pools.high_from)
     return [
         PausePolicy("run-now", "carbon-agnostic: run on arrival", pause_never, info="none"),
         PausePolicy(
             "pause-class",
-            f"pause while class is high (>= {s.high_from:g}), no deadline guard",
+            f"pause while class is high (>= {pools.high_from:g}), no deadline guard",
             by_class,
             deadline_guard=False,
         ),
@@ -111,13 +114,13 @@ def batch_policies(settings: PolicySettings) -> list[PausePolicy]:
             "pause-forecast",
             "pause until the forecast's greenest start, deadline guard",
             pause_by_forecast(s.forecast, s.forecast_days),
-            info=f"{s.forecast.value} forecast ({s.forecast_days} days)",
+            info=ahead,
         ),
         PausePolicy(
             "pause-over-time",
             f"the webhook's pause: while high, resumed at max-pause"
             f" ({DEFAULT_MAX_PAUSE.total_seconds() / 3600:g} h), no forecast",
-            OverTime(low_below=s.low_below, high_from=s.high_from, max_pause=DEFAULT_MAX_PAUSE),
+            OverTime(max_pause=DEFAULT_MAX_PAUSE, base=config),
             deadline_guard=False,
         ),
         PausePolicy(
@@ -125,32 +128,26 @@ def batch_policies(settings: PolicySettings) -> list[PausePolicy]:
             "the webhook's pause: while high and a cleaner hour is forecast within"
             " max-pause, resumed at that hour or at max-pause",
             OverTime(
-                low_below=s.low_below,
-                high_from=s.high_from,
                 max_pause=DEFAULT_MAX_PAUSE,
                 forecast=s.forecast,
                 days=s.forecast_days,
+                base=config,
             ),
             deadline_guard=False,
-            info=f"{s.forecast.value} forecast ({s.forecast_days} days)",
+            info=ahead,
         ),
-        *ladder_policies(s),
+        *ladder_policies(config, compare),
     ]
 
 
-def ladder_policies(settings: PolicySettings) -> list[PausePolicy]:
-    """The webhook's ladder (strategy ``ladder``) on the class alone and on the forecast."""
-    s = settings
-    steps = "/".join(f"{x:.0%}" for x in DEFAULT_STEPS)
-    plain = LadderOverTime(
-        low_below=s.low_below, high_from=s.high_from, max_pause=DEFAULT_MAX_PAUSE
-    )
+def ladder_policies(config: Config, compare: Compare) -> list[PausePolicy]:
+    """The webhook's ladder (strategy ``ladder``, ``nodepools.ladder`` of ``config``) on
+    the class alone and on ``compare``'s forecast."""
+    s = compare
+    steps = "/".join(f"{x:.0%}" for x in config.nodepools.ladder)
+    plain = LadderOverTime(max_pause=DEFAULT_MAX_PAUSE, base=config)
     ahead = LadderOverTime(
-        low_below=s.low_below,
-        high_from=s.high_from,
-        max_pause=DEFAULT_MAX_PAUSE,
-        forecast=s.forecast,
-        days=s.forecast_days,
+        max_pause=DEFAULT_MAX_PAUSE, forecast=s.forecast, days=s.forecast_days, base=config
     )
     return [
         PausePolicy(
@@ -166,7 +163,7 @@ def ladder_policies(settings: PolicySettings) -> list[PausePolicy]:
             " max-pause, whole at that hour or at max-pause",
             ahead,
             deadline_guard=False,
-            info=f"{s.forecast.value} forecast ({s.forecast_days} days)",
+            info=s.forecast_info,
             share=ahead.share,
         ),
     ]

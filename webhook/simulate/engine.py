@@ -184,7 +184,7 @@ def realise(
     counts: dict[str, int] = {}
     overflow = 0
     if isinstance(intent, Fill):
-        mine = previous or {}
+        mine = previous or {}  # untyped: an optional parameter
         others = {c: free[c] - mine.get(c, 0) for c in free}
         filled = tier_fill(replicas, intent.tiers, others, mine, descending=descending)
         if filled is not None:
@@ -516,7 +516,7 @@ def simulate_spatial(
     need = demand(items, hours)
     caps = capacities(scenario, max(need, default=0))
     if policies is None:
-        policies = spatial_policies(scenario.policy, names, zone_of)
+        policies = spatial_policies(scenario.policy, scenario.compare, names, zone_of)
     lineup = list(policies)
     fleets = [
         _Fleet(p, names, caps, hours, Role.BASELINE if i == 0 else Role.POLICY)
@@ -532,7 +532,7 @@ def simulate_spatial(
         arrivals.setdefault(inst.arrive, []).append(inst)
         departures.setdefault(inst.leave, []).append(inst)
     kw = scenario.power_kw
-    days = scenario.policy.forecast_days
+    days = scenario.compare.forecast_days
     for t in range(hours):
         by_zone = {z: grid.values[z][t] for z in grid.values}
         current = {n: by_zone[zone_of[n]] for n in names}
@@ -717,7 +717,11 @@ def simulate_batch(
     """Runs of the baseline, every pause policy, the free oracle (jobs split) and the
     perfect-foresight oracle (each job whole at its greenest start)."""
     hours = scenario.hours
-    lineup = list(policies) if policies is not None else batch_policies(scenario.policy)
+    lineup = (
+        list(policies)
+        if policies is not None
+        else batch_policies(scenario.policy, scenario.compare)
+    )
     runs = [
         Run(p.key, p.label, Role.BASELINE if i == 0 else Role.POLICY, p.info, array("d"))
         for i, p in enumerate(lineup)

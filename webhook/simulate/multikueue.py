@@ -13,8 +13,8 @@ in arrival order:
   (:func:`webhook.decision.kueue.window`, judged on :func:`~webhook.decision.kueue.window_zone`)
   holds the job while a greener start is forecast within its delay, then the dispatcher
   (:func:`~webhook.decision.kueue.nominate`) nominates workers, greenest with room first,
-  and the first nominated worker with quota admits it. The forecast is the leader's
-  (``reevaluate.forecast``, from the hours seen so far: the NodePool pause's).
+  and the first nominated worker with quota admits it. The forecast is the one the
+  NodePool pause runs on (``compare.forecast``, from the hours seen so far).
 - ``multikueue-perfect``: the same rules on the true future (what the forecast's error
   costs).
 - ``multikueue-place-only``: the dispatcher alone, no window (what placement alone saves).
@@ -47,7 +47,7 @@ from decimal import Decimal
 from webhook.decision import kueue
 from webhook.decision.forecast import Method, history_needed, outlook
 from webhook.decision.hysteresis import Hysteresis
-from webhook.model.config import Config
+from webhook.model.config import KueueConfig
 from webhook.simulate.grid import Grid
 from webhook.simulate.metrics import Role, Run
 from webhook.simulate.scenario import MultiKueue, Scenario
@@ -62,7 +62,6 @@ ORDER = "multikueue-order"
 ORACLE = "oracle"
 KEYS = (DEFAULT_MULTIKUEUE, PERFECT, PLACE_ONLY, ORDER)
 """The policy rows (baseline and oracle always run)."""
-_KUEUE = Config().kueue
 HOUR = timedelta(hours=1)
 
 
@@ -113,12 +112,15 @@ def draw(section: MultiKueue, hours: int) -> list[SimJob]:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class World:
-    """What every run replays: the workers, the intensities, the jobs, the power per cpu."""
+    """What every run replays: the workers, the intensities, the jobs, the power per cpu,
+    and the product's settings."""
 
     section: MultiKueue
     grid: Grid
     jobs: Sequence[SimJob]
     kw: float
+    kueue: KueueConfig
+    """The product's ``kueue`` settings carbonshift's rows run under."""
 
 
 # --- the account ------------------------------------------------------------------------------
@@ -221,7 +223,8 @@ Outlook = Callable[[str, int], Sequence[float]]
 
 
 def forecaster(grid: Grid, method: Method, days: int, horizon: int) -> Outlook:
-    """The leader's forecast (``reevaluate.forecast``) from the hours seen so far."""
+    """The leader's forecast on ``method`` (a scenario's ``compare.forecast``) from the
+    hours seen so far."""
     need = history_needed(method, horizon, days=days)
 
     def ahead(zone: str, t: int) -> Sequence[float]:
@@ -276,8 +279,10 @@ def _product(world: World, run: Run, ahead: Outlook, *, window: bool) -> None:
                     keep.append((sim, job))
                     continue
             since = ready_since.setdefault(sim.index, t)
-            rounds = int((t - since) * 3600 // _KUEUE.round_seconds)
-            nominated = kueue.nominate(job, workers, outlooks, (), rounds=rounds, step=_KUEUE.step)
+            rounds = int((t - since) * 3600 // world.kueue.round_seconds)
+            nominated = kueue.nominate(
+                job, workers, outlooks, (), rounds=rounds, step=world.kueue.step
+            )
             name = next((n for n in nominated.names if account.free(n) >= sim.cpu), None)
             if name is None:
                 keep.append((sim, job))
@@ -297,7 +302,7 @@ def _ordered(world: World, run: Run, ahead: Outlook, rule: Hysteresis) -> None:
     zones = sorted(set(account.zone.values()))
     current = [w.name for w in section.workers]
     since = 0
-    hours = kueue.hours_of(timedelta(seconds=_KUEUE.default_runtime_seconds))
+    hours = kueue.hours_of(timedelta(seconds=world.kueue.default_runtime_seconds))
     pending: list[SimJob] = []
     arrivals = dict(_arrivals(jobs))
     for t in range(grid.hours):
@@ -386,10 +391,11 @@ def _oracle(world: World, run: Run) -> None:
         )
         if total < best_total:
             best, best_total = plan, total
-    assert best is not None or not jobs
+    if best is None:  # no jobs
+        return
     account = _Account(run, world)
     for job in jobs:
-        name, start = (best or {})[job.index]
+        name, start = best[job.index]
         account.start(job, name, start)
 
 
@@ -406,15 +412,15 @@ def simulate_multikueue(
     section = scenario.multikueue
     if section is None:
         return []
-    hours, kw, settings = grid.hours, scenario.power_kw, scenario.policy
+    hours, config, compare = grid.hours, scenario.policy, scenario.compare
     jobs = draw(section, hours)
-    world = World(section, grid, jobs, kw)
+    world = World(section, grid, jobs, scenario.power_kw, config.kueue)
     horizon = max(section.jobs.max_delay_hours) + max(section.jobs.run_hours)
-    method = settings.forecast
-    predicted = forecaster(grid, method, settings.forecast_days, horizon)
+    predicted = forecaster(grid, compare.forecast, compare.forecast_days, horizon)
     truth = perfect(grid, horizon)
-    known = f"{method.value} forecast ({settings.forecast_days} days)"
-    rule = Hysteresis(settings.margin, settings.dwell_hours)
+    known = compare.forecast_info
+    hysteresis = config.hysteresis
+    rule = Hysteresis(hysteresis.margin, hysteresis.dwell_hours)
     baseline = _new_run(
         BASELINE, "carbon-agnostic Kueue: first worker in config order with quota, at once",
         Role.BASELINE, "none", hours,

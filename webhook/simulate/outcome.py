@@ -59,10 +59,10 @@ def simulate(
     """
     names = [c.name for c in scenario.clusters]
     zones = {c.name: c.zone for c in scenario.clusters}
-    spatial_lineup = _keep(spatial_policies(scenario.policy, names, zones), only)
-    batch_lineup = _keep(batch_policies(scenario.policy), only)
-    known = {p.key for p in spatial_policies(scenario.policy, names)[1:]}
-    known |= {p.key for p in batch_policies(scenario.policy)[1:]}
+    spatial_all = spatial_policies(scenario.policy, scenario.compare, names, zones)
+    batch_all = batch_policies(scenario.policy, scenario.compare)
+    spatial_lineup, batch_lineup = _keep(spatial_all, only), _keep(batch_all, only)
+    known = {p.key for p in spatial_all[1:]} | {p.key for p in batch_all[1:]}
     known |= set(MULTIKUEUE_KEYS)
     unknown = sorted(set(only) - known)
     if unknown:
@@ -91,9 +91,9 @@ def simulate(
 def forecast_ranking(scenario: Scenario, grid: Grid) -> list[Ranking]:
     """Each forecast's ranking quality over the scenario's batch pools, its own first."""
     pools = [(grid.values[p.zone], p.length_hours, p.slack_hours) for p in scenario.batch]
-    first = scenario.policy.forecast
+    first = scenario.compare.forecast
     methods = [first, *(m for m in Method if m is not first)]
-    return [judge(m, pools, days=scenario.policy.forecast_days) for m in methods]
+    return [judge(m, pools, days=scenario.compare.forecast_days) for m in methods]
 
 
 _P = TypeVar("_P", SpatialPolicy, PausePolicy)

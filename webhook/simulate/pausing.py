@@ -8,10 +8,10 @@ writes on CREATE) and then re-evaluated every hour by the leader's step
 :func:`webhook.decision.karpenter.nodepool.reevaluate`, :func:`webhook.decision.pause.step` /
 :func:`webhook.decision.karpenter.ladder.step`), its state kept where the product keeps it: in the
 pool's decision annotation. The pool's ``limits.cpu`` in force is the share of the work it
-starts. The forecast is the one the leader's feed gives (``reevaluate.forecast``), computed
-from the hours seen so far. The webhook knows nothing of the jobs' deadlines:
-``max-pause`` is the only limit. One instance serves one NodePool at a time; the engine
-calls :meth:`OverTime.reset` before each pool.
+starts. The forecast is the leader's feed's outlook, on the method a replay runs (a
+scenario's ``compare.forecast``), computed from the hours seen so far. The webhook knows
+nothing of the jobs' deadlines: ``max-pause`` is the only limit. One instance serves one
+NodePool at a time; the engine calls :meth:`OverTime.reset` before each pool.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ import msgspec
 from webhook import kinds, testing
 from webhook.decision import pause
 from webhook.decision.forecast import DAYS, Method, history_needed, outlook
-from webhook.decision.karpenter import ladder
 from webhook.decision.quantity import quantity
 from webhook.decision.record import Record
 from webhook.kinds.following import OutlookMethod, Reevaluation, Target, target_of
@@ -67,31 +66,24 @@ class OverTime:
     def __init__(
         self,
         *,
-        low_below: float,
-        high_from: float,
         max_pause: timedelta,
         forecast: Method | None = None,
         days: int = DAYS,
-        steps: Sequence[float] | None = None,
         base: Config | None = None,
     ) -> None:
+        """The pool under ``base`` (default: the product's defaults): its ``nodepools``
+        class thresholds and ladder; ``forecast`` (None: none) over ``days`` of history."""
         base = base or Config()
-        pools = msgspec.structs.replace(base.nodepools, low_below=low_below, high_from=high_from)
-        if steps is not None:
-            pools = msgspec.structs.replace(pools, ladder=tuple(steps))
         named = "day-ahead-profile" if forecast is not None else "none"
         self.config = msgspec.structs.replace(
             base,
             zone=ZONE,
-            nodepools=pools,
             reevaluate=msgspec.structs.replace(base.reevaluate, forecast=named),
         )
-        self.low_below = low_below
-        self.high_from = high_from
         self.max_pause = max_pause
         self.forecast = forecast
         self.days = days
-        self.steps = tuple(pools.ladder)
+        self.steps = tuple(base.nodepools.ladder)
         target = target_of("karpenter.sh/v1", "NodePool")
         if target is None:  # pragma: no cover - NodePools are re-evaluated
             raise LookupError("NodePools are not re-evaluated")
@@ -144,10 +136,7 @@ class OverTime:
 
 class LadderOverTime(OverTime):
     """The ladder (strategy ``ladder``): ``limits.cpu`` a share of the user's, by
-    :func:`webhook.decision.karpenter.ladder.step`; the pool counts as paused below its whole
-    limit."""
+    :func:`webhook.decision.karpenter.ladder.step` through the config's
+    ``nodepools.ladder``; the pool counts as paused below its whole limit."""
 
     strategy = "ladder"
-
-    def __init__(self, *, steps: Sequence[float] = ladder.DEFAULT_STEPS, **kwargs: Any) -> None:
-        super().__init__(steps=steps, **kwargs)

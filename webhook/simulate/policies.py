@@ -7,7 +7,7 @@ replicas the way Karmada does.
 
 carbonshift's policies (:class:`WebhookProposal`) do not model the product, they run it.
 Each stands for a PropagationPolicy and a :class:`~webhook.model.config.Config` (the
-product's defaults, with the scenario's ``policy:`` settings over them). At creation the
+scenario's ``policy:``: the product's defaults with its keys over them). At creation the
 policy goes with the hour's intensities to the kind's decider, the one admission calls
 (:data:`webhook.kinds.KINDS`, :func:`webhook.decision.karmada.placement.decide`), and the
 simulator stores what the webhook stores: the placement written and the
@@ -42,6 +42,7 @@ from webhook.decision.selectors import allowed_clusters
 from webhook.kinds.following import Reevaluation, Target, target_of
 from webhook.model.config import ClusterConfig, Config
 from webhook.model.intensity import Reading, Signal
+from webhook.model.objects import items
 from webhook.model.vocabulary import (
     ENABLED,
     MAX_CLUSTERS,
@@ -49,7 +50,7 @@ from webhook.model.vocabulary import (
     STRATEGY,
 )
 from webhook.simulate.product import admitted, at_hour
-from webhook.simulate.scenario import PolicySettings
+from webhook.simulate.scenario import Compare
 
 # --- spatial -------------------------------------------------------------------------------
 
@@ -194,7 +195,7 @@ class Members:
         names = self._matches.get(key)
         if names is None:
             names = allowed_clusters(affinity, self.clusters)
-            named = (affinity or {}).get("clusterNames")
+            named = items(affinity, "clusterNames")
             if named:
                 keep = set(names)
                 names = [n for n in named if n in keep]
@@ -220,7 +221,7 @@ class Members:
             affinities = [t.affinity for t in view.terms]
         return Terms(
             tuple(tuple(self.allowed(t)) for t in affinities),
-            tuple(sorted((static or {}).items())),
+            tuple(sorted(static.items())) if static is not None else (),
         )
 
 
@@ -347,22 +348,21 @@ greener tiers (``rebalance``, :func:`webhook.decision.karmada.capacity.plan_move
 
 
 def spatial_policies(
-    settings: PolicySettings,
+    config: Config,
+    compare: Compare,
     clusters: Sequence[str],
     zones: Mapping[str, str] | None = None,
-    *,
-    base: Config | None = None,
 ) -> list[SpatialPolicy]:
     """The spatial line-up: baseline first, then the policies under comparison.
 
-    ``zones`` maps each cluster to its grid zone (default: the cluster's name); the
-    webhook-backed proposals see one ClusterConfig per cluster. carbonshift's rows run
-    under ``base`` (default: the product's defaults, :class:`Config`) with the
-    ``settings`` over it (:meth:`PolicySettings.config`).
+    carbonshift's rows run under ``config`` (a scenario's ``policy``), the others and the
+    annotations and forecast of the rows that use them take ``compare``. ``zones`` maps
+    each cluster to its grid zone (default: the cluster's name); the webhook-backed
+    proposals see one ClusterConfig per cluster.
     """
-    s = settings
-    members = Members({n: ClusterConfig(n, zone=(zones or {}).get(n, n)) for n in clusters})
-    config = s.config(base)
+    s = compare
+    zone_of = zones or {}  # untyped: an optional parameter
+    members = Members({n: ClusterConfig(n, zone=zone_of.get(n, n)) for n in clusters})
     forecast = f"{s.forecast.value} forecast, mean over {s.forecast_hours} h"
     rebalance = config.rebalance
     move = rebalance if rebalance.enabled else None

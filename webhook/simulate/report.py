@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import html
 import importlib.util
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import msgspec
+
+from webhook.model.config import Config, document
 from webhook.model.errors import ReportUnavailable as ReportUnavailable  # noqa: PLC0414 - callers import it here
 from webhook.simulate.batch import DEFAULT_TEMPORAL
 from webhook.simulate.grid import Grid
@@ -176,7 +179,7 @@ _RANKING_HEAD = ("forecast", "windows", "top quarter %", "spearman", "start savi
 
 
 def _ranking_cells(outcome: Outcome) -> list[tuple[str, ...]]:
-    used = outcome.scenario.policy.forecast.value
+    used = outcome.scenario.compare.forecast.value
     return [
         (
             f"{r.method} (used)" if r.method == used else r.method,
@@ -215,6 +218,21 @@ def _row_json(row: Row, temporal: bool) -> dict[str, Any]:
     }
 
 
+def _changed(doc: Mapping[str, Any], default: Mapping[str, Any]) -> dict[str, Any]:
+    """The keys of ``doc`` whose values differ from those of ``default``, mappings compared
+    key by key (a config file's shape: what a scenario's ``policy`` changed)."""
+    out: dict[str, Any] = {}
+    for key, value in doc.items():
+        base = default.get(key)
+        if isinstance(value, Mapping) and isinstance(base, Mapping):
+            inner = _changed(value, base)
+            if inner:
+                out[key] = inner
+        elif value != base:
+            out[key] = value
+    return out
+
+
 def _round(pct: float | None) -> float | None:
     return None if pct is None else round(pct, 3)
 
@@ -233,15 +251,13 @@ def to_json(outcome: Outcome) -> dict[str, Any]:
         "hours": s.hours,
         "zones": sorted(outcome.grid.values),
         "column": s.column.value,
-        "policy_settings": {
-            k: (v.value if hasattr(v, "value") else v)
-            for k, v in ((f, getattr(s.policy, f)) for f in s.policy.__struct_fields__)
-        },
+        "policy": _changed(document(s.policy), document(Config())),
+        "compare": msgspec.to_builtins(s.compare),
         "spatial": _rows_json(outcome.spatial, temporal=False),
         "forecast_ranking": [
             {
                 "forecast": r.method,
-                "used": r.method == s.policy.forecast.value,
+                "used": r.method == s.compare.forecast.value,
                 "windows": r.windows,
                 "top_quarter_share": round(r.top, 4),
                 "spearman": round(r.spearman, 4),

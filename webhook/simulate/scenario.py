@@ -1,4 +1,4 @@
-"""Scenario files: the fleet, the work and the policy settings a simulation replays.
+"""Scenario files: the fleet, the work and the settings a simulation replays.
 
 One YAML document (see ``scenarios/*.yaml`` for commented examples)::
 
@@ -20,10 +20,15 @@ One YAML document (see ``scenarios/*.yaml`` for commented examples)::
       workers:
         - {name: eu-de, zone: DE, cpu: 64}              # its ClusterQueue's cpu quota
       jobs: {per_day: 48, cpu: [1, 2, 4, 8], run_hours: [1, 2, 4, 8], max_delay_hours: [0, 12, 24]}
-    policy: {...}                    # PolicySettings fields; all optional
+    policy:                          # the product's config carbonshift's rows run under:
+      hysteresis: {margin: 0.1}      # a part of a config file over the product's defaults
+    compare: {top_n: 5}              # Compare fields: the compared rows' own parameters
 
 A capacity ``share`` is a fraction of the fleet's peak concurrent replicas (the sum
-over workloads), rounded down.
+over workloads), rounded down. ``policy`` is read by the product's config parser
+(:func:`webhook.model.config.overlay`): the same keys, bounds and defaults as a config
+file, its errors under ``policy.`` (``policy.hysteresis.margin: expected float < 1.0, got
+1``).
 
 The document is described by the structs below (unknown keys refused, limits as
 ``msgspec.Meta``) and converted through :func:`webhook.model.validation.convert`; rules between
@@ -33,7 +38,7 @@ the key path (``workloads[1].replicas: expected int >= 1, got 0``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any
@@ -43,9 +48,17 @@ import yaml
 
 from webhook.decision.forecast import DAYS, RANK_HOURS, Method
 from webhook.kinds.following import METHODS, replayed
-from webhook.model.config import Config
+from webhook.model.config import Config, overlay
 from webhook.model.traces import Column
-from webhook.model.validation import GridZone, Schema, check, convert, read_yaml
+from webhook.model.validation import (
+    GridZone,
+    InvalidInput,
+    Schema,
+    check,
+    convert,
+    read_yaml,
+    yaml_reason,
+)
 
 Name = Annotated[str, msgspec.Meta(min_length=1)]
 AtLeast0 = Annotated[float, msgspec.Meta(ge=0)]
@@ -146,60 +159,50 @@ class MultiKueue(Schema, frozen=True):
     """Seed of the job draw: the same seed, the same jobs."""
 
 
-_PRODUCT = Config()
-"""The product's defaults: the settings below default to them."""
-_H, _W, _N = _PRODUCT.hysteresis, _PRODUCT.weighting, _PRODUCT.nodepools
-_METHOD = replayed(METHODS[_PRODUCT.reevaluate.forecast])
+_FORECAST = replayed(METHODS[Config().reevaluate.forecast])
+"""The forecast a replay runs for the product's default ``reevaluate.forecast``."""
 
 
-class PolicySettings(Schema, frozen=True):
-    """Parameters of the compared policies.
+class Compare(Schema, frozen=True):
+    """Parameters of the compared rows that the product's config does not hold: the
+    greedy top-N operator's, the annotations some rows set, and the forecast the
+    forecast-aware rows rank and pause on."""
 
-    The ones the product's config holds default to its defaults (:class:`Config`, read
-    here, never copied) and take its bounds; :meth:`config` is the config carbonshift's
-    rows run under.
-    """
-
-    exponent: Annotated[float, msgspec.Meta(ge=0, le=8)] = _W.exponent
-    """``weighting.exponent`` for carbon weights."""
-    scale: Annotated[int, msgspec.Meta(ge=1, le=10_000)] = _W.scale
-    """``weighting.scale``."""
     top_n: Whole1 = 3
     """Clusters the greedy top-N policy keeps."""
     max_clusters: Whole1 = 3
     """``carbonshift.io/max-clusters`` of the rows that set it."""
     max_intensity: AtLeast0 = 400.0
     """``carbonshift.io/max-intensity`` of the rows that set it (gCO2eq/kWh)."""
-    margin: Annotated[float, msgspec.Meta(ge=0, lt=1)] = _H.margin
-    """``hysteresis.margin`` (relative improvement needed to switch)."""
-    dwell_hours: AtLeast0 = _H.dwell_hours
-    """``hysteresis.dwell_hours``."""
-    forecast: Method = _METHOD
-    """Forecast used by the forecast-aware variants (``reevaluate.forecast`` as a replay
-    runs it: ``best`` is the day-ahead profile, the traces holding no provider forecast)."""
+    forecast: Method = _FORECAST
+    """Forecast of the forecast-aware rows, from past hours only. Default: the product's
+    default ``reevaluate.forecast`` as a replay runs it (``best`` is the day-ahead
+    profile on traces that hold no provider forecast); ``persistence`` and
+    ``profile-mean`` are forecasts the product does not offer, to compare against."""
     forecast_days: Whole1 = DAYS
     """Past days averaged by the day-ahead profile."""
     forecast_hours: Whole1 = RANK_HOURS
     """Spatial forecast variants rank clusters on the forecast mean over this many hours."""
-    low_below: AtLeast0 = _N.low_below
-    """NodePool class thresholds (``nodepools.low_below`` / ``high_from``)."""
-    high_from: AtLeast0 = _N.high_from
 
-    def config(self, base: Config | None = None) -> Config:
-        """``base`` (default: the product's defaults) with these settings over it."""
-        base = base or Config()
-        return msgspec.structs.replace(
-            base,
-            weighting=msgspec.structs.replace(
-                base.weighting, exponent=self.exponent, scale=self.scale
-            ),
-            hysteresis=msgspec.structs.replace(
-                base.hysteresis, margin=self.margin, dwell_hours=self.dwell_hours
-            ),
-            nodepools=msgspec.structs.replace(
-                base.nodepools, low_below=self.low_below, high_from=self.high_from
-            ),
-        )
+    @property
+    def forecast_info(self) -> str:
+        """The intensity information the batch and MultiKueue forecast rows use, as the
+        results show it."""
+        return f"{self.forecast.value} forecast ({self.forecast_days} days)"
+
+
+_MOVED: Mapping[str, str] = {
+    "exponent": "policy.weighting",
+    "scale": "policy.weighting",
+    "margin": "policy.hysteresis",
+    "dwell_hours": "policy.hysteresis",
+    "low_below": "policy.nodepools",
+    "high_from": "policy.nodepools",
+    **dict.fromkeys(Compare.__struct_fields__, "compare"),
+}
+"""Keys refused directly under ``policy:`` -> where each is written: a product setting in
+its config section (``margin``: ``policy: {hysteresis: {margin: ...}}``), a parameter of
+the comparison under ``compare:``."""
 
 
 class Scenario(Schema, frozen=True, kw_only=True):
@@ -217,7 +220,10 @@ class Scenario(Schema, frozen=True, kw_only=True):
     workloads: tuple[Workload, ...] = ()
     batch: tuple[BatchPool, ...] = ()
     multikueue: MultiKueue | None = None
-    policy: PolicySettings = PolicySettings()
+    policy: Config = Config()
+    """The product's config carbonshift's rows run under: the file's ``policy:`` (a part of
+    a config file) over the product's defaults, read by :func:`parse`."""
+    compare: Compare = Compare()
     description: str = ""
 
     @property
@@ -234,19 +240,30 @@ class Scenario(Schema, frozen=True, kw_only=True):
 
 
 def load(path: str | Path, overrides: Mapping[str, str] | None = None) -> Scenario:
-    """Read and validate a scenario file; ``overrides`` set ``policy.*`` keys (as text)."""
+    """Read and validate a scenario file; ``overrides`` set ``policy.*`` and ``compare.*``
+    keys (:func:`parse`)."""
     return parse(read_yaml(path), overrides)
 
 
 def parse(data: object, overrides: Mapping[str, str] | None = None) -> Scenario:
-    """Validate an already-parsed document; ``overrides`` set ``policy.*`` keys (as text)."""
-    doc = convert(data, dict[str, Any])
+    """Validate an already-parsed document.
+
+    ``overrides`` set keys of the ``policy`` and ``compare`` sections by dotted path
+    (``policy.hysteresis.margin``, ``compare.top_n``), each value YAML text (``0.2``,
+    ``[1, 2]``), as if the file held them. ``policy`` is validated by the product's config
+    parser (:func:`webhook.model.config.overlay` over the product's defaults), its errors
+    under ``policy.``."""
+    doc = dict(convert(data, dict[str, Any]))
     if overrides:
-        policy = dict(convert(doc.get("policy", {}), dict[str, Any], "policy"))
-        for key, value in overrides.items():
-            policy[key.removeprefix("policy.")] = yaml.safe_load(value)
-        doc = {**doc, "policy": policy}
+        doc = _overridden(doc, overrides)
+    partial = convert(doc.pop("policy", {}), dict[str, Any], "policy")
+    for key, value in partial.items():
+        _refuse_moved(key, f"policy.{key}", value)
     scenario = convert(doc, Scenario)
+    try:
+        config = overlay(Config(), partial)
+    except InvalidInput as exc:
+        raise exc.within("policy") from None
     start, end = _utc(scenario.start), _utc(scenario.end)
     for key, when in (("start", start), ("end", end)):
         on_hour = when.replace(minute=0, second=0, microsecond=0)
@@ -271,11 +288,53 @@ def parse(data: object, overrides: Mapping[str, str] | None = None) -> Scenario:
         names = [item.name for item in items]
         for i, name in enumerate(names):
             check(name not in names[:i], f"{key}[{i}].name", f"{name!r} is used twice")
-    low, high = scenario.policy.low_below, scenario.policy.high_from
-    check(high >= low, "policy.high_from", f"must be >= low_below ({low:g}), got {high:g}")
     return msgspec.structs.replace(
-        scenario, start=start, end=end, description=scenario.description.strip()
+        scenario, start=start, end=end, policy=config, description=scenario.description.strip()
     )
+
+
+def _overridden(doc: Mapping[str, Any], overrides: Mapping[str, str]) -> dict[str, Any]:
+    """``doc`` with each override set in its ``policy`` or ``compare`` section."""
+    out = dict(doc)
+    for key, text in overrides.items():
+        section, _, rest = key.partition(".")
+        value = _yaml(key, text)
+        if section not in ("policy", "compare") or not rest:
+            _refuse_moved(key, key, value)
+            raise InvalidInput(key, "expected policy.KEY or compare.KEY (e.g. compare.top_n)")
+        out[section] = _set(out.get(section, {}), rest.split("."), value, section)
+    return out
+
+
+def _yaml(key: str, text: str) -> object:
+    """An override's value: YAML text, typed as the file would type it."""
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise InvalidInput(key, f"not valid YAML: {yaml_reason(exc)}") from None
+
+
+def _set(node: object, steps: Sequence[str], value: object, path: str) -> dict[str, Any]:
+    """A copy of the mapping ``node`` (at ``path``) with ``value`` at ``steps`` in it."""
+    out = dict(convert(node, dict[str, Any], path))
+    key, *rest = steps
+    out[key] = _set(out.get(key, {}), rest, value, f"{path}.{key}") if rest else value
+    return out
+
+
+def _refuse_moved(key: str, path: str, value: object) -> None:
+    """Refuse ``key`` (at ``path``) when it is written elsewhere (:data:`_MOVED`), saying
+    where: ``policy.margin: moved to policy.hysteresis.margin (write policy: {hysteresis:
+    {margin: 0.2}})``."""
+    where = _MOVED.get(key)
+    if where is None:
+        return
+    head, *sections = where.split(".")
+    nested: object = {key: value}
+    for section in reversed(sections):
+        nested = {section: nested}
+    flow = yaml.safe_dump(nested, default_flow_style=True, width=1_000).strip()
+    raise InvalidInput(path, f"moved to {where}.{key} (write {head}: {flow})")
 
 
 def _utc(when: datetime) -> datetime:
