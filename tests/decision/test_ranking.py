@@ -47,6 +47,13 @@ def test_weights_follow_the_documented_formula() -> None:
     assert carbon_weights({"fr": 50.0, "de": 100.0}, exponent=2) == {"fr": 100, "de": 25}
 
 
+def test_exponent_zero_weighs_every_cluster_evenly() -> None:
+    # weighting.exponent: 0 is a valid setting ("0 means even weights").
+    assert carbon_weights({"fr": 50.0, "de": 400.0, "x": None}, exponent=0) == dict.fromkeys(
+        ("fr", "de", "x"), 100
+    )
+
+
 def test_tiny_ratios_still_separate_clusters_ten_percent_apart() -> None:
     weights = carbon_weights({"a": 10.0, "b": 1000.0, "c": 1100.0, "d": 1250.0})
     assert weights["a"] > weights["b"] > weights["c"] > weights["d"] >= 1

@@ -61,10 +61,10 @@ def carbon_weights(
     """Integer weights >= 1, greener higher (see the module docstring for the formula)."""
     if not intensities:
         return {}
-    if exponent <= 0 or scale < 1:
-        raise ValueError("exponent must be > 0 and scale >= 1")
+    if exponent < 0 or scale < 1:
+        raise ValueError("exponent must be >= 0 and scale >= 1")
     neutral = mean_known(intensities)
-    if neutral is None:
+    if neutral is None or exponent == 0:  # nothing known, or even weights asked for
         return dict.fromkeys(intensities, scale)
     filled = {n: max(FLOOR, v if v is not None else neutral) for n, v in intensities.items()}
     lowest = min(filled.values())
