@@ -217,7 +217,7 @@ def cluster(
     the region when no label names it); ``ready`` adds a ``Ready`` condition and
     ``summary`` the ``status.resourceSummary`` (see :func:`resource_summary`).
     """
-    all_labels = dict(labels or {})
+    all_labels = {} if labels is None else dict(labels)
     if zone is not None:
         all_labels[vocabulary.ZONE] = zone
     meta: Object = {"name": name, "labels": all_labels}

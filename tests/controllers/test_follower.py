@@ -253,6 +253,21 @@ async def test_nodepools_held_paused_are_counted_in_the_gauge(kube: kubeapi.Kube
     assert told == {("batch", "NodePoolResumed"), ("web", "CarbonRebalanced")}
 
 
+async def test_without_the_namespaces_only_cluster_scoped_kinds_are_followed(
+    kube: kubeapi.KubeApi,
+) -> None:
+    grid = Grid(settings(), {"DE": 480.0})  # the local grid is dirty: the pool is paused
+    pool = testing.nodepool("batch", enabled=True, strategy="pause", limits={"cpu": "100"})
+    kube.add(admitted(grid, pool))
+    assert kube.get("nodepools", "batch")["spec"]["limits"] == {"cpu": "0"}
+    grid.values["DE"] = 100.0
+    grid.clock.advance(minutes=5)
+    kube.fail("GET", "namespaces", 500)
+    assert await leader(kube, grid).reconcile() == 1
+    assert kube.get("nodepools", "batch")["spec"]["limits"] == {"cpu": "100"}
+    assert kube.calls("GET", POLICIES) == []  # namespaced kinds wait for the next pass
+
+
 class Fed(Grid):
     """A grid whose contexts carry the feed's generation (what the leader's memo keys on)."""
 

@@ -77,6 +77,19 @@ def test_the_command_reads_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert "--since" in capsys.readouterr().err
 
 
+def test_the_input_files_events_and_objects_are_lists_of_objects(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "data.json"
+    source.write_bytes(orjson.dumps({"events": None}))  # no ledger, no objects: nothing yet
+    assert main(["report", "--input", str(source), "-o", "json"]) == 0
+    assert orjson.loads(capsys.readouterr().out)["workloads"] == []
+    for key, value in (("events", {"items": []}), ("objects", [["not", "an", "object"]])):
+        source.write_bytes(orjson.dumps({"ledger": ledger(), key: value}))
+        assert main(["report", "--input", str(source)]) == 2
+        assert f"{key}: expected a list of objects" in capsys.readouterr().err
+
+
 def test_durations() -> None:
     assert data.duration("7d") == datetime.timedelta(days=7)
     assert data.duration("90m") == datetime.timedelta(minutes=90)

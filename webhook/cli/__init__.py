@@ -14,7 +14,7 @@ import os
 import re
 import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -530,15 +530,20 @@ def _report_input(path: str) -> tuple[Any, list[Any], list[Any]]:
         raise UsageError(f"--input {path}: not JSON: {exc}") from None
     if not isinstance(doc, dict):
         raise UsageError(f"--input {path}: expected a JSON object with ledger, events, objects")
-    ledger, events, objects = doc.get("ledger"), doc.get("events") or [], doc.get("objects") or []
+    ledger = doc.get("ledger")
     if ledger is not None and not (
         isinstance(ledger, dict) and all(isinstance(v, str) for v in ledger.values())
     ):
         raise UsageError(f"--input {path}: ledger: expected the ConfigMap's data (strings)")
-    for key, value in (("events", events), ("objects", objects)):
-        if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
-            raise UsageError(f"--input {path}: {key}: expected a list of objects")
-    return ledger, events, objects
+    return ledger, _objects_in(doc, "events", path), _objects_in(doc, "objects", path)
+
+
+def _objects_in(doc: Mapping[str, Any], key: str, path: str) -> list[Any]:
+    """``--input``'s ``key``: a list of objects (absent or null: none)."""
+    value = doc.get(key) or []  # untyped: input check: null is none, a non-list is refused
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        raise UsageError(f"--input {path}: {key}: expected a list of objects")
+    return value
 
 
 async def _report_cluster(args: argparse.Namespace) -> tuple[Any, list[Any], list[Any]]:

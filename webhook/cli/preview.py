@@ -81,8 +81,18 @@ def preview(
     ``documents`` win over them, as applying them would.
     """
     documents = list(documents)
-    known = {**(namespaces or {}), **namespaces_in(documents)}
+    known = _known(documents, namespaces)
     return [_one(doc, ctx, known, cluster=namespaces is not None) for doc in documents]
+
+
+def _known(
+    documents: Iterable[Mapping[str, Any]], namespaces: Mapping[str, Labels] | None
+) -> dict[str, Labels]:
+    """The labels of the namespaces a cluster has (``namespaces``; None: no cluster), the
+    ``Namespace`` objects among ``documents`` winning over them."""
+    known = {} if namespaces is None else dict(namespaces)
+    known.update(namespaces_in(documents))
+    return known
 
 
 def namespaces_in(documents: Iterable[Mapping[str, Any]]) -> dict[str, Labels]:
@@ -189,7 +199,7 @@ def reevaluate(
     ``namespaces`` (a cluster's), else it is assumed opted in (the reason says so).
     """
     documents = list(documents)
-    known = {**(namespaces or {}), **namespaces_in(documents)}
+    known = _known(documents, namespaces)
     out = []
     for doc in documents:
         view = Obj(doc)

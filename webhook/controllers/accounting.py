@@ -106,7 +106,7 @@ from webhook.kube.writes import Gate
 from webhook.model.config import ClusterConfig, Config
 from webhook.model.errors import AccountingError, QueryError
 from webhook.model.intensity import utcnow
-from webhook.model.objects import dig, mapping, meta_of
+from webhook.model.objects import dig, items, mapping, meta_of, strings
 from webhook.model.vocabulary import DECISION
 from webhook.prometheus.kepler import Kepler
 from webhook.runtime import metrics
@@ -346,9 +346,9 @@ class Accountant(Controller):
         millicores: dict[str, dict[str, int]] = {}
         joules: dict[str, dict[str, float]] = {}
         for node in nodes.items:
-            labels = node.metadata.labels or {}
+            labels = strings(node.metadata.labels)
             owner_pool, zone = labels.get(NODEPOOL_LABEL), labels.get(ZONE_LABEL) or "local"
-            cpu = quantity(((node.status.capacity if node.status else None) or {}).get("cpu"))
+            cpu = quantity(strings(node.status.capacity if node.status else None).get("cpu"))
             if owner_pool and cpu is not None and cpu > 0:
                 per = millicores.setdefault(str(owner_pool), {})
                 per[zone] = per.get(zone, 0) + int(cpu * 1000)
@@ -404,9 +404,9 @@ class Accountant(Controller):
         remote = {
             node.metadata.name: str(cluster_id)
             for node in virtual.items
-            if (cluster_id := (node.metadata.labels or {}).get(REMOTE_ID_LABEL))
+            if (cluster_id := strings(node.metadata.labels).get(REMOTE_ID_LABEL))
         }
-        peers = ctx.peers or {}
+        peers = ctx.known_peers
         intensities = _intensities(peers, ctx)
         out: list[tuple[ObjectKey, Interval, Mapping[str, float]]] = []
         for kind, obj in offloadings:
@@ -453,9 +453,9 @@ class Accountant(Controller):
                 continue
             cpu = sum(
                 (
-                    quantity(((c.resources.requests if c.resources else None) or {}).get("cpu"))
+                    quantity(strings(c.resources.requests if c.resources else None).get("cpu"))
                     or Decimal(0)
-                    for c in pod.spec.containers or []
+                    for c in items(pod.spec.containers)
                 ),
                 Decimal(0),
             )
@@ -477,7 +477,7 @@ class Accountant(Controller):
         listed = await list_objects(
             self.api, group, version, plural, event="accounting_list_failed"
         )
-        return listed or []
+        return listed if listed is not None else []  # none this pass
 
     async def _load(self) -> Ledger | None:
         """The persisted ledger (empty when there is none); None when it cannot be read."""

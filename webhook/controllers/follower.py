@@ -58,7 +58,7 @@ from webhook.kube.client import (
 from webhook.kube.events import EventRecorder
 from webhook.kube.writes import Gate, NotLeader
 from webhook.model.config import Config
-from webhook.model.objects import items, meta_of, text
+from webhook.model.objects import EMPTY, items, meta_of, strings, text
 from webhook.model.vocabulary import DECISION, ENABLED, parse_time
 from webhook.runtime import metrics
 
@@ -122,9 +122,10 @@ class Follower(Controller):
             for target in self.targets:
                 if not self.gate.leading:
                     break
-                if target.row.namespaced and namespaces is None:
-                    continue
-                written += await self._kind(target, namespaces or {})
+                if namespaces is not None:
+                    written += await self._kind(target, namespaces)
+                elif not target.row.namespaced:  # a cluster-scoped kind reads no namespace
+                    written += await self._kind(target, EMPTY)
             if self.rebalancer is not None and self.gate.leading:
                 ranked = self.rules.ranked(self.context())
                 await self.rebalancer.rebalance(standing.fills, ranked)
@@ -153,7 +154,7 @@ class Follower(Controller):
             return None
         own = self.config.service.namespace
         return {
-            ns.metadata.name: dict(ns.metadata.labels or {})
+            ns.metadata.name: dict(strings(ns.metadata.labels))
             for ns in found.items
             if ns.metadata.name != own
         }

@@ -33,7 +33,7 @@ from webhook.kube.writes import Gate, apply_options
 from webhook.model import vocabulary
 from webhook.model.config import Config
 from webhook.model.intensity import utcnow
-from webhook.model.objects import meta_of
+from webhook.model.objects import items, meta_of
 from webhook.model.validation import InvalidInput
 from webhook.runtime import metrics
 
@@ -82,11 +82,8 @@ class PlacementScorer(Controller):
             self.feed.want(wanted)
         table = self.feed.snapshot().table
         ranked = self.rules.ranked_zones(table, zones)
-        held = {
-            meta_of(o).namespace: o
-            for o in await self._list(*ocm.SCORES, field_selector=f"metadata.name={ocm.RESOURCE}")
-            or []
-        }
+        scores = await self._list(*ocm.SCORES, field_selector=f"metadata.name={ocm.RESOURCE}")
+        held = {meta_of(o).namespace: o for o in items(scores)}
         now, margin = self.clock(), self.config.hysteresis.margin
         written = 0
         for cluster in clusters:
@@ -156,8 +153,7 @@ class PlacementScorer(Controller):
                 metrics.KUBE_ERRORS.labels(resource, error_name(exc)).inc()
                 log.warning("ocm_list_failed", resource=resource, error=error_name(exc))
             return None
-        items: list[Obj] = listed.get("items") or []
-        return items
+        return list(items(listed, "items"))
 
     async def _write(self, namespace: str, new: ocm.Scores) -> bool:
         """Apply the object, then its status; False (logged) when the API server refused."""

@@ -24,6 +24,7 @@ from webhook.decision.liqo import peers as liqo
 from webhook.decision.ranking import greenness, within_limit
 from webhook.model.config import Config
 from webhook.model.intensity import Reading
+from webhook.model.objects import EMPTY
 from webhook.model.regions import zone_for_region
 from webhook.model.vocabulary import GRID_ZONE
 
@@ -122,12 +123,12 @@ def node_candidate(
     name: str,
     labels: Mapping[str, str],
     provider_id: str | None,
-    annotations: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] = EMPTY,
 ) -> Candidate:
     """A node's location facts from its labels and ``spec.providerID``; a Liqo virtual
     node's are its remote cluster's (:mod:`webhook.decision.liqo.peers`)."""
     if liqo.is_virtual(labels):
-        declared, _, _ = declared_zone(labels, annotations or {})
+        declared, _, _ = declared_zone(labels, annotations)
         return Candidate(
             name=name,
             zone=declared,

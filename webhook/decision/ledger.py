@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 
 from webhook.decision.accounting import Interval, Totals
+from webhook.model.objects import text
 from webhook.model.vocabulary import format_time, parse_time
 
 SERIES_HOURS = 14 * 24
@@ -122,12 +123,12 @@ class Ledger:
 
     @classmethod
     def from_data(cls, data: Mapping[str, str] | None) -> Ledger:
-        """Read a ConfigMap's ``data``; what is unreadable starts afresh."""
-        data = data or {}
+        """Read a ConfigMap's ``data`` (None: no ConfigMap); what is unreadable starts
+        afresh."""
 
         def load(name: str) -> Any:
             try:
-                return orjson.loads(data.get(name) or "null")
+                return orjson.loads(text(data, name) or "null")
             except orjson.JSONDecodeError:
                 return None
 

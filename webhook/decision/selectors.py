@@ -43,12 +43,12 @@ def labels_match(selector: object, labels: Mapping[str, str]) -> bool:
         return True
     if not isinstance(selector, Mapping):
         raise SelectorError("labelSelector must be an object")
-    match_labels = selector.get("matchLabels") or {}
+    match_labels = selector.get("matchLabels") or {}  # untyped: input check, bad types refused
     if not isinstance(match_labels, Mapping):
         raise SelectorError("matchLabels must be an object")
     if any(labels.get(k) != v for k, v in match_labels.items()):
         return False
-    expressions = selector.get("matchExpressions") or []
+    expressions = selector.get("matchExpressions") or []  # untyped: input check, bad types refused
     if not isinstance(expressions, list):
         raise SelectorError("matchExpressions must be a list")
     for expr in expressions:
@@ -68,7 +68,7 @@ def fields_match(selector: object, cluster: ClusterConfig) -> bool:
         return True
     if not isinstance(selector, Mapping):
         raise SelectorError("fieldSelector must be an object")
-    expressions = selector.get("matchExpressions") or []
+    expressions = selector.get("matchExpressions") or []  # untyped: input check, bad types refused
     if not isinstance(expressions, list):
         raise SelectorError("fieldSelector.matchExpressions must be a list")
     for expr in expressions:

@@ -22,7 +22,7 @@ from webhook.decision.karmada import following
 from webhook.decision.outcome import Decision, Path
 from webhook.model.config import ClusterConfig, Config
 from webhook.model.intensity import IntensityTable
-from webhook.model.objects import meta_of
+from webhook.model.objects import EMPTY, meta_of
 from webhook.model.vocabulary import Scope
 
 
@@ -65,6 +65,11 @@ class Context:
     def clusters(self) -> Mapping[str, ClusterConfig]:
         """The member clusters placement chooses among."""
         return self.config.clusters if self.fleet is None else self.fleet
+
+    @property
+    def known_peers(self) -> Mapping[str, ClusterConfig]:
+        """Liqo's remote clusters by cluster id; none when :attr:`peers` is not known."""
+        return EMPTY if self.peers is None else self.peers
 
     def other_pools(self, obj: Mapping[str, Any]) -> tuple[str, ...] | None:
         """The cluster's NodePools besides ``obj``; None: unknown."""

@@ -36,7 +36,7 @@ GROUP = "offloading.liqo.io"
 def decide(obj: Mapping[str, Any], ctx: Context) -> Decision:
     """The narrowed cluster selector on the peers' current intensities."""
     inputs = offloading.OffloadingInputs(
-        ctx.peers or {},
+        ctx.known_peers,
         ctx.table,
         Rule.of(ctx.config),
         ctx.config.hysteresis,
@@ -75,7 +75,7 @@ NAMESPACE_OFFLOADING = Kind(
     namespaced=True,
     decide=decide,
     scope="policy",
-    following=Following(fields=offloading.FIELDS, places=lambda ctx: ctx.peers or {}),
+    following=Following(fields=offloading.FIELDS, places=lambda ctx: ctx.known_peers),
     grants=(
         Grant(
             GROUP,

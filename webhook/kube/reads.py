@@ -27,7 +27,7 @@ from webhook.decision.ledger import LEDGER_LABELS
 from webhook.decision.liqo import peers as liqo
 from webhook.kube.client import REQUEST_TIMEOUT, one_line
 from webhook.model.errors import UsageError
-from webhook.model.objects import items, meta_of
+from webhook.model.objects import items, meta_of, strings
 from webhook.model.vocabulary import DECISION
 
 MANAGED_BY = "app.kubernetes.io/managed-by"
@@ -100,7 +100,7 @@ async def _read(core: client.CoreV1Api, namespace: str, name: str) -> dict[str, 
         if exc.status != 404:
             raise
         return None
-    return dict(found.data or {})
+    return dict(strings(found.data))
 
 
 async def ledger(
@@ -125,9 +125,9 @@ async def ledger(
         data = await _read(core, fallback, configmap)
         why = "listing ConfigMaps across namespaces was refused; pass --namespace NS"
         return Source(data, _said(data, f"ConfigMap {fallback}/{configmap}", why))
-    maps = list(listed.items or [])
+    maps = list(items(listed.items))
     named = [c for c in maps if c.metadata.name == configmap]
-    labelled = [c for c in maps if (c.metadata.labels or {}).get(LEDGER_LABEL)]
+    labelled = [c for c in maps if strings(c.metadata.labels).get(LEDGER_LABEL)]
     candidates = named or labelled
     if len(candidates) > 1:
         names = ", ".join(sorted(f"{c.metadata.namespace}/{c.metadata.name}" for c in candidates))
@@ -137,7 +137,7 @@ async def ledger(
         return Source(None, f"no accounting yet: no {looked} in any namespace (the leader "
                             "writes it after its first accounting pass)")  # fmt: skip
     [found] = candidates
-    data = dict(found.data or {})
+    data = dict(strings(found.data))
     what = f"ConfigMap {found.metadata.namespace}/{found.metadata.name}"
     return Source(data, _said(data, what, "found by its labels"))
 

@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from webhook.model.credentials import resolve_secret
+from webhook.model.objects import dig
 from webhook.model.options import NetworkOptions, NonEmpty, NoOptions, parse
 
 ELECTRICITYMAPS = "electricitymaps"
@@ -90,7 +91,7 @@ class Entry:
         parse(section, self.options, self.name)
         for option, env_name in self.secrets:
             resolve_secret(
-                key=f"{self.name}.{option}", literal=(section or {}).get(option), file=None,
+                key=f"{self.name}.{option}", literal=dig(section, option), file=None,
                 env_name=env_name, env={},
             )  # fmt: skip
 

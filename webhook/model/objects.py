@@ -4,7 +4,7 @@ The API server, kubectl and carbonshift's own fixtures hand carbonshift plain di
 object's JSON). :class:`Obj` and :class:`Meta` are thin views over such a dict (the dict
 itself is kept, never copied, never written): each field a reader needs is a typed
 property, so a module says ``Obj(policy).meta.annotations`` (or ``meta_of(policy)``)
-instead of walking the metadata by hand, a ``.get(...) or {}`` at each step.
+instead of walking the metadata by hand, defaulting each step that may be absent.
 
 The views never raise. A field that is absent, a JSON ``null``, or of the wrong type
 reads as its zero value (``""``, ``0``, an empty mapping or tuple, ``None`` for a time),
@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 from webhook.model.vocabulary import parse_time
@@ -28,6 +29,10 @@ Key = str | int
 """One step of a path: a mapping key, or a list index."""
 
 _EMPTY: Mapping[str, Any] = {}
+
+EMPTY: Mapping[str, Any] = MappingProxyType({})
+"""An empty mapping no one can write to: the default of an optional mapping parameter
+(``labels: Mapping[str, str] = EMPTY``), so the function reads it without a None case."""
 
 
 def dig(raw: object, *keys: Key) -> Any:
@@ -53,7 +58,10 @@ def mapping(raw: object, *keys: Key) -> Mapping[str, Any]:
 
 
 def items(raw: object, *keys: Key) -> Sequence[Any]:
-    """The list at ``keys`` (:func:`dig`), or an empty one. Its items are not checked."""
+    """The list at ``keys`` (:func:`dig`), or an empty one. Its items are not checked.
+
+    Without keys, ``raw`` itself when it is a list: ``items(pod.spec.containers)`` reads
+    a Kubernetes client model's list attribute, None when unset."""
     value = dig(raw, *keys)
     return value if isinstance(value, list | tuple) else ()
 
@@ -67,7 +75,10 @@ def text(raw: object, *keys: Key) -> str:
 def strings(raw: object) -> Mapping[str, str]:
     """``raw`` as a string map (labels, annotations, a ConfigMap's data): entries whose
     value is not a string are dropped, anything but a mapping is empty. The mapping
-    itself is returned when every value already is a string (the usual case)."""
+    itself is returned when every value already is a string (the usual case).
+
+    Also how a Kubernetes client model's string map is read: ``strings(node.metadata.labels)``
+    (None when unset)."""
     if not isinstance(raw, Mapping):
         return _EMPTY
     for value in raw.values():

@@ -44,7 +44,7 @@ def parse(section: Mapping[str, Any] | None, schema: type[S], provider: str) -> 
     """``section`` (None: absent) validated against ``schema``; errors name
     ``<provider>.<key>`` and, where the schema says so, what to write instead."""
     try:
-        return convert(section or {}, schema, prefix=provider)
+        return convert({} if section is None else section, schema, prefix=provider)
     except InvalidInput as exc:
         raise _explained(exc, schema, provider) from None
 

@@ -371,7 +371,7 @@ def opt_in(labels: Mapping[str, str] | None) -> bool | None:
     False (``"false"``), None (absent or anything else); any case, as :func:`flag` reads.
     The webhook registration's selectors match ``"true"`` exactly, so that is the value
     the README asks for."""
-    raw = (labels or {}).get(ENABLED)
+    raw = None if labels is None else labels.get(ENABLED)
     if not isinstance(raw, str):
         return None
     text = raw.strip().lower()

@@ -7,6 +7,7 @@ from typing import Any
 import aiohttp
 
 from webhook.model.errors import QueryError
+from webhook.model.objects import items, mapping
 
 Sample = tuple[dict[str, str], float]
 """One element of an instant vector: its labels and its value."""
@@ -24,10 +25,10 @@ async def instant(session: aiohttp.ClientSession, url: str, query: str) -> list[
     if not isinstance(body, dict) or body.get("status") != "success":
         error = body.get("error") if isinstance(body, dict) else None
         raise QueryError(str(error or "query failed"))
-    data = body.get("data") or {}
+    data = mapping(body, "data")
     if data.get("resultType") != "vector":
         raise QueryError(f"expected an instant vector, got {data.get('resultType')}")
     return [
         ({str(k): str(v) for k, v in s["metric"].items()}, float(s["value"][1]))
-        for s in data.get("result") or []
+        for s in items(data, "result")
     ]

@@ -41,6 +41,7 @@ from webhook.model import catalog
 from webhook.model.credentials import Secret, resolve_secret
 from webhook.model.errors import AuthenticationFailed, IncomparableSignal, ProviderError
 from webhook.model.intensity import Reading, Signal
+from webhook.model.objects import EMPTY
 from webhook.model.options import base_url, parse
 from webhook.model.validation import InvalidInput
 from webhook.providers import wire
@@ -106,14 +107,14 @@ class WattTimeProvider(HttpProvider):
         password: Secret,
         *,
         url: str = DEFAULT_URL,
-        regions: Mapping[str, str] | None = None,
+        regions: Mapping[str, str] = EMPTY,
         settings: HttpSettings | None = None,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._username = username
         self._monotonic = monotonic
         self._password = password
-        self.regions = dict(regions or {})
+        self.regions = dict(regions)
         self.http = HttpClient(
             NAME,
             url,

@@ -11,12 +11,14 @@ ignored, named in a warning and counted.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Annotated, ClassVar
 
 import msgspec
 
 from webhook.decision.clusters import Candidate, node_candidate
 from webhook.model import validation, vocabulary
+from webhook.model.objects import items, strings
 from webhook.model.validation import GridZone, InvalidInput
 from webhook.runtime.metrics import SCHEDULER_IGNORED_ANNOTATIONS
 
@@ -29,7 +31,7 @@ Name = Annotated[str, msgspec.Meta(min_length=1, max_length=_MAX_NAME)]
 Annotations = dict[str, str]
 
 
-def _unique(names: list[str], where: str) -> None:
+def _unique(names: Sequence[str], where: str) -> None:
     if len(set(names)) != len(names):
         raise InvalidInput(where, "names must be unique")
 
@@ -150,7 +152,7 @@ class ExtenderRequest:
     """A parsed kube-scheduler ExtenderArgs."""
 
     candidates: list[Candidate]
-    nodes: list[msgspec.Raw] | None
+    nodes: Sequence[msgspec.Raw] | None
     """The ``Nodes.items`` exactly as sent (echoed back by filter); None when NodeNames
     was sent."""
     limit: float | None
@@ -163,9 +165,9 @@ def parse_extender(raw: bytes) -> ExtenderRequest:
     pod = args.pod.metadata.annotations if args.pod is not None else None
     limit, _ = _limit(pod, "Pod.metadata.annotations", "extender")  # no room for warnings
     if args.nodes is not None:
-        items = args.nodes.items or []
+        listed = items(args.nodes.items)
         candidates = []
-        for i, item in enumerate(items):
+        for i, item in enumerate(listed):
             node = validation.decode(item, _node_decoder, f"Nodes.items[{i}]")
             name = node.metadata.name
             if name is None:
@@ -173,10 +175,10 @@ def parse_extender(raw: bytes) -> ExtenderRequest:
             provider_id = node.spec.providerID if node.spec is not None else None
             meta = node.metadata
             candidates.append(
-                node_candidate(name, meta.labels or {}, provider_id, meta.annotations)
+                node_candidate(name, strings(meta.labels), provider_id, strings(meta.annotations))
             )
         _unique([c.name for c in candidates], "Nodes.items")
-        return ExtenderRequest(candidates, items, limit)
-    names = args.node_names or []
+        return ExtenderRequest(candidates, listed, limit)
+    names = items(args.node_names)
     _unique(names, "NodeNames")
     return ExtenderRequest([Candidate(name=n) for n in names], None, limit)

@@ -113,6 +113,8 @@ def _aggregated(
             continue
         free = {n: max(0, room.get(n, 0)) for n in names}
         target = min(remaining, sum(free.values()))
-        out.update(divide_aggregated(target, free, descending=descending) or {})
+        placed = divide_aggregated(target, free, descending=descending)
+        assert placed is not None  # the target never exceeds the tier's room
+        out.update(placed)
         remaining -= target
     return out if remaining <= 0 else None

@@ -30,6 +30,7 @@ from typing import Literal
 from webhook.decision.karmada.division import divide_available
 from webhook.decision.quantity import quantity
 from webhook.model.config import RebalanceConfig
+from webhook.model.objects import EMPTY
 
 Tiers = Sequence[Sequence[str]]
 """Cluster names per tier, greenest tier first (Karmada's ``OverflowOrder``)."""
@@ -50,7 +51,7 @@ def tier_fill(
     replicas: int,
     tiers: Tiers,
     room: Counts,
-    previous: Counts | None = None,
+    previous: Counts = EMPTY,
     *,
     fresh: bool = False,
     descending: bool = False,
@@ -66,7 +67,6 @@ def tier_fill(
     filters it out). None when the tiers together cannot hold ``replicas`` (Karmada then
     keeps the previous result).
     """
-    before = previous or {}
     remaining = replicas
     out: dict[str, int] = {}
     seen: set[str] = set()
@@ -75,7 +75,7 @@ def tier_fill(
         seen.update(names)
         if not names or remaining <= 0:
             continue
-        have = {n: max(0, before.get(n, 0)) for n in names}
+        have = {n: max(0, previous.get(n, 0)) for n in names}
         free = {n: max(0, room.get(n, 0)) for n in names}
         target = min(remaining, sum(have.values()) + sum(free.values()))
         remaining -= target

@@ -46,12 +46,12 @@ def _policy_switch(
     assert new is not None  # a switch has a new record
     intensities = _intensities(new)
     held = in_force(_placement(obj), _weights(previous))
-    proposed = in_force(_placement(apply(obj, changes)), _weights(new)) or {}
+    proposed = in_force(_placement(apply(obj, changes)), _weights(new))
     after = expected_intensity(proposed, intensities)
     before = judged.before
     entry = {
         "t": iso(inputs.now),
-        "from": held or {},
+        "from": held,
         "to": proposed,
         "before": rounded(before),
         "after": rounded(after),

@@ -18,14 +18,12 @@ from webhook.model import vocabulary
 Warn = Callable[[str], None]
 
 
-def in_force(
-    placement: Mapping[str, Any], weights: Mapping[str, int] | None
-) -> dict[str, int] | None:
+def in_force(placement: Mapping[str, Any], weights: Mapping[str, int] | None) -> dict[str, int]:
     """A placement as the hysteresis compares it: weights on the clusters Karmada uses.
 
     With a green-first term, that term's clusters (Karmada tries it first; with static
     weights it never fails) at their static weights, else weight 1; without one, the
-    static weights. None: neither.
+    static weights. Empty: neither.
     """
     view = PlacementView.of(placement)
     tiers = view.fill_tiers
@@ -35,10 +33,9 @@ def in_force(
     green = view.term(GREEN_TERM)
     if green is not None:
         names = green.names
-        known = weights or {}
-        weighted = {n: known[n] for n in names if n in known}
+        weighted = {n: weights[n] for n in names if weights is not None and n in weights}
         return weighted or dict.fromkeys(names, 1)
-    return dict(weights) if weights else None
+    return dict(weights) if weights else {}
 
 
 def in_hours(when: datetime) -> float:
@@ -73,7 +70,7 @@ class Proposal:
             return False
         recorded = {n: facts.weight for n, facts in previous.clusters.items()}
         held = in_force(self.current, {n: w for n, w in recorded.items() if w is not None})
-        proposed = in_force(self.new, self.weights) or {}
+        proposed = in_force(self.new, self.weights)
         now = in_hours(at)
         record = Held(held, started) if held else None
         verdict = judge(rule, record, proposed, self.intensities, now)
