@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 import pytest
 
 from tests.semantics import fleet
-from webhook.decision.karmada.view import GREEN_TERM, Division, PlacementView
+from webhook.decision.karmada.view import GREEN_TERM, Division, PlacementView, green_terms
 
 
 class Expected(NamedTuple):
@@ -267,3 +267,6 @@ def test_carbonshifts_ordered_fill_reads_back_as_its_tiers() -> None:
     assert PlacementView.of(two).fill_tiers is None
     assert PlacementView.of(two).term(GREEN_TERM) is not None
     assert PlacementView.of(two).term("missing") is None
+    for placement in (fill, alone, weighted, two, *(pl(s.obj) for s in POLICIES)):
+        view = PlacementView.of(placement)
+        assert green_terms(placement) == (view.fill_tiers, view.term(GREEN_TERM))

@@ -11,7 +11,7 @@ from typing import Any
 
 from webhook.decision.hysteresis import Held, Hysteresis, Verdict, judge
 from webhook.decision.karmada.terms import OWN, TIER_DEPTH
-from webhook.decision.karmada.view import GREEN_TERM, PlacementView
+from webhook.decision.karmada.view import green_terms
 from webhook.decision.record import Record
 from webhook.model import vocabulary
 
@@ -25,12 +25,10 @@ def in_force(placement: Mapping[str, Any], weights: Mapping[str, int] | None) ->
     weights it never fails) at their static weights, else weight 1; without one, the
     static weights. Empty: neither.
     """
-    view = PlacementView.of(placement)
-    tiers = view.fill_tiers
+    tiers, green = green_terms(placement)
     if tiers:
         # Karmada fills the tiers in order: each weighs twice the next (from the tenth on, 1).
         return {n: 2 ** max(0, TIER_DEPTH - k) for k, tier in enumerate(tiers) for n in tier}
-    green = view.term(GREEN_TERM)
     if green is not None:
         names = green.names
         weighted = {n: weights[n] for n in names if weights is not None and n in weights}

@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from webhook.decision.karmada.view import GREEN_TERM as GREEN_TERM  # noqa: PLC0414 - callers import it here
-from webhook.decision.karmada.view import PlacementView
 from webhook.decision.karmada.view import Tiers as Tiers  # noqa: PLC0414 - callers import it here
+from webhook.decision.karmada.view import green_terms
 from webhook.decision.outcome import REMOVE, Change
 from webhook.decision.ranking import order_greenest
 from webhook.decision.record import Record, fingerprint
@@ -64,7 +64,7 @@ def fill_order(intensities: Mapping[str, float | None], first: int | None = None
 def fill_tiers(placement: Mapping[str, Any]) -> Tiers | None:
     """The ordered-fill tiers carbonshift wrote into a placement (named clusters only);
     None when the placement is not an ordered fill (:attr:`PlacementView.fill_tiers`)."""
-    return PlacementView.of(placement).fill_tiers
+    return green_terms(placement)[0]
 
 
 def selected_groups(

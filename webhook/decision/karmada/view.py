@@ -180,6 +180,21 @@ class PlacementView:
         return next((t for t in self.terms if t.name == name), None)
 
 
+def green_terms(placement: Mapping[str, Any]) -> tuple[Tiers | None, Term | None]:
+    """:attr:`PlacementView.fill_tiers` and the ``carbonshift-greenest`` term
+    (:meth:`PlacementView.term`) without reading the rest of the placement: what the
+    leader reads of every managed policy on every pass."""
+    raw = placement.get("clusterAffinities")
+    terms = tuple(_terms(raw)) if raw else ()
+    if not terms:
+        return None, None
+    scheduling = placement.get("replicaScheduling")
+    preference = scheduling.get("weightPreference") if isinstance(scheduling, Mapping) else None
+    listed = preference.get("staticWeightList") if isinstance(preference, Mapping) else None
+    green = next((t for t in terms if t.name == GREEN_TERM), None)
+    return _fill_tiers(terms, bool(listed)), green
+
+
 def _division(written: bool, rules: Mapping[str, Any], dynamic: bool, listed: bool) -> Division:
     if not written or rules.get("replicaSchedulingType", "Divided") != "Divided":
         return Division.DUPLICATED
