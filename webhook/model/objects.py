@@ -40,7 +40,10 @@ def dig(raw: object, *keys: Key) -> Any:
     the wrong type (a string key into a list, an index into a mapping, out of range)."""
     value: Any = raw
     for key in keys:
-        if isinstance(key, str):
+        if type(key) is str:
+            # A listed object is plain dicts: test for one before asking the Mapping ABC.
+            value = value.get(key) if type(value) is dict or isinstance(value, Mapping) else None
+        elif isinstance(key, str):
             value = value.get(key) if isinstance(value, Mapping) else None
         elif isinstance(value, list | tuple) and -len(value) <= key < len(value):
             value = value[key]
@@ -54,7 +57,7 @@ def dig(raw: object, *keys: Key) -> Any:
 def mapping(raw: object, *keys: Key) -> Mapping[str, Any]:
     """The mapping at ``keys`` (:func:`dig`), or an empty one."""
     value = dig(raw, *keys)
-    return value if isinstance(value, Mapping) else _EMPTY
+    return value if type(value) is dict or isinstance(value, Mapping) else _EMPTY
 
 
 def items(raw: object, *keys: Key) -> Sequence[Any]:

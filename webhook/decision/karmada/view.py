@@ -206,7 +206,11 @@ def _division(written: bool, rules: Mapping[str, Any], dynamic: bool, listed: bo
 
 
 def _names(affinity: object) -> list[str]:
-    names = affinity.get("clusterNames") if isinstance(affinity, Mapping) else None
+    names = (
+        affinity.get("clusterNames")
+        if type(affinity) is dict or isinstance(affinity, Mapping)
+        else None
+    )
     return [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
 
 
