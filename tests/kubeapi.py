@@ -17,6 +17,9 @@ store, as etcd's); creation sets ``uid`` and ``creationTimestamp``. The verbs:
 - LIST, cluster-wide or per namespace, with ``labelSelector`` (``k=v``, ``k!=v``, ``k``,
   comma-separated), ``fieldSelector`` (``metadata.name``, ``metadata.namespace``) and
   pages (``limit``, ``continue``);
+- WATCH (a LIST with ``watch=true``): from the ``resourceVersion`` asked (a list's), every
+  ADDED, MODIFIED and DELETED of the resource's objects the ``labelSelector`` matches, one
+  JSON line each, as they happen, until ``timeoutSeconds`` (writes by tests included);
 - GET; DELETE (answers the deleted object);
 - POST creates (``generateName`` honoured; 409 ``AlreadyExists``);
 - PUT replaces: the body's ``resourceVersion`` must be the stored one (409 ``Conflict``
@@ -47,6 +50,7 @@ write concurrently (:meth:`KubeApi.touch`), so the request meets a newer object.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import copy
 import dataclasses
@@ -165,6 +169,10 @@ class KubeApi:
         """Objects are created only in namespaces stored as ``Namespace`` objects."""
         self._versions = itertools.count(1)
         self._names = itertools.count(1)
+        self._events: list[tuple[int, Key, str, Obj]] = []
+        """(resourceVersion, key, type, object) of every change, for watches."""
+        self._changed = asyncio.Event()
+        self._closing = False
         self.api: client.ApiClient = client.ApiClient(client.Configuration())
         """The client connected to this server (inside :func:`serve`)."""
 
@@ -205,11 +213,12 @@ class KubeApi:
         key = self._locate(resource, name, namespace)
         change(self.objects[key])
         self.objects[key]["metadata"]["resourceVersion"] = str(next(self._versions))
+        self._record(key, "MODIFIED", self.objects[key])
         return copy.deepcopy(self.objects[key])
 
     def remove(self, resource: str, name: str, namespace: str = "") -> None:
         """Someone else deleted the object."""
-        del self.objects[self._locate(resource, name, namespace)]
+        self._delete(self._locate(resource, name, namespace))
 
     def before(
         self, method: str, resource: str, hook: Hook, *, name: str | None = None, times: int = 1
@@ -236,7 +245,7 @@ class KubeApi:
 
     # --- serving ---------------------------------------------------------------------------
 
-    async def handle(self, request: web.Request) -> web.Response:
+    async def handle(self, request: web.Request) -> web.StreamResponse:
         where = Where.parse(request.path)
         if where is None:
             return _status(404, "NotFound", f"the server could not find {request.path}")
@@ -257,7 +266,79 @@ class KubeApi:
                 refused = pending.hook(seen)
                 if refused is not None:
                     return _status(refused, "Injected", f"{request.method} refused by the test")
+        if (
+            request.method == "GET"
+            and not where.name
+            and seen.query.get("watch", "").lower() == "true"
+        ):
+            return await self._watch(request, where, seen.query)
         return self._serve(seen)
+
+    async def _watch(
+        self, request: web.Request, where: Where, query: Mapping[str, str]
+    ) -> web.StreamResponse:
+        labels = _selector(query.get("labelSelector", ""))
+        since = int(query.get("resourceVersion") or 0)
+        until = asyncio.get_running_loop().time() + float(query.get("timeoutSeconds") or 30)
+        response = web.StreamResponse()
+        await response.prepare(request)
+        with contextlib.suppress(ConnectionResetError):
+            await self._stream(
+                request, response=response, where=where, labels=labels, since=since, until=until
+            )
+        return response
+
+    async def _stream(
+        self,
+        request: web.Request,
+        *,
+        response: web.StreamResponse,
+        where: Where,
+        labels: Callable[[Mapping[str, str]], bool],
+        since: int,
+        until: float,
+    ) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            changed = self._changed
+            for version, key, kind, obj in self._events:
+                if version <= since:
+                    continue
+                since = version
+                group, api_version, plural, namespace, _ = key
+                if (group, api_version, plural) != (where.group, where.version, where.resource):
+                    continue
+                if where.namespace not in ("", namespace):
+                    continue
+                if labels(obj["metadata"].get("labels") or {}):
+                    line = json.dumps({"type": kind, "object": obj}).encode() + b"\n"
+                    await response.write(line)
+            left = until - loop.time()
+            gone = request.transport is None or request.transport.is_closing()
+            if left <= 0 or gone or self._closing:
+                break
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(changed.wait(), left)
+        await response.write_eof()
+
+    def close(self) -> None:
+        """End every watch (the server stops)."""
+        self._closing = True
+        self._changed.set()
+
+    def _record(self, key: Key, kind: str, obj: Obj) -> None:
+        """A change, for the watches (``obj`` at its new ``resourceVersion``)."""
+        version = int(obj["metadata"]["resourceVersion"])
+        self._events.append((version, key, kind, copy.deepcopy(obj)))
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    def _delete(self, key: Key) -> Obj:
+        gone = self.objects.pop(key)
+        last = copy.deepcopy(gone)
+        last["metadata"]["resourceVersion"] = str(next(self._versions))
+        self._record(key, "DELETED", last)
+        return gone
 
     def _serve(self, seen: Request) -> web.Response:
         where, method = seen.where, seen.method
@@ -284,7 +365,7 @@ class KubeApi:
         if method == "GET":
             return _json(stored)
         if method == "DELETE":
-            del self.objects[self._key(where, where.name)]
+            self._delete(self._key(where, where.name))
             return _json(stored)
         if method == "PUT":
             if not isinstance(seen.body, dict):
@@ -338,6 +419,7 @@ class KubeApi:
         meta["creationTimestamp"] = meta.get("creationTimestamp") or CREATED
         meta["resourceVersion"] = str(next(self._versions))
         self.objects[self._key(where, meta["name"])] = obj
+        self._record(self._key(where, meta["name"]), "ADDED", obj)
         return copy.deepcopy(obj)
 
     def _write(self, where: Where, stored: Obj, obj: Obj) -> Obj:
@@ -353,6 +435,7 @@ class KubeApi:
         obj["metadata"] = {**(obj.get("metadata") or {}), **kept}
         obj["metadata"]["resourceVersion"] = str(next(self._versions))
         self.objects[self._key(where, where.name)] = obj
+        self._record(self._key(where, where.name), "MODIFIED", obj)
         return copy.deepcopy(obj)
 
     def _created(self, where: Where, obj: Obj) -> web.Response:
@@ -395,6 +478,7 @@ async def serve() -> AsyncIterator[KubeApi]:
         try:
             yield kube
         finally:
+            kube.close()
             await kube.api.close()
 
 

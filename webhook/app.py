@@ -6,7 +6,8 @@ One ordered list of parts (:class:`Part`), started first to last and stopped las
 2. the followers that read the fleet into memory: the Karmada Clusters
    (:class:`~webhook.kube.inventory.FleetInventory`), Liqo's virtual nodes
    (:class:`~webhook.kube.peers.PeerInventory`), the Nodes' grid zone
-   (:class:`~webhook.kube.nodes.NodeZones`);
+   (:class:`~webhook.kube.nodes.NodeZones`) and, when the re-evaluation follows NodePools,
+   carbonshift's carbon price NodeOverlays (:func:`webhook.controllers.overlays.watched`);
 3. the leader elector (stopping it releases the Lease: another replica takes over at once);
 4. the intensity feed (its refreshes run in the background; ``/readyz`` answers 503 until
    every zone was asked);
@@ -44,7 +45,9 @@ from webhook.serve.state import ServerState
 if TYPE_CHECKING:
     from kubernetes_asyncio.client import ApiClient
 
+    from webhook.controllers.overlays import Obj
     from webhook.controllers.runner import Controller
+    from webhook.kube.cache import WatchedCache
     from webhook.kube.client import Settings
     from webhook.kube.events import EventRecorder
     from webhook.kube.inventory import FleetInventory
@@ -112,6 +115,8 @@ class Fleet:
     peers: PeerInventory
     workers: Workers | None = None
     """Clients of the Kueue MultiKueue workers (``kueue.enabled``)."""
+    overlays: WatchedCache[Obj] | None = None
+    """carbonshift's NodeOverlays (when the re-evaluation follows NodePools)."""
 
 
 async def run(
@@ -179,6 +184,9 @@ async def _fleet(manager: Manager, config: Config, state: ServerState, kube: Set
         ("fleet-inventory", clusters), ("liqo-peers", places), ("node-zones", state.nodes),
     ):  # fmt: skip
         await manager.start(Part(name, _starter(follower, api), follower.stop))
+    kept = _overlays(config)
+    if kept is not None:
+        await manager.start(Part("node-overlays", _starter(kept, api), kept.stop))
     elector = leader.LeaderElector(api, kube.identity, namespace=kube.namespace, name=kube.lease)
     await manager.start(Part("leader-election", elector.start, elector.stop))
     log.info(
@@ -194,7 +202,20 @@ async def _fleet(manager: Manager, config: Config, state: ServerState, kube: Set
         workers = Workers(api, config.kueue.namespace)
         await manager.start(Part("kueue-workers", lambda: None, workers.close))
     events = EventRecorder(api, kube.identity, elector)
-    return Fleet(api, elector, events, clusters, places, workers)
+    return Fleet(api, elector, events, clusters, places, workers, kept)
+
+
+def _overlays(config: Config) -> WatchedCache[Obj] | None:
+    """The cache of carbonshift's NodeOverlays, when the re-evaluation follows NodePools
+    (whose strategy ``price`` they carry); None otherwise."""
+    from webhook.controllers import overlays  # noqa: PLC0415
+    from webhook.kinds.following import targets  # noqa: PLC0415
+
+    if not config.reevaluate.enabled:
+        return None
+    if not any(t.row.kind == overlays.FOLLOWS for t in targets()):
+        return None
+    return overlays.watched()
 
 
 def _starter(follower: Any, api: ApiClient) -> Callable[[], None]:
@@ -223,7 +244,15 @@ def controllers(
         )
     if config.reevaluate.enabled:
         out.append(
-            Follower(api, config, state.context, elector, events=events, outlook=feed.outlook)
+            Follower(
+                api,
+                config,
+                state.context,
+                elector,
+                events=events,
+                outlook=feed.outlook,
+                overlays=fleet.overlays,
+            )
         )
     if config.accounting.enabled:
         out.append(Accountant(api, config, state.context, elector, namespace=kube.namespace))

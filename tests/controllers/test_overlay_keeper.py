@@ -1,22 +1,30 @@
-"""The carbon price keeper lists its NodeOverlays only when it must: on a new term, after
-a refused write, and once after a pass that wrote; otherwise it holds what it knows."""
+"""The carbon price keeper reads its NodeOverlays from the watched cache, never listing
+them: what the API server answered to its writes counts until the watch delivers a newer
+version, someone else's change is seen on the next pass, and a cache that cannot say
+(not synced, the CRD not installed) leaves the pass alone."""
 
 from __future__ import annotations
 
 import asyncio
 import copy
+from collections.abc import AsyncIterator, Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from tests import kubeapi
 from webhook import kinds
+from webhook.controllers import overlays
 from webhook.controllers.overlays import OverlayKeeper
-from webhook.decision.karpenter.carbonprice import GROUP, RESOURCE
+from webhook.decision.karpenter.carbonprice import GROUP, RESOURCE, SELECTOR, VERSION
+from webhook.kube.cache import WatchedCache
 from webhook.model.config import parse
 from webhook.model.intensity import Reading, Signal
 
+Obj = dict[str, Any]
 NOW = datetime(2026, 11, 25, 12, tzinfo=UTC)
 POOL = {
     "apiVersion": "karpenter.sh/v1",
@@ -30,43 +38,75 @@ class Leading:
     leading = True
 
 
-class Api:
-    """NodeOverlays in memory: lists counted, writes stored (a version each)."""
+class Told:
+    """An Event recorder that keeps the reasons."""
 
     def __init__(self) -> None:
-        self.stored: dict[str, dict[str, Any]] = {}
-        self.lists = self.writes = 0
-        self.conflict = False
+        self.reasons: list[str] = []
 
-    async def list_cluster_custom_object(
-        self, group: str, version: str, plural: str, **_: Any
-    ) -> dict[str, Any]:
-        assert (group, plural) == (GROUP, RESOURCE)
+    async def emit(self, regarding: Mapping[str, Any], *, reason: str, **_: Any) -> None:
+        self.reasons.append(reason)
+
+
+class HandFed(WatchedCache[Obj]):
+    """The overlays' cache, its watch played by the test (:meth:`deliver`)."""
+
+    def __init__(self) -> None:
+        super().__init__((GROUP, VERSION, RESOURCE), lambda o, _: dict(o), kind="node_overlay")
+        self.following = True
+
+    @property
+    def synced(self) -> bool:
+        return self.following
+
+    def deliver(self, api: Api) -> None:
+        """The watch catches up with what the API server stores."""
+        self.replace(list(copy.deepcopy(api.stored).values()))
+
+
+class Api:
+    """NodeOverlays in memory: every call counted; a replace at a stale version is a 409."""
+
+    def __init__(self) -> None:
+        self.stored: dict[str, Obj] = {}
+        self.lists = self.writes = 0
+        self.version = 0
+
+    async def list_cluster_custom_object(self, *_: Any, **__: Any) -> Obj:
         self.lists += 1
         return {"items": [copy.deepcopy(o) for o in self.stored.values()]}
 
-    def _store(self, body: dict[str, Any]) -> dict[str, Any]:
-        if self.conflict:
-            raise ApiException(status=409, reason="Conflict")
-        self.writes += 1
+    def store(self, body: Obj) -> Obj:
+        self.version += 1
         obj = copy.deepcopy(body)
-        obj["metadata"]["resourceVersion"] = str(self.writes)
+        obj["metadata"]["resourceVersion"] = str(self.version)
         self.stored[obj["metadata"]["name"]] = obj
         return copy.deepcopy(obj)
 
     async def create_cluster_custom_object(
-        self, group: str, version: str, plural: str, body: dict[str, Any], **_: Any
-    ) -> dict[str, Any]:
-        return self._store(body)
+        self, group: str, version: str, plural: str, body: Obj, **_: Any
+    ) -> Obj:
+        assert (group, plural) == (GROUP, RESOURCE)
+        if body["metadata"]["name"] in self.stored:
+            raise ApiException(status=409, reason="AlreadyExists")
+        self.writes += 1
+        return self.store(body)
 
     async def replace_cluster_custom_object(
-        self, group: str, version: str, plural: str, name: str, body: dict[str, Any], **_: Any
-    ) -> dict[str, Any]:
-        return self._store(body)
+        self, group: str, version: str, plural: str, name: str, body: Obj, **_: Any
+    ) -> Obj:
+        have = self.stored.get(name)
+        if have is None or have["metadata"]["resourceVersion"] != (
+            body["metadata"].get("resourceVersion")
+        ):
+            raise ApiException(status=409, reason="Conflict")
+        self.writes += 1
+        return self.store(body)
 
     async def delete_cluster_custom_object(
         self, group: str, version: str, plural: str, name: str, **_: Any
     ) -> None:
+        self.writes += 1
         self.stored.pop(name)
 
 
@@ -84,47 +124,178 @@ def _ctx(value: float, now: datetime = NOW) -> kinds.Context:
     return kinds.Context(config=config, table={"SE-SE3": reading}, now=now, generation=1)
 
 
-def test_the_keeper_lists_only_when_it_must() -> None:
-    async def run() -> None:
-        ctx = _ctx(300.0)
-        api = Api()
-        async with client.ApiClient() as kube:
-            keeper = OverlayKeeper(kube, ctx.config, Leading(), events=None)
-        keeper.objects = api  # type: ignore[assignment]
+async def _keeper(
+    kube: client.ApiClient, cache: WatchedCache[Obj] | None, told: Told | None = None
+) -> OverlayKeeper:
+    return OverlayKeeper(kube, _ctx(0).config, Leading(), events=told, cache=cache)  # type: ignore[arg-type]
 
-        written = await keeper.keep([POOL], ctx)  # the first pass of a term lists
-        assert written > 0
-        assert (api.lists, api.writes) == (1, written)
-        assert await keeper.keep([POOL], ctx) == 0  # reads Karpenter's verdict once
-        assert api.lists == 2
-        for _ in range(3):  # nothing to change: no call at all
-            assert await keeper.keep([POOL], ctx) == 0
-        assert (api.lists, api.writes) == (2, written)
 
-        # The price moves: the held overlays are replaced at their stored versions.
-        later = _ctx(600.0, NOW + timedelta(hours=2))
-        assert await keeper.keep([POOL], later) == written
-        assert api.lists == 2
+def _refused(obj: Obj) -> None:
+    obj["status"] = {
+        "conditions": [
+            {"type": "ValidationSucceeded", "status": "False", "reason": "Conflict", "message": "x"}
+        ]
+    }
+
+
+async def test_the_answers_to_writes_count_until_the_watch_catches_up() -> None:
+    ctx = _ctx(300.0)
+    api, cache, told = Api(), HandFed(), Told()
+    async with client.ApiClient() as kube:
+        keeper = await _keeper(kube, cache, told)
+    keeper.objects = api  # type: ignore[assignment]
+
+    written = await keeper.keep([POOL], ctx)  # an empty synced cache: every overlay created
+    assert written > 0
+    assert (api.lists, api.writes) == (0, written)
+    for _ in range(2):  # the watch has not delivered them yet: what was answered counts
+        assert await keeper.keep([POOL], ctx) == 0
+    assert api.writes == written
+
+    # The price moves before the watch delivers: replaced at the answered versions.
+    later = _ctx(600.0, NOW + timedelta(hours=2))
+    assert await keeper.keep([POOL], later) == written
+    assert api.writes == 2 * written
+    cache.deliver(api)
+    for _ in range(3):  # nothing to change: no call at all
         assert await keeper.keep([POOL], later) == 0
-        assert api.lists == 3
+    assert (api.lists, api.writes) == (0, 2 * written)
 
-        # A refused write (someone else wrote): the next pass lists again.
-        api.conflict = True
-        assert await keeper.keep([POOL], _ctx(50.0, NOW + timedelta(hours=4))) == 0
-        api.conflict = False
-        assert await keeper.keep([POOL], _ctx(50.0, NOW + timedelta(hours=4))) > 0
-        assert api.lists == 4
+    # Karpenter's verdict comes with the watch, and is told once.
+    name = sorted(api.stored)[0]
+    _refused(api.stored[name])
+    api.store(api.stored[name])
+    cache.deliver(api)
+    assert await keeper.keep([POOL], later) == 0
+    assert await keeper.keep([POOL], later) == 0
+    assert told.reasons.count("CarbonPriceNotApplied") == 1
 
-        # A new term (leadership lost and won again) lists again.
-        await keeper.keep([POOL], _ctx(50.0, NOW + timedelta(hours=4)))
-        lists = api.lists
-        keeper.forget()
-        assert await keeper.keep([POOL], _ctx(50.0, NOW + timedelta(hours=4))) == 0
-        assert api.lists == lists + 1
+    # Someone else wrote, and the watch has not said so: the write is refused, nothing is
+    # written until the watch delivers their version, then the price is written over it.
+    moved = _ctx(50.0, NOW + timedelta(hours=4))
+    api.store(api.stored[name])
+    writes = api.writes
+    assert await keeper.keep([POOL], moved) == written - 1
+    cache.deliver(api)
+    assert await keeper.keep([POOL], moved) == 1
+    assert api.writes == writes + written
 
-        # No priced pool left: every held overlay is deleted, then nothing is held.
-        assert await keeper.keep([], _ctx(50.0, NOW + timedelta(hours=4))) == written
-        assert api.stored == {}
-        assert await keeper.keep([], _ctx(50.0, NOW + timedelta(hours=4))) == 0
+    # A new term reads the cache as the watch delivered it.
+    keeper.forget()
+    cache.deliver(api)
+    assert await keeper.keep([POOL], moved) == 0
 
-    asyncio.run(run())
+    # Not synced (the API server unreachable): the pass does nothing.
+    cache.following = False
+    assert await keeper.keep([], moved) == 0
+    assert api.writes == writes + written
+    cache.following = True
+
+    # No priced pool left: every kept overlay is deleted, and stays deleted for the passes
+    # before the watch delivers the deletions.
+    assert await keeper.keep([], moved) == written
+    assert api.stored == {}
+    assert await keeper.keep([], moved) == 0
+    cache.deliver(api)
+    assert await keeper.keep([], moved) == 0
+    assert api.lists == 0
+
+
+async def test_no_cache_keeps_nothing() -> None:
+    api = Api()
+    async with client.ApiClient() as kube:
+        keeper = await _keeper(kube, None)
+    keeper.objects = api  # type: ignore[assignment]
+    assert await keeper.keep([POOL], _ctx(300.0)) == 0
+    assert (api.lists, api.writes) == (0, 0)
+
+
+# --- through the wire: the cache follows the in-process API server's watch ---------------------
+
+
+@pytest.fixture
+async def kube() -> AsyncIterator[kubeapi.KubeApi]:
+    async with kubeapi.serve() as server:
+        yield server
+
+
+@pytest.fixture
+async def watched(kube: kubeapi.KubeApi) -> AsyncIterator[WatchedCache[Obj]]:
+    cache = overlays.watched()
+    cache.start(kube.api, timeout_seconds=5)
+    try:
+        await until(lambda: cache.synced)
+        yield cache
+    finally:
+        await cache.stop()
+
+
+async def until(check: Callable[[], bool], seconds: float = 5.0) -> None:
+    async with asyncio.timeout(seconds):
+        while not check():  # noqa: ASYNC110 - polling state another task changes
+            await asyncio.sleep(0.01)
+
+
+def _priced_by_hand(obj: Obj) -> None:
+    obj["spec"].pop("priceAdjustment", None)
+    obj["spec"]["price"] = "9.99"
+
+
+def _lists(kube: kubeapi.KubeApi) -> list[kubeapi.Request]:
+    return [
+        r
+        for r in kube.calls("GET", "nodeoverlays")
+        if not r.where.name and r.query.get("watch", "").lower() != "true"
+    ]
+
+
+async def test_a_synced_cache_means_no_list_and_a_watched_change_is_seen_next_pass(
+    kube: kubeapi.KubeApi, watched: WatchedCache[Obj]
+) -> None:
+    theirs = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "NodeOverlay",
+        "metadata": {"name": "theirs"},
+        "spec": {"weight": 10},
+    }
+    kube.add(theirs, RESOURCE)
+    [listed] = _lists(kube)  # the cache's one list, by carbonshift's label
+    assert listed.query["labelSelector"] == SELECTOR
+    keeper = await _keeper(kube.api, watched)
+    ctx = _ctx(300.0)
+
+    written = await keeper.keep([POOL], ctx)
+    assert written > 0
+    await until(lambda: len(watched.items()) == written)
+    assert "theirs" not in watched.items()  # never read
+    for _ in range(2):
+        assert await keeper.keep([POOL], ctx) == 0
+    assert len(_lists(kube)) == 1
+    assert len(kube.writes()) == written
+
+    # Someone else changes one overlay's price: the watch delivers it, the next pass puts
+    # the carbon price back, replacing at their version (no conflict).
+    name = sorted(watched.items())[0]
+    changed = kube.touch(RESOURCE, name, change=_priced_by_hand)
+    version = changed["metadata"]["resourceVersion"]
+    await until(lambda: watched.items()[name]["metadata"]["resourceVersion"] == version)
+    assert await keeper.keep([POOL], ctx) == 1
+    [put] = kube.calls("PUT", "nodeoverlays")
+    assert put.body["metadata"]["resourceVersion"] == version
+    assert "price" not in kube.get(RESOURCE, name)["spec"]
+    assert len(_lists(kube)) == 1
+    assert kube.get(RESOURCE, "theirs")["spec"] == {"weight": 10}
+
+
+async def test_overlays_not_served_leave_the_pass_alone(kube: kubeapi.KubeApi) -> None:
+    kube.unserved.add("nodeoverlays")
+    cache = overlays.watched()
+    cache.start(kube.api, timeout_seconds=5)
+    try:
+        await until(lambda: cache.synced)
+        assert not cache.served
+        keeper = await _keeper(kube.api, cache)
+        assert await keeper.keep([POOL], _ctx(300.0)) == 0
+        assert kube.writes() == []
+    finally:
+        await cache.stop()

@@ -47,6 +47,7 @@ from webhook.decision.karmada import carry
 from webhook.decision.record import Record, fingerprint, switches
 from webhook.kinds import Context, Kind
 from webhook.kinds.following import Outlook, Reevaluation, Target, targets
+from webhook.kube.cache import WatchedCache
 from webhook.kube.client import (
     FIELD_MANAGER,
     LIST_PAGE,
@@ -82,9 +83,12 @@ class Follower(Controller):
         events: EventRecorder | None = None,
         followed: tuple[Target, ...] | None = None,
         outlook: Outlook | None = None,
+        overlays: WatchedCache[Obj] | None = None,
     ) -> None:
         """``outlook``: the feed's (:meth:`IntensityFeed.outlook`); without it NodePools
-        are decided without a forecast."""
+        are decided without a forecast. ``overlays``: the watched cache of carbonshift's
+        NodeOverlays (:func:`webhook.controllers.overlays.watched`); without it no carbon
+        price is kept."""
         self.objects = client.CustomObjectsApi(api)
         self.core = client.CoreV1Api(api)
         self.config = config
@@ -100,7 +104,7 @@ class Follower(Controller):
         self.rebalancer = (
             Rebalancer(api, config, gate, events=events) if config.rebalance.enabled else None
         )
-        self.overlays = OverlayKeeper(api, config, gate, events=events)
+        self.overlays = OverlayKeeper(api, config, gate, events=events, cache=overlays)
         self._standing = Standing()
         self._held: dict[tuple[str, str], tuple[tuple[object, ...], follow.Action]] = {}
         """(kind, uid) -> the inputs and the ``kept`` action of the last pass: an object
@@ -389,7 +393,7 @@ class Follower(Controller):
             )  # fmt: skip
 
     def lost(self) -> None:
-        self.overlays.forget()  # a new term lists the overlays again
+        self.overlays.forget()  # a new term reads the overlays as the watch delivered them
         self._held.clear()
 
     def describe(self) -> dict[str, Any]:

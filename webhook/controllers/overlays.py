@@ -16,11 +16,17 @@ wants for the opted-in pools under strategy ``price``:
 - a kept overlay that Karpenter did not apply (``ValidationSucceeded=False``: a conflict
   with a user's overlay of the same weight, say) is logged and told as a Warning Event.
 
-The keeper lists its overlays only when it needs to: on the first pass of a term as leader,
-after a write or delete the API server refused (a conflict: someone else wrote), and on
-the pass after one that wrote (to read Karpenter's verdict on what was written). In
-between it holds what it listed and what the API server answered to its writes, so a
-pass with nothing to change makes no call.
+The keeper never lists its overlays: it reads them from a
+:class:`~webhook.kube.cache.WatchedCache` of the NodeOverlays carrying carbonshift's label
+(:func:`watched`, started by the application manager when NodePools are re-evaluated),
+which a watch keeps current, Karpenter's verdict in their status included. What the API
+server answers to the keeper's own writes and deletes counts at once, for the rest of the
+pass and the passes after it, until the watch delivers a newer version of that overlay
+(so a pass never writes again what the last one wrote); a write or delete the API server
+refused (a conflict: someone else wrote) leaves the overlay to what the watch delivers. A
+pass with nothing to change makes no call. While the cache is not synced (the API server
+unreachable, RBAC refusing the list or the watch) or the NodeOverlay CRD is not installed,
+the keeper does nothing.
 
 Writes happen only while leading; each price change is a ``CarbonPriceChanged`` Event on
 every priced pool.
@@ -42,7 +48,8 @@ from webhook.decision.karpenter.carbonprice import GROUP, KIND, RESOURCE, SELECT
 from webhook.decision.outcome import lookup
 from webhook.kinds import Context
 from webhook.kinds.nodepools import NODEPOOL
-from webhook.kube.client import FIELD_MANAGER, REQUEST_TIMEOUT, absent, error_name, refused
+from webhook.kube.cache import WatchedCache
+from webhook.kube.client import FIELD_MANAGER, REQUEST_TIMEOUT, error_name, refused
 from webhook.kube.events import EventRecorder
 from webhook.kube.writes import Gate, NotLeader
 from webhook.model.config import Config
@@ -57,6 +64,18 @@ OVERLAYS = f"{RESOURCE}.{GROUP}"
 NODEPOOL_API = NODEPOOL.api_version
 FOLLOWS = NODEPOOL.kind
 """The kind whose objects, as the re-evaluation leaves them, the keeper prices."""
+
+
+def watched() -> WatchedCache[Obj]:
+    """The cache of carbonshift's NodeOverlays (label ``carbonshift.io/overlay=price``),
+    the objects as stored, by name."""
+    return WatchedCache(
+        (GROUP, VERSION, RESOURCE), _as_stored, kind="node_overlay", label_selector=SELECTOR
+    )
+
+
+def _as_stored(obj: Mapping[str, Any], _: Obj | None) -> Obj:
+    return dict(obj)
 
 
 def opted_in(nodepools: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -80,20 +99,30 @@ class OverlayKeeper:
     """Keeps the carbon price NodeOverlays while this replica leads."""
 
     def __init__(
-        self, api: client.ApiClient, config: Config, gate: Gate, *, events: EventRecorder | None
+        self,
+        api: client.ApiClient,
+        config: Config,
+        gate: Gate,
+        *,
+        events: EventRecorder | None,
+        cache: WatchedCache[Obj] | None,
     ) -> None:
+        """``cache``: carbonshift's NodeOverlays (:func:`watched`, started); None: the
+        keeper keeps nothing."""
         self.objects = client.CustomObjectsApi(api)
+        self.cache = cache
         self.config = config
         self.gate = gate
         self.events = events
         self._told: set[str] = set()
-        self._held: dict[str, Obj] | None = None
-        """carbonshift's overlays by name as last listed or written; None: list them."""
-        self._wrote = False
+        self._answered: dict[str, tuple[str | None, Obj | None]] = {}
+        """Name -> the version the cache held when the keeper wrote (None: none), and what
+        the API server answered (None: deleted); it counts until the cache moves on."""
 
     def forget(self) -> None:
-        """List the overlays again on the next pass (leadership lost, or a write refused)."""
-        self._held = None
+        """Read the overlays as the cache holds them (leadership lost: a new term starts
+        from what the watch delivered)."""
+        self._answered.clear()
 
     async def keep(self, nodepools: Sequence[Mapping[str, Any]], ctx: Context) -> int:
         """Bring the kept overlays in line for ``nodepools`` (every NodePool listed);
@@ -153,23 +182,30 @@ class OverlayKeeper:
     # --- the API server -------------------------------------------------------------------
 
     async def _kept(self) -> dict[str, Obj] | None:
-        """carbonshift's overlays by name (held, or listed when not held); None when they
-        cannot be listed now."""
-        if self._wrote:  # Karpenter's verdict on what the last pass wrote: read it once
-            self._wrote = False
-            self.forget()
-        if self._held is not None:
-            return dict(self._held)
-        try:
-            listed = await self.objects.list_cluster_custom_object(
-                GROUP, VERSION, RESOURCE, label_selector=SELECTOR, _request_timeout=REQUEST_TIMEOUT
-            )
-        except ApiException as exc:
-            if not (refused(exc, "list", OVERLAYS) or absent(exc, OVERLAYS)):
-                log.warning("overlays_list_failed", error=error_name(exc))
+        """carbonshift's overlays by name: the watched ones, with the keeper's own writes
+        the watch has not delivered yet; None when the cache cannot say now."""
+        cache = self.cache
+        if cache is None or not cache.synced or not cache.served:
             return None
-        self._held = {name: o for o in items(listed, "items") if (name := meta_of(o).name)}
-        return dict(self._held)
+        kept = dict(cache.items())
+        for name, (before, answer) in list(self._answered.items()):
+            if _version(kept.get(name)) != before:  # the watch delivered a newer one
+                del self._answered[name]
+            elif answer is None:
+                kept.pop(name, None)
+            else:
+                kept[name] = answer
+        return kept
+
+    def _answer(self, name: str, answer: Obj | None) -> None:
+        """What the API server answered to a write or delete of ``name``."""
+        if self.cache is None:
+            return
+        before = self._answered.get(name, (_version(self.cache.items().get(name)), None))[0]
+        if before is None and answer is None:
+            self._answered.pop(name, None)  # never delivered, and gone
+        else:
+            self._answered[name] = (before, answer)
 
     async def _write(self, want: Obj, have: Obj | None) -> int:
         if not self.gate.leading:
@@ -191,13 +227,11 @@ class OverlayKeeper:
                     GROUP, VERSION, RESOURCE, name, body, **options
                 )
         except ApiException as exc:
-            self.forget()  # someone else wrote (or it is gone): list again next pass
+            self._answered.pop(name, None)  # someone else wrote (or it is gone): the watch says
             if exc.status in (409, 422) or not refused(exc, "update", OVERLAYS):
                 log.warning("overlay_write_failed", name=name, error=error_name(exc))
             return 0
-        self._wrote = True
-        if self._held is not None:
-            self._held[name] = stored if isinstance(stored, dict) else want
+        self._answer(name, stored if isinstance(stored, dict) else want)
         metrics.WRITES.labels(KIND).inc()
         return 1
 
@@ -211,15 +245,14 @@ class OverlayKeeper:
                     GROUP, VERSION, RESOURCE, name, _request_timeout=REQUEST_TIMEOUT
                 )
             except ApiException as exc:
-                if exc.status == 404 and self._held is not None:
-                    self._held.pop(name, None)  # gone already
+                if exc.status == 404:
+                    self._answer(name, None)  # gone already
                 else:
-                    self.forget()
+                    self._answered.pop(name, None)
                 if exc.status != 404 and not refused(exc, "delete", OVERLAYS):
                     log.warning("overlay_delete_failed", name=name, error=error_name(exc))
                 continue
-            if self._held is not None:
-                self._held.pop(name, None)
+            self._answer(name, None)
             done += 1
         if done:
             log.info("carbon_price_removed", overlays=done, of=len(kept))
@@ -282,3 +315,7 @@ class OverlayKeeper:
             raise
         except Exception as exc:  # an Event never stops the pass
             log.info("event_failed", reason=reason, error=error_name(exc))
+
+
+def _version(obj: Mapping[str, Any] | None) -> str | None:
+    return meta_of(obj).resource_version or None if obj is not None else None

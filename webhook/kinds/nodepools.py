@@ -83,9 +83,9 @@ NODEPOOL = Kind(
         Grant(
             GROUP,
             ("nodeoverlays",),
-            ("list", "create", "update", "delete"),
+            ("list", "watch", "create", "update", "delete"),
             "strategy price keeps the carbon price NodeOverlays (labelled "
-            "carbonshift.io/overlay: price; it never touches any other overlay)",
+            "carbonshift.io/overlay: price, watched; it never touches any other overlay)",
         ),
         Grant(
             "",

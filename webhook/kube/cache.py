@@ -48,15 +48,18 @@ class WatchedCache(Generic[T]):
         kind: str,
         on_change: Callable[[Mapping[str, T]], None] | None = None,
         objects: Callable[[client.ApiClient], Any] | None = None,
+        label_selector: str | None = None,
     ) -> None:
         """``resource``: (group, version, plural); ``kind``: how logs name one object;
         ``on_change``: called with each new view (metrics); ``objects``: what lists and
-        watches, given the client (default: the custom objects API)."""
+        watches, given the client (default: the custom objects API); ``label_selector``:
+        only the objects it matches are held (listed and watched with it)."""
         self.resource = resource
         self.decode = decode
         self.kind = kind
         self.on_change = on_change
         self.objects = objects
+        self.label_selector = label_selector
         self._held: dict[str, T] = {}
         self._skipped: dict[str, str] = {}
         self._view: Mapping[str, T] = MappingProxyType({})
@@ -77,6 +80,12 @@ class WatchedCache(Generic[T]):
     def synced(self) -> bool:
         """Listed from the API server and following its watch right now."""
         return self._watch is not None and self._watch.synced
+
+    @property
+    def served(self) -> bool:
+        """False while the API server does not serve the resource (its CRD is not
+        installed): synced, and empty."""
+        return self._watch is None or self._watch.served
 
     # --- updating (called by the watch; usable on their own) ------------------------------
 
@@ -136,6 +145,7 @@ class WatchedCache(Generic[T]):
             on_event=self.event,
             timeout_seconds=timeout_seconds,
             objects=self.objects(api) if self.objects is not None else None,
+            label_selector=self.label_selector,
         )
         self._task = asyncio.create_task(self._watch.run(), name=f"watch-{plural}")
 

@@ -1,4 +1,5 @@
-"""List, then watch, one cluster-scoped custom resource, for as long as the process runs.
+"""List, then watch, one cluster-scoped custom resource (optionally only the objects a
+label selector matches, for the list and the watch alike), for as long as the process runs.
 
 The loop lists (keeping the list's ``resourceVersion``), watches from there with
 ``allowWatchBookmarks`` (bookmarks only move the version on), re-watches when the server
@@ -6,7 +7,8 @@ ends the stream, re-lists at once on ``410 Gone``, and after any other error wai
 jittered exponential backoff and re-lists: one warning per outage (which ends when a watch
 delivers events or ends normally), every failure counted. A resource the API server does
 not serve at all (its CRD is not installed: the list answers 404) counts as listed and
-empty, is logged once at info, and is listed again every :attr:`ListWatch.absent_seconds`.
+empty (:attr:`ListWatch.served` turns False), is logged once at info, and is listed again
+every :attr:`ListWatch.absent_seconds`.
 A watch that goes quiet for longer than the server-side timeout is abandoned and re-watched
 (kubernetes-asyncio #360: streams can hang without an error).
 """
@@ -48,12 +50,17 @@ class ListWatch:
         timeout_seconds: int = 300,
         backoff: Backoff | None = None,
         objects: Any = None,
+        label_selector: str | None = None,
     ) -> None:
         """``objects``: what lists and watches (default: the API server's custom objects;
-        anything with ``CustomObjectsApi.list_cluster_custom_object``'s signature)."""
+        anything with ``CustomObjectsApi.list_cluster_custom_object``'s signature);
+        ``label_selector``: only the objects it matches are listed and watched."""
         self.objects = objects or client.CustomObjectsApi(api)
         self.group, self.version, self.plural = group, version, plural
         self.resource = f"{plural}.{group}"
+        self.selector: dict[str, Any] = (
+            {"label_selector": label_selector} if label_selector is not None else {}
+        )
         self.on_list = on_list
         self.on_event = on_event
         self.timeout_seconds = timeout_seconds
@@ -61,6 +68,9 @@ class ListWatch:
         self.outage = Outage(self.resource, "watch")
         self.synced = False
         """True once listed, until a call fails (then again after the next list)."""
+        self.served = True
+        """False while the API server answers that it does not serve the resource (its CRD
+        is not installed)."""
         self.resource_version: str | None = None
         self.absent_seconds = 60.0
         """How often a resource the API server does not serve is listed again."""
@@ -68,11 +78,15 @@ class ListWatch:
     async def _list(self) -> None:
         metrics.KUBE_RELISTS.labels(self.resource).inc()
         listed = await self.objects.list_cluster_custom_object(
-            self.group, self.version, self.plural, _request_timeout=REQUEST_TIMEOUT
+            self.group,
+            self.version,
+            self.plural,
+            _request_timeout=REQUEST_TIMEOUT,
+            **self.selector,
         )
         self.on_list(items(listed, "items"))
         self.resource_version = listed["metadata"]["resourceVersion"]
-        self.synced = True
+        self.served = self.synced = True
 
     async def _watch(self) -> None:
         deadline = asyncio.timeout(self.timeout_seconds + 30)
@@ -87,6 +101,7 @@ class ListWatch:
                     allow_watch_bookmarks=True,
                     timeout_seconds=self.timeout_seconds,
                     _request_timeout=(REQUEST_TIMEOUT[0], self.timeout_seconds + 20),
+                    **self.selector,
                 ):
                     self._working()
                     kind = event["type"]
@@ -126,7 +141,7 @@ class ListWatch:
                     continue
                 if verb == "list" and absent(exc, self.resource):
                     self.on_list([])  # not served: none of it, which is a synced answer
-                    self.synced = True
+                    self.synced, self.served = True, False
                     self._working()
                     await asyncio.sleep(self.absent_seconds)
                     continue
