@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 import structlog
@@ -39,15 +41,43 @@ def clock() -> Clock:
     return Clock(datetime(2026, 3, 1, 10, 20, tzinfo=UTC))
 
 
+@dataclass(frozen=True)
+class LoggingState:
+    """What ``carbonshift`` (``main`` and ``logs.configure``) sets process-wide: structlog's
+    configuration (its level filter among it) and the root logger's handlers and level."""
+
+    structlog: dict[str, Any]
+    handlers: list[logging.Handler]
+    level: int
+
+    @classmethod
+    def now(cls) -> LoggingState:
+        root = logging.getLogger()
+        return cls(structlog.get_config(), root.handlers[:], root.level)
+
+    def restore(self) -> None:
+        structlog.configure(**self.structlog)
+        root = logging.getLogger()
+        root.handlers[:] = self.handlers
+        root.setLevel(self.level)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def logging_baseline() -> LoggingState:
+    """Logging as it is before any test or fixture has configured it (a session fixture is
+    set up before the module fixtures of the first test)."""
+    return LoggingState.now()
+
+
 @pytest.fixture(autouse=True)
-def logging_restored() -> Iterator[None]:
-    """Undo what a test configures for structlog and the root logger (``carbonshift
-    serve`` run in-process caches its loggers), so the next test's ``capture_logs`` sees
-    every event whatever ran before it."""
-    saved = structlog.get_config()
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
+def logging_restored(logging_baseline: LoggingState) -> Iterator[None]:
+    """Put structlog and the root logger back to the session's baseline before and after
+    each test, so a test's ``capture_logs`` sees every event whatever ran before it.
+
+    Before: a module fixture set up for this test may have run ``carbonshift ...``
+    in-process, and ``main`` configures logging (structlog filtering at warning); the state
+    found here is not a clean one to come back to. After: undo what the test configured
+    (``carbonshift serve`` run in-process caches its loggers)."""
+    logging_baseline.restore()
     yield
-    structlog.configure(**saved)
-    root.handlers[:] = handlers
-    root.setLevel(level)
+    logging_baseline.restore()
