@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import orjson
+import pytest
 
 from webhook.decision.record import ClusterFacts, Record
 
@@ -27,3 +28,20 @@ def test_clusters_read_as_typed_facts() -> None:
 def test_a_record_without_clusters_has_none() -> None:
     assert Record.decode(None).clusters == {}
     assert Record(body={"clusters": ["a"]}).clusters == {}
+
+
+def test_a_decoded_record_is_decoded_once_and_refuses_writes() -> None:
+    # The readers of one object share the record decoded from its annotation; a decision
+    # builds a new record, so a write to the shared one is a bug and says so.
+    text = Record(body={"clusters": {"a": {"g": 10.0}}}, own={"x": "f"}, orig={"x": 1}).encode()
+    first = Record.decode(text)
+    assert Record.decode(text) is first
+    assert first.entries == {"a": {"g": 10.0}}
+    for write in (
+        lambda: first.body.update(at="now"),
+        lambda: first.own.__setitem__("y", "g"),
+        lambda: first.orig.pop("x"),
+    ):
+        with pytest.raises(TypeError, match="read-only"):
+            write()
+    assert {**first.body, "at": "now"}["at"] == "now"  # a new record starts from a copy

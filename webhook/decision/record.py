@@ -11,6 +11,7 @@ belongs to them again.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -18,6 +19,17 @@ from typing import Any
 import orjson
 
 VERSION = 1
+
+
+class Sealed(dict[str, Any]):
+    """A decoded record's mapping: shared by every reader of the object, so it refuses
+    writes (:meth:`Record.decode`)."""
+
+    def _refuse(self, *_: object, **__: object) -> None:
+        raise TypeError("a decoded decision record is read-only: build a new Record")
+
+    __setitem__ = __delitem__ = _refuse
+    update = pop = popitem = setdefault = clear = _refuse  # type: ignore[assignment]
 
 
 def fingerprint(value: object) -> str:
@@ -79,21 +91,12 @@ class Record:
 
     @classmethod
     def decode(cls, text: str | None) -> Record:
-        """Parse an annotation; anything unreadable counts as no previous decision."""
-        if not text:
-            return cls()
-        try:
-            doc = orjson.loads(text)
-        except orjson.JSONDecodeError:
-            return cls()
-        if not isinstance(doc, dict) or doc.get("v") != VERSION:
-            return cls()
-        own = doc.pop("own", {})
-        orig = doc.pop("orig", {})
-        doc.pop("v", None)
-        if not isinstance(own, dict) or not isinstance(orig, dict):
-            return cls(body=doc)
-        return cls(body=doc, orig=orig, own={k: v for k, v in own.items() if isinstance(v, str)})
+        """Parse an annotation; anything unreadable counts as no previous decision.
+
+        Decoded once: the readers of one object (the re-evaluation step, the kind's
+        decider, the leader's Event check) are handed the same record, whose mappings
+        refuse writes (a decision builds a new record, never edits the one it read)."""
+        return _decoded(text) if text else cls()
 
     @property
     def clusters(self) -> dict[str, ClusterFacts]:
@@ -224,3 +227,22 @@ def released(record: Record, keys: Iterable[str]) -> Record:
         orig={k: v for k, v in record.orig.items() if k not in gone},
         own={k: v for k, v in record.own.items() if k not in gone},
     )
+
+
+@functools.lru_cache(maxsize=8)
+def _decoded(text: str) -> Record:
+    """:meth:`Record.decode` of a non-empty annotation (the last few, kept: one object's
+    readers in a pass ask for the same text one after another)."""
+    try:
+        doc = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return Record()
+    if not isinstance(doc, dict) or doc.get("v") != VERSION:
+        return Record()
+    own = doc.pop("own", {})
+    orig = doc.pop("orig", {})
+    doc.pop("v", None)
+    if not isinstance(own, dict) or not isinstance(orig, dict):
+        return Record(body=Sealed(doc), orig=Sealed(), own=Sealed())
+    mine = {k: v for k, v in own.items() if isinstance(v, str)}
+    return Record(body=Sealed(doc), orig=Sealed(orig), own=Sealed(mine))
