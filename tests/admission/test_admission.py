@@ -6,19 +6,22 @@ import base64
 import copy
 import dataclasses
 import re
+from datetime import timedelta
 from typing import Any
 
 import jsonpatch
+import msgspec
 import orjson
 import pytest
 
-from tests.support import NOW
+from tests.support import NOW, reading
 from webhook import testing
 from webhook.decision.karmada import placement
 from webhook.kinds import Context
 from webhook.model.config import Config
 from webhook.model.intensity import Reading
 from webhook.model.validation import InvalidInput
+from webhook.model.vocabulary import DECISION
 from webhook.serve import admission, reviews
 
 
@@ -112,6 +115,31 @@ def test_update_recomputes_only_when_refresh_changes(ctx: Context) -> None:
     assert out.result == "patched"
     deleted = admit(request(old, operation="DELETE"), ctx)
     assert deleted.result == "skipped"
+
+
+@pytest.mark.parametrize("strategy", ["fill", "weighted"])
+def test_a_refresh_within_the_dwell_keeps_the_placement_and_its_record(
+    config: Config, table: dict[str, Reading], strategy: str
+) -> None:
+    # The grid turned an hour after admission, inside the dwell: the placement in force
+    # and the decision record stored with it stay, and the answer is a decision, not a
+    # failure answered open.
+    config = msgspec.structs.replace(
+        config, hysteresis=msgspec.structs.replace(config.hysteresis, dwell_hours=12.0)
+    )
+    policy = testing.propagation_policy(namespace="shop", strategy=strategy, created=NOW)
+    first = request(policy)
+    kept = stored(first, admit(first, Context(config=config, table=table, now=NOW)))
+    turned = {**table, "FR": reading("FR", 700.0), "PL": reading("PL", 60.0)}
+    refreshed = copy.deepcopy(kept)
+    refreshed["metadata"]["annotations"]["carbonshift.io/refresh"] = "now"
+    later = Context(config=config, table=turned, now=NOW + timedelta(hours=1))
+    req = request(refreshed, operation="UPDATE", old=kept)
+    out = admit(req, later)
+    assert out.result in ("patched", "unchanged"), out.reason
+    after = stored(req, out) if out.patch else refreshed
+    assert after["spec"]["placement"] == kept["spec"]["placement"]
+    assert after["metadata"]["annotations"][DECISION] == kept["metadata"]["annotations"][DECISION]
 
 
 def test_nodepool_is_labelled_when_opted_in(ctx: Context) -> None:

@@ -134,9 +134,11 @@ def stored(obj: Mapping[str, Any], decision: Decision, scope: Scope) -> Stored:
     if record is None:
         return Stored(tuple(changes))
     before = meta_of(obj).annotations.get(DECISION)
-    record.body.pop(UNREAD, None)
+    # A new record, never an edit of the one read (a kept decision's is the stored one).
+    body = {k: v for k, v in record.body.items() if k != UNREAD}
     if unread_keys := unread(meta_of(obj).annotations, scope):
-        record.body[UNREAD] = unread_keys
+        body[UNREAD] = unread_keys
+    record = decision.record = Record(body=body, orig=dict(record.orig), own=dict(record.own))
     keys = UNREAD in record.body or UNREAD in Record.decode(before).body
     if not (changes or record.left or keys):
         return Stored(tuple(changes))
