@@ -21,7 +21,7 @@ from webhook.decision.karpenter import nodepool
 from webhook.decision.karpenter.nodepool import NodePoolInputs
 from webhook.decision.karpenter.nodepool_step import NODEPOOL_FIELDS
 from webhook.decision.karpenter.nodepool_step import step as nodepool_step
-from webhook.decision.outcome import Change, Decision
+from webhook.decision.outcome import Change, Decision, stored
 from webhook.decision.patch import build
 from webhook.model.config import Config, NodePoolConfig
 from webhook.model.intensity import Reading, Signal
@@ -119,8 +119,7 @@ def admitted(
     assert NP_ROW is not None
     decision = NP_ROW.decide(obj, kinds.Context(NP_CONFIG, table(at, DE=g), at))
     assert decision.record is not None
-    record = Change(("metadata", "annotations", DECISION), decision.record.encode())
-    return apply_changes(obj, [*decision.changes, record])
+    return apply_changes(obj, stored(obj, decision, NP_ROW.scope).changes)
 
 
 def np_step(

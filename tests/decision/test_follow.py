@@ -18,7 +18,7 @@ from webhook.decision.follow import Action, Inputs, apply, not_managed, step
 from webhook.decision.hysteresis import Hysteresis
 from webhook.decision.karmada.following import POLICY_FIELDS, POLICY_RULES
 from webhook.decision.karpenter.nodepool_step import paused
-from webhook.decision.outcome import Change
+from webhook.decision.outcome import Change, stored
 from webhook.decision.record import MAX_SWITCHES, Record, switches, user_fields
 from webhook.model.config import ClusterConfig, Config, HysteresisConfig
 from webhook.model.intensity import Reading
@@ -42,8 +42,7 @@ def admitted(at: datetime, **values: float) -> dict[str, Any]:
     assert ROW is not None
     decision = ROW.decide(policy, ctx(at, table(at, False, **values)))
     assert decision.record is not None
-    record = Change(("metadata", "annotations", DECISION), decision.record.encode())
-    return apply(policy, [*decision.changes, record])
+    return apply(policy, stored(policy, decision, ROW.scope).changes)
 
 
 def reevaluate(
