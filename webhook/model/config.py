@@ -21,6 +21,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from webhook.model import resilience
 from webhook.model.catalog import CATALOG as PROVIDERS
 from webhook.model.regions import zone_for_region
 from webhook.model.validation import (
@@ -365,17 +366,17 @@ class FeedConfig(Schema, frozen=True):
     """Longest pause of the background refresher (it also wakes when an answer expires)."""
     max_age_seconds: AtLeast1 = 7200.0
     """Past this age a reading is stale: decisions fall back to the next provider."""
-    timeout_seconds: Annotated[float, msgspec.Meta(ge=0.05)] = 5.0
+    timeout_seconds: Annotated[float, msgspec.Meta(ge=0.05)] = resilience.TIMEOUT_SECONDS
     """Timeout of one HTTP request to a provider."""
-    retries: Annotated[int, msgspec.Meta(ge=0, le=10)] = 2
+    retries: Annotated[int, msgspec.Meta(ge=0, le=10)] = resilience.RETRIES
     """Extra attempts after a timeout, connection error, 5xx or malformed body."""
-    backoff_seconds: AtLeast0 = 0.5
+    backoff_seconds: AtLeast0 = resilience.BACKOFF_SECONDS
     """Base of the jittered exponential backoff between attempts."""
     error_backoff_seconds: AtLeast1 = 30.0
     """How long a failed answer is cached before the provider is asked again."""
-    breaker_failures: Annotated[int, msgspec.Meta(ge=1, le=1000)] = 5
+    breaker_failures: Annotated[int, msgspec.Meta(ge=1, le=1000)] = resilience.BREAKER_FAILURES
     """Consecutive failures that open a provider's circuit breaker."""
-    breaker_reset_seconds: AtLeast1 = 60.0
+    breaker_reset_seconds: AtLeast1 = resilience.BREAKER_RESET_SECONDS
     """How long an open circuit skips a provider before one trial call."""
     min_ttl_seconds: AtLeast1 = 60.0
     """Shortest time an answer is reused, even if its period already ended."""

@@ -37,6 +37,7 @@ import aiohttp
 import orjson
 import structlog
 
+from webhook.model import resilience
 from webhook.model.errors import (
     AuthenticationFailed,
     CircuitOpen,
@@ -58,19 +59,21 @@ MAX_BODY_BYTES = 4 * 1024 * 1024
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class HttpSettings:
-    """Resilience settings for one provider (defaults from the ``feed`` config section)."""
+    """Resilience settings for one provider: the ``feed:`` section's
+    (:func:`webhook.providers.registry.http_settings`), defaults from
+    :mod:`webhook.model.resilience`."""
 
-    timeout_seconds: float = 5.0
+    timeout_seconds: float = resilience.TIMEOUT_SECONDS
     """Total time for one HTTP request, connect to last byte."""
-    retries: int = 2
+    retries: int = resilience.RETRIES
     """Extra attempts after a transient failure (so ``retries + 1`` requests at most)."""
-    backoff_seconds: float = 0.5
+    backoff_seconds: float = resilience.BACKOFF_SECONDS
     """Base of the exponential backoff between attempts; each sleep is full-jittered."""
     backoff_max_seconds: float = 5.0
     """Cap of one backoff sleep; a ``Retry-After`` up to this long is slept through."""
-    breaker_failures: int = 5
+    breaker_failures: int = resilience.BREAKER_FAILURES
     """Consecutive outage-like failures that open the circuit."""
-    breaker_reset_seconds: float = 60.0
+    breaker_reset_seconds: float = resilience.BREAKER_RESET_SECONDS
     """How long an open circuit stays open before one trial call."""
 
     def with_options(self, options: NetworkOptions) -> HttpSettings:
