@@ -17,6 +17,7 @@ from kubernetes_asyncio import client
 from tests import kubeapi
 from tests.support import NOW, reading
 from webhook import testing
+from webhook.controllers import rebalancer as rebalancer_module
 from webhook.controllers.rebalancer import Fill, Rebalancer, owner, pending, with_allocating
 from webhook.decision.karmada.capacity import assess_move
 from webhook.decision.karmada.terms import GREEN_TERM, TIER_TERM
@@ -203,6 +204,51 @@ async def test_bindings_of_one_pass_share_the_room_and_moves_in_flight_wait(
     fake.rebind(binding("a", {"green": 3}))
     assert await planner.rebalance(policies, context(config)) == {"no_room": 1}
     assert len(fake.rebalancers) == 1
+
+
+async def test_a_binding_is_planned_again_only_when_what_its_plan_read_changed(
+    karmada: tuple[Karmada, client.ApiClient], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake, api = karmada
+    fake.seed(
+        [cluster("green", 4, used=4), cluster("mid", 8, used=8), cluster("dirty", 64)],
+        [binding("a", {"dirty": 2}), binding("b", {"mid": 1, "dirty": 1})],
+    )
+    plans: list[int] = []
+    real = rebalancer_module.assess_move
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        plans.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(rebalancer_module, "assess_move", counted)
+    clock = Clock()
+    planner, config = rebalancer(api, clock=clock)
+    policies = [fill_policy("a"), fill_policy("b")]
+    assert await planner.rebalance(policies, context(config)) == {"no_room": 2}
+    assert len(plans) == 2
+    # Nothing changed: the verdicts stand without planning.
+    assert await planner.rebalance(policies, context(config)) == {"no_room": 2}
+    assert len(plans) == 2
+    # Room for two on the greenest cluster (its Cluster changed): both are planned again.
+    summary = testing.resource_summary(4, used=2)
+    fake.kube.touch(
+        "clusters", "green", change=lambda o: o["status"].update(resourceSummary=summary)
+    )
+    assert await planner.rebalance(policies, context(config)) == {"moved": 1, "no_room": 1}
+    assert len(plans) == 4
+    # a's move in flight, b's verdict holds.
+    assert await planner.rebalance(policies, context(config)) == {"in_flight": 1, "no_room": 1}
+    assert len(plans) == 4
+    # a rescheduled (a new resourceVersion): a is planned again, b holds.
+    fake.finish()
+    fake.rebind(binding("a", {"green": 2}))
+    await planner.rebalance(policies, context(config))
+    assert len(plans) == 5
+    # The claim of a's move lapses: the room it held counts again, so both are planned.
+    clock.now += 31
+    await planner.rebalance(policies, context(config))
+    assert len(plans) == 7
 
 
 def test_a_reschedule_asked_for_and_not_done_is_pending() -> None:

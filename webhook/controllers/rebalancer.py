@@ -190,6 +190,12 @@ class _View:
     """(cluster, per-replica requests) -> replicas it has room for, while :attr:`claimed`
     stands (bindings mostly share a few request shapes)."""
     order: dict[str, int] = dataclasses.field(default_factory=dict)
+    fleet: int | None = None
+    """:meth:`Rebalancer._fleet_state` of this pass."""
+    planned: Mapping[str, tuple[tuple[object, ...], Outcome | None]] = dataclasses.field(
+        default_factory=dict
+    )
+    """The last pass's plans that moved nothing (:attr:`Rebalancer._planned`)."""
     neutral: float = 0.0
     """What a cluster without intensity counts as in a move's cost."""
     """Cluster -> its place in the Clusters' list (plans read rooms in that order)."""
@@ -321,6 +327,14 @@ class Rebalancer:
         self._fills: dict[str, tuple[str, Fill | None]] = {}
         """Policy uid -> (resourceVersion, its fill) as last read."""
         self._seen: set[str] = set()
+        self._planned: dict[str, tuple[tuple[object, ...], Outcome | None]] = {}
+        """Binding uid -> what its plan read and the verdict (no move) it came to: planned
+        again only when one of them changed (:meth:`_one`)."""
+        self._fleet: tuple[tuple[object, ...], int] | None = None
+        """The Clusters' resourceVersions and the intensities of the last pass, and the
+        number that stands for them in :attr:`_planned`."""
+        self._claims_changed = 0
+        """Bumped whenever what moves claim changes (a new move, a claim landed or lapsed)."""
 
     # --- one pass -------------------------------------------------------------------------
 
@@ -347,6 +361,9 @@ class Rebalancer:
         view = _View(summaries, _intensities(ctx, summaries), busy)
         view.order = {name: i for i, name in enumerate(summaries)}
         view.neutral = neutral_intensity(view.intensities)
+        view.fleet = self._fleet_state(clusters, view.intensities)
+        planned, self._planned = self._planned, {}
+        view.planned = planned
         for binding in bindings:
             key = owner(binding)
             if key is None or key not in managed:
@@ -370,6 +387,19 @@ class Rebalancer:
                 metrics.REBALANCES.labels(outcome).inc()
         return outcomes
 
+    def _fleet_state(
+        self, clusters: Sequence[Mapping[str, Any]], intensities: Mapping[str, float | None]
+    ) -> int | None:
+        """A number that changes whenever a Cluster (its resourceVersion) or an intensity
+        does; None when a Cluster has no resourceVersion (nothing is then held)."""
+        versions = tuple(meta_of(c).resource_version for c in clusters)
+        if not all(versions):
+            return None
+        state = (versions, tuple(intensities.items()))
+        if self._fleet is None or self._fleet[0] != state:
+            self._fleet = (state, (self._fleet[1] + 1) if self._fleet is not None else 0)
+        return self._fleet[1]
+
     def fill(self, policy: Mapping[str, Any]) -> Fill | None:
         """:meth:`Fill.of`, read again only when the policy changed (its resourceVersion)."""
         meta = meta_of(policy)
@@ -392,6 +422,19 @@ class Rebalancer:
             return "lazy"  # Karmada reschedules on the placement it last applied
         if target_workload in view.busy or pending(binding):
             return "in_flight"
+        key = fill.key
+        budget = min(
+            self.settings.max_moves_per_policy - self.window.used(key),
+            self.settings.max_moves_per_hour - self.window.used(None),
+        )
+        # The same binding, policy, Clusters, intensities, claims and budget: the same plan.
+        meta = meta_of(binding)
+        uid, version = meta.uid, meta.resource_version
+        inputs = (version, fill, view.fleet, self._claims_changed, budget)
+        held = view.planned.get(uid) if uid and version and view.fleet is not None else None
+        if held is not None and held[0] == inputs:
+            self._planned[uid] = held
+            return held[1]
         tiers = fill.reach(current)
         need = requests(binding)
         claimed = view.claimed
@@ -401,21 +444,19 @@ class Rebalancer:
         # Only the clusters the binding's tiers name matter to the plan.
         names = {n for tier in tiers for n in tier if n in view.order}
         room_now = _rooms(view, claimed, sorted(names, key=view.order.__getitem__), need)
-        key = fill.key
-        budget = min(
-            self.settings.max_moves_per_policy - self.window.used(key),
-            self.settings.max_moves_per_hour - self.window.used(None),
-        )
         move, verdict = assess_move(
             current, tiers, room_now, view.intensities, self.rule, budget=budget,
             neutral=view.neutral,
         )  # fmt: skip
         if move is None:
+            if uid and version and view.fleet is not None:
+                self._planned[uid] = (inputs, verdict)
             return verdict
         await self._ask(fill, binding, move, view.intensities)
         self.window.add(key, move.moved)
         self.window.add(None, move.moved)
         self._claims[target_workload] = _Claim(_arriving(current, move, need))
+        self._claims_changed += 1
         view.claimed = None  # the new claim counts for the rest of the pass
         view.busy.add(target_workload)
         metrics.REPLICAS_MOVED.inc(move.moved)
@@ -488,6 +529,7 @@ class Rebalancer:
                 claim.until = now + CLAIM_GRACE_SECONDS
             elif claim.until <= now:
                 del self._claims[key]
+                self._claims_changed += 1  # the room it held is free again
 
     def _claimed(self) -> dict[str, dict[str, Decimal]]:
         """cluster -> resource -> amount that moves asked for and that has not landed."""
@@ -540,7 +582,15 @@ class Rebalancer:
 
 
 _KEEP: dict[str, tuple[str, ...]] = {
-    "metadata": ("name", "namespace", "annotations", "labels", "uid", "creationTimestamp"),
+    "metadata": (
+        "name",
+        "namespace",
+        "annotations",
+        "labels",
+        "uid",
+        "resourceVersion",
+        "creationTimestamp",
+    ),
     "spec": (
         "clusters",
         "replicas",
