@@ -251,6 +251,31 @@ async def test_a_binding_is_planned_again_only_when_what_its_plan_read_changed(
     assert len(plans) == 7
 
 
+async def test_the_bindings_of_a_policy_the_pass_rewrote_wait_for_karmada(
+    karmada: tuple[Karmada, client.ApiClient],
+) -> None:
+    fake, api = karmada
+    fake.seed(
+        [cluster("green", 4, used=1), cluster("mid", 8, used=8), cluster("dirty", 64)],
+        [binding("web", {"green": 1, "mid": 8, "dirty": 1})],
+    )
+    planner, config = rebalancer(api)
+    rewritten = [("PropagationPolicy", "shop", "web")]
+    got = await planner.rebalance([fill_policy("web")], context(config), rewritten)
+    assert got == {"in_flight": 1}
+    assert fake.rebalancers == []
+    assert await planner.rebalance([fill_policy("web")], context(config)) == {"moved": 1}
+
+
+def test_a_binding_karmadas_scheduler_has_not_observed_is_pending() -> None:
+    scheduled = binding("web", {"mid": 3})
+    scheduled["metadata"]["generation"] = 3
+    scheduled["status"]["schedulerObservedGeneration"] = 3
+    assert not pending(scheduled)
+    scheduled["metadata"]["generation"] = 4  # a new placement, not scheduled yet
+    assert pending(scheduled)
+
+
 def test_a_reschedule_asked_for_and_not_done_is_pending() -> None:
     waiting = binding("web", {"mid": 3})
     waiting["spec"]["rescheduleTriggeredAt"] = "2026-01-01T11:30:00Z"

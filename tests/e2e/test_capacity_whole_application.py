@@ -166,7 +166,10 @@ def test_after_the_grid_turns_the_application_is_still_whole_where_replicas_run(
         wait_rooms(kube, {GREENEST: 0, MIDDLE: FULL[MIDDLE] - 6})
         grid.values.update(TURN)  # member-fr turns greenest: the rest of its room fills
         settles(kube, namespace, name, {MIDDLE: 8, GREENEST: 2})
-        assert metric(leader, "carbonshift_replicas_moved_total") == 2
+        # Karmada schedules the rewritten placement itself (its new first tier takes its
+        # room): the leader leaves that binding to it instead of racing it with a move.
+        assert metric(leader, "carbonshift_replicas_moved_total") == 0
+        assert metric(leader, "carbonshift_rebalances_total", outcome="in_flight") >= 1
         whole(kube, namespace, name, list(DEMO))
         policy = json.loads(
             kube.ok("get", "propagationpolicies", name, "-n", namespace, "-o", "json")

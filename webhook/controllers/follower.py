@@ -40,7 +40,7 @@ from kubernetes_asyncio.client.rest import ApiException
 
 from webhook.controllers import overlays
 from webhook.controllers.overlays import OverlayKeeper
-from webhook.controllers.rebalancer import Fill, Rebalancer
+from webhook.controllers.rebalancer import Fill, PolicyKey, Rebalancer, policy_key
 from webhook.controllers.runner import Controller
 from webhook.decision import follow
 from webhook.decision.karmada import carry
@@ -132,7 +132,7 @@ class Follower(Controller):
                     written += await self._kind(target, EMPTY)
             if self.rebalancer is not None and self.gate.leading:
                 ranked = self.rules.ranked(self.context())
-                await self.rebalancer.rebalance(standing.fills, ranked)
+                await self.rebalancer.rebalance(standing.fills, ranked, standing.rewritten)
             metrics.LAZY_POLICIES.set(standing.lazy)
             if standing.pools is not None and self.gate.leading:
                 written += await self.overlays.keep(standing.pools, self.context())
@@ -184,7 +184,7 @@ class Follower(Controller):
                 if stands is not None:
                     written += done
                     counted += _counts(target, stands)
-                    self._stand(row, stands)
+                    self._stand(row, stands, rewritten=done > 0)
             token = text(listed, "metadata", "continue")
             if not token:
                 break
@@ -222,13 +222,15 @@ class Follower(Controller):
                 )
             return 0, obj
 
-    def _stand(self, row: Kind, obj: Obj) -> None:
+    def _stand(self, row: Kind, obj: Obj, *, rewritten: bool) -> None:
         """Keep what the keepers after the pass read of ``obj`` as it stands: a policy's
-        :class:`~webhook.controllers.rebalancer.Fill` and whether it waits lazily, a
-        NodePool whole."""
+        :class:`~webhook.controllers.rebalancer.Fill`, whether it waits lazily and whether
+        this pass rewrote it, a NodePool whole."""
         standing = self._standing
         if row.kind in POLICY_KINDS:
             standing.lazy += _lazy(obj)
+            if rewritten:
+                standing.rewritten.add(policy_key(obj))
             fill = self.rebalancer.fill(obj) if self.rebalancer is not None else None
             if fill is not None:
                 standing.fills.append(fill)
@@ -411,6 +413,8 @@ class Standing:
 
     fills: list[Fill] = dataclasses.field(default_factory=list)
     lazy: int = 0
+    rewritten: set[PolicyKey] = dataclasses.field(default_factory=set)
+    """The policies this pass wrote: Karmada schedules their bindings again by itself."""
     pools: list[Obj] | None = None
     """The NodePools as they stand; None: not listed this pass."""
 

@@ -19,7 +19,9 @@ Many bindings in one pass must not all chase the same green cluster: what a plan
 sends to a cluster is counted as allocating there for the rest of the pass and until the
 move has landed (:data:`CLAIM_GRACE_SECONDS` after the binding is scheduled again). A
 binding whose previous WorkloadRebalancer of ours has not finished, or whose reschedule
-is still pending, waits (``in_flight``). Metrics: ``carbonshift_rebalances_total{outcome}``
+is still pending (Karmada's scheduler has not observed the binding's latest spec), or whose
+policy this pass rewrote (Karmada schedules it on the new placement by itself), waits
+(``in_flight``). Metrics: ``carbonshift_rebalances_total{outcome}``
 and ``carbonshift_replicas_moved_total``.
 """
 
@@ -30,7 +32,7 @@ import dataclasses
 import datetime
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any, Literal
 
@@ -192,6 +194,8 @@ class _View:
     order: dict[str, int] = dataclasses.field(default_factory=dict)
     fleet: int | None = None
     """:meth:`Rebalancer._fleet_state` of this pass."""
+    rewritten: Collection[PolicyKey] = ()
+    """The policies the pass wrote (their bindings wait for Karmada)."""
     planned: Mapping[str, tuple[tuple[object, ...], Outcome | None]] = dataclasses.field(
         default_factory=dict
     )
@@ -265,8 +269,13 @@ def placed(binding: Mapping[str, Any]) -> dict[str, int]:
 
 
 def pending(binding: Mapping[str, Any]) -> bool:
-    """Karmada has not scheduled the binding as it stands: a reschedule asked for and not
-    done yet, or replicas not yet divided."""
+    """Karmada has not scheduled the binding as it stands: its scheduler has not observed
+    the binding's latest spec (a new placement, say), a reschedule asked for and not done
+    yet, or replicas not yet divided."""
+    generation = dig(binding, "metadata", "generation")
+    observed = dig(binding, "status", "schedulerObservedGeneration")
+    if isinstance(generation, int) and isinstance(observed, int) and observed < generation:
+        return True
     spec = mapping(binding, "spec")
     asked = _time(spec.get("rescheduleTriggeredAt"))
     if asked is not None:
@@ -339,11 +348,16 @@ class Rebalancer:
     # --- one pass -------------------------------------------------------------------------
 
     async def rebalance(
-        self, policies: Iterable[Mapping[str, Any] | Fill], ctx: Context
+        self,
+        policies: Iterable[Mapping[str, Any] | Fill],
+        ctx: Context,
+        rewritten: Collection[PolicyKey] = (),
     ) -> Counter:
         """Plan and ask for the moves of every managed ordered-fill policy in ``policies``
         (as the re-evaluation left them, or their :class:`Fill`), ranked on ``ctx``'s
-        table; the outcomes."""
+        table; the outcomes. The bindings of the policies in ``rewritten`` (written by
+        this pass) wait: Karmada schedules them on the new placement by itself, and a
+        move planned on the placement they still show would race it."""
         outcomes: Counter = collections.Counter()
         fills = (p if isinstance(p, Fill) else self.fill(p) for p in policies)
         managed = {f.key: f for f in fills if f is not None}
@@ -362,6 +376,7 @@ class Rebalancer:
         view.order = {name: i for i, name in enumerate(summaries)}
         view.neutral = neutral_intensity(view.intensities)
         view.fleet = self._fleet_state(clusters, view.intensities)
+        view.rewritten = rewritten
         planned, self._planned = self._planned, {}
         view.planned = planned
         for binding in bindings:
@@ -420,7 +435,7 @@ class Rebalancer:
             return None
         if fill.lazy:
             return "lazy"  # Karmada reschedules on the placement it last applied
-        if target_workload in view.busy or pending(binding):
+        if target_workload in view.busy or pending(binding) or fill.key in view.rewritten:
             return "in_flight"
         key = fill.key
         budget = min(
@@ -589,6 +604,7 @@ _KEEP: dict[str, tuple[str, ...]] = {
         "labels",
         "uid",
         "resourceVersion",
+        "generation",
         "creationTimestamp",
     ),
     "spec": (
@@ -599,7 +615,13 @@ _KEEP: dict[str, tuple[str, ...]] = {
         "rescheduleTriggeredAt",
         "workloads",
     ),
-    "status": ("lastScheduledTime", "resourceSummary", "finishTime", "observedWorkloads"),
+    "status": (
+        "lastScheduledTime",
+        "schedulerObservedGeneration",
+        "resourceSummary",
+        "finishTime",
+        "observedWorkloads",
+    ),
 }
 """What :func:`slim` keeps of a listed object: everything the rebalancer reads of
 bindings, Clusters and WorkloadRebalancers."""
