@@ -332,7 +332,7 @@ async def test_a_pass_lists_a_page_at_a_time_and_decides_every_object(
 ) -> None:
     # Five turned policies in pages of two: every page is decided and written, and the
     # list calls carry the page size and the continue token the API server gave.
-    monkeypatch.setattr("webhook.controllers.follower.LIST_PAGE", 2)
+    monkeypatch.setattr("webhook.kube.client.LIST_PAGE", 2)
     kube.add(namespace("shop", enabled=True))
     for n in range(5):
         policy = testing.propagation_policy(

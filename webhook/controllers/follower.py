@@ -50,16 +50,16 @@ from webhook.kinds.following import Outlook, Reevaluation, Target, targets
 from webhook.kube.cache import WatchedCache
 from webhook.kube.client import (
     FIELD_MANAGER,
-    LIST_PAGE,
     REQUEST_TIMEOUT,
     absent,
     error_name,
+    pages,
     refused,
 )
 from webhook.kube.events import EventRecorder
 from webhook.kube.writes import Gate, NotLeader
 from webhook.model.config import Config
-from webhook.model.objects import EMPTY, items, meta_of, strings, text
+from webhook.model.objects import EMPTY, meta_of, strings
 from webhook.model.vocabulary import DECISION, ENABLED, parse_time
 from webhook.runtime import metrics
 
@@ -167,27 +167,18 @@ class Follower(Controller):
         row = target.row
         resource = f"{row.resource}.{row.group}"
         written = counted = 0
-        token = ""
-        while True:  # a page at a time: a pass never holds every object of a kind
-            paging: dict[str, Any] = {"limit": LIST_PAGE} | ({"_continue": token} if token else {})
-            try:
-                listed = await self.objects.list_cluster_custom_object(
-                    row.group, row.version, row.resource, _request_timeout=REQUEST_TIMEOUT,
-                    **paging,
-                )  # fmt: skip
-            except ApiException as exc:
-                if not (refused(exc, "list", resource) or absent(exc, resource)):
-                    log.warning("reevaluate_list_failed", resource=resource, error=error_name(exc))
-                return written
-            for obj in items(listed, "items"):
-                done, stands = await self._each(target, obj, namespaces)
-                if stands is not None:
-                    written += done
-                    counted += _counts(target, stands)
-                    self._stand(row, stands, rewritten=done > 0)
-            token = text(listed, "metadata", "continue")
-            if not token:
-                break
+        try:  # a page at a time: a pass never holds every object of a kind
+            async for page in pages(self.objects, row.group, row.version, row.resource):
+                for obj in page:
+                    done, stands = await self._each(target, obj, namespaces)
+                    if stands is not None:
+                        written += done
+                        counted += _counts(target, stands)
+                        self._stand(row, stands, rewritten=done > 0)
+        except ApiException as exc:
+            if not (refused(exc, "list", resource) or absent(exc, resource)):
+                log.warning("reevaluate_list_failed", resource=resource, error=error_name(exc))
+            return written
         tally = target.following.tally
         if tally is not None:
             metrics.tally(tally.name, tally.documentation).set(counted)

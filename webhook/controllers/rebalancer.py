@@ -48,10 +48,10 @@ from webhook.decision.record import fingerprint
 from webhook.kinds import Context
 from webhook.kube.client import (
     FIELD_MANAGER,
-    LIST_PAGE,
     REQUEST_TIMEOUT,
     absent,
     error_name,
+    pages,
     refused,
 )
 from webhook.kube.events import EventRecorder
@@ -576,24 +576,15 @@ class Rebalancer:
         group, version, plural = kind
         resource = f"{plural}.{group}"
         found: list[Obj] = []
-        token: str | None = None
-        while True:
-            paging: dict[str, Any] = {"limit": LIST_PAGE}
-            if token:
-                paging["_continue"] = token
-            try:
-                listed = await self.objects.list_cluster_custom_object(
-                    group, version, plural, _request_timeout=REQUEST_TIMEOUT, **options, **paging
-                )
-            except ApiException as exc:
-                metrics.KUBE_ERRORS.labels(resource, error_name(exc)).inc()
-                if not (refused(exc, "list", resource) or absent(exc, resource)):
-                    log.warning("rebalance_list_failed", resource=resource, error=error_name(exc))
-                return None
-            found.extend(slim(o) for o in items(listed, "items") if isinstance(o, Mapping))
-            token = dig(listed, "metadata", "continue")
-            if not token:
-                return found
+        try:
+            async for page in pages(self.objects, group, version, plural, **options):
+                found.extend(slim(o) for o in page if isinstance(o, Mapping))
+        except ApiException as exc:
+            metrics.KUBE_ERRORS.labels(resource, error_name(exc)).inc()
+            if not (refused(exc, "list", resource) or absent(exc, resource)):
+                log.warning("rebalance_list_failed", resource=resource, error=error_name(exc))
+            return None
+        return found
 
 
 _KEEP: dict[str, tuple[str, ...]] = {

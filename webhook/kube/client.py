@@ -20,6 +20,7 @@ import random
 import re
 import socket
 import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio import config as kube_config
 from kubernetes_asyncio.client.rest import ApiException
 
+from webhook.model.objects import items, text
 from webhook.model.validation import InvalidInput
 from webhook.runtime import metrics
 
@@ -251,3 +253,21 @@ class Outage:
         if self.failures:
             log.info("kube_recovered", activity=self.what, failures=self.failures)
         self.failures = 0
+
+
+async def pages(
+    objects: client.CustomObjectsApi, group: str, version: str, plural: str, **options: Any
+) -> AsyncIterator[list[Any]]:
+    """Every object of a cluster-wide custom resource list, one page of :data:`LIST_PAGE`
+    at a time (the API server's ``continue`` token between them), so a caller never holds
+    them all; an :class:`ApiException` is the caller's."""
+    token = ""
+    while True:
+        paging: dict[str, Any] = {"limit": LIST_PAGE} | ({"_continue": token} if token else {})
+        listed = await objects.list_cluster_custom_object(
+            group, version, plural, _request_timeout=REQUEST_TIMEOUT, **options, **paging
+        )
+        yield list(items(listed, "items"))
+        token = text(listed, "metadata", "continue")
+        if not token:
+            return
