@@ -192,6 +192,7 @@ class _View:
     """(cluster, per-replica requests) -> replicas it has room for, while :attr:`claimed`
     stands (bindings mostly share a few request shapes)."""
     order: dict[str, int] = dataclasses.field(default_factory=dict)
+    """Cluster -> its place in the Clusters' list (plans read rooms in that order)."""
     fleet: int | None = None
     """:meth:`Rebalancer._fleet_state` of this pass."""
     rewritten: Collection[PolicyKey] = ()
@@ -202,7 +203,6 @@ class _View:
     """The last pass's plans that moved nothing (:attr:`Rebalancer._planned`)."""
     neutral: float = 0.0
     """What a cluster without intensity counts as in a move's cost."""
-    """Cluster -> its place in the Clusters' list (plans read rooms in that order)."""
 
 
 def _rooms(
