@@ -15,13 +15,15 @@ import orjson
 import structlog
 
 from webhook import kinds
+from webhook.decision import reapply
 from webhook.decision.optin import SELECTED, not_opted_in
-from webhook.decision.outcome import stored
+from webhook.decision.outcome import Change, stored
 from webhook.decision.patch import build
+from webhook.decision.reapply import Settled
 from webhook.kinds import Context, Kind
 from webhook.model import validation
 from webhook.model.objects import meta_of
-from webhook.model.vocabulary import REFRESH
+from webhook.model.vocabulary import DECISION, REFRESH
 from webhook.serve import reviews
 from webhook.serve.answer import FAILED_OPEN, Outcome, Verdict, respond
 from webhook.serve.memo import DecisionMemo, MemoKey, memo_key
@@ -120,7 +122,9 @@ def _outcome(request: Head, name: str, namespace: str) -> Outcome:
     )
 
 
-def _skip_reason(request: AdmissionRequest, row: Kind, obj: Object, ctx: Context) -> str | None:
+def _skip_reason(
+    request: AdmissionRequest, row: Kind, obj: Object, ctx: Context, settled: Settled | None
+) -> str | None:
     # A namespaced object reaches the webhook only from a namespace the registration's
     # namespaceSelector matched: the one opt-in rule the leader and the preview apply too.
     reason = not_opted_in(obj, SELECTED if row.namespaced else None)
@@ -130,12 +134,13 @@ def _skip_reason(request: AdmissionRequest, row: Kind, obj: Object, ctx: Context
     if operation == "CREATE":
         return None
     if operation == "UPDATE":
-        if row.every_update(ctx.config):
+        if row.every_update(ctx.config) or (settled is not None and settled.edited):
             return None
         old = meta_of(request.oldObject).annotations.get(REFRESH)
         if meta_of(obj).annotations.get(REFRESH) != old:
             return None
-        return f"UPDATE without a new {REFRESH} annotation"
+        kept = settled.reason if settled is not None else ""
+        return kept or f"UPDATE without a new {REFRESH} annotation"
     return f"operation {operation} is not mutated"
 
 
@@ -146,13 +151,38 @@ def _decide(request: AdmissionRequest, ctx: Context) -> Verdict:
         return Verdict("ignored", "kind not handled")
     if obj is None:  # DELETE and CONNECT carry no object to mutate
         return Verdict("skipped", f"operation {request.operation} is not mutated")
-    reason = _skip_reason(request, row, obj, ctx)
+    settled = _reapplied(request, row, obj)
+    put_back = settled.changes if settled is not None else ()
+    reason = _skip_reason(request, row, obj, ctx, settled)
     if reason:
-        return Verdict("skipped", reason)
-    decision = row.decide(obj, ctx)
+        patch = build(obj, put_back)
+        return Verdict("patched" if patch else "skipped", reason, (), patch)
+    seen = settled.obj if settled is not None else obj
+    decision = row.decide(seen, ctx)
     warnings = tuple(decision.warnings)
     if decision.skipped:
-        return Verdict("skipped", decision.skipped, warnings)
-    written = stored(obj, decision, row.scope)
-    patch = build(obj, list(written.changes))
-    return Verdict("patched" if patch else "unchanged", "", warnings, patch, written.annotation)
+        patch = build(obj, put_back)
+        return Verdict("patched" if patch else "skipped", decision.skipped, warnings, patch)
+    written = stored(seen, decision, row.scope)
+    changes, annotation = list(written.changes), written.annotation
+    if request.operation == "UPDATE" and _only_record(changes, seen, annotation):
+        # Only the data behind the record moved: the stored record stays, so an UPDATE
+        # that changes no field is never a write of its own.
+        changes, annotation = [], None
+    patch = build(obj, [*put_back, *changes])
+    return Verdict("patched" if patch else "unchanged", "", warnings, patch, annotation)
+
+
+def _reapplied(request: AdmissionRequest, row: Kind, obj: Object) -> Settled | None:
+    """An UPDATE of an object carbonshift manages, read against the stored one
+    (:func:`webhook.decision.reapply.settle`); None for any other request."""
+    if request.operation != "UPDATE" or row.following is None:
+        return None
+    return reapply.settle(request.oldObject, obj, row.following.fields)
+
+
+def _only_record(changes: list[Change], obj: Object, annotation: str | None) -> bool:
+    """Whether ``changes`` only rewrite the decision annotation with the same decision."""
+    if any(c.path[:2] != ("metadata", "annotations") for c in changes):
+        return False
+    return reapply.same_record(meta_of(obj).annotations.get(DECISION), annotation)

@@ -1,0 +1,210 @@
+"""A user's own file applied again: the UPDATE an applier sends after carbonshift mutated.
+
+For every corpus object with every annotation variant (:mod:`tests.semantics.fleet`), the
+object is admitted as created and stored; then the user's unchanged file is applied
+again the ways appliers do it, and the webhook's answer to that UPDATE must store the
+very object already stored (a no-op: no new resourceVersion, no diff):
+
+- client-side apply (``kubectl apply``, Argo CD by default): a JSON merge patch of the
+  file over the live object (custom resources have no strategic merge; with the file
+  unchanged the 3-way patch removes nothing), so a field carbonshift replaced reappears
+  beside what it wrote;
+- server-side apply (Flux, Argo CD ``ServerSideApply=true``) whose field manager came to
+  own what the webhook added under its name: the file's fields re-asserted, and the
+  fields carbonshift added and its decision annotation removed.
+
+An edit of an unrelated field goes through as it is; a user's own change of the placement
+in the file is decided again, so carbonshift keeps managing it; a field carbonshift wrote
+that the user sets to a value of their own is theirs. The end-to-end proof against the
+real API server and Karmada's validating webhook is tests/e2e/test_reapply.py.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+import pytest
+
+from tests.semantics import fleet
+from tests.support import NOW
+from webhook import kinds, testing
+from webhook.decision import reapply
+from webhook.decision.record import Record
+from webhook.kinds import Context
+from webhook.model.vocabulary import DECISION
+from webhook.serve import admission
+from webhook.serve.reviews import parse
+
+CASES = list(fleet.cases())
+
+
+def _ctx() -> Context:
+    return Context(config=fleet.CONFIG, table=fleet.table(), now=NOW, generation=1)
+
+
+def _admit(obj: Mapping[str, Any], operation: testing.Operation, old: Any = None) -> bytes:
+    body = orjson.dumps(testing.review(obj, operation=operation, old=old))
+    return admission.respond(admission.admit(parse(body), _ctx()))
+
+
+def merge(live: Any, file: Any) -> Any:
+    """RFC 7386 JSON merge patch of ``file`` over ``live`` (what client-side apply of an
+    unchanged file sends for a custom resource)."""
+    if not isinstance(file, dict) or not isinstance(live, dict):
+        return copy.deepcopy(file)
+    out = copy.deepcopy(live)
+    for key, value in file.items():
+        out[key] = merge(out.get(key), value)
+    return out
+
+
+def _kept(obj: Mapping[str, Any]) -> dict[str, Any] | None:
+    stored = dict(testing.stored(obj, _admit(obj, "CREATE")))
+    annotations = stored.get("metadata", {}).get("annotations", {})
+    return stored if Record.decode(annotations.get(DECISION)).own else None
+
+
+def _fields(obj: Mapping[str, Any]) -> Mapping[str, tuple[str, ...]]:
+    row = kinds.find(str(obj["apiVersion"]).rpartition("/")[0], str(obj["kind"]))
+    assert row is not None
+    assert row.following is not None
+    return row.following.fields
+
+
+def _server_side(stored: Mapping[str, Any], file: Mapping[str, Any]) -> dict[str, Any]:
+    """The file re-asserted over ``stored`` by a manager that owns what carbonshift added:
+    those fields and the decision annotation removed."""
+    out: dict[str, Any] = merge(stored, file)
+    record = Record.decode(stored["metadata"]["annotations"][DECISION])
+    for key in record.own:
+        path = reapply.where(key, _fields(stored))
+        if path is not None and record.orig.get(key) is None:
+            node = out
+            for step in path[:-1]:
+                node = node.get(step) or {}
+            node.pop(path[-1], None)
+    out["metadata"]["annotations"].pop(DECISION)
+    return out
+
+
+def _managed() -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """(case, the user's file, as stored) for every case carbonshift changed a field of
+    (the others have nothing to re-assert)."""
+    out = []
+    for case, _, _, obj in CASES:
+        stored = _kept(obj)
+        if stored is not None:
+            out.append((case, obj, stored))
+    return out
+
+
+MANAGED = _managed()
+
+
+@pytest.mark.parametrize(("case", "file", "stored"), MANAGED, ids=[c for c, *_ in MANAGED])
+def test_reapplying_the_unchanged_file_stores_the_same_object(
+    case: str, file: dict[str, Any], stored: dict[str, Any]
+) -> None:
+    for how, sent in (
+        ("client-side", merge(stored, file)),
+        ("server-side", _server_side(stored, file)),
+    ):
+        again = testing.stored(sent, _admit(sent, "UPDATE", stored))
+        assert again == stored, f"{case}: {how} re-apply stored {again} instead of {stored}"
+
+
+def test_every_handled_kind_and_shape_is_reapplied() -> None:
+    """The corpus covers each followed kind and each placement shape carbonshift writes."""
+    shapes: set[str] = set()
+    for _, _, stored in MANAGED:
+        placement = stored.get("spec", {}).get("placement", {})
+        if "clusterAffinities" in placement:
+            terms = placement["clusterAffinities"]
+            shapes.add("fill" if any("overflowAffinities" in t for t in terms) else "terms")
+        if "staticWeightList" in str(placement.get("replicaScheduling")):
+            shapes.add("weights")
+        if stored["kind"] == "NodePool":
+            shapes.add("nodepool")
+    assert shapes >= {"fill", "terms", "weights", "nodepool"}, shapes
+    assert len(MANAGED) > 1000, len(MANAGED)
+
+
+def _policy() -> dict[str, Any]:
+    return testing.propagation_policy(
+        "web", namespace="shop", clusters=["member-de", "member-fr", "member-pl"]
+    )
+
+
+def test_an_unrelated_edit_goes_through_and_placement_stays() -> None:
+    file = _policy()
+    stored = _kept(file)
+    assert stored is not None
+    edited = copy.deepcopy(file)
+    edited["metadata"]["labels"] = {"team": "shop"}
+    again = testing.stored(merge(stored, edited), _admit(merge(stored, edited), "UPDATE", stored))
+    assert again["metadata"]["labels"] == {"team": "shop"}
+    assert again["spec"]["placement"] == stored["spec"]["placement"]
+    assert again["metadata"]["annotations"] == stored["metadata"]["annotations"]
+
+
+def test_the_users_own_placement_change_is_decided_again() -> None:
+    file = _policy()
+    stored = _kept(file)
+    assert stored is not None
+    edited = copy.deepcopy(file)
+    edited["spec"]["placement"]["clusterAffinity"]["clusterNames"] = ["member-de", "member-pl"]
+    sent = merge(stored, edited)
+    again = testing.stored(sent, _admit(sent, "UPDATE", stored))
+    placement = again["spec"]["placement"]
+    assert "clusterAffinity" not in placement  # never beside clusterAffinities
+    named = {n for t in placement["clusterAffinities"] for n in _names(t)}
+    assert named == {"member-de", "member-pl"}
+    record = Record.decode(again["metadata"]["annotations"][DECISION])
+    assert record.orig["placement.clusterAffinity"] == {"clusterNames": ["member-de", "member-pl"]}
+
+
+def test_a_field_the_user_writes_over_carbonshifts_is_theirs() -> None:
+    stored = _kept(_policy())
+    assert stored is not None
+    own = copy.deepcopy(stored)
+    own["spec"]["placement"]["clusterAffinities"] = [
+        {"affinityName": "mine", "clusterNames": ["member-pl"]}
+    ]
+    again = testing.stored(own, _admit(own, "UPDATE", stored))
+    assert again == own
+
+
+def test_a_write_with_a_new_decision_is_not_read_as_a_reapply() -> None:
+    """The leader's switch removes what it added before: never put back."""
+    stored = _kept(_policy())
+    assert stored is not None
+    switched = copy.deepcopy(stored)
+    switched["spec"]["placement"].pop("clusterAffinities")
+    switched["spec"]["placement"]["clusterAffinity"] = {"clusterNames": ["member-fr"]}
+    switched["metadata"]["annotations"][DECISION] = '{"v":1,"at":"later"}'
+    again = testing.stored(switched, _admit(switched, "UPDATE", stored))
+    assert again == switched
+
+
+def test_an_update_that_changes_no_field_keeps_the_stored_record() -> None:
+    """A NodePool decided on every UPDATE keeps its record when only the data time moved."""
+    stored = reapply.same_record(
+        '{"v":1,"at":"2026-01-01T02:00:00Z","w":1,"own":{"spec.weight":"a"},"orig":{}}',
+        '{"v":1,"at":"2026-01-01T03:00:00Z","w":1,"own":{"spec.weight":"a"},"orig":{}}',
+    )
+    assert stored
+    assert not reapply.same_record(
+        '{"v":1,"at":"x","own":{"spec.weight":"a"},"orig":{}}',
+        '{"v":1,"at":"x","own":{"spec.weight":"b"},"orig":{}}',
+    )
+    assert not reapply.same_record(None, '{"v":1}')
+
+
+def _names(term: Mapping[str, Any]) -> list[str]:
+    out = list(term.get("clusterNames", []))
+    for overflow in term.get("overflowAffinities", []):
+        out += overflow.get("clusterNames", [])
+    return out
