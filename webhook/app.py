@@ -261,8 +261,8 @@ def controllers(
     if config.carry.enabled:
         out.append(Carrier(api, config, elector, events=events))
     if config.kueue.enabled and fleet.workers is not None:
-        if config.kueue.dispatch != "none":
-            out.append(KueueDispatcher(api, config, feed, elector, fleet.workers, events=events))
+        # with dispatch: none it only counts the Workloads nobody nominates
+        out.append(KueueDispatcher(api, config, feed, elector, fleet.workers, events=events))
         out.append(CarbonWindow(api, config, feed, elector, fleet.workers, events=events))
     for section in ("labels", "reevaluate", "accounting", "ocm", "carry", "kueue"):
         if not getattr(config, section).enabled:

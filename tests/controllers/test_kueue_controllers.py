@@ -6,12 +6,16 @@ its ClusterQueues named per worker).
 
 The dispatcher nominates the greenest worker with room as Kueue's admission (field manager
 ``kueue-admission``, the admission status as read), explains it (annotation, Event),
-passes over a full worker, widens after a round and never revokes; leaves alone what did
-not opt in, waits on other checks, writes nothing without the Lease. In ``order`` mode it
+passes over a full worker, widens after a round and never revokes; nominates every active
+worker at once, as Kueue's all-at-once dispatcher would, what carbon does not place (not
+opted in, opted out by the Workload's or its Job's label, a malformed annotation: a Warning
+Event naming it; no worker readable); waits on other checks, leaves another dispatcher's
+nominations alone, writes nothing without the Lease, and counts the Workloads nobody
+nominates past a round (``carbonshift_kueue_workloads_waiting``). In ``order`` mode it
 puts an opted-in MultiKueueConfig's clusters in carbon order. The carbon window keeps its
 AdmissionCheck Active, holds a Workload Pending until the greener hour of the grid it is
 about to run on, is Ready at the deadline, takes the delay of the check's CarbonWindow,
-and is Ready at once for what did not opt in or has a malformed annotation.
+and is Ready at once for what did not opt in, a Job labelled out or a malformed annotation.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ from typing import Any, cast
 
 import pytest
 import yaml
+from prometheus_client import REGISTRY
+from structlog.testing import capture_logs
 
 from tests import kubeapi
 from tests.support import NOW, reading
@@ -214,6 +220,7 @@ async def world() -> AsyncIterator[World]:
                             "kubeConfig": {"locationType": "Secret", "location": name}
                         }
                     },
+                    "status": {"conditions": [{"type": "Active", "status": "True"}]},
                 }
             )
             manager.add(kubeconfig_secret(name, url))
@@ -317,11 +324,134 @@ async def test_a_round_without_admission_widens_and_never_revokes(world: World) 
     assert json.loads(held["metadata"]["annotations"][vocabulary.DECISION])["nominatedAt"] == since
 
 
-async def test_what_did_not_opt_in_or_waits_on_a_check_is_left_alone(world: World) -> None:
-    world.manager.add(workload("other", namespace="elsewhere"))
+async def test_a_workload_another_check_holds_is_left_alone(world: World) -> None:
     world.manager.add(workload("held", checks={CHECK: "Pending", WINDOW: "Pending"}))
+    held = {CHECK: "Pending", WINDOW: "Pending"}
+    world.manager.add(workload("other", namespace="elsewhere", checks=held))
     assert await dispatcher(world, GREEN).reconcile() == {}
     assert world.manager.writes() == []
+
+
+def event_of(world: World, name: str, namespace: str = NS) -> dict[str, Any]:
+    [found] = [
+        e
+        for e in world.manager.items("events.events.k8s.io")
+        if (e["regarding"]["name"], e["regarding"]["namespace"]) == (name, namespace)
+    ]
+    return found
+
+
+async def test_what_carbon_does_not_place_goes_to_every_active_worker_at_once(
+    world: World,
+) -> None:
+    """Kueue's dispatcherName is carbonshift's: nobody else nominates. A Workload carbon
+    does not place is nominated at once to every active worker of its MultiKueueConfig,
+    as Kueue's own all-at-once dispatcher would, and never waits for carbonshift."""
+    world.worker.add(cluster_queue("cq-worker", "10"))  # room for all of them
+    world.manager.add(workload("other", namespace="elsewhere"))  # namespace not opted in
+    opted_out = workload("opted-out")
+    opted_out["metadata"]["labels"] = {vocabulary.ENABLED: "false"}
+    world.manager.add(opted_out)
+    world.manager.add(job("job-out", {}, labels={vocabulary.ENABLED: "false"}))
+    world.manager.add(workload("job-labelled", job="job-out"))
+    world.manager.add(job("job-bad", {vocabulary.MAX_DELAY: "banana"}))
+    world.manager.add(workload("malformed", job="job-bad"))
+    world.manager.add(workload("green"))  # opted in: carbon places it
+    assert await dispatcher(world, GREEN).reconcile() == {"all_at_once": 4, "nominated": 1}
+    assert stored(world, "green")["status"]["nominatedClusterNames"] == ["worker-b"]
+    every = ["worker-a", "worker-b"]
+    other = world.manager.get("workloads", "other", "elsewhere")
+    assert other["status"]["nominatedClusterNames"] == every
+    assert other["status"]["admission"]["clusterQueue"] == "cq"  # Kueue's admission status kept
+    for name in ("opted-out", "job-labelled", "malformed"):
+        assert stored(world, name)["status"]["nominatedClusterNames"] == every, name
+    writes = [c for c in world.manager.calls("PATCH") if c.where.subresource == "status"]
+    assert {c.query["fieldManager"] for c in writes} == {"kueue-admission"}
+    recorded = json.loads(other["metadata"]["annotations"][vocabulary.DECISION])
+    assert recorded["nominated"] == every
+    assert recorded["nominatedAt"] == vocabulary.format_time(NOW)
+    assert "not opted in" in recorded["reason"], recorded
+    assert (
+        "its Job is labelled carbonshift.io/enabled=false"
+        in json.loads(
+            stored(world, "job-labelled")["metadata"]["annotations"][vocabulary.DECISION]
+        )["reason"]
+    )
+    warning = event_of(world, "malformed")
+    assert (warning["type"], warning["reason"]) == ("Warning", "CarbonDispatched")
+    assert "carbonshift.io/max-delay" in warning["note"], warning
+    assert "banana" in warning["note"], warning
+    assert event_of(world, "other", "elsewhere")["type"] == "Normal"
+    assert await dispatcher(world, GREEN).reconcile() == {}  # nothing left to change
+
+
+async def test_all_at_once_leaves_out_an_inactive_worker_and_adds_it_once_active(
+    world: World,
+) -> None:
+    cluster = world.manager.get("multikueueclusters", "worker-b")
+    cluster["status"] = {"conditions": [{"type": "Active", "status": "False"}]}
+    world.manager.add(cluster)
+    world.manager.add(workload("other", namespace="elsewhere"))
+    assert await dispatcher(world, GREEN).reconcile() == {"all_at_once": 1}
+    other = world.manager.get("workloads", "other", "elsewhere")
+    assert other["status"]["nominatedClusterNames"] == ["worker-a"]
+    cluster = world.manager.get("multikueueclusters", "worker-b")
+    cluster["status"] = {"conditions": [{"type": "Active", "status": "True"}]}
+    world.manager.add(cluster)
+    assert await dispatcher(world, GREEN).reconcile() == {"widened": 1}
+    other = world.manager.get("workloads", "other", "elsewhere")
+    assert other["status"]["nominatedClusterNames"] == ["worker-a", "worker-b"]
+
+
+async def test_an_opted_in_workload_no_worker_can_be_read_for_goes_everywhere(
+    world: World,
+) -> None:
+    world.worker.remove("localqueues", "user-queue", NS)  # no worker's queue to read
+    world.manager.add(workload("job-1"))
+    assert await dispatcher(world, GREEN).reconcile() == {"all_at_once": 1}
+    held = stored(world, "job-1")
+    assert held["status"]["nominatedClusterNames"] == ["worker-a", "worker-b"]
+    reason = json.loads(held["metadata"]["annotations"][vocabulary.DECISION])["reason"]
+    assert "no worker's queues could be read" in reason, reason
+
+
+async def test_another_dispatchers_nomination_is_left_alone_on_every_path(world: World) -> None:
+    world.manager.add(workload("other", namespace="elsewhere", nominated=["worker-a"]))
+    assert await dispatcher(world, GREEN).reconcile() == {}
+    assert world.manager.writes() == []
+
+
+def waiting() -> float | None:
+    return REGISTRY.get_sample_value("carbonshift_kueue_workloads_waiting")
+
+
+LATER = NOW + timedelta(seconds=61)
+"""Past a round (60 s) since every Workload's quota was reserved (11:59)."""
+
+
+async def test_workloads_nobody_nominates_past_a_round_are_counted(world: World) -> None:
+    """Kueue's dispatcherName names carbonshift while carbonshift does not dispatch
+    (``dispatch: none``): the gauge shows who waits, not those another check holds."""
+    with_window(world)
+    world.manager.add(workload("stuck", checks={WINDOW: "Ready", CHECK: "Pending"}))
+    world.manager.add(workload("held", checks={WINDOW: "Pending", CHECK: "Pending"}))
+    world.manager.add(workload("sent", checks={WINDOW: "Ready", CHECK: "Pending"},
+                               nominated=["worker-a"]))  # fmt: skip
+    idle = dispatcher(world, GREEN, clock=lambda: LATER, dispatch="none")
+    with capture_logs() as logs:
+        assert await idle.reconcile() == {}
+    assert waiting() == 1
+    [said] = [e for e in logs if e["event"] == "kueue_workloads_waiting"]
+    assert said["workloads"] == [f"{NS}/stuck"], said
+    assert world.manager.writes() == []
+    idle.lost()
+    assert waiting() == 0
+    young = dispatcher(world, GREEN, dispatch="none")  # a minute after: within the round
+    assert await young.reconcile() == {}
+    assert waiting() == 0
+    # carbonshift dispatching: nominated in this very pass, so not waiting
+    assert await dispatcher(world, GREEN, clock=lambda: LATER).reconcile() == {"nominated": 1}
+    assert waiting() == 0
 
 
 async def test_nothing_is_written_without_the_lease(world: World) -> None:
@@ -366,11 +496,18 @@ def with_window(world: World, parameters: str | None = None) -> None:
     world.manager.add(cluster_queue("cq", "100", checks=[WINDOW, CHECK]))
 
 
-def job(name: str, annotations: dict[str, str]) -> dict[str, Any]:
+def job(
+    name: str, annotations: dict[str, str], labels: dict[str, str] | None = None
+) -> dict[str, Any]:
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": {"name": name, "namespace": NS, "annotations": annotations},
+        "metadata": {
+            "name": name,
+            "namespace": NS,
+            "annotations": annotations,
+            "labels": labels or {},
+        },
     }
 
 
@@ -446,6 +583,17 @@ async def test_ready_at_once_when_not_opted_in_or_malformed(world: World) -> Non
     assert "max-delay" in check_of(world, "wl-1")["message"]
 
 
+async def test_ready_at_once_for_a_job_labelled_out(world: World) -> None:
+    with_window(world)
+    world.manager.add(
+        job("job-1", {vocabulary.MAX_DELAY: "6h"}, labels={vocabulary.ENABLED: "false"})
+    )
+    world.manager.add(workload("wl-1", checks={WINDOW: "Pending"}, job="job-1"))
+    assert await window(world, LATER_GREEN).reconcile() == {"active": 1, "Ready": 1}
+    state = check_of(world, "wl-1")
+    assert state["message"].startswith("carbonshift leaves it alone: opted out (its Job"), state
+
+
 async def test_a_worker_without_a_readable_secret_is_left_out(world: World) -> None:
     world.manager.objects = {
         k: v
@@ -469,7 +617,8 @@ def test_the_application_runs_both_kueue_controllers_when_kueue_is_enabled(world
         return [c.name for c in controllers(config, state, fleet, kube_settings)]
 
     assert names(enabled=True) == ["kueue_dispatch", "carbon_window"]
-    assert names(enabled=True, dispatch="none") == ["carbon_window"]
+    # dispatch: none nominates nothing, the dispatcher only counts who waits
+    assert names(enabled=True, dispatch="none") == ["kueue_dispatch", "carbon_window"]
     assert names(enabled=False) == []
 
 

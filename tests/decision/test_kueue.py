@@ -359,6 +359,68 @@ def test_at_most_twenty_nominated() -> None:
     assert len(kueue.nominate(job(), full, OUTLOOKS, [], rounds=0).names) == 20
 
 
+def test_all_at_once_is_every_active_cluster_of_the_config_by_name() -> None:
+    """Kueue's all-at-once dispatcher: the MultiKueueConfig's clusters Kueue reaches,
+    sorted; at most twenty."""
+    clusters = ["w-se", "w-pl", "w-de", "w-pl"]
+    assert kueue.all_at_once(clusters, {"w-se", "w-pl", "w-fr"}) == ("w-pl", "w-se")
+    assert kueue.all_at_once(clusters, set()) == ()
+    many = [f"w{i:02}" for i in range(25)]
+    assert kueue.all_at_once(reversed(many), set(many)) == tuple(many[:20])
+
+
+def at(minutes: int) -> str:
+    return vocabulary.format_time(T0 + timedelta(minutes=minutes))
+
+
+def manager_workload(
+    *, checks: Mapping[str, str] | None = None, reserved: str = "True", **status: Any
+) -> dict[str, Any]:
+    """A Workload with quota reserved at T0+1m whose other checks were Ready at T0+3m."""
+    return workload(
+        conditions=[{"type": "QuotaReserved", "status": reserved, "lastTransitionTime": at(1)}],
+        admissionChecks=[
+            {"name": name, "state": state, "lastTransitionTime": at(3)}
+            for name, state in (checks or {"window": "Ready", "mk": "Pending"}).items()
+        ],
+        **status,
+    )
+
+
+def test_waiting_since_the_last_of_quota_and_the_other_checks() -> None:
+    assert kueue.waiting_since(manager_workload(), "mk") == T0 + 3 * timedelta(minutes=1)
+    only = manager_workload(checks={"mk": "Pending"})
+    assert kueue.waiting_since(only, "mk") == T0 + timedelta(minutes=1)
+    undated = manager_workload(checks={"mk": "Pending"})
+    undated["status"]["conditions"][0]["lastTransitionTime"] = "soon"
+    assert kueue.waiting_since(undated, "mk") == T0  # its creation
+
+
+@pytest.mark.parametrize(
+    "why",
+    ["not multikueue", "no quota", "held", "nominated", "admitted", "finished", "evicted",
+     "deleted"],
+)  # fmt: skip
+def test_not_waiting_for_a_nomination(why: str) -> None:
+    check: str | None = "mk"
+    w = manager_workload()
+    if why == "not multikueue":
+        check = None
+    elif why == "no quota":
+        w = manager_workload(reserved="False")
+    elif why == "held":
+        w = manager_workload(checks={"window": "Pending", "mk": "Pending"})
+    elif why == "nominated":
+        w = manager_workload(nominatedClusterNames=["w-se"])
+    elif why == "admitted":
+        w = manager_workload(clusterName="w-se")
+    elif why in ("finished", "evicted"):
+        w["status"]["conditions"].append({"type": why.title(), "status": "True"})
+    else:
+        w["metadata"]["deletionTimestamp"] = at(5)
+    assert kueue.waiting_since(w, check) is None
+
+
 def test_window_zone_is_the_greenest_worker_with_room() -> None:
     fleet = [*FLEET[:3], worker("w-se", "SE", used="3")]
     assert kueue.window_zone(job(), fleet, OUTLOOKS, []) == ("w-fr", "FR")

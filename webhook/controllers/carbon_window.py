@@ -15,8 +15,9 @@ Every ``kueue.interval_seconds`` while this replica leads, for the AdmissionChec
   MultiKueue will be given first (:func:`webhook.decision.kueue.window_zone`, the same
   ranking as the dispatcher), else the local ``zone`` for a ClusterQueue MultiKueue does
   not dispatch. Never held past the deadline (``created + max-delay``). A Workload whose
-  namespace did not opt in (``carbonshift.io/enabled=true``), or whose annotation is
-  malformed (a Warning Event names it), is Ready at once: the check never blocks a queue.
+  namespace did not opt in (``carbonshift.io/enabled=true``), that or whose Job is labelled
+  ``carbonshift.io/enabled=false``, or whose annotation is malformed (a Warning Event names
+  it), is Ready at once: the check never blocks a queue.
 
 Each state change is an Event (``CarbonWindowPending`` / ``CarbonWindowReady``), the
 ``window`` entry of the Workload's ``carbonshift.io/decision`` annotation and
@@ -42,6 +43,7 @@ from webhook.controllers.kueue_fleet import (
     decision_of,
     finished,
     in_flight,
+    job_opted_out,
     namespace_labels,
 )
 from webhook.decision import kueue as rules
@@ -177,11 +179,14 @@ class CarbonWindow(KueueController):
         meta = meta_of(workload)
         now = self.clock()
         why_not = not_opted_in(workload, namespaces.get(meta.namespace, {}))
+        annotations: dict[str, str] = {}
+        if why_not is None:
+            labels, annotations = await self.reader.job_metadata(workload)
+            why_not = job_opted_out(labels)
         checked: rules.Window | None = None
         if why_not is not None:
             state, message = "Ready", f"carbonshift leaves it alone: {why_not}"
         else:
-            annotations = await self.reader.job_annotations(workload)
             try:
                 job = self.reader.job_of(workload, annotations, check_delay)
             except InvalidInput as exc:

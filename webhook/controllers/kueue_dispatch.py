@@ -2,11 +2,17 @@
 
 Every ``kueue.interval_seconds`` while this replica leads, with ``kueue.dispatch``:
 
-``external`` (Kueue's ``multiKueue.dispatcherName`` set to ``kueue.dispatcher_name``):
-for each Workload on the manager in a namespace labelled ``carbonshift.io/enabled=true``
-(:func:`webhook.decision.optin.not_opted_in`) that has quota reserved, no
+``external`` (Kueue's ``multiKueue.dispatcherName`` set to ``kueue.dispatcher_name``, so
+nobody else nominates): for each Workload on the manager that has quota reserved, no
 ``status.clusterName``, and every admission check but MultiKueue's Ready (MultiKueue
-dispatches only then), the dispatcher reads the workers (:mod:`webhook.controllers.kueue_fleet`),
+dispatches only then). One carbon does not place (its namespace is not labelled
+``carbonshift.io/enabled=true`` or it is labelled ``false``,
+:func:`webhook.decision.optin.not_opted_in`; its Job is labelled
+``carbonshift.io/enabled=false``; an annotation of its Job is malformed, then the Event is
+a Warning naming it; no worker's queues can be read) is nominated to every active worker
+of its MultiKueueConfig at once, as Kueue's own all-at-once dispatcher would
+(:func:`webhook.decision.kueue.all_at_once`): no Job waits for carbonshift. For the others
+the dispatcher reads the workers (:mod:`webhook.controllers.kueue_fleet`),
 the jobs nominated and not yet admitted, and the feed's outlook of each worker's zone, and
 writes what :func:`webhook.decision.kueue.nominate` says into
 ``status.nominatedClusterNames``: the greenest worker with room first, the next ones
@@ -28,6 +34,12 @@ kept in its ``carbonshift.io/decision`` annotation), an update guarded by the
 ``resourceVersion`` read, an Event ``CarbonOrderChanged`` and
 ``carbonshift_kueue_orders_total``. When carbonshift stops, Kueue keeps dispatching in the
 last order written.
+
+In every mode (``none`` too) each pass counts the Workloads that wait for a nomination
+longer than ``kueue.round_seconds`` (:func:`webhook.decision.kueue.waiting_since`):
+``carbonshift_kueue_workloads_waiting``, and a warning ``kueue_workloads_waiting`` naming
+them; nobody dispatches them (Kueue's ``dispatcherName`` names carbonshift while
+``kueue.dispatch`` is not ``external``, or the nominations fail).
 """
 
 from __future__ import annotations
@@ -48,6 +60,7 @@ from webhook.controllers.kueue_fleet import (
     decision_of,
     finished,
     in_flight,
+    job_opted_out,
     namespace_labels,
     since_of,
 )
@@ -88,32 +101,68 @@ class KueueDispatcher(KueueController):
 
     _said_another = False
     """The warning about another dispatcher's nominations was given (once a process)."""
+    _said_waiting: tuple[str, ...] = ()
+    """The Workloads the last ``kueue_workloads_waiting`` warning named."""
 
     @property
     def hysteresis(self) -> Hysteresis:
         return self.config.hysteresis
 
     async def reconcile(self) -> dict[str, int]:
-        """One pass; outcome -> count (``nominated``, ``widened``, ``ordered``, ``error``)."""
-        if self.config.kueue.dispatch == "order":
-            return await self._order_pass()
-        if self.config.kueue.dispatch == "external":
-            return await self._dispatch_pass()
-        return {}
+        """One pass; outcome -> count (``nominated``, ``all_at_once``, ``widened``,
+        ``ordered``, ``error``). Every mode then counts the Workloads waiting for a
+        nomination longer than a round (``carbonshift_kueue_workloads_waiting``)."""
+        mode = self.config.kueue.dispatch
+        workloads = await kube.listed(self.api, kube.WORKLOADS)
+        namespaces = await namespace_labels(self.api) if mode == "external" else {}
+        if workloads is None or namespaces is None or not await self.reader.begin():
+            return {}
+        written: set[str] = set()
+        if mode == "order":
+            outcomes = await self._order_pass()
+        elif mode == "external":
+            outcomes = await self._dispatch_pass(workloads, namespaces, written)
+        else:
+            outcomes = {}
+        self._measure(workloads, written)
+        return outcomes
+
+    def lost(self) -> None:
+        metrics.KUEUE_WAITING.set(0)  # the new leader counts them
+
+    def _measure(self, workloads: list[Obj], written: set[str]) -> None:
+        """``carbonshift_kueue_workloads_waiting``: the Workloads :func:`webhook.decision.
+        kueue.waiting_since` more than a round ago (not counting those nominated now)."""
+        now = self.clock()
+        round_seconds = timedelta(seconds=self.config.kueue.round_seconds)
+        waiting = []
+        for workload in workloads:
+            meta = meta_of(workload)
+            if f"{meta.namespace}/{meta.name}" in written:
+                continue
+            since = rules.waiting_since(workload, self.reader.multikueue_check(workload))
+            if since is not None and now - since > round_seconds:
+                waiting.append(f"{meta.namespace}/{meta.name}")
+        metrics.KUEUE_WAITING.set(len(waiting))
+        if waiting and tuple(waiting) != self._said_waiting:
+            log.warning("kueue_workloads_waiting", count=len(waiting), workloads=waiting[:10],
+                        dispatch=self.config.kueue.dispatch,
+                        hint="no worker was nominated for them for longer than "
+                        "kueue.round_seconds: Kueue's multiKueue.dispatcherName names "
+                        f"{self.config.kueue.dispatcher_name} only with kueue.dispatch: "
+                        "external; else see kueue_nomination_failed")  # fmt: skip
+        self._said_waiting = tuple(waiting)
 
     # --- external: nominate -----------------------------------------------------------------
 
-    async def _dispatch_pass(self) -> dict[str, int]:
-        workloads = await kube.listed(self.api, kube.WORKLOADS)
-        namespaces = await namespace_labels(self.api)
-        if workloads is None or namespaces is None or not await self.reader.begin():
-            return {}
+    async def _dispatch_pass(
+        self, workloads: list[Obj], namespaces: Mapping[str, Mapping[str, str]],
+        written: set[str],
+    ) -> dict[str, int]:  # fmt: skip
         flying = in_flight(workloads, self.config.kueue.default_runtime_seconds)
         outcomes: dict[str, int] = {}
         for workload in workloads:
             meta = meta_of(workload)
-            if not_opted_in(workload, namespaces.get(meta.namespace, {})) is not None:
-                continue
             if finished(workload) or text(workload, "status", "clusterName"):
                 continue
             if condition(workload, "QuotaReserved") != "True":
@@ -123,13 +172,15 @@ class KueueDispatcher(KueueController):
             if not self.gate.leading:
                 break
             try:
-                outcome, job = await self._nominate(workload, flying)
+                outcome, job = await self._dispatch(
+                    workload, namespaces.get(meta.namespace, {}), flying
+                )
             except NotLeader:
                 break
-            except (ApiException, InvalidInput) as exc:
+            except ApiException as exc:
                 outcome, job = "error", None
                 metrics.KUEUE_NOMINATIONS.labels("error").inc()
-                problem = error_name(exc) if isinstance(exc, ApiException) else str(exc)
+                problem = error_name(exc)
                 log.warning("kueue_nomination_failed", workload=meta.name,
                             namespace=meta.namespace, error=problem,
                             hint="409: the Workload changed since it was read; the next "
@@ -138,16 +189,36 @@ class KueueDispatcher(KueueController):
                 flying = [j for j in flying if j.key != job.key] + [job]
             if outcome:
                 outcomes[outcome] = outcomes.get(outcome, 0) + 1
+                if outcome != "error":
+                    written.add(f"{meta.namespace}/{meta.name}")
         return outcomes
 
+    async def _dispatch(
+        self, workload: Obj, namespace: Mapping[str, str], flying: list[rules.Job]
+    ) -> tuple[str, rules.Job | None]:
+        """Carbon places ``workload`` (:meth:`_nominate`) unless it may not: then every
+        active worker is nominated at once (:meth:`_all_at_once`)."""
+        why_not = not_opted_in(workload, namespace)
+        if why_not is not None:
+            return await self._all_at_once(workload, why_not), None
+        labels, annotations = await self.reader.job_metadata(workload)
+        why_not = job_opted_out(labels)
+        if why_not is not None:
+            return await self._all_at_once(workload, why_not), None
+        try:
+            job = self.reader.job_of(workload, annotations)
+        except InvalidInput as exc:
+            return await self._all_at_once(workload, f"{exc}", warning=True), None
+        return await self._nominate(workload, job, flying)
+
     async def _nominate(
-        self, workload: Obj, flying: list[rules.Job]
+        self, workload: Obj, job: rules.Job, flying: list[rules.Job]
     ) -> tuple[str, rules.Job | None]:
         workers = await self.reader.fleet(workload)
+        if workers is None:
+            return "", None  # MultiKueue does not dispatch it
         if not workers:
-            return "", None
-        annotations = await self.reader.job_annotations(workload)
-        job = self.reader.job_of(workload, annotations)
+            return await self._all_at_once(workload, "no worker's queues could be read"), None
         now = self.clock()
         since = since_of(workload, NOMINATED_AT) if job.nominated else None
         if job.nominated and since is None:
@@ -161,6 +232,8 @@ class KueueDispatcher(KueueController):
             job, workers, outlooks, flying, rounds=rounds, step=self.config.kueue.step,
             readings=readings,
         )  # fmt: skip
+        if not nomination.names:
+            return await self._all_at_once(workload, nomination.reason), None
         young = now - job.created < timedelta(seconds=round_seconds)
         if young and not any(v is not None for v in nomination.means.values()):
             return "", None  # the feed was just asked for the workers' zones: next pass
@@ -168,15 +241,62 @@ class KueueDispatcher(KueueController):
         if not added:
             return "", None
         names = [*job.nominated, *added][: rules.MAX_NOMINATED]
-        status = kube.admission_status(workload, names)
-        await kube.apply_status(self.api, self.gate, workload, kube.WORKLOADS, kind="Workload",
-                                status=status, manager=kube.ADMISSION_MANAGER)  # fmt: skip
         outcome = "widened" if job.nominated else "nominated"
-        metrics.KUEUE_NOMINATIONS.labels(outcome).inc()
         zones = {w.name: w.zone for w in workers}
         recorded = {**decision_of(workload), **rules.record(nomination, zones=zones)}
         recorded["nominated"] = names
         recorded[NOMINATED_AT] = vocabulary.format_time(since or now)
+        note = f"nominated {', '.join(names)}: {nomination.reason}"
+        if outcome == "widened":
+            note = f"round {nomination.round}: {note}"
+        await self._write(workload, names, recorded, note, outcome)
+        log.info("kueue_nominated", workload=meta_of(workload).name,
+                 namespace=meta_of(workload).namespace, nominated=names,
+                 round=nomination.round, reason=nomination.reason)  # fmt: skip
+        return outcome, dataclasses.replace(job, nominated=tuple(names))
+
+    async def _all_at_once(self, workload: Obj, why: str, *, warning: bool = False) -> str:
+        """Nominate every worker of ``workload``'s MultiKueueConfig that Kueue reaches, as
+        Kueue's own all-at-once dispatcher would (:func:`webhook.decision.kueue.
+        all_at_once`): carbon does not place it (``why``), and it must not wait for
+        carbonshift. ``warning``: its Event is a Warning (a malformed annotation, named in
+        ``why``). A nomination is only ever widened, as on the carbon path."""
+        clusters = self.reader.clusters_of(workload)
+        if clusters is None:
+            return ""
+        nominated = [n for n in items(workload, "status", "nominatedClusterNames")
+                     if isinstance(n, str) and n]  # fmt: skip
+        since = since_of(workload, NOMINATED_AT)
+        if nominated and since is None:
+            self._another(workload, tuple(nominated))
+            return ""
+        added = [n for n in rules.all_at_once(clusters, self.reader.active())
+                 if n not in nominated]  # fmt: skip
+        if not added:
+            return ""
+        names = [*nominated, *added][: rules.MAX_NOMINATED]
+        outcome = "widened" if nominated else "all_at_once"
+        reason = f"every active worker at once, carbon does not place it: {why}"
+        recorded = {k: v for k, v in decision_of(workload).items()
+                    if k not in ("ranked", "means", "round")}  # fmt: skip
+        recorded.update(nominated=names, reason=reason)
+        recorded[NOMINATED_AT] = vocabulary.format_time(since or self.clock())
+        note = f"nominated {', '.join(names)}: {reason}"
+        await self._write(workload, names, recorded, note, outcome, warning=warning)
+        log.info("kueue_nominated_all_at_once", workload=meta_of(workload).name,
+                 namespace=meta_of(workload).namespace, nominated=names, reason=why)  # fmt: skip
+        return outcome
+
+    async def _write(
+        self, workload: Obj, names: list[str], recorded: Mapping[str, Any], note: str,
+        outcome: str, *, warning: bool = False,
+    ) -> None:  # fmt: skip
+        """The nomination as Kueue's admission status, then its record (the annotation), its
+        Event and its count."""
+        status = kube.admission_status(workload, names)
+        await kube.apply_status(self.api, self.gate, workload, kube.WORKLOADS, kind="Workload",
+                                status=status, manager=kube.ADMISSION_MANAGER)  # fmt: skip
+        metrics.KUEUE_NOMINATIONS.labels(outcome).inc()
         meta = meta_of(workload)
         try:
             await apply_metadata(
@@ -187,14 +307,9 @@ class KueueDispatcher(KueueController):
             )  # fmt: skip
         except ApiException as exc:
             log.warning("kueue_decision_not_recorded", workload=meta.name, error=error_name(exc))
-        note = f"nominated {', '.join(names)}: {nomination.reason}"
-        if outcome == "widened":
-            note = f"round {nomination.round}: {note}"
         if self.events is not None:
-            await self.events.emit(workload, reason=DISPATCHED, note=note, action="Nominate")
-        log.info("kueue_nominated", workload=meta.name, namespace=meta.namespace,
-                 nominated=names, round=nomination.round, reason=nomination.reason)  # fmt: skip
-        return outcome, dataclasses.replace(job, nominated=tuple(names))
+            await self.events.emit(workload, reason=DISPATCHED, note=note, action="Nominate",
+                                   type="Warning" if warning else "Normal")  # fmt: skip
 
     def _another(self, workload: Obj, nominated: tuple[str, ...]) -> None:
         """Another dispatcher nominated ``workload`` (no nomination of carbonshift's is
@@ -212,8 +327,6 @@ class KueueDispatcher(KueueController):
     # --- order: MultiKueueConfig.spec.clusters ---------------------------------------------
 
     async def _order_pass(self) -> dict[str, int]:
-        if not await self.reader.begin():
-            return {}
         configs = await kube.listed(
             self.api, kube.MULTIKUEUE_CONFIGS, label_selector=f"{vocabulary.ENABLED}=true"
         )

@@ -81,6 +81,15 @@ async def namespace_labels(api: client.ApiClient) -> dict[str, Mapping[str, str]
     return {ns.metadata.name: dict(strings(ns.metadata.labels)) for ns in listed.items}
 
 
+def job_opted_out(job_labels: Mapping[str, str]) -> str | None:
+    """Why carbon leaves a Workload alone for its Job's own label: ``carbonshift.io/enabled=
+    false`` opts the Job out (as it does any object), even in a labelled namespace; None:
+    it does not. (Kueue copies no label of the Job to its Workload unless told to.)"""
+    if vocabulary.opt_in(job_labels) is False:
+        return f"opted out (its Job is labelled {vocabulary.ENABLED}=false)"
+    return None
+
+
 def finished(workload: Mapping[str, Any]) -> bool:
     return condition(workload, "Finished") == "True" or bool(meta_of(workload).deletion_timestamp)
 
@@ -156,6 +165,20 @@ class KueueReader:
                 return meta_of(check).name
         return None
 
+    def clusters_of(self, workload: Mapping[str, Any]) -> list[str] | None:
+        """The clusters of the MultiKueueConfig that dispatches ``workload``, in its order
+        (None: MultiKueue does not dispatch it)."""
+        multikueue_config = self.multikueue_config_of(workload)
+        if multikueue_config is None:
+            return None
+        return [n for n in items(multikueue_config, "spec", "clusters") if isinstance(n, str)]
+
+    def active(self) -> set[str]:
+        """The workers Kueue reaches: the MultiKueueClusters whose ``Active`` condition is
+        True (what Kueue's own dispatchers nominate from)."""
+        return {meta_of(c).name for c in self._pass.get(kube.MULTIKUEUE_CLUSTERS, ())
+                if condition(c, "Active") == "True"}  # fmt: skip
+
     def zone_of(self, worker: str) -> str | None:
         """A worker's grid zone: its MultiKueueCluster's ``carbonshift.io/zone``, else the
         config's ``clusters.<name>``."""
@@ -202,8 +225,11 @@ class KueueReader:
 
     # --- the Job and the grid --------------------------------------------------------------
 
-    async def job_annotations(self, workload: Mapping[str, Any]) -> dict[str, str]:
-        """The annotations of the Job owning ``workload`` (empty: no Job, or unreadable)."""
+    async def job_metadata(
+        self, workload: Mapping[str, Any]
+    ) -> tuple[dict[str, str], dict[str, str]]:
+        """The labels and the annotations of the Job owning ``workload`` (empty: no Job, or
+        unreadable)."""
         meta = meta_of(workload)
         for owner in items(workload, "metadata", "ownerReferences"):
             if text(owner, "kind") != "Job" or not text(owner, "apiVersion").startswith("batch/"):
@@ -213,9 +239,9 @@ class KueueReader:
                     text(owner, "name"), meta.namespace, _request_timeout=REQUEST_TIMEOUT
                 )
             except Exception:
-                return {}
-            return dict(strings(job.metadata.annotations))
-        return {}
+                return {}, {}
+            return dict(strings(job.metadata.labels)), dict(strings(job.metadata.annotations))
+        return {}, {}
 
     def outlooks(
         self, zones: Iterable[str | None], hours: int

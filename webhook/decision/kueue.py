@@ -438,6 +438,60 @@ def window_zone(
     return first, zone
 
 
+# --- where, when carbon does not decide ------------------------------------------------------
+
+
+def all_at_once(clusters: Iterable[str], active: Collection[str]) -> tuple[str, ...]:
+    """What Kueue's own all-at-once dispatcher (its default) nominates: every cluster of the
+    Workload's MultiKueueConfig that Kueue reaches (``active``: the MultiKueueClusters whose
+    ``Active`` condition is True), by name, at most :data:`MAX_NOMINATED`. The external
+    dispatcher nominates this for a Workload carbon does not place (not opted in, opted
+    out, a malformed annotation, no worker readable), so no Job waits for carbonshift."""
+    return tuple(sorted({c for c in clusters if c in active}))[:MAX_NOMINATED]
+
+
+def _transition(entry: object) -> datetime | None:
+    raw = text(entry, "lastTransitionTime")
+    try:
+        return vocabulary.parse_time(raw) if raw else None
+    except ValueError:
+        return None
+
+
+def waiting_since(workload: Mapping[str, Any], multikueue_check: str | None) -> datetime | None:
+    """Since when ``workload`` waits for a worker nomination, or None when it does not.
+
+    It waits when MultiKueue dispatches it (``multikueue_check``: the name of the MultiKueue
+    AdmissionCheck on its ClusterQueue; None: not MultiKueue's), it has quota reserved on the
+    manager, is neither finished, being deleted nor evicted, has no ``status.clusterName``
+    and no ``status.nominatedClusterNames``, and every admission check but MultiKueue's is
+    Ready (a check that holds it, such as the carbon window, is not a missing nomination).
+    Since: the latest ``lastTransitionTime`` of those conditions (quota reserved, each
+    other check Ready), else the Workload's creation."""
+    if multikueue_check is None or condition(workload, "QuotaReserved") != "True":
+        return None
+    if condition(workload, "Finished") == "True" or condition(workload, "Evicted") == "True":
+        return None
+    meta = meta_of(workload)
+    if meta.deletion_timestamp or text(workload, "status", "clusterName"):
+        return None
+    if items(workload, "status", "nominatedClusterNames"):
+        return None
+    times = [
+        _transition(c)
+        for c in items(workload, "status", "conditions")
+        if text(c, "type") == "QuotaReserved"
+    ]
+    for check in items(workload, "status", "admissionChecks"):
+        if text(check, "name") == multikueue_check:
+            continue
+        if text(check, "state") != "Ready":
+            return None
+        times.append(_transition(check))
+    known = [t for t in times if t is not None]
+    return max(known) if known else meta.creation_timestamp
+
+
 # --- where, with Kueue's own incremental dispatcher ----------------------------------------
 
 

@@ -285,8 +285,9 @@ class KueueConfig(Schema, frozen=True):
     interval_seconds: AtLeast1 = 10.0
     """Pause between passes over the pending Workloads."""
     dispatch: Dispatch = "external"
-    """``external`` (nominate workers), ``order`` (order ``MultiKueueConfig.spec.clusters``
-    for Kueue's incremental dispatcher) or ``none``."""
+    """``external`` (nominate workers: by carbon, else every active worker at once),
+    ``order`` (order ``MultiKueueConfig.spec.clusters`` for Kueue's incremental dispatcher)
+    or ``none``. In every mode the leader counts the Workloads nobody nominates."""
     dispatcher_name: QualifiedName = "carbonshift.io/carbon-dispatcher"
     """The ``multiKueue.dispatcherName`` users set in Kueue's Configuration for the
     ``external`` mode; carbonshift nominates only when Kueue names it."""

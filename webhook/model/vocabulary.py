@@ -99,7 +99,12 @@ NamespaceOffloading), ``nodepool`` (Karpenter NodePool)."""
 BOTH: tuple[Scope, ...] = ("policy", "nodepool")
 
 KEYS = (
-    Key(ENABLED, "label", "Namespace, policy, NodePool, NamespaceOffloading", '"true" | "false"'),
+    Key(
+        ENABLED,
+        "label",
+        "Namespace, policy, NodePool, NamespaceOffloading, Job (Kueue MultiKueue)",
+        '"true" | "false"',
+    ),
     Key(
         REFRESH,
         "annotation",

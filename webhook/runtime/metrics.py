@@ -251,8 +251,16 @@ ACCOUNTED_REPLICAS = Gauge(
 KUEUE_NOMINATIONS = Counter(
     "carbonshift_kueue_nominations_total",
     "Kueue MultiKueue Workloads the leader nominated worker clusters for, by outcome "
-    "(nominated: first nomination, widened: a round added workers, error).",
+    "(nominated: first nomination by carbon, all_at_once: every active worker at once, as "
+    "Kueue's own dispatcher would, for a Workload carbon does not place; widened: a round or "
+    "a new worker added workers, error).",
     ["outcome"],
+)
+KUEUE_WAITING = Gauge(
+    "carbonshift_kueue_workloads_waiting",
+    "Kueue MultiKueue Workloads on the manager with quota reserved, every other admission "
+    "check Ready and no worker nominated for longer than kueue.round_seconds, as of the "
+    "leader's last pass (0 on the other replicas): nobody dispatches them.",
 )
 KUEUE_ORDERS = Counter(
     "carbonshift_kueue_orders_total",
