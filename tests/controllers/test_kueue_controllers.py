@@ -324,8 +324,13 @@ async def test_a_round_without_admission_widens_and_never_revokes(world: World) 
     assert json.loads(held["metadata"]["annotations"][vocabulary.DECISION])["nominatedAt"] == since
 
 
-async def test_a_workload_another_check_holds_is_left_alone(world: World) -> None:
+async def test_a_workload_another_check_holds_or_being_evicted_is_left_alone(
+    world: World,
+) -> None:
     world.manager.add(workload("held", checks={CHECK: "Pending", WINDOW: "Pending"}))
+    evicted = workload("evicted")
+    evicted["status"]["conditions"].append({"type": "Evicted", "status": "True"})
+    world.manager.add(evicted)
     held = {CHECK: "Pending", WINDOW: "Pending"}
     world.manager.add(workload("other", namespace="elsewhere", checks=held))
     assert await dispatcher(world, GREEN).reconcile() == {}

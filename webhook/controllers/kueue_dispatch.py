@@ -167,6 +167,8 @@ class KueueDispatcher(KueueController):
                 continue
             if condition(workload, "QuotaReserved") != "True":
                 continue
+            if condition(workload, "Evicted") == "True":
+                continue  # as Kueue's dispatchers: its eviction ends first (quota released)
             if waiting_on_checks(workload, self.reader.multikueue_check(workload)):
                 continue
             if not self.gate.leading:
