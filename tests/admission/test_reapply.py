@@ -23,17 +23,19 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
+from datetime import timedelta
 from typing import Any
 
 import orjson
 import pytest
 
 from tests.semantics import fleet
-from tests.support import NOW
+from tests.support import NOW, reading
 from webhook import kinds, testing
 from webhook.decision import reapply
 from webhook.decision.record import Record
 from webhook.kinds import Context
+from webhook.model import config
 from webhook.model.vocabulary import DECISION
 from webhook.serve import admission
 from webhook.serve.reviews import parse
@@ -208,3 +210,29 @@ def _names(term: Mapping[str, Any]) -> list[str]:
     for overflow in term.get("overflowAffinities", []):
         out += overflow.get("clusterNames", [])
     return out
+
+
+POOLS = [(c, o) for c, sample, _, o in CASES if sample.kind == "NodePool"]
+
+
+@pytest.mark.parametrize(("case", "pool"), POOLS, ids=[c for c, _ in POOLS])
+def test_a_nodepool_decided_on_every_update_is_not_rewritten_when_only_the_hour_moved(
+    case: str, pool: dict[str, Any]
+) -> None:
+    """Admitted at 12:00 and again, unchanged, at 13:00: the stored record stays."""
+    document = fleet.config_document()
+    document["nodepools"] = {**document["nodepools"], "mutate_on_update": True}
+    cfg = config.parse(document)
+
+    def answer(obj: Any, hour: int, grid: Mapping[str, float], old: Any = None) -> bytes:
+        when = NOW + timedelta(hours=hour)
+        until = when + timedelta(hours=1)
+        table = {z: reading(z, g, valid_from=when, valid_to=until) for z, g in grid.items()}
+        ctx = Context(config=cfg, table=table, now=when)
+        operation: testing.Operation = "CREATE" if old is None else "UPDATE"
+        body = orjson.dumps(testing.review(obj, operation=operation, old=old))
+        return admission.respond(admission.admit(parse(body), ctx))
+
+    stored = testing.stored(pool, answer(pool, 0, fleet.GRID))
+    again = answer(stored, 1, fleet.GRID, stored)
+    assert testing.patch_of(again) == [], f"{case}: {again!r}"
