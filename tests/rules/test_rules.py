@@ -15,7 +15,7 @@ TESTS = Path(__file__).with_name("carbonshift-rules-test.yaml")
 
 
 def test_the_rules_are_valid() -> None:
-    assert "SUCCESS: 8 rules found" in run("check", "rules", str(RULES))
+    assert "SUCCESS: 9 rules found" in run("check", "rules", str(RULES))
 
 
 def test_the_rules_unit_tests_pass() -> None:
@@ -29,5 +29,5 @@ def test_every_alert_the_issue_asks_for() -> None:
         "CarbonshiftIntensityStale", "CarbonshiftProviderCircuitOpen",
         "CarbonshiftAdmissionsFailingOpen", "CarbonshiftAdmissionsShed", "CarbonshiftNoLeader",
         "CarbonshiftReevaluationWritesFailing", "CarbonshiftInventoryNotSynced",
-        "CarbonshiftZoneDataMissing",
+        "CarbonshiftZoneDataMissing", "CarbonshiftKueueWorkloadsWaiting",
     }  # fmt: skip
