@@ -105,8 +105,18 @@ Assessment = tuple[str, Verdict]
 CandidateT = TypeVar("CandidateT", bound=Located)
 
 
-region_zone = lru_cache(maxsize=4096)(zone_for_region)
-""":func:`webhook.model.regions.zone_for_region`, memoized (requests repeat a few regions)."""
+_region_zone = lru_cache(maxsize=4096)(zone_for_region)
+MAX_REGION = 64
+"""Longest provider or region name looked up (no cloud region is near it): a longer one
+has no zone, and is not kept in the memo."""
+
+
+def region_zone(provider: str | None, region: str | None) -> str | None:
+    """:func:`webhook.model.regions.zone_for_region`, memoized (requests repeat a few
+    regions; the memo holds 4,096 short names at most, whatever requests send)."""
+    if len(provider or "") > MAX_REGION or len(region or "") > MAX_REGION:
+        return None
+    return _region_zone(provider, region)
 
 
 def cluster_zone(candidate: Located, config: Config) -> str | None:
@@ -172,7 +182,7 @@ def assess(
     candidates: Iterable[CandidateT],
     resolve: Callable[[CandidateT], str | None],
     lookup: Callable[[str], Reading | None],
-    want: Callable[[str], None],
+    want: Callable[[str], str | None],
     *,
     named: Container[str] = (),
 ) -> list[Assessment]:
@@ -182,8 +192,9 @@ def assess(
     configured clusters); every other candidate is resolved once per distinct location
     (zone, provider, region, cloud zone), and each grid zone is looked up once.
     Candidates in one place share one :class:`Verdict` object. ``lookup`` answers from
-    memory; ``want`` registers a zone without data so the background refresher fetches
-    it. Nothing here waits on the network.
+    memory; ``want`` is told of every zone first (so the background refresher keeps it
+    warm) and answers None, or why the zone is not kept (its verdict is then neutral with
+    that reason, and the zone is not looked up). Nothing here waits on the network.
     """
     zones: dict[str, tuple[Reading | None, str | None]] = {}
     places: dict[tuple[str | None, ...], Verdict] = {}
@@ -214,11 +225,13 @@ def assess(
 
 
 def _lookup(
-    zone: str, lookup: Callable[[str], Reading | None], want: Callable[[str], None]
+    zone: str, lookup: Callable[[str], Reading | None], want: Callable[[str], str | None]
 ) -> tuple[Reading | None, str | None]:
+    refused = want(zone)
+    if refused is not None:
+        return None, f"no intensity data for zone {zone}: {refused}"
     reading = lookup(zone)
     if reading is None:
-        want(zone)
         return None, f"no intensity data yet for zone {zone}"
     if reading.stale:
         return reading, f"intensity data for zone {zone} is stale"

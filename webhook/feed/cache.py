@@ -15,7 +15,8 @@ Values are stored as JSON bytes for both backends (no live objects in the memory
 cache, so nothing can mutate a cached answer), every operation on the memory backend
 runs with ``timeout=None`` (aiocache otherwise wraps each call in ``asyncio.wait_for``)
 and Redis operations are bounded by :data:`REDIS_TIMEOUT_SECONDS`. Cache failures are
-logged and treated as misses: a broken Redis degrades to per-replica fetching.
+logged (once per operation and error per ten minutes, with the count held back) and treated
+as misses: a broken Redis degrades to per-replica fetching.
 
 Leases (:meth:`IntensityCache.acquire`) let exactly one replica fetch a key while the
 others wait for its answer; a lease expires on its own if its holder dies.
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
@@ -38,6 +40,7 @@ from aiocache.serializers import BaseSerializer
 from webhook.model import errors
 from webhook.model.intensity import Reading, Signal
 from webhook.model.vocabulary import parse_time
+from webhook.runtime.logs import Repeats
 from webhook.runtime.metrics import CACHE_LOOKUPS
 
 log = structlog.get_logger("carbonshift.cache")
@@ -153,6 +156,7 @@ class IntensityCache:
         """True when other replicas see the same entries (Redis)."""
         self.description = description
         """Where the entries live, for logs (never contains a password)."""
+        self._repeats = Repeats()
 
     def __repr__(self) -> str:
         return f"IntensityCache({self.description})"
@@ -204,9 +208,7 @@ class IntensityCache:
         try:
             raw = await self._backend.get(key)
         except Exception as exc:  # a broken cache is a miss, never a failed refresh
-            log.warning(
-                "cache_unavailable", cache=self.description, op="get", error=type(exc).__name__
-            )
+            self._unavailable("get", exc)
             return None
         if raw is None:
             return None
@@ -221,9 +223,7 @@ class IntensityCache:
         try:
             await self._backend.set(key, entry.to_bytes(), ttl=max(1, round(ttl_seconds)))
         except Exception as exc:
-            log.warning(
-                "cache_unavailable", cache=self.description, op="set", error=type(exc).__name__
-            )
+            self._unavailable("set", exc)
 
     async def acquire(self, key: str, owner: str, ttl_seconds: float) -> bool:
         """Take the fetch lease for ``key``; False if another replica holds it.
@@ -236,9 +236,7 @@ class IntensityCache:
         except ValueError:
             return False
         except Exception as exc:
-            log.warning(
-                "cache_unavailable", cache=self.description, op="lease", error=type(exc).__name__
-            )
+            self._unavailable("lease", exc)
         return True
 
     async def release(self, key: str, owner: str) -> None:
@@ -251,9 +249,17 @@ class IntensityCache:
             elif await self._backend.get(lease) == owner.encode():
                 await self._backend.delete(lease)
         except Exception as exc:
-            log.warning(
-                "cache_unavailable", cache=self.description, op="release", error=type(exc).__name__
-            )
+            self._unavailable("release", exc)
+
+    def _unavailable(self, op: str, exc: Exception) -> None:
+        """Log that the cache failed ``op``: once per operation and error per
+        :data:`~webhook.runtime.logs.REPEAT_SECONDS` (an unreachable Redis fails every
+        key of every refresh), the next line saying how many were held back."""
+        error = type(exc).__name__
+        held = self._repeats.let((op, error), time.monotonic())
+        if held is not None:
+            extra = {"repeated": held} if held else {}
+            log.warning("cache_unavailable", cache=self.description, op=op, error=error, **extra)
 
     async def close(self) -> None:
         """Close connections (Redis)."""

@@ -17,14 +17,23 @@ from webhook.feed.judging import BEST, WINDOW_HOURS, Judge, Judgement
 from webhook.feed.memory import Memory, Snapshot, ZoneStatus
 from webhook.feed.publish import Publisher
 from webhook.feed.refresh import Refresher
-from webhook.feed.zones import check_config
+from webhook.feed.zones import check_config, requestable
 from webhook.model.config import Config, FeedConfig
 from webhook.model.intensity import IntensityTable, Reading, utcnow
 from webhook.providers.base import Provider
 from webhook.providers.registry import build_providers
 from webhook.runtime import tasks
+from webhook.runtime.metrics import REQUESTED_ZONES, REQUESTED_ZONES_REFUSED
 
 log = structlog.get_logger("carbonshift.feed")
+
+
+NOT_SERVED = "not_served"
+OVER_LIMIT = "over_limit"
+"""Why a requested zone is not kept warm (``carbonshift_requested_zones_refused_total``)."""
+REFUSED = {reason: REQUESTED_ZONES_REFUSED.labels(reason) for reason in (NOT_SERVED, OVER_LIMIT)}
+MAX_ZONE = 64
+"""Longest grid zone key (:data:`webhook.model.validation.GRID_ZONE_PATTERN`)."""
 
 
 class IntensityFeed:
@@ -33,6 +42,17 @@ class IntensityFeed:
     ``providers`` is the chain, in order. ``settings`` holds the ``feed`` config
     section; ``refresh_seconds``/``max_age_seconds`` override it when given. ``cache``
     defaults to a private memory cache.
+
+    The zones kept warm are of two sorts. **Kept** zones: ``zones`` (the configuration's)
+    and every zone :meth:`want` names (the fleet's: Karmada Clusters, the Nodes' zone, the
+    leader's controllers), always refreshed with the whole chain. **Requested** zones:
+    the ones only a scheduler request named (:meth:`ask`), kept only when a provider of
+    the chain serves them (:func:`webhook.feed.zones.requestable`), refreshed with those
+    providers alone, and at most ``feed.max_requested_zones`` of them: once that many are
+    held, the least recently asked one is dropped for a new one (with its readings, its
+    history and its metric series) if it was not asked for ``feed.refresh_seconds``, else
+    the new one is refused. Whatever callers send, the feed holds, fetches, exports and
+    logs for the configuration's and the fleet's zones and at most that many more.
     """
 
     def __init__(
@@ -56,7 +76,12 @@ class IntensityFeed:
         self.settings = settings
         self.providers = tuple(providers)
         self.cache = cache or IntensityCache.memory()
-        self._zones: set[str] = set(zones)
+        self._kept: set[str] = set(zones)
+        self._asked: dict[str, datetime] = {}
+        """Requested zones -> when last asked for, least recently asked first."""
+        self._serves = requestable(self.providers)
+        self._served = frozenset().union(*(z for z in self._serves.values() if z is not None))
+        self._open = any(z is None for z in self._serves.values())
         self._clock = clock
         max_age = timedelta(seconds=settings.max_age_seconds)
         self._memory = Memory([p.name for p in self.providers], max_age)
@@ -169,21 +194,25 @@ class IntensityFeed:
         return self._memory.status(zone, self._clock())
 
     def zones(self) -> frozenset[str]:
-        """Zones the refresher keeps warm."""
-        return frozenset(self._zones)
+        """Zones the refresher keeps warm (kept and requested)."""
+        return frozenset(self._kept.union(self._asked))
+
+    def requested(self) -> list[str]:
+        """The requested zones kept warm (:meth:`ask`), least recently asked first."""
+        return list(self._asked)
 
     def missing(self) -> list[str]:
         """Zones in use for which no provider has a reading (not even a stale one). They
         rank last; each is logged once when it goes missing (a warning) and when it is
         back, and ``carbonshift_zone_data_missing{zone}`` is 1 meanwhile."""
         now = self._clock()
-        return sorted(z for z in self._zones if self._memory.answer(z, now) is None)
+        return sorted(z for z in self.zones() if self._memory.answer(z, now) is None)
 
     def stale(self) -> list[str]:
         """Zones in use whose reading is stale (every provider's answer is too old)."""
         now = self._clock()
         return sorted(
-            z for z in self._zones if (a := self._memory.answer(z, now)) is not None and a[1].stale
+            z for z in self.zones() if (a := self._memory.answer(z, now)) is not None and a[1].stale
         )
 
     @property
@@ -191,13 +220,59 @@ class IntensityFeed:
         """True once every zone in use at start has been asked for once (the first
         refresh pass ended), whatever the providers answered: a zone without data ranks
         last and never keeps the process from answering (:meth:`missing` names them)."""
-        return self._loaded or not self._zones
+        return self._loaded or not self._kept
 
     def want(self, zone: str) -> None:
-        """Start keeping ``zone`` warm; the refresher fetches it soon, never the caller."""
-        if zone not in self._zones:
-            self._zones.add(zone)
+        """Keep ``zone`` warm for good (a zone the fleet names); the refresher fetches it
+        soon, never the caller."""
+        if zone not in self._kept:
+            self._kept.add(zone)
+            self._asked.pop(zone, None)
+            REQUESTED_ZONES.set(len(self._asked))
             self._wake.set()
+
+    def ask(self, zone: str) -> str | None:
+        """A scheduler request names ``zone``: keep it warm if the feed may (class doc),
+        the refresher fetching it soon, never the caller. None when it is kept; else why
+        not, for the request's answer (the zone is then neither fetched nor remembered)."""
+        if zone in self._kept:
+            return None
+        asked = self._asked
+        now = self._clock()
+        if zone in asked:
+            del asked[zone]  # to the end: the most recently asked
+            asked[zone] = now
+            return None
+        if len(zone) > MAX_ZONE or not (self._open or zone in self._served):
+            REFUSED[NOT_SERVED].inc()
+            return "zone not served by any provider"
+        limit = self.settings.max_requested_zones
+        if len(asked) >= limit:
+            oldest, at = next(iter(asked.items()), (None, now))
+            idle = timedelta(seconds=self.settings.refresh_seconds)
+            if oldest is None or now - at < idle:
+                REFUSED[OVER_LIMIT].inc()
+                return f"over the limit of {limit} requested zones"
+            del asked[oldest]
+            self._forget(oldest)
+        asked[zone] = now
+        REQUESTED_ZONES.set(len(asked))
+        self._wake.set()
+        return None
+
+    def _forget(self, zone: str) -> None:
+        """Drop what is held for a zone no longer kept warm: readings, history, when to
+        look again, metric series."""
+        self._memory.forget(zone)
+        self._refresher.forget(zone)
+        self._publisher.forget(zone)
+
+    def _chain(self, zone: str) -> Sequence[Provider] | None:
+        """The providers to ask for ``zone``: the whole chain for a kept zone, the ones
+        that serve it for a requested one."""
+        if zone in self._kept:
+            return None
+        return [p for p in self.providers if (z := self._serves[p.name]) is None or zone in z]
 
     # --- background -------------------------------------------------------------------
 
@@ -206,11 +281,14 @@ class IntensityFeed:
         cache even for answers that have not expired."""
         if force:
             self._refresher.forget_due()
-        zones = sorted(self._zones)
+        zones = sorted(self.zones())
         try:
-            await asyncio.gather(*(self._refresher.refresh_zone(z) for z in zones))
+            await asyncio.gather(*(self._refresher.refresh_zone(z, self._chain(z)) for z in zones))
         finally:
             self._loaded = True
+        zones = sorted(self.zones())  # a requested zone may have been dropped meanwhile
+        for gone in self._memory.zones().difference(zones):  # a fetch ended after its drop
+            self._forget(gone)
         self._publisher.publish(self._memory, zones, self._clock())
         self._publisher.choices({z: self.quality(z) for z in zones})
 

@@ -6,7 +6,9 @@ provider with no forecast) until the next regular refresh. A failure becomes an 
 that keeps the last good readings (stale-while-revalidate) and is retried after
 ``feed.error_backoff_seconds``; it is counted, and logged at a level that says whether
 it matters (a zone the provider does not cover, or a past day it does not give, is only
-info).
+info). The same failure (provider, zone, kind, error) is logged once per
+:data:`~webhook.runtime.logs.REPEAT_SECONDS`, the next line saying how many were held back
+(``repeated``), not once per retry.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from webhook.model.config import FeedConfig
 from webhook.model.errors import ProviderError, ZoneNotSupported
 from webhook.model.intensity import Reading
 from webhook.providers.base import Provider
+from webhook.runtime.logs import Repeats
 from webhook.runtime.metrics import PROVIDER_ERRORS
 
 log = structlog.get_logger("carbonshift.feed")
@@ -35,9 +38,10 @@ async def fetch(
     *,
     settings: FeedConfig,
     now: datetime,
+    repeats: Repeats | None = None,
 ) -> Entry:
     """Ask ``provider`` for its ``kind`` answer for ``zone``; errors become entries that
-    keep ``previous``'s readings."""
+    keep ``previous``'s readings. ``repeats`` holds back a failure logged already."""
     try:
         if kind == LATEST:
             readings: tuple[Reading, ...] = (await provider.latest(zone),)
@@ -48,7 +52,8 @@ async def fetch(
     except ProviderError as exc:
         error: ProviderError = exc
     except Exception as exc:  # a provider bug must not stop the refresher
-        log.exception("provider_failed", provider=provider.name, zone=zone, kind=kind)
+        if _let(repeats, (provider.name, zone, kind, "bug"), now) is not None:
+            log.exception("provider_failed", provider=provider.name, zone=zone, kind=kind)
         error = ProviderError(provider.name, f"internal error ({type(exc).__name__})")
     else:
         return Entry(
@@ -64,14 +69,17 @@ async def fetch(
     # seed the history), do not need anyone's attention.
     quiet = isinstance(error, ZoneNotSupported) or kind == HISTORY
     level = log.info if quiet else log.warning
-    level(
-        "provider_failed",
-        provider=provider.name,
-        zone=zone,
-        kind=kind,
-        error=type(error).__name__,
-        reason=str(error),
-    )
+    held = _let(repeats, (provider.name, zone, kind, type(error).__name__), now)
+    if held is not None:
+        level(
+            "provider_failed",
+            provider=provider.name,
+            zone=zone,
+            kind=kind,
+            error=type(error).__name__,
+            reason=str(error),
+            **({"repeated": held} if held else {}),
+        )
     return Entry(
         provider=provider.name,
         kind=kind,
@@ -82,6 +90,10 @@ async def fetch(
         error=str(error),
         error_type=type(error).__name__,
     )
+
+
+def _let(repeats: Repeats | None, key: tuple[str, ...], now: datetime) -> int | None:
+    return 0 if repeats is None else repeats.let(key, now.timestamp())
 
 
 def expiry(readings: Sequence[Reading], now: datetime, settings: FeedConfig) -> datetime:

@@ -89,6 +89,15 @@ class History:
         for hour in [h for h in held if h < oldest]:
             del held[hour]
 
+    def forget(self, zone: str) -> None:
+        """Drop every provider's hours of ``zone`` (a zone no longer kept warm)."""
+        for key in [k for k in self._held if k[1] == zone]:
+            del self._held[key]
+
+    def zones(self) -> set[str]:
+        """The zones some hours are held for."""
+        return {zone for _, zone in self._held}
+
     def short(self, provider: str, zone: str) -> bool:
         """True while less than a day (and the current hour) is held for ``zone``: the
         profile cannot forecast a day ahead yet."""
@@ -162,6 +171,11 @@ class Issues:
         oldest = max(held) - (self.hours - 1) * HOUR
         for old in [h for h in held if h < oldest]:
             del held[old]
+
+    def forget(self, zone: str) -> None:
+        """Drop every provider's issues for ``zone`` (a zone no longer kept warm)."""
+        for key in [k for k in self._held if k[1] == zone]:
+            del self._held[key]
 
     def held(self, provider: str, zone: str) -> Mapping[datetime, Sequence[float]]:
         """Issue hour -> what was forecast from it (empty when nothing was kept)."""

@@ -142,6 +142,27 @@ class Memory:
         if values is not None:
             self.issues.add(name, zone, hour, values)
 
+    def zones(self) -> set[str]:
+        """Every zone something is held for."""
+        held = set(self.problems) | self.history.zones()
+        for readings in self.latest.values():
+            held.update(readings)
+        for periods in self.forecasts.values():
+            held.update(periods)
+        return held
+
+    def forget(self, zone: str) -> None:
+        """Drop all that is held for ``zone`` (a zone no longer kept warm): its readings,
+        forecasts, hourly history, issued forecasts and problems."""
+        for name in self.names:
+            self.latest[name].pop(zone, None)
+            self.forecasts[name].pop(zone, None)
+            self._fetched.pop((name, zone), None)
+        self.history.forget(zone)
+        self.issues.forget(zone)
+        self.problems.pop(zone, None)
+        self._changes += 1
+
     def apply(self, entry: Entry) -> None:
         """Take in a provider's answer: newer readings replace held ones, a failed
         forecast keeps the last good one, errors are remembered as problems."""

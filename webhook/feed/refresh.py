@@ -35,6 +35,7 @@ from webhook.feed.memory import FORECAST, HISTORY, LATEST, Memory
 from webhook.model.config import FeedConfig
 from webhook.model.intensity import Reading
 from webhook.providers.base import Provider
+from webhook.runtime.logs import Repeats
 
 LEASE_POLL_SECONDS = 0.05
 """How often a replica waiting for another one's fetch looks at the cache."""
@@ -59,11 +60,14 @@ class Refresher:
         self.due: dict[str, datetime] = {}
         """Cache key -> when this replica should look at the key again."""
         self._inflight: dict[str, asyncio.Task[Entry]] = {}
+        self.repeats = Repeats()
+        """Failures logged already (:func:`webhook.feed.fetch.fetch`)."""
         self._owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
-    async def refresh_zone(self, zone: str) -> None:
-        """Walk the chain for ``zone`` until a provider has a fresh reading."""
-        for provider in self.providers:
+    async def refresh_zone(self, zone: str, providers: Sequence[Provider] | None = None) -> None:
+        """Walk the chain (or ``providers``, a part of it) for ``zone`` until a provider
+        has a fresh reading."""
+        for provider in self.providers if providers is None else providers:
             reading = await self._refresh(provider, LATEST, zone)
             if reading is not None and not self.memory.is_stale(reading, self._clock()):
                 if self.settings.forecasts:
@@ -128,7 +132,13 @@ class Refresher:
         self, provider: Provider, kind: str, zone: str, key: str, previous: Entry | None
     ) -> Entry:
         entry = await fetch(
-            provider, kind, zone, previous, settings=self.settings, now=self._clock()
+            provider,
+            kind,
+            zone,
+            previous,
+            settings=self.settings,
+            now=self._clock(),
+            repeats=self.repeats,
         )
         remaining = (entry.expires_at - self._clock()).total_seconds()
         await self.cache.put(key, entry, remaining + self.settings.max_age_seconds)
@@ -144,6 +154,13 @@ class Refresher:
         if soonest is not None:
             delay = min(delay, (soonest - now).total_seconds())
         return max(1.0, math.ceil(delay * 10) / 10)
+
+    def forget(self, zone: str) -> None:
+        """Stop looking at ``zone``'s keys (a zone no longer kept warm); a fetch in flight
+        for it ends on its own."""
+        for provider in self.providers:
+            for kind in (LATEST, FORECAST, HISTORY):
+                self.due.pop(entry_key(provider.name, kind, zone), None)
 
     def forget_due(self) -> None:
         """Look at every key again on the next refresh (``refresh_once(force=True)``)."""

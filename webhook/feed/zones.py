@@ -1,4 +1,5 @@
-"""Which grid zones the provider chain can ever serve, checked once at start.
+"""Which grid zones the provider chain can serve: checked once at start for the
+configuration's zones, and for every zone a scheduler request names.
 
 A provider either lists the zones it answers for or it does not:
 
@@ -16,12 +17,21 @@ zones the chain does list. With an open provider in the chain nothing is refused
 zone no provider answers for ranks last and is reported at run time (a warning, the gauge
 ``carbonshift_zone_data_missing`` and ``/readyz``'s ``missingZones``), as are zones that
 Karmada Clusters name at run time.
+
+A zone that only a scheduler request names (a Karmada cluster's ``zone``, a Node's
+``carbonshift.io/grid-zone``, a cloud region) is trusted less: it is kept warm only when a
+provider of the chain serves it (:func:`requestable`). A listed provider serves its list;
+an open one serves the zones it **knows** (:class:`Known`): ``electricitymaps`` the
+Electricity Maps rows of the embedded table (every zone of the cloud region table among
+them) and the keys of its ``zones`` option, ``watttime`` the keys and the WattTime regions
+of its ``regions`` option. The zones the configuration or the fleet names are kept
+whatever the providers say (:class:`webhook.feed.IntensityFeed`).
 """
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 from webhook.model.config import Config
@@ -38,6 +48,29 @@ class Listed(Protocol):
     """A provider that answers only for the zones it lists."""
 
     def zones(self) -> Sequence[str]: ...
+
+
+@runtime_checkable
+class Known(Protocol):
+    """An open provider (it may answer for any key) that knows which zones a request may
+    name for it: the zones it is known or configured to serve."""
+
+    def known_zones(self) -> Collection[str]: ...
+
+
+def requestable(providers: Sequence[Provider]) -> Mapping[str, frozenset[str] | None]:
+    """Provider name -> the zones a scheduler request may make it fetch: a listed
+    provider's list, an open provider's known zones; None (any zone) for a provider that
+    says neither (a test double, a provider of your own)."""
+    out: dict[str, frozenset[str] | None] = {}
+    for provider in providers:
+        if isinstance(provider, Listed):
+            out[provider.name] = frozenset(provider.zones())
+        elif isinstance(provider, Known):
+            out[provider.name] = frozenset(provider.known_zones())
+        else:
+            out[provider.name] = None
+    return out
 
 
 def servable(providers: Sequence[Provider]) -> frozenset[str] | None:

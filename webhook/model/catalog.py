@@ -19,6 +19,7 @@ import msgspec
 from webhook.model.credentials import resolve_secret
 from webhook.model.objects import dig
 from webhook.model.options import NetworkOptions, NonEmpty, NoOptions, parse
+from webhook.model.validation import GridZone
 
 ELECTRICITYMAPS = "electricitymaps"
 ELECTRICITYMAPS_TOKEN_ENV = "ELECTRICITY_MAPS_API_TOKEN"  # noqa: S105 (a variable name)
@@ -39,6 +40,13 @@ class ElectricityMapsOptions(NetworkOptions, forbid_unknown_fields=True, kw_only
     emission_factor: Annotated[
         Literal["lifecycle", "direct"], msgspec.Meta(description="lifecycle (default) or direct")
     ] = "lifecycle"
+    zones: Annotated[
+        tuple[GridZone, ...],
+        msgspec.Meta(
+            description="zone keys beyond the embedded table's that scheduler requests may "
+            "name, e.g. [XX, US-NW-PACW]"
+        ),
+    ] = ()
 
 
 class WattTimeOptions(NetworkOptions, forbid_unknown_fields=True, kw_only=True):

@@ -385,6 +385,10 @@ class FeedConfig(Schema, frozen=True):
     """Longest time an answer is reused, even if its period lasts longer."""
     forecasts: bool = True
     """Also fetch and cache forecasts (for the mean over a horizon)."""
+    max_requested_zones: Annotated[int, msgspec.Meta(ge=0, le=100_000)] = 300
+    """Most grid zones kept warm because only scheduler requests named them (the zones of
+    the configuration and the fleet are always kept and not counted); the least recently
+    asked is dropped for a new one once it was not asked for ``refresh_seconds``."""
 
 
 class Config(Schema, frozen=True):

@@ -12,12 +12,14 @@ Config section ``electricitymaps``:
 - ``token_file``: file holding the token (a mounted Secret); else env
   ``ELECTRICITY_MAPS_API_TOKEN_FILE`` or ``ELECTRICITY_MAPS_API_TOKEN``.
 - ``emission_factor``: ``lifecycle`` (the API default) or ``direct``.
+- ``zones``: zone keys a scheduler request may name beyond the ones it knows already: the
+  embedded table's Electricity Maps rows (:meth:`ElectricityMapsProvider.known_zones`).
 - ``timeout_seconds``, ``retries``: override the ``feed`` defaults.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -29,6 +31,7 @@ from webhook.model.options import base_url, parse
 from webhook.model.validation import InvalidInput
 from webhook.providers import wire
 from webhook.providers.http import HttpClient, HttpProvider, HttpSettings
+from webhook.providers.static import annual_table
 
 NAME = catalog.ELECTRICITYMAPS
 TOKEN_ENV = catalog.ELECTRICITYMAPS_TOKEN_ENV
@@ -38,6 +41,11 @@ URL_ENV = "ELECTRICITY_MAPS_API_URL"
 CALLS_PER_FETCH = 2
 """HTTP requests one :meth:`ElectricityMapsProvider.latest` may make (latest, then history)."""
 
+
+_TABLE_ZONES = frozenset(
+    row.zone for row in annual_table().values() if row.source.startswith("electricitymaps-")
+)
+"""Zone keys of the embedded table's rows that come from Electricity Maps."""
 
 _GRANULARITY = {
     "5_minutes": timedelta(minutes=5),
@@ -92,10 +100,13 @@ class ElectricityMapsProvider(HttpProvider):
         *,
         url: str = DEFAULT_URL,
         emission_factor: str = "lifecycle",
+        zones: Collection[str] = (),
         settings: HttpSettings | None = None,
     ) -> None:
         self._token = token
         self.emission_factor = emission_factor
+        self.zones_added = frozenset(zones)
+        """The ``zones`` option: keys known beyond the embedded table's."""
         self.http = HttpClient(
             NAME,
             url,
@@ -126,8 +137,17 @@ class ElectricityMapsProvider(HttpProvider):
                 options.url, provider=NAME, env=env, env_name=URL_ENV, default=DEFAULT_URL
             ),
             emission_factor=options.emission_factor,
+            zones=options.zones,
             settings=http.with_options(options),
         )
+
+    def known_zones(self) -> frozenset[str]:
+        """The zones a scheduler request may make this provider fetch
+        (:mod:`webhook.feed.zones`): the rows of the embedded table taken from Electricity
+        Maps (its zone keys; every zone of the cloud region table among them) and the
+        ``zones`` option. Any other key is still asked for when the configuration or the
+        fleet names it."""
+        return _TABLE_ZONES | self.zones_added
 
     async def _get(self, path: str, zone: str, kind: type[Answer]) -> tuple[Answer, str]:
         """The answer of ``path`` for ``zone`` as ``kind``, and the endpoint for errors."""

@@ -158,6 +158,13 @@ class WattTimeProvider(HttpProvider):
             settings=http.with_options(options),
         )
 
+    def known_zones(self) -> frozenset[str]:
+        """The zones a scheduler request may make this provider fetch
+        (:mod:`webhook.feed.zones`): the keys of the ``regions`` option and the WattTime
+        regions they map to. Any other key is still asked for when the configuration or
+        the fleet names it."""
+        return frozenset(self.regions) | frozenset(self.regions.values())
+
     def region(self, zone: str) -> str:
         """The WattTime region for a zone key."""
         return self.regions.get(zone, zone)

@@ -6,7 +6,7 @@ import functools
 import logging
 import sys
 import time
-from collections.abc import MutableMapping
+from collections.abc import Hashable, MutableMapping
 from typing import Any, TextIO
 
 import orjson
@@ -78,3 +78,37 @@ class _CurrentStream:
 
     def __call__(self, *_args: Any) -> structlog.PrintLogger:
         return structlog.PrintLogger(getattr(sys, self._name))
+
+
+REPEAT_SECONDS = 600.0
+"""A warning about the same thing (a zone a provider fails for, an unreachable cache) is
+written at most once in this many seconds; the next line says how many were held back."""
+
+
+class Repeats:
+    """Lets a repeated log line through once per key per ``seconds`` and counts the ones
+    it held back, so a condition that comes back on every refresh writes one line per
+    period, not one per occurrence. Holds at most ``size`` keys (the key let through
+    longest ago is forgotten first): the keys are bounded, whatever callers name."""
+
+    def __init__(self, seconds: float = REPEAT_SECONDS, size: int = 4096) -> None:
+        self.seconds = seconds
+        self.size = size
+        self._seen: dict[Hashable, tuple[float, int]] = {}
+        """Key -> when a line was last let through, and how many were held back since."""
+
+    def let(self, key: Hashable, at: float) -> int | None:
+        """None: hold this line back; else let it through, with the number of lines held
+        back since the last one (0 at first). ``at``: seconds on any steady clock."""
+        seen = self._seen.get(key)
+        if seen is not None and at - seen[0] < self.seconds:
+            self._seen[key] = (seen[0], seen[1] + 1)
+            return None
+        self._seen.pop(key, None)
+        self._seen[key] = (at, 0)
+        if len(self._seen) > self.size:
+            del self._seen[next(iter(self._seen))]
+        return seen[1] if seen is not None else 0
+
+    def __len__(self) -> int:
+        return len(self._seen)

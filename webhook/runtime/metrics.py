@@ -70,6 +70,18 @@ ZONE_DATA_MISSING = Gauge(
     "1 while no provider has any reading for a grid zone in use (its clusters rank last), else 0.",
     ["zone"],
 )
+REQUESTED_ZONES = Gauge(
+    "carbonshift_requested_zones",
+    "Grid zones kept warm because scheduler requests named them (beside the configuration's "
+    "and the fleet's); at most feed.max_requested_zones.",
+)
+REQUESTED_ZONES_REFUSED = Counter(
+    "carbonshift_requested_zones_refused_total",
+    "Grid zones a scheduler request named that were answered neutral without being fetched, "
+    "by reason (not_served: no provider of the chain serves it; over_limit: "
+    "feed.max_requested_zones zones asked for recently are kept already).",
+    ["reason"],
+)
 FORECAST_CHOICE = Gauge(
     "carbonshift_forecast_choice",
     "1 for the forecaster reevaluate.forecast: best uses for a grid zone (day-ahead-profile "

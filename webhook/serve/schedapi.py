@@ -10,9 +10,12 @@ Routes (registered by :func:`add_routes`):
   field names as JSON keys, scores 0..10).
 - ``GET /openapi.json``: the OpenAPI 3 document of these endpoints.
 
-Handlers answer from memory only (:meth:`IntensityFeed.snapshot`); a zone without data is
-registered with :meth:`IntensityFeed.want` for the background refresher and scored
-neutral. Malformed requests get 400 with ``{"error": "<field>: <problem>"}``, never 500.
+Handlers answer from memory only (:meth:`IntensityFeed.snapshot`); every zone a request
+names is told to :meth:`IntensityFeed.ask`, which keeps it warm for the background
+refresher when a provider of the chain serves it and the bound
+(``feed.max_requested_zones``) allows; a zone without data is scored neutral, with the
+reason it has none (not yet fetched, not served by any provider, over the bound).
+Malformed requests get 400 with ``{"error": "<field>: <problem>"}``, never 500.
 A malformed ``carbonshift.io/*`` annotation value on the workload is not a malformed
 request: the knob is ignored, the rest answered, the Karmada answers carry a ``warnings``
 entry naming it and ``carbonshift_scheduler_ignored_annotations_total`` counts it (a 400
@@ -70,17 +73,19 @@ def _assess_clusters(state: ServerState, req: KarmadaRequest) -> list[Assessment
         config = msgspec.structs.replace(config, clusters=known)
     resolve = functools.partial(cluster_zone, config=config)
     lookup = state.feed.snapshot().table.get
-    return assess(req.clusters, resolve, lookup, state.feed.want, named=known)
+    return assess(req.clusters, resolve, lookup, state.feed.ask, named=known)
 
 
 def _assess_nodes(state: ServerState, req: ExtenderRequest) -> list[Assessment]:
     """A local node without zone facts of its own is in the local cluster's zone; a Liqo
     virtual node in its remote cluster's (configured by cluster id, hence ``named``)."""
     local = state.nodes.current.zone if state.nodes is not None else None
+    if local is not None:
+        state.feed.want(local)  # the Nodes' own zone: the fleet's, not the request's
     resolve = functools.partial(node_zone, config=state.config, local=local or state.config.zone)
     peers = {c.name for c in req.candidates if c.peer is not None}
     lookup = state.feed.snapshot().table.get
-    return assess(req.candidates, resolve, lookup, state.feed.want, named=peers)
+    return assess(req.candidates, resolve, lookup, state.feed.ask, named=peers)
 
 
 def karmada_filter(state: ServerState, raw: bytes) -> bytes:
