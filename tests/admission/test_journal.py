@@ -12,7 +12,7 @@ from prometheus_client import REGISTRY
 
 from webhook.runtime import logs
 from webhook.serve.answer import Outcome
-from webhook.serve.journal import FLUSH_SECONDS, MAX_BATCH, AdmissionJournal
+from webhook.serve.journal import FLUSH_SECONDS, MAX_BATCH, OTHER, AdmissionJournal
 
 
 def admitted(i: int, result: str = "patched") -> Outcome:
@@ -28,8 +28,8 @@ def admitted(i: int, result: str = "patched") -> Outcome:
 
 def counted(result: str) -> float:
     value = REGISTRY.get_sample_value(
-        "carbonshift_admissions_total", {"kind": "JournalKind", "outcome": result}
-    )
+        "carbonshift_admissions_total", {"kind": OTHER, "outcome": result}
+    )  # JournalKind is no handled kind: its label is "other"
     return value or 0.0
 
 

@@ -33,12 +33,16 @@ def quantity(text: object) -> Decimal | None:
         return Decimal(str(text))
     if not isinstance(text, str):
         return None
-    return _parsed(text)
+    return _cached(text) if len(text) <= CACHED_LENGTH else _parsed(text)
 
 
-@functools.lru_cache(maxsize=4096)
+CACHED_LENGTH = 64
+"""Longest quantity string kept in the memo (a real one is a few characters): the memo
+holds 4,096 short strings at most, whatever an object sends."""
+
+
 def _parsed(text: str) -> Decimal | None:
-    """A quantity string's value (cached: a fleet repeats a few strings many times)."""
+    """A quantity string's value."""
     match = _QUANTITY.match(text.strip())
     if match is None:
         return None
@@ -46,3 +50,7 @@ def _parsed(text: str) -> Decimal | None:
         return Decimal(match.group(1)) * _SUFFIX[match.group(2) or ""]
     except InvalidOperation:
         return None
+
+
+_cached = functools.lru_cache(maxsize=4096)(_parsed)
+""":func:`_parsed`, memoized (a fleet repeats a few strings many times)."""

@@ -353,6 +353,9 @@ class ServiceConfig(Schema, frozen=True):
     idle_timeout_seconds: Seconds = 120.0
     """An idle keep-alive connection is closed after this long (longer than the 90 s
     kube-apiserver and Go clients keep idle connections, so they close first)."""
+    memo_max_bytes: Annotated[int, msgspec.Meta(ge=0, le=1 << 34)] = 32 << 20
+    """Most bytes of admission inputs and answers the decision memo keeps (at most 4,096
+    decisions, the oldest dropped first; 0: no memo)."""
 
     def dns_names(self) -> tuple[str, ...]:
         """The names kube-apiserver may dial for this Service."""

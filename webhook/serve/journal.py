@@ -11,6 +11,11 @@ line, and a structlog processor chain would cost more than the admission itself.
 Batching keeps logging and metrics off the request path and runs them back to back
 while their code and data are hot. ``/metrics`` and shutdown flush
 first, so nothing recorded is lost or reported late.
+
+Bounded whatever a review carries: at most :data:`MAX_BATCH` admissions wait; a line's
+strings from the review (uid, kind, names, operation) are cut at :data:`MAX_FIELD`
+characters, the reason at :data:`MAX_REASON`; the metrics' ``kind`` label is a handled
+kind's name or ``other`` (a review may name any kind).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import orjson
 import structlog
 from prometheus_client import Counter, Histogram
 
+from webhook import kinds
 from webhook.runtime.logs import iso_utc
 from webhook.runtime.metrics import ADMISSION_SECONDS, ADMISSIONS
 from webhook.serve.answer import Outcome
@@ -34,6 +40,13 @@ FLUSH_SECONDS = 0.02
 """Longest time an admission waits in the journal before its line is written."""
 MAX_BATCH = 512
 """Admissions that trigger a write at once (bounds memory and one flush's duration)."""
+MAX_FIELD = 253
+"""Longest string from a review written in a line (Kubernetes' longest object name);
+a longer one is cut there and ends with ``...``."""
+MAX_REASON = 1024
+"""Longest reason written (carbonshift's own, but it may quote the review)."""
+OTHER = "other"
+"""The ``kind`` label of an admission of a kind carbonshift does not handle."""
 
 
 @functools.cache
@@ -77,8 +90,9 @@ class AdmissionJournal:
             return
         lines = []
         counts: dict[tuple[str, str], int] = {}
+        handled = {row.kind for row in kinds.REGISTRY.rows}
         for outcome, seconds, at in batch:
-            kind = outcome.kind
+            kind = outcome.kind if outcome.kind in handled else OTHER
             key = (kind, outcome.result)
             counts[key] = counts.get(key, 0) + 1
             admission_seconds(kind).observe(seconds)
@@ -95,17 +109,21 @@ class AdmissionJournal:
         return len(self._pending)
 
 
+def _clip(text: str, most: int = MAX_FIELD) -> str:
+    return text if len(text) <= most else f"{text[: most - 3]}..."
+
+
 def _line(outcome: Outcome, seconds: float, at: float) -> bytes:
     return orjson.dumps(
         {
             "timestamp": iso_utc(at),
-            "uid": outcome.uid,
-            "kind": outcome.kind,
-            "namespace": outcome.namespace,
-            "name": outcome.name,
-            "operation": outcome.operation,
+            "uid": _clip(outcome.uid),
+            "kind": _clip(outcome.kind),
+            "namespace": _clip(outcome.namespace),
+            "name": _clip(outcome.name),
+            "operation": _clip(outcome.operation),
             "outcome": outcome.result,
-            "reason": outcome.reason or None,
+            "reason": _clip(outcome.reason, MAX_REASON) or None,
             "warnings": len(outcome.warnings) or None,
             "duration_ms": round(seconds * 1000, 3),
             "event": "admission",

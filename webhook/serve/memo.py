@@ -26,12 +26,19 @@ class DecisionMemo:
     form the key. The object's name,
     uid and other annotations (``kubectl.kubernetes.io/last-applied-configuration``
     repeats the name) do not. Only CREATEs are kept: a recomputation on UPDATE also
-    depends on how long the placement has been in force. Bounded, oldest out first.
+    depends on how long the placement has been in force.
+
+    Bounded twice, oldest out first: at most ``size`` decisions and ``max_bytes`` of what
+    they hold (the key's spec, labels and annotations, the patch, the answer's bytes;
+    :func:`cost`), since a caller decides how large a spec is (up to the 8 MiB body). A
+    decision larger than ``max_bytes`` alone is not kept.
     """
 
-    def __init__(self, size: int = 4096) -> None:
+    def __init__(self, size: int = 4096, max_bytes: int = 32 << 20) -> None:
         self.size = size
+        self.max_bytes = max_bytes
         self._entries: dict[MemoKey, _Memo] = {}
+        self._bytes = 0
 
     @staticmethod
     def key(request: AdmissionRequest, ctx: Context) -> MemoKey | None:
@@ -54,8 +61,7 @@ class DecisionMemo:
 
     def put(self, key: MemoKey, outcome: Outcome) -> None:
         """Keep ``outcome`` (oldest entries go first once full)."""
-        entries = self._entries
-        entries[key] = _Memo(
+        memo = _Memo(
             outcome.result,
             outcome.reason,
             tuple(outcome.warnings),
@@ -64,11 +70,25 @@ class DecisionMemo:
             outcome.encoded_patch,
             tail(outcome),
         )
-        if len(entries) > self.size:
-            del entries[next(iter(entries))]
+        held = cost(key, memo)
+        if held > self.max_bytes:
+            return
+        entries = self._entries
+        if (old := entries.pop(key, None)) is not None:
+            self._bytes -= cost(key, old)
+        entries[key] = memo
+        self._bytes += held
+        while len(entries) > self.size or self._bytes > self.max_bytes:
+            oldest = next(iter(entries))
+            self._bytes -= cost(oldest, entries.pop(oldest))
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    @property
+    def bytes(self) -> int:
+        """What the decisions kept hold, by :func:`cost`."""
+        return self._bytes
 
 
 MemoKey = tuple[
@@ -96,6 +116,26 @@ def memo_key(
         spec,
         generation,
         fleet,
+    )
+
+
+ENTRY_BYTES = 1024
+"""A decision's own objects (key tuple, record, outcome fields), beside its strings."""
+
+
+def cost(key: MemoKey, memo: _Memo) -> int:
+    """About the bytes one decision holds: its key's spec, labels and annotations, the
+    answer's bytes, the patch (base64 and as objects: three times the base64), the
+    warnings and reason, and :data:`ENTRY_BYTES`."""
+    pairs = (*key[2], *key[4])
+    return (
+        ENTRY_BYTES
+        + len(key[5])
+        + sum(len(k) + len(v) for k, v in pairs)
+        + len(memo.tail)
+        + 4 * len(memo.encoded_patch or "")
+        + len(memo.reason)
+        + sum(len(w) for w in memo.warnings)
     )
 
 

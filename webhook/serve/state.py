@@ -32,7 +32,8 @@ class ServerState:
     config: Config
     feed: IntensityFeed
     memo: DecisionMemo = dataclasses.field(default_factory=DecisionMemo)
-    """Decisions for identical admission inputs (see :class:`DecisionMemo`)."""
+    """Decisions for identical admission inputs (see :class:`DecisionMemo`), holding at
+    most ``service.memo_max_bytes``."""
     journal: AdmissionJournal = dataclasses.field(default_factory=AdmissionJournal)
     """Per-admission log lines and metrics, written in batches."""
     inventory: FleetInventory | None = None
@@ -46,6 +47,9 @@ class ServerState:
     _fleet: tuple[Mapping[str, ClusterEntry], int, Mapping[str, ClusterConfig]] | None = (
         dataclasses.field(default=None, init=False)
     )
+
+    def __post_init__(self) -> None:
+        self.memo.max_bytes = self.config.service.memo_max_bytes
 
     def clusters(self) -> Mapping[str, ClusterConfig]:
         """The member clusters now: the inventory's Clusters (read from memory, never
