@@ -169,7 +169,7 @@ class Sandbox(Plane):
         for path in files:
             args += ["-f", str(path)]
         self.kubectl(*args)
-        self.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
+        self.wait_established()
 
     def _join_members(self) -> None:
         self._log(f"joining the member clusters in Push mode: {', '.join(MEMBERS)}")

@@ -46,7 +46,6 @@ import dataclasses
 import json
 import shutil
 import sys
-import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -405,15 +404,7 @@ class KueueSandbox(Plane):
         namespace = {"apiVersion": "v1", "kind": "Namespace",
                      "metadata": {"name": KUEUE_NAMESPACE}}  # fmt: skip
         self.apply_on(cluster, [*documents, namespace], "--server-side", "--force-conflicts")
-        for attempt in range(10):  # a CRD just created may have no status yet: kubectl errs
-            try:
-                self.on(cluster, "wait", "--for=condition=Established", "--timeout=60s", "crd",
-                        "--all")  # fmt: skip
-                break
-            except SandboxError:
-                if attempt == 9:
-                    raise
-                time.sleep(1.0)
+        self.wait_established(context=cluster)
 
     def _add_node(self, worker: str) -> None:
         """One Node that KWOK simulates, with room beyond any quota."""

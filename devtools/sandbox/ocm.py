@@ -190,4 +190,4 @@ class OcmHub(Plane):
         self._log(f"installing OCM's CRDs from {folder}")
         for name in OCM_CRDS:
             self.kubectl("apply", "--server-side", "-f", str(folder / name))
-        self.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
+        self.wait_established()

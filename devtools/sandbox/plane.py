@@ -1,5 +1,6 @@
 """What every cluster the sandbox runs shares: its processes, recorded in a state folder
-and started, checked and stopped by name, and kubectl against its API server."""
+and started, checked and stopped by name, kubectl against its API server, and waiting
+until its CRDs are served (:func:`wait_established`)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ import json
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
 
@@ -24,6 +26,66 @@ from devtools.sandbox.processes import (
     terminate,
     wait_ready,
 )
+
+ESTABLISHED = (
+    '{range .items[*]}{.metadata.name}{" "}'
+    '{range .status.conditions[*]}{.type}={.status}{","}{end}{"\\n"}{end}'
+)
+"""kubectl's jsonpath for every CRD's name and conditions, one CRD a line
+(``foo.example.com NamesAccepted=True,Established=True,``). A CRD just created has no
+conditions yet (``status.conditions`` is null): the range prints nothing for it, where a
+filter, and ``kubectl wait --for=condition=Established``, err instead of waiting
+(``.status.conditions accessor error: <nil> is of the type <nil>``)."""
+
+
+class Kubectl(Protocol):
+    """Runs kubectl against one cluster and returns its stdout."""
+
+    def __call__(self, *args: str) -> str: ...
+
+
+def conditions(listing: str) -> dict[str, list[str]]:
+    """CRD name -> its conditions (``Established=True``...), from kubectl's output of
+    :data:`ESTABLISHED`; an empty list for a CRD without conditions yet."""
+    found: dict[str, list[str]] = {}
+    for line in listing.splitlines():
+        name, _, listed = line.strip().partition(" ")
+        if name:
+            found[name] = [c for c in listed.split(",") if c]
+    return found
+
+
+def wait_established(
+    kubectl: Kubectl,
+    names: Sequence[str] = (),
+    *,
+    timeout: float = 60.0,
+    poll: float = 0.5,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], object] = time.sleep,
+) -> None:
+    """Until the CRDs ``names`` (every CRD when none) are Established: ``kubectl get crd``
+    every ``poll`` seconds, a CRD not listed yet or without conditions yet counting as not
+    Established. Past ``timeout`` a :class:`SandboxError` names the CRDs still waited for
+    and the conditions kubectl showed for them."""
+    deadline = clock() + timeout
+    while True:
+        seen = conditions(kubectl("get", "crd", "-o", f"jsonpath={ESTABLISHED}"))
+        wanted = list(names) or sorted(seen)
+        pending = [name for name in wanted if "Established=True" not in seen.get(name, [])]
+        if wanted and not pending:
+            return
+        if clock() >= deadline:
+            state = [
+                f"{name} ({','.join(seen[name]) or 'no conditions'})"
+                if name in seen
+                else f"{name} (not listed)"
+                for name in pending
+            ]
+            raise SandboxError(
+                f"CRDs not Established after {timeout:g} s: {', '.join(state) or 'none listed'}"
+            )
+        sleep(poll)
 
 
 class Plane:
@@ -182,6 +244,18 @@ class Plane:
         if check and result.returncode != 0:
             raise SandboxError(f"kubectl {' '.join(args)} failed: {result.stderr.strip()}")
         return result
+
+    def wait_established(
+        self, *names: str, context: str | None = None, timeout: float = 60.0
+    ) -> None:
+        """Until the CRDs ``names`` (every CRD when none) are Established on this cluster, or
+        on the kubeconfig's ``context`` (:func:`wait_established`)."""
+        flags = [f"--context={context}"] if context else []
+
+        def kubectl(*args: str) -> str:
+            return self.kubectl(*flags, *args).stdout
+
+        wait_established(kubectl, names, timeout=timeout)
 
     def kubectl_binary(self) -> Path:
         built = self.layout.bin / "kubectl"

@@ -227,7 +227,7 @@ class WorkloadCluster(Plane):
         for path in files:
             args += ["-f", str(path)]
         self.kubectl(*args)
-        self.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
+        self.wait_established()
 
 
 def node_class(name: str = NODE_CLASS) -> dict[str, Any]:

@@ -592,13 +592,7 @@ def test_the_checks_carbon_window_holds_a_job_without_its_own_max_delay(
     fleet: KueueSandbox, carbonshift: Carbonshift, grid: Grid, clock: Clock
 ) -> None:
     fleet.on(MANAGER, "apply", "--server-side", "-f", str(CARBON_WINDOW_CRD))
-    fleet.on(
-        MANAGER,
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
-        "crd/carbonwindows.carbonshift.io",
-    )
+    fleet.wait_established("carbonwindows.carbonshift.io", context=MANAGER)
     window = {
         "apiVersion": "carbonshift.io/v1alpha1",
         "kind": "CarbonWindow",

@@ -166,8 +166,8 @@ def liqo(kube_scheduler: Sandbox) -> Iterator[dict[str, str]]:
     vk = virtual_kubelet(sandbox)
     args = ["apply", "--server-side", "--force-conflicts"]
     kube.ok(*args, *(f"-f={crd(sandbox, n)}" for n in CRDS))
-    names = [f"crd/{n.removesuffix('.yaml').split('_')[1]}.{n.split('_')[0]}" for n in CRDS]
-    kube.ok("wait", "--for=condition=Established", "--timeout=60s", *names)
+    names = [f"{n.removesuffix('.yaml').split('_')[1]}.{n.split('_')[0]}" for n in CRDS]
+    sandbox.wait_established(*names)  # not kubectl wait: it errs on a CRD without conditions yet
     for member in PEERS:
         kube.on(member).ok(*args, f"-f={crd(sandbox, SHADOW_PODS)}")
     pool = unique("liqo-pool")
