@@ -9,16 +9,20 @@
   Reply(...))``); the last queued reply repeats. Every request is recorded with its query
   and headers, and ``fake.calls[path]`` counts them. The ``fake`` fixture
   (``tests/conftest.py``) is one, started and closed around the test.
+- :func:`eventually`: how an async test waits for state another task, thread or process
+  changes: poll with a deadline, never a bare sleep before an assertion (a busy machine
+  outruns any sleep); a failure names what was awaited and shows what was seen.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 from collections import Counter, defaultdict
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 from aiohttp import web
@@ -30,6 +34,8 @@ from webhook.model.errors import ZoneNotSupported
 from webhook.model.intensity import Reading, Signal
 from webhook.serve import schedapi
 from webhook.serve.state import STATE, ServerState
+
+T = TypeVar("T")
 
 NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)
 
@@ -259,3 +265,31 @@ def em_latest(zone: str, value: float | None, when: datetime, **extra: Any) -> d
         "estimationMethod": None,
         **extra,
     }
+
+
+POLL_SECONDS = 0.01
+"""How often :func:`eventually` looks."""
+
+
+async def eventually(
+    check: Callable[[], T],
+    what: str,
+    *,
+    seconds: float = 10.0,
+    seen: Callable[[], object] | None = None,
+) -> T:
+    """Poll ``check()`` until it returns something truthy, and return that. Past
+    ``seconds`` (generous: a deadline only matters when the condition never comes) fail,
+    naming ``what`` and showing what was seen: ``seen()``, else ``check()``'s last value.
+
+    ``await eventually(lambda: loop.passes >= 3, "three passes", seen=lambda: loop.passes)``
+    """
+    deadline = time.monotonic() + seconds
+    while True:
+        got = check()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            saw = seen() if seen is not None else got
+            raise AssertionError(f"{what}: not reached in {seconds:g} s; saw {saw!r}")
+        await asyncio.sleep(POLL_SECONDS)

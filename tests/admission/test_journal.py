@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import io
 from datetime import UTC, datetime
 
@@ -10,6 +9,7 @@ import orjson
 import pytest
 from prometheus_client import REGISTRY
 
+from tests.support import eventually
 from webhook.runtime import logs
 from webhook.serve.answer import Outcome
 from webhook.serve.journal import FLUSH_SECONDS, MAX_BATCH, OTHER, AdmissionJournal
@@ -47,7 +47,9 @@ async def test_lines_are_written_shortly_after_with_their_own_time() -> None:
         journal.record(admitted(i), 0.0004)
     assert out.getvalue() == b""
     assert len(journal) == 3
-    await asyncio.sleep(FLUSH_SECONDS * 5)
+    await eventually(
+        lambda: len(out.getvalue().splitlines()) >= 3, "the batch written", seen=out.getvalue
+    )
     lines = [orjson.loads(line) for line in out.getvalue().splitlines()]
     assert [line["uid"] for line in lines] == ["u-0", "u-1", "u-2"]
     first = lines[0]

@@ -5,9 +5,8 @@ version, someone else's change is seen on the next pass, and a cache that cannot
 
 from __future__ import annotations
 
-import asyncio
 import copy
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -16,6 +15,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from tests import kubeapi
+from tests.support import eventually
 from webhook import kinds
 from webhook.controllers import overlays
 from webhook.controllers.overlays import OverlayKeeper
@@ -224,16 +224,10 @@ async def watched(kube: kubeapi.KubeApi) -> AsyncIterator[WatchedCache[Obj]]:
     cache = overlays.watched()
     cache.start(kube.api, timeout_seconds=5)
     try:
-        await until(lambda: cache.synced)
+        await eventually(lambda: cache.synced, "the cache synced")
         yield cache
     finally:
         await cache.stop()
-
-
-async def until(check: Callable[[], bool], seconds: float = 5.0) -> None:
-    async with asyncio.timeout(seconds):
-        while not check():  # noqa: ASYNC110 - polling state another task changes
-            await asyncio.sleep(0.01)
 
 
 def _priced_by_hand(obj: Obj) -> None:
@@ -266,7 +260,9 @@ async def test_a_synced_cache_means_no_list_and_a_watched_change_is_seen_next_pa
 
     written = await keeper.keep([POOL], ctx)
     assert written > 0
-    await until(lambda: len(watched.items()) == written)
+    await eventually(
+        lambda: len(watched.items()) == written, "the writes watched", seen=watched.items
+    )
     assert "theirs" not in watched.items()  # never read
     for _ in range(2):
         assert await keeper.keep([POOL], ctx) == 0
@@ -278,7 +274,11 @@ async def test_a_synced_cache_means_no_list_and_a_watched_change_is_seen_next_pa
     name = sorted(watched.items())[0]
     changed = kube.touch(RESOURCE, name, change=_priced_by_hand)
     version = changed["metadata"]["resourceVersion"]
-    await until(lambda: watched.items()[name]["metadata"]["resourceVersion"] == version)
+    await eventually(
+        lambda: watched.items()[name]["metadata"]["resourceVersion"] == version,
+        "the change watched",
+        seen=lambda: watched.items()[name]["metadata"],
+    )
     assert await keeper.keep([POOL], ctx) == 1
     [put] = kube.calls("PUT", "nodeoverlays")
     assert put.body["metadata"]["resourceVersion"] == version
@@ -292,7 +292,7 @@ async def test_overlays_not_served_leave_the_pass_alone(kube: kubeapi.KubeApi) -
     cache = overlays.watched()
     cache.start(kube.api, timeout_seconds=5)
     try:
-        await until(lambda: cache.synced)
+        await eventually(lambda: cache.synced, "the cache synced")
         assert not cache.served
         keeper = await _keeper(kube.api, cache)
         assert await keeper.keep([POOL], _ctx(300.0)) == 0

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
-
+from tests.support import eventually
 from webhook.controllers.runner import Controller
 
 
@@ -39,15 +38,20 @@ class _Counting(Controller):
 async def test_passes_run_while_leading_survive_a_failure_and_stop() -> None:
     gate = _Gate()
     loop = _Counting(gate)
+
+    def counts() -> dict[str, int]:
+        return {"passes": loop.passes, "failures": loop.failures, "losses": loop.losses}
+
     loop.start()
     assert loop.running
-    await asyncio.sleep(0.3)
+    await eventually(lambda: loop.passes >= 3, "a third pass", seen=counts)
     assert loop.passes >= 3  # the failed second pass did not end the loop
     assert loop.failures == 1
     gate.leading = False
-    await asyncio.sleep(0.05)
-    stopped_at = loop.passes
-    await asyncio.sleep(0.15)
+    await eventually(lambda: loop.losses > 0, "the lost Lease noticed", seen=counts)
+    stopped_at, lost_at = loop.passes, loop.losses
+    # Ten more ticks without the Lease (counted, not timed: a busy machine ticks late).
+    await eventually(lambda: loop.losses >= lost_at + 10, "ten ticks", seen=counts)
     assert loop.passes == stopped_at  # no pass without the Lease
     assert loop.losses > 0
     await loop.stop()

@@ -10,7 +10,7 @@ from aiohttp import web
 from structlog.testing import capture_logs
 
 from tests.feed.upstream import ENV, FORECAST, LATEST, config
-from tests.support import Clock, FakeUpstream, Reply, em_latest
+from tests.support import Clock, FakeUpstream, Reply, em_latest, eventually
 from webhook.feed import IntensityFeed
 from webhook.feed.cache import Entry, IntensityCache
 from webhook.model.config import Config, FeedConfig, parse
@@ -234,10 +234,7 @@ async def test_want_wakes_the_refresher() -> None:
     await feed.start()
     assert feed.ready
     feed.want("FR")
-    for _ in range(100):
-        if feed.get("FR") is not None:
-            break
-        await asyncio.sleep(0.01)
+    await eventually(lambda: feed.get("FR") is not None, "FR fetched", seen=feed.zones)
     assert feed.get("FR") is not None
     assert feed.zones() == {"FR"}
     await feed.stop()

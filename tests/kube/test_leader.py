@@ -5,7 +5,7 @@ deadline, a released Lease is taken over at once."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
@@ -14,6 +14,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 from kubernetes_asyncio import client
 
+from tests.support import eventually
 from webhook.kube.leader import LeaderElector
 from webhook.runtime import metrics
 
@@ -86,12 +87,6 @@ def electors(apis: list[client.ApiClient]) -> list[LeaderElector]:
     ]
 
 
-async def until(check: Callable[[], bool], seconds: float) -> None:
-    async with asyncio.timeout(seconds):
-        while not check():  # noqa: ASYNC110 - polling state another task changes
-            await asyncio.sleep(0.01)
-
-
 async def test_one_leads_a_failing_leader_stops_and_a_released_lease_moves_at_once(
     leases: tuple[FakeLeases, list[client.ApiClient]],
 ) -> None:
@@ -100,7 +95,7 @@ async def test_one_leads_a_failing_leader_stops_and_a_released_lease_moves_at_on
     a.start()
     b.start()
     try:
-        await until(lambda: a.leading or b.leading, 5.0)
+        await eventually(lambda: a.leading or b.leading, "a leader", seconds=5.0)
         for _ in range(40):  # two seconds: never both
             assert a.leading + b.leading == 1
             await asyncio.sleep(0.05)
@@ -110,15 +105,16 @@ async def test_one_leads_a_failing_leader_stops_and_a_released_lease_moves_at_on
         assert metrics.LEADER._value.get() == 1
 
         fake.down = True  # renewals fail: leadership ends by the renew deadline
-        await until(lambda: not leader.leading, 1.1)
+        await eventually(lambda: not leader.leading, "leadership ended", seconds=1.1)
         fake.down = False
 
-        await until(lambda: a.leading or b.leading, 5.0)  # someone leads again
+        await eventually(lambda: a.leading or b.leading, "a new leader", seconds=5.0)
         leader, other = (a, b) if a.leading else (b, a)
         await leader.stop()  # releases
         assert not leader.leading
         assert fake.lease["spec"]["holderIdentity"] is None
-        await until(lambda: other.leading, 1.0)  # released: no waiting for it to expire
+        # released: no waiting for it to expire
+        await eventually(lambda: other.leading, "the other leading", seconds=1.0)
     finally:
         await a.stop()
         await b.stop()

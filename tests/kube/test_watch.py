@@ -5,7 +5,7 @@ resourceVersion-checked updates retried on 409."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
@@ -16,6 +16,7 @@ from aiohttp.test_utils import TestServer
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
+from tests.support import eventually
 from webhook.kube import client as kube_client
 from webhook.kube.client import Backoff
 from webhook.kube.inventory import FleetInventory
@@ -77,12 +78,6 @@ async def fake() -> AsyncIterator[tuple[FakeApiServer, client.ApiClient]]:
             await api.close()
 
 
-async def until(check: Callable[[], bool], seconds: float = 5.0) -> None:
-    async with asyncio.timeout(seconds):
-        while not check():  # noqa: ASYNC110 - polling state another task changes
-            await asyncio.sleep(0.01)
-
-
 def counter(metric: Any, *labels: str) -> float:
     value: float = metric.labels(*labels)._value.get()
     return value
@@ -113,7 +108,11 @@ async def test_bookmarks_move_the_version_and_410_relists(
     relists = counter(metrics.KUBE_RELISTS, "clusters.cluster.karmada.io")
     fleet.start(api, timeout_seconds=1)
     try:
-        await until(lambda: set(fleet.clusters()) == {"c"} and len(watching(server)) == 2)
+        await eventually(
+            lambda: set(fleet.clusters()) == {"c"} and len(watching(server)) == 2,
+            "the re-list seen and watched again",
+            seen=lambda: (fleet.clusters(), watching(server)),
+        )
         assert fleet.synced
     finally:
         await fleet.stop()
@@ -134,15 +133,19 @@ async def test_an_outage_warns_once_backs_off_keeps_state_and_recovers(
     assert fleet.cache._watch is not None
     fleet.cache._watch.backoff = Backoff(base=0.01, cap=0.05)
     try:
-        await until(lambda: "a" in fleet.clusters())
+        await eventually(lambda: "a" in fleet.clusters(), "cluster a listed", seen=fleet.clusters)
         errors = counter(metrics.KUBE_ERRORS, "clusters.cluster.karmada.io", "500")
         failure = (500, {"kind": "Status", "code": 500, "message": "boom"})
         with structlog.testing.capture_logs() as logs:
             server.lists = [failure] * 4 + [(200, FakeApiServer._empty("30", cluster("a", "29")))]
             server.watches = [[{"type": "ERROR", "object": {"kind": "Status", "code": 500}}]]
-            await until(lambda: not fleet.synced)
+            await eventually(lambda: not fleet.synced, "the outage seen")
             assert set(fleet.clusters()) == {"a"}  # the last state is kept
-            await until(lambda: any(e["event"] == "kube_recovered" for e in logs))
+            await eventually(
+                lambda: any(e["event"] == "kube_recovered" for e in logs),
+                "the recovery",
+                seen=logs.copy,
+            )
             assert fleet.synced
         warnings = [e for e in logs if e["event"] == "kube_unreachable"]
         assert len(warnings) == 1
@@ -166,7 +169,11 @@ async def test_rbac_forbidden_is_one_error_naming_verb_and_resource(
         assert fleet.cache._watch is not None
         fleet.cache._watch.backoff = Backoff(base=0.01, cap=0.02)
         try:
-            await until(lambda: not server.lists and fleet.synced)
+            await eventually(
+                lambda: not server.lists and fleet.synced,
+                "every list answered and synced",
+                seen=lambda: (len(server.lists), fleet.synced),
+            )
         finally:
             await fleet.stop()
     errors = [e for e in logs if e["event"] == "kube_forbidden"]
@@ -191,9 +198,11 @@ async def test_a_resource_not_served_is_empty_and_synced_and_listed_again(
         assert fleet.cache._watch is not None
         fleet.cache._watch.absent_seconds = 0.05
         try:
-            await until(lambda: fleet.synced)
+            await eventually(lambda: fleet.synced, "synced")
             assert fleet.clusters() == {}
-            await until(lambda: "a" in fleet.clusters())
+            await eventually(
+                lambda: "a" in fleet.clusters(), "cluster a listed", seen=fleet.clusters
+            )
         finally:
             await fleet.stop()
     events = [e["event"] for e in logs]

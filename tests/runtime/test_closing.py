@@ -15,6 +15,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from tests.support import eventually
 from webhook.runtime import tasks
 from webhook.serve import certs
 
@@ -66,14 +67,15 @@ def _cancel_watches_then_close(url: str, context: ssl.SSLContext) -> list[str]:
 
     async def scene() -> None:
         session = aiohttp.ClientSession()
+        streaming: set[int] = set()
 
-        async def watch() -> None:
+        async def watch(n: int) -> None:
             async with session.get(url, ssl=context) as response:
                 async for _ in response.content:
-                    pass
+                    streaming.add(n)
 
-        running = [asyncio.create_task(watch()) for _ in range(4)]
-        await asyncio.sleep(0.2)
+        running = [asyncio.create_task(watch(n)) for n in range(4)]
+        await eventually(lambda: len(streaming) == 4, "four watches streaming", seen=streaming.copy)
         for task in running:
             await tasks.cancel(task)
         await tasks.closed(session.close())

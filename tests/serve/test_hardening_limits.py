@@ -8,15 +8,17 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
 from tests.serve.hardening import TIMEOUT_SECONDS, Conn, http_post, patched, review
 from tests.serving import Running, serve_process, serving
-from tests.support import FLEET
-from webhook.model.config import parse
+from tests.support import FLEET, eventually
+from webhook.model.config import ServiceConfig, parse
 from webhook.model.validation import InvalidInput
+from webhook.serve import server
+from webhook.serve.guard import AdmissionGate
 
 
 def limited(**service: Any) -> Any:
@@ -192,14 +194,18 @@ def shed(payload: Any) -> bool:
     )
 
 
-async def slow_admission(run: Running, uid: str, pause: float) -> tuple[float, Any]:
-    """An admission whose body arrives in two halves ``pause`` apart: it occupies an
-    admission slot meanwhile. Returns its latency and answer."""
+async def slow_admission(run: Running, uid: str, pause: float | asyncio.Event) -> tuple[float, Any]:
+    """An admission whose body arrives in two halves, ``pause`` seconds apart or once
+    ``pause`` is set: it occupies an admission slot meanwhile. Returns its latency and
+    answer."""
     conn = await Conn.open(run)
     body = review(uid, selector=uid)
     started = time.monotonic()
     await conn.send(http_post(body[:40], length=len(body)))
-    await asyncio.sleep(pause)
+    if isinstance(pause, asyncio.Event):
+        await pause.wait()
+    else:
+        await asyncio.sleep(pause)
     await conn.send(body[40:])
     status, payload = await conn.response()
     conn.close()
@@ -207,14 +213,30 @@ async def slow_admission(run: Running, uid: str, pause: float) -> tuple[float, A
     return time.monotonic() - started, payload
 
 
+class CountedGate(AdmissionGate):
+    """The server's admission gate, kept where the test can see how many hold a slot."""
+
+    made: ClassVar[list[AdmissionGate]] = []
+
+    def __init__(self, limits: ServiceConfig) -> None:
+        super().__init__(limits)
+        self.made.append(self)
+
+
 async def test_past_the_concurrency_bound_admissions_are_answered_at_once(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     bound = 4
+    monkeypatch.setattr(server, "AdmissionGate", CountedGate)
+    monkeypatch.setattr(CountedGate, "made", [])
     async with serving(limited(max_concurrent_admissions=bound), tmp_path) as run:
         before = (await metric(run, SHED_CONCURRENCY), await metric(run, SHED_ADMISSIONS))
-        holders = [asyncio.create_task(slow_admission(run, f"hold-{i}", 1.0)) for i in range(4)]
-        await asyncio.sleep(0.3)  # the four hold every slot
+        release = asyncio.Event()
+        holders = [asyncio.create_task(slow_admission(run, f"hold-{i}", release)) for i in range(4)]
+        (gate,) = CountedGate.made
+        await eventually(
+            lambda: gate.active == bound, "the four holding every slot", seen=lambda: gate.active
+        )
         conn = await Conn.open(run)
         started = time.monotonic()
         await conn.send(http_post(review("extra", selector="extra")))
@@ -223,6 +245,7 @@ async def test_past_the_concurrency_bound_admissions_are_answered_at_once(
         assert time.monotonic() - started < 0.5
         assert payload["response"]["uid"] == "extra"
         assert shed(payload)
+        release.set()
         answers = await asyncio.gather(*holders)
         assert all(patched(p) for _, p in answers)  # the ones holding a slot were decided
         await conn.send(http_post(review("after", selector="after")))

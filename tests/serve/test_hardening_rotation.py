@@ -15,7 +15,7 @@ import pytest
 
 from tests.serve.hardening import patched, review
 from tests.serving import Running, serving
-from tests.support import FLEET
+from tests.support import FLEET, eventually
 from webhook.model.config import parse
 from webhook.serve import certs
 
@@ -62,8 +62,14 @@ async def test_the_serving_ca_is_rotated_under_load_without_a_lost_admission(
                         except (aiohttp.ClientError, AssertionError) as exc:
                             errors.append(f"{type(exc).__name__}: {exc}")
 
+        def seen() -> tuple[int, list[str]]:
+            return len(results), errors[:3]
+
         workers = [asyncio.create_task(worker(n, every)) for n, every in enumerate([1, 1, 5, 50])]
-        await asyncio.sleep(1.0)
+        # Under load before and after the rotation: counted admissions, not seconds (a busy
+        # machine answers fewer in a second).
+        await eventually(lambda: len(results) >= 30, "admissions before", seen=seen)
+        at_rotation = len(results)
         rotated = time.monotonic()
         certs.Bundle(ca_cert=new_ca, ca_key=new_ca_key, cert=new_cert, key=new_key).write(tmp_path)
         only_new = trusting(new_ca)
@@ -75,7 +81,7 @@ async def test_the_serving_ca_is_rotated_under_load_without_a_lost_admission(
             except aiohttp.ClientConnectorCertificateError:
                 assert time.monotonic() - rotated < 5, "the new certificate was never served"
                 await asyncio.sleep(0.05)
-        await asyncio.sleep(1.0)
+        await eventually(lambda: len(results) >= at_rotation + 30, "admissions after", seen=seen)
         stop.set()
         await asyncio.gather(*workers)
         with pytest.raises(aiohttp.ClientConnectorCertificateError):

@@ -22,7 +22,7 @@ from tests.providers.failing import (
 )
 from tests.serve.hardening import REVIEW
 from tests.serving import Running, serve_process
-from tests.support import FLEET, FakeUpstream, Reply
+from tests.support import FLEET, FakeUpstream, Reply, eventually
 
 
 async def exchange(run: Running, method: str, path: str, body: Any = None) -> str:
@@ -56,11 +56,14 @@ async def test_no_secret_in_anything_a_running_server_hands_out(
     config = {**FLEET, **sections, "feed": {"backoff_seconds": 0.01}}
     async with serve_process(config, tmp_path, "--log-level=debug", env=env) as server:
         run = server.run
-        for _ in range(100):  # the providers were asked (and failed) before we look
-            if fake.calls["/v3/carbon-intensity/latest"]:
-                break
-            await asyncio.sleep(0.05)
-        await asyncio.sleep(0.5)
+        # Both providers were asked (and failed) before we look: Electricity Maps, and
+        # WattTime's login and data.
+        asked = ("/v3/carbon-intensity/latest", "/login", "/v3/forecast")
+        await eventually(
+            lambda: all(fake.calls[path] for path in asked),
+            "every provider asked",
+            seen=lambda: dict(fake.calls),
+        )
         answers = [
             decoded(await exchange(run, "POST", "/mutate", REVIEW)),
             await exchange(run, "POST", "/mutate", b"{oops"),
