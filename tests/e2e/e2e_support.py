@@ -260,6 +260,24 @@ def eventually(probe: Callable[[], T | None], what: str, timeout: float = 90.0) 
     pytest.fail(f"timed out after {timeout:g}s waiting for {what}")
 
 
+PASSES = "carbonshift_reevaluation_duration_seconds_count"
+"""A leading replica's re-evaluation passes so far (the rebalancer and the carbon price
+keeper run in them): what :func:`more_passes` reads from its /metrics."""
+
+
+def more_passes(passes: Callable[[], float | None], count: int, timeout: float = 60.0) -> None:
+    """Until ``passes()`` (the leader's :data:`PASSES`) has grown by ``count``: what a test
+    waits for before asserting that the passes changed nothing. Passes, not seconds: a
+    busy machine runs fewer of them in a second, and a sleep would then prove less."""
+    start = passes() or 0.0
+    deadline = time.monotonic() + timeout
+    while (now := passes() or 0.0) < start + count:
+        assert time.monotonic() < deadline, (
+            f"{count} more passes not run in {timeout:g} s: {start:g} -> {now:g}"
+        )
+        time.sleep(0.2)
+
+
 def rooms(kube: Kube, cpu: str = "1") -> dict[str, int]:
     """Replicas of ``cpu`` each demo member can still take, as Karmada's general estimator
     sees it."""

@@ -57,6 +57,19 @@ def at(meta: dict[str, Any], field: str) -> datetime:
     return parse_time(str(meta[field]))
 
 
+def saved_again(kube: Kube, configmap: str, count: int, timeout: float = 30.0) -> None:
+    """Until the leader has saved the ledger ``count`` more times (its ``last`` moved):
+    passes, not seconds (a busy machine runs fewer of them in a second)."""
+    seen = [at(ledger(kube, configmap)[0], "last")]
+    deadline = time.monotonic() + timeout
+    while len(seen) <= count:
+        assert time.monotonic() < deadline, f"{count} more saves not seen in {timeout:g} s: {seen}"
+        time.sleep(0.2)
+        last = at(ledger(kube, configmap)[0], "last")
+        if last > seen[-1]:
+            seen.append(last)
+
+
 def test_a_new_leader_resumes_the_totals_after_the_leader_is_killed(
     karmada: Sandbox, kube: Kube, tmp_path: Path
 ) -> None:
@@ -75,7 +88,7 @@ def test_a_new_leader_resumes_the_totals_after_the_leader_is_killed(
                 30.0,
                 "the first totals saved",
             )
-            time.sleep(3 * INTERVAL)  # a few more passes
+            saved_again(kube, configmap, 3)  # a few more passes
             meta, before = ledger(kube, configmap)
             saved = totals_of(before, key)
             assert saved is not None
@@ -93,7 +106,7 @@ def test_a_new_leader_resumes_the_totals_after_the_leader_is_killed(
                 return (now_meta, got) if got else None
 
             eventually(resumed, 30.0, "a pass of the new leader")
-            time.sleep(2 * INTERVAL)
+            saved_again(kube, configmap, 2)
             after_meta, latest = ledger(kube, configmap)
             after = totals_of(latest, key)
             assert after is not None

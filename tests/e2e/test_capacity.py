@@ -21,7 +21,6 @@ four one-CPU replicas, member-fr eight, member-pl 64).
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -31,10 +30,12 @@ import yaml
 from e2e_support import (
     BINDINGS,
     DEMO,
+    PASSES,
     Kube,
     carbonshift_marks,
     deployment,
     eventually,
+    more_passes,
     no_binding_terminating,
     print_bindings,
     propagation_policy,
@@ -220,7 +221,8 @@ def test_the_leader_moves_replicas_back_once_the_greenest_member_has_room(
                 {"apiVersion": "apps/v1", "kind": "Deployment", "name": name,
                  "namespace": namespace}
             ]  # fmt: skip
-            time.sleep(5)  # more passes: the replicas are where they belong, nothing moves
+            # more passes: the replicas are where they belong, nothing moves
+            more_passes(lambda: leader.metric(PASSES), 5)
             assert metric(leader, "carbonshift_replicas_moved_total") == 3
             assert scheduled(kube, namespace, name) == {GREENEST: 4, MIDDLE: 6}
     finally:

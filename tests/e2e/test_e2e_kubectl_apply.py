@@ -21,6 +21,7 @@ from e2e_support import (
     carbon_order,
     carbonshift_marks,
     cluster_propagation_policy,
+    eventually,
     nodepool,
     propagation_policy,
     unique,
@@ -266,7 +267,15 @@ def test_certificate_rotation_under_load_loses_no_admission(sandbox: Sandbox, ku
             time.sleep(1.0)
             pair = sandbox.rotate_carbonshift_certificate()
             _wait_served(port, pair.cert_pem)
-        time.sleep(1.5)
+        # Admissions after the last rotation too, and enough of them: counted, not timed
+        # (a busy machine applies fewer in a second).
+        rotated = len(results) + len(errors)
+        wanted = max(5, rotated + 2)
+        eventually(
+            lambda: len(results) + len(errors) >= wanted or None,
+            f"{wanted} admissions ({rotated} by the last rotation)",
+            timeout=60.0,
+        )
     finally:
         stop.set()
         worker.join(timeout=30)

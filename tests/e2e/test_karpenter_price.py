@@ -32,8 +32,18 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from e2e_support import PASSES, more_passes
 from test_fleet_labels import eventually
-from test_karpenter import NAMESPACE, events, get, items, nodepool, ready, workload_cluster
+from test_karpenter import (
+    NAMESPACE,
+    events,
+    get,
+    items,
+    metric,
+    nodepool,
+    ready,
+    workload_cluster,
+)
 from test_reevaluate_policies import Grid
 
 from devtools.sandbox.workload import WorkloadCluster
@@ -337,7 +347,7 @@ def test_a_users_overlay_is_never_touched_and_a_conflict_is_told(
         lambda: events(cluster, "priced", "CarbonPriceNotApplied"), 90.0, "the conflict told"
     )
     assert "Conflict" in told[0]["note"], told
-    time.sleep(3)  # more passes of the leader
+    more_passes(lambda: metric(cluster, PASSES), 3)  # more passes of the leader
     after = get(cluster, OVERLAYS, "zz-user-arm64")
     assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
     assert after["spec"] == user_overlay()["spec"]

@@ -152,6 +152,8 @@ class Carbonshift:
     def __init__(self, box: KueueSandbox, grid: Grid, clock: Clock, dispatch: str) -> None:
         self.box, self.grid, self.clock, self.dispatch = box, grid, clock, dispatch
         self.failures: list[str] = []
+        self.rounds = 0
+        """Rounds run so far: each controller's pass, once."""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=lambda: asyncio.run(self._run()), daemon=True)
 
@@ -165,6 +167,18 @@ class Carbonshift:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(30)
+
+    def more_rounds(self, count: int, timeout: float = 60.0) -> None:
+        """Until ``count`` more rounds have run: rounds, not seconds (a busy machine runs
+        fewer of them in a second)."""
+        start = self.rounds
+        deadline = time.monotonic() + timeout
+        while self.rounds < start + count:
+            assert time.monotonic() < deadline, (
+                f"{count} more rounds not run in {timeout:g} s: {start} -> {self.rounds}; "
+                f"failures: {self.failures[-3:]}"
+            )
+            time.sleep(0.1)
 
     async def _run(self) -> None:
         config = parse(
@@ -198,6 +212,7 @@ class Carbonshift:
                         await controller.reconcile()
                     except Exception as exc:  # the test prints them when a wait fails
                         self.failures.append(f"{controller.name}: {exc!r}"[:500])
+                self.rounds += 1
                 await asyncio.sleep(STEP)
         finally:
             await workers.close()
@@ -469,7 +484,7 @@ def test_a_grid_flip_moves_the_next_job_not_an_admitted_one(
         assert seen <= {"worker-a"}, seen
         assert decision(fleet, name)["nominated"] == ["worker-a"]
         wait_ran(fleet, name, "worker-a")
-        time.sleep(3 * STEP)  # passes after the flip: the admitted one stays
+        carbonshift.more_rounds(3)  # passes after the flip: the admitted one stays
         status = manager_workload(fleet, stuck)["status"]
         assert status.get("clusterName") == "worker-b"
         assert condition(workload_of(fleet, MANAGER, stuck), "Admitted")

@@ -15,8 +15,10 @@ does, until the Lease is free again.
 from __future__ import annotations
 
 import json
+import ssl
 import subprocess
 import time
+import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -26,7 +28,7 @@ from e2e_support import build_binaries, unavailable
 from test_fleet_labels import eventually
 from test_reevaluate_policies import Grid
 
-from devtools.sandbox import Layout, SandboxError
+from devtools.sandbox import LOOPBACK, Layout, SandboxError
 from devtools.sandbox.ocm import LEASE_NAMESPACE, OcmHub
 from webhook.decision import ocm
 from webhook.model.vocabulary import ZONE
@@ -167,6 +169,18 @@ def take_lease(hub: OcmHub) -> None:
                 "-p", json.dumps({"spec": lease}))  # fmt: skip
 
 
+def leading(hub: OcmHub) -> float:
+    """carbonshift's ``carbonshift_leader`` gauge: 1 while it holds the Lease, else 0."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    url = f"https://{LOOPBACK}:{hub.ports['carbonshift']}/metrics"
+    with urllib.request.urlopen(url, context=context, timeout=5) as answer:
+        lines = answer.read().decode().splitlines()
+    found = [float(line.split()[1]) for line in lines if line.startswith("carbonshift_leader ")]
+    return found[0] if found else 0.0
+
+
 def test_placement_follows_the_carbon_scores_while_carbonshift_leads(
     hub: OcmHub, grid: Grid
 ) -> None:
@@ -197,7 +211,9 @@ def test_placement_follows_the_carbon_scores_while_carbonshift_leads(
 
     # Not the leader: the grid flips back but no score is written, the decision stays.
     take_lease(hub)
-    time.sleep(3 * STEP)  # the replica notices at its next renewal
+    # The replica notices at its next renewal (on a busy machine, later): not leading, it
+    # writes no score from then on.
+    eventually(lambda: leading(hub) == 0, 30, "carbonshift no longer leading")
     held = scores(hub)
     grid.values.update({"SE-SE3": 25.0, "FR": 900.0})
     time.sleep(8 * STEP)

@@ -212,6 +212,12 @@ def post(scene: Scene, path: str, body: Any, *, client: bool = False) -> dict[st
     return result
 
 
+def overloaded(answer: dict[str, Any]) -> dict[str, Any] | None:
+    """The admission answer when it was shed (carbonshift's overload warning), else None."""
+    warnings = answer["response"].get("warnings", [])
+    return answer if any("overloaded" in w for w in warnings) else None
+
+
 def admissions_with_one_shed(scene: Scene) -> None:
     """One admission holds the only slot (``max_concurrent_admissions: 1``) while its body
     is still arriving; the next one is shed; then the first completes."""
@@ -224,8 +230,9 @@ def admissions_with_one_shed(scene: Scene) -> None:
             + f"Content-Length: {len(body)}\r\n\r\n".encode()
             + body[:20]
         )
-        time.sleep(0.5)  # the handler holds the slot, reading the body
-        shed = post(scene, "/mutate", REVIEW)
+        # The handler holds the slot, reading the body, once the replica has read these
+        # headers: until then another admission is decided (a busy machine reads late).
+        shed = eventually(lambda: overloaded(post(scene, "/mutate", REVIEW)), 5.0, "one shed")
         assert any("overloaded" in w for w in shed["response"].get("warnings", [])), shed
         held.sendall(body[20:])
         assert b"200 OK" in held.recv(65536).split(b"\r\n", 1)[0]

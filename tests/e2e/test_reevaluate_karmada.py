@@ -23,7 +23,9 @@ import test_reevaluate_policies
 import test_schedulers
 from e2e_support import (
     BINDINGS,
+    PASSES,
     Kube,
+    more_passes,
     no_binding_terminating,
     print_bindings,
     propagation_policy,
@@ -194,7 +196,7 @@ def test_a_killed_leader_loses_and_doubles_no_switch(
 
             eventually(lambda: holder(kube, first.name) == second.name, 40.0, "the takeover")
             eventually(lambda: begun() == POLICY_COUNT, 30.0, "every policy switched")
-            time.sleep(4.0)  # a few more passes: they must keep everything
+            more_passes(lambda: second.metric(PASSES), 4)  # they must keep everything
 
             after = listed()
             for name in names:

@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import json
 import threading
-import time
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -20,7 +19,15 @@ from typing import Any
 import pytest
 import yaml
 from aiohttp import web
-from e2e_support import WEIGHTED, Kube, carbon_order, propagation_policy, unique
+from e2e_support import (
+    PASSES,
+    WEIGHTED,
+    Kube,
+    carbon_order,
+    more_passes,
+    propagation_policy,
+    unique,
+)
 from test_fleet_labels import Replica, eventually, holder
 
 from devtools.sandbox import Sandbox
@@ -193,7 +200,7 @@ def test_a_managed_policy_follows_the_grid_after_the_dwell_and_ignores_wobbles(
         for value in (28.0, 22.0, 26.0, 24.0):  # wobbling inside the margin
             grid.values["SE-SE3"] = value
             grid.values["FR"] = 100.0 + value
-            time.sleep(1.5)
+            more_passes(lambda: replica.metric(PASSES), 2)  # each value seen
         assert kube.get(POLICIES, name, namespace)["metadata"]["resourceVersion"] == before
 
         grid.values.update({"SE-SE3": 900.0, "FR": 40.0})  # the grid turns
@@ -212,7 +219,8 @@ def test_a_managed_policy_follows_the_grid_after_the_dwell_and_ignores_wobbles(
         assert event["type"] == "Normal"
         assert "expected intensity" in event["note"]
         assert "->" in event["note"]
-        time.sleep(3.0)  # settled: no more writes (other tests' policies may be managed too)
+        # settled: no more writes (other tests' policies may be managed too)
+        more_passes(lambda: replica.metric(PASSES), 3)
         assert (
             kube.get(POLICIES, name, namespace)["metadata"]["resourceVersion"]
             == (switched["metadata"]["resourceVersion"])
@@ -237,7 +245,7 @@ def test_a_user_edit_of_an_owned_field_is_respected_with_one_warning(
         assert released["spec"]["placement"]["replicaScheduling"] == mine
         assert user_fields(record(released)) == ["placement.replicaScheduling"]
         grid.values.update({"SE-SE3": 900.0, "FR": 40.0})  # a switch would be due
-        time.sleep(4.0)
+        more_passes(lambda: replica.metric(PASSES), 4)
         stored = kube.get(POLICIES, name, namespace)
         assert stored["metadata"]["resourceVersion"] == released["metadata"]["resourceVersion"]
         assert len(events(kube, namespace, name, "CarbonFieldReleased")) == 1
