@@ -18,7 +18,8 @@ store, as etcd's); creation sets ``uid`` and ``creationTimestamp``. The verbs:
   comma-separated), ``fieldSelector`` (``metadata.name``, ``metadata.namespace``) and
   pages (``limit``, ``continue``);
 - WATCH (a LIST with ``watch=true``): from the ``resourceVersion`` asked (a list's), every
-  ADDED, MODIFIED and DELETED of the resource's objects the ``labelSelector`` matches, one
+  ADDED, MODIFIED and DELETED of the resource's objects the ``labelSelector`` and
+  ``fieldSelector`` match, one
   JSON line each, as they happen, until ``timeoutSeconds`` (writes by tests included);
 - GET; DELETE (answers the deleted object);
 - POST creates (``generateName`` honoured; 409 ``AlreadyExists``);
@@ -277,7 +278,13 @@ class KubeApi:
     async def _watch(
         self, request: web.Request, where: Where, query: Mapping[str, str]
     ) -> web.StreamResponse:
-        labels = _selector(query.get("labelSelector", ""))
+        label_match = _selector(query.get("labelSelector", ""))
+        field_match = _selector(query.get("fieldSelector", ""))
+
+        def labels(metadata: Mapping[str, Any]) -> bool:
+            fields = {f"metadata.{k}": str(v) for k, v in metadata.items()}
+            return label_match(metadata.get("labels") or {}) and field_match(fields)
+
         since = int(query.get("resourceVersion") or 0)
         until = asyncio.get_running_loop().time() + float(query.get("timeoutSeconds") or 30)
         response = web.StreamResponse()
@@ -294,7 +301,7 @@ class KubeApi:
         *,
         response: web.StreamResponse,
         where: Where,
-        labels: Callable[[Mapping[str, str]], bool],
+        labels: Callable[[Mapping[str, Any]], bool],
         since: int,
         until: float,
     ) -> None:
@@ -310,7 +317,7 @@ class KubeApi:
                     continue
                 if where.namespace not in ("", namespace):
                     continue
-                if labels(obj["metadata"].get("labels") or {}):
+                if labels(obj["metadata"]):
                     line = json.dumps({"type": kind, "object": obj}).encode() + b"\n"
                     await response.write(line)
             left = until - loop.time()

@@ -4,7 +4,8 @@ One ordered list of parts (:class:`Part`), started first to last and stopped las
 
 1. the Kubernetes client (with ``--kubeconfig`` or in a cluster; closed last);
 2. the followers that read the fleet into memory: the Karmada Clusters
-   (:class:`~webhook.kube.inventory.FleetInventory`), Liqo's virtual nodes
+   (:class:`~webhook.kube.inventory.FleetInventory`), what the Karmada policy CRDs keep
+   (:class:`~webhook.kube.karmada.KarmadaCrds`), Liqo's virtual nodes
    (:class:`~webhook.kube.peers.PeerInventory`), the Nodes' grid zone
    (:class:`~webhook.kube.nodes.NodeZones`) and, when the re-evaluation follows NodePools,
    carbonshift's carbon price NodeOverlays (:func:`webhook.controllers.overlays.watched`);
@@ -171,17 +172,19 @@ async def run(
 async def _fleet(manager: Manager, config: Config, state: ServerState, kube: Settings) -> Fleet:
     """Connect to the API server and start what follows the fleet: the Clusters, Liqo's
     virtual nodes, the Nodes' zone and the leader elector (into ``state``)."""
-    from webhook.kube import client, inventory, leader, nodes, peers  # noqa: PLC0415
+    from webhook.kube import client, inventory, karmada, leader, nodes, peers  # noqa: PLC0415
     from webhook.kube.events import EventRecorder  # noqa: PLC0415
     from webhook.runtime.tasks import closed  # noqa: PLC0415
 
     api = await client.connect(kube)  # a bad kubeconfig: one line, a usage error
     await manager.start(Part("kubernetes-client", lambda: None, lambda: closed(api.close())))
     clusters = state.inventory = inventory.FleetInventory(config)
+    crds = state.crds = karmada.KarmadaCrds()
     places = state.peers = peers.PeerInventory(config)
     state.nodes = nodes.NodeZones(config.zone)
     for name, follower in (
-        ("fleet-inventory", clusters), ("liqo-peers", places), ("node-zones", state.nodes),
+        ("fleet-inventory", clusters), ("karmada-crds", crds), ("liqo-peers", places),
+        ("node-zones", state.nodes),
     ):  # fmt: skip
         await manager.start(Part(name, _starter(follower, api), follower.stop))
     kept = _overlays(config)

@@ -13,6 +13,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from tests.support import make_app, make_state
 from webhook import testing
+from webhook.decision.karmada.terms import fill_tiers
 from webhook.kube.inventory import FleetInventory
 from webhook.model.config import Config, parse
 from webhook.serve import admission
@@ -200,7 +201,7 @@ async def test_admission_ranks_on_the_forecast_mean_the_reevaluation_uses(
     assert outcome.encoded_patch is not None
     ops = orjson.loads(base64.b64decode(outcome.encoded_patch))
     (terms,) = [op["value"] for op in ops if op["path"].endswith("/clusterAffinities")]
-    overflow = [o["clusterNames"] for o in terms[0]["overflowAffinities"] if "clusterNames" in o]
-    tiers = [terms[0]["clusterNames"], *overflow]
+    tiers = fill_tiers({"clusterAffinities": terms})  # failover groups: no CRDs read here
+    assert tiers is not None
     assert greenest_now not in tiers[0]  # greenest now, but dirty over the next 24 h
     assert greenest_now in tiers[-1]

@@ -74,9 +74,28 @@ def test_mutate_prints_what_would_be_stored(
     assert terms[0]["clusterNames"] == ["member-fr"]  # the ordered fill's greenest tier
     tiers = next(line for line in out.splitlines() if line.startswith("#   tiers: "))
     assert tiers.index("member-fr") < tiers.index("member-pl")
-    assert "#   room: each tier takes what Karmada estimates" in out
+    # offline, karmada.version auto: failover groups, every release keeps them, and why
+    assert "#   shape: failover groups (clusterAffinities, each adding the next tier)" in out
+    assert "karmada.version auto: the shape every Karmada keeps" in out
+    assert "#   room: Karmada takes the first group whose clusters can hold every replica" in out
     assert docs[1]["spec"]["limits"] == {"cpu": "0"}
     assert "# carbonshift: PropagationPolicy web: patched" in out
+
+
+def test_mutate_names_the_overflow_tiers_for_a_karmada_that_keeps_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "m.yaml").write_text(PP)
+    (tmp_path / "c.yaml").write_text(CONFIG + "karmada: {version: '1.18'}\n")
+    code, out, _ = run(
+        capsys, "mutate", "-f", str(tmp_path / "m.yaml"), "--config", str(tmp_path / "c.yaml")
+    )
+    assert code == 0
+    (term,) = next(yaml.safe_load_all(out))["spec"]["placement"]["clusterAffinities"]
+    overflow = term["overflowAffinities"]
+    assert [o["affinityName"] for o in overflow] == ["carbonshift-tier-1", "carbonshift-others"]
+    assert "#   shape: overflow tiers (overflowAffinities): karmada.version 1.18" in out
+    assert "#   room: each tier takes what Karmada estimates" in out
 
 
 def test_mutate_json_output_and_stdin(

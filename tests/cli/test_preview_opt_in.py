@@ -205,7 +205,8 @@ async def test_kubeconfig_reads_the_namespaces_of_the_cluster(tmp_path: Path) ->
                 }
             )
         )
-        found = await preview.cluster_namespaces(str(kubeconfig))
+        found, karmada = await preview.cluster_namespaces(str(kubeconfig))
+    assert karmada is None  # the test API server serves no Karmada policy CRD
     assert found["off"] == {ENABLED: "false"}
     assert found["shop"] == {ENABLED: "true"}
     ctx = Context(config=parse(FLEET), table={}, now=NOW)

@@ -21,6 +21,7 @@ from webhook.controllers import rebalancer as rebalancer_module
 from webhook.controllers.rebalancer import Fill, Rebalancer, owner, pending, with_allocating
 from webhook.decision.karmada.capacity import assess_move
 from webhook.decision.karmada.terms import GREEN_TERM, TIER_TERM
+from webhook.decision.record import Record
 from webhook.kinds import Context
 from webhook.kube.events import EventRecorder
 from webhook.kube.writes import NotLeader
@@ -405,3 +406,67 @@ def test_a_fill_plans_on_the_tiers_a_fresh_fill_can_reach_with_the_same_result()
         everything = [*tiers, [c for c in current if c not in fill.named]]
         whole = assess_move(current, everything, room, values, rule, budget=50)
         assert assess_move(current, fill.reach(current), room, values, rule, budget=50) == whole
+
+
+def groups_policy(config: Config) -> dict[str, Any]:
+    """A plain Divided policy as admission stores it where Karmada has no overflow tiers:
+    failover groups, green, then green and mid, then all three."""
+    from webhook import kinds  # noqa: PLC0415
+    from webhook.decision.follow import apply  # noqa: PLC0415
+    from webhook.decision.outcome import stored  # noqa: PLC0415
+
+    row = kinds.find("policy.karmada.io", "PropagationPolicy")
+    assert row is not None
+    policy = testing.propagation_policy(
+        "web", namespace="shop", uid="uid-web", clusters=list(ZONES)
+    )
+    decision = row.decide(policy, context(config))
+    return apply(policy, stored(policy, decision, row.scope).changes)
+
+
+async def test_failover_groups_move_back_by_renaming_them(
+    karmada: tuple[Karmada, client.ApiClient],
+) -> None:
+    """Karmada before 1.18 never returns a binding to an earlier term, a Fresh reschedule
+    included: the move back renames the groups (one update guarded by the resourceVersion
+    read), and Karmada schedules the binding again from the greenest term."""
+    fake, api = karmada
+    planner, config = rebalancer(api)
+    stored = fake.kube.add(groups_policy(config))
+    names = [t["affinityName"] for t in stored["spec"]["placement"]["clusterAffinities"]]
+    assert names == [GREEN_TERM, "carbonshift-group-1", "carbonshift-group-2"]
+    held = binding("web", {"green": 1, "dirty": 9})
+    held["status"]["schedulerObservedAffinityName"] = "carbonshift-group-2"
+    fake.seed(
+        [cluster("green", 16, used=1), cluster("mid", 8, used=8), cluster("dirty", 64)], [held]
+    )
+    before = moved_total()
+    assert await planner.rebalance([stored], context(config)) == {"moved": 1}
+    assert moved_total() - before == 9
+    assert fake.rebalancers == []  # a WorkloadRebalancer would start from the observed term
+    [put] = fake.kube.calls("PUT", "propagationpolicies")
+    assert put.body["metadata"]["resourceVersion"] == stored["metadata"]["resourceVersion"]
+    now = fake.kube.get("propagationpolicies", "web", "shop")
+    terms = now["spec"]["placement"]["clusterAffinities"]
+    assert [t["affinityName"] for t in terms] == [
+        GREEN_TERM, "carbonshift-group-1-r1", "carbonshift-group-2-r1"
+    ]  # fmt: skip
+    record = Record.decode(now["metadata"]["annotations"][DECISION])
+    assert record.body["round"] == 1
+    assert record.owns("placement.clusterAffinities", terms)
+    [event] = fake.events
+    assert "failover groups renamed" in event["note"], event["note"]
+    assert "dirty -9, green +9" in event["note"], event["note"]
+
+
+async def test_failover_groups_written_since_the_pass_listed_them_wait(
+    karmada: tuple[Karmada, client.ApiClient],
+) -> None:
+    fake, api = karmada
+    planner, config = rebalancer(api)
+    stored = fake.kube.add(groups_policy(config))
+    fake.seed([cluster("green", 16, used=1), cluster("dirty", 64)], [binding("web", {"dirty": 9})])
+    fake.kube.touch("propagationpolicies", "web", "shop")  # someone wrote it since
+    assert await planner.rebalance([stored], context(config)) == {"in_flight": 1}
+    assert fake.kube.calls("PUT", "propagationpolicies") == []
+    assert fake.events == []

@@ -1,4 +1,6 @@
-"""The default placement of Divided policies: ordered fill over overflow tiers."""
+"""The default placement of Divided policies: ordered fill over overflow tiers, on a
+Karmada API that keeps them (v1.18; the failover groups older ones keep:
+test_fill_groups.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from typing import Any
 from tests.decision.placements import divided, mutate, policy
 from tests.support import FLEET, NOW, reading
 from webhook.decision.hysteresis import Hysteresis
+from webhook.decision.karmada.api import KarmadaApi
 from webhook.decision.karmada.capacity import tier_fill
 from webhook.decision.karmada.holding import in_force
 from webhook.decision.karmada.placement import PolicyInputs, decide
@@ -18,6 +21,8 @@ from webhook.model.config import parse
 from webhook.model.vocabulary import DECISION
 
 CONFIG = parse(FLEET)
+V1_18 = KarmadaApi(True, "config", "1.18")
+"""A Karmada API that keeps ``overflowAffinities``."""
 TABLE = {"FR": reading("FR", 60.0), "DE": reading("DE", 380.0), "PL": reading("PL", 700.0)}
 NAMED = {"clusterAffinity": {"clusterNames": ["member-pl", "member-de", "member-fr"]}}
 AVAILABLE = {
@@ -28,7 +33,7 @@ AVAILABLE = {
 
 
 def stored(obj: dict[str, Any], table: dict[str, Any] = TABLE) -> tuple[dict[str, Any], list[str]]:
-    return mutate(obj, PolicyInputs(CONFIG.clusters, table))
+    return mutate(obj, PolicyInputs(CONFIG.clusters, table, api=V1_18))
 
 
 def placement_of(obj: dict[str, Any]) -> dict[str, Any]:
@@ -100,7 +105,7 @@ def test_what_keeps_the_fill_out_is_said_and_weights_are_used_where_they_can() -
 def test_duplicated_is_left_alone_unless_fill_is_asked_for() -> None:
     duplicated = {"replicaScheduling": {"replicaSchedulingType": "Duplicated"}}
     obj = policy(duplicated | NAMED)
-    assert decide(obj, PolicyInputs(CONFIG.clusters, TABLE)).changes == []
+    assert decide(obj, PolicyInputs(CONFIG.clusters, TABLE, api=V1_18)).changes == []
     _, warnings = stored(policy(duplicated | NAMED, **{"carbonshift.io/strategy": "fill"}))
     assert any("ordered fill not applied: Duplicated" in w for w in warnings)
 
@@ -118,7 +123,7 @@ def test_equally_green_clusters_share_a_tier_and_unknown_ones_come_last() -> Non
 
 def test_readmission_is_idempotent() -> None:
     out, _ = stored(policy(divided() | NAMED))
-    assert decide(out, PolicyInputs(CONFIG.clusters, TABLE)).changes == []
+    assert decide(out, PolicyInputs(CONFIG.clusters, TABLE, api=V1_18)).changes == []
 
 
 def test_the_hysteresis_sees_the_tier_order() -> None:
@@ -130,13 +135,13 @@ def test_the_hysteresis_sees_the_tier_order() -> None:
 
 def test_a_refresh_reorders_the_tiers_only_past_dwell_and_margin() -> None:
     obj = policy(divided() | NAMED)
-    first, _ = mutate(obj, PolicyInputs(CONFIG.clusters, TABLE, now=NOW))
+    first, _ = mutate(obj, PolicyInputs(CONFIG.clusters, TABLE, now=NOW, api=V1_18))
     rule = Hysteresis(margin=0.1, dwell_hours=12)
 
     def refreshed(hours: float, **values: float) -> dict[str, Any]:
         table = dict(TABLE) | {z: dataclasses.replace(TABLE[z], value=v) for z, v in values.items()}
         inputs = PolicyInputs(
-            CONFIG.clusters, table, hysteresis=rule, now=NOW + timedelta(hours=hours)
+            CONFIG.clusters, table, hysteresis=rule, now=NOW + timedelta(hours=hours), api=V1_18
         )
         return mutate(first, inputs)[0]
 

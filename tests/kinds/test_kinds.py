@@ -149,7 +149,7 @@ def test_a_kind_of_ones_own_is_admitted_followed_and_granted(registry: kinds.Reg
     ctx = fleet.context()
     (admitted,) = preview.preview([_widget()], ctx)
     assert admitted.outcome.result == "patched", admitted.outcome.reason
-    assert "overflowAffinities" in str(admitted.stored["spec"]["placement"])
+    assert "carbonshift-group-1" in str(admitted.stored["spec"]["placement"])  # groups: no API read
 
     target = target_of("example.carbonshift.io/v1", "Widget")
     assert target is not None

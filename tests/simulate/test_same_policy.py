@@ -63,6 +63,7 @@ def test_every_carbon_policy_kind_is_covered() -> None:
         "green-first-available",
         "max-intensity",
         "fill-static",
+        "fill-groups",
     }
 
 
@@ -78,7 +79,7 @@ def _context(proposal: WebhookProposal, view: dict[str, float], now: datetime) -
         )
         for name, value in view.items()
     }
-    return kinds.Context(proposal.config, table, now)
+    return kinds.Context(proposal.config, table, now, karmada=proposal.api)
 
 
 def _admitted(obj: dict[str, Any], ctx: kinds.Context) -> dict[str, Any]:
@@ -121,6 +122,14 @@ def test_the_simulator_stores_what_the_webhook_stores(key: str, view: dict[str, 
         names = [t["affinityName"] for t in terms]
         assert names == ["carbonshift-greenest", "carbonshift-fallback"]
         assert isinstance(intent, Terms)
+    elif key == "fill-groups":  # Karmada before 1.18: failover groups, each adding a tier
+        assert isinstance(intent, Fill)
+        assert intent.groups or len(intent.tiers) == 1  # one tier: one term in either shape
+        assert not any("overflowAffinities" in t for t in terms)
+        names = [t["clusterNames"] for t in terms]
+        assert [tuple(n) for n in names] == [
+            tuple(n for tier in intent.tiers[: k + 1] for n in tier) for k in range(len(names))
+        ]
     elif key.startswith("fill") or key == "green-first-available":
         # green-first by room (examples/30-...) overflows in carbon order too.
         (term,) = terms

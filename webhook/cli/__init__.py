@@ -363,15 +363,17 @@ async def _preview(
 ) -> list[Any]:
     from webhook.app import build_feed  # noqa: PLC0415
     from webhook.cli import preview  # noqa: PLC0415
+    from webhook.decision.karmada.api import resolve  # noqa: PLC0415
     from webhook.kinds import Context  # noqa: PLC0415
     from webhook.kinds.following import Reevaluation  # noqa: PLC0415
     from webhook.model.intensity import utcnow  # noqa: PLC0415
 
-    namespaces = await preview.cluster_namespaces(kubeconfig) if kubeconfig else None
+    namespaces, read = await preview.cluster_namespaces(kubeconfig) if kubeconfig else (None, None)
+    karmada = resolve(config.karmada.version, read)
     feed = build_feed(config)
     try:
         await feed.refresh_once()
-        ctx = Context(config=config, table=feed.table(), now=utcnow())
+        ctx = Context(config=config, table=feed.table(), now=utcnow(), karmada=karmada)
         if again:
             return preview.reevaluate(docs, ctx, Reevaluation(config, feed.outlook), namespaces)
         return preview.preview(docs, ctx, namespaces)
@@ -429,11 +431,22 @@ def _fill_lines(decision: Any) -> list[str]:
     if not tiers:
         return []
     order = " -> ".join(", ".join(tiers[k]) for k in sorted(tiers))
-    return [
-        f"#   tiers: {order}",
-        "#   room: each tier takes what Karmada estimates its clusters can hold when it"
-        " schedules (Cluster status.resourceSummary); the rest overflows to the next tier",
-    ]
+    shape, why = decision.get("shape"), decision.get("karmada")
+    lines = [f"#   tiers: {order}"]
+    if shape == "groups":
+        lines += [
+            f"#   shape: failover groups (clusterAffinities, each adding the next tier): {why}",
+            "#   room: Karmada takes the first group whose clusters can hold every replica"
+            " (Cluster status.resourceSummary) and divides them by room inside it",
+        ]
+    else:
+        if shape:
+            lines.append(f"#   shape: overflow tiers (overflowAffinities): {why}")
+        lines.append(
+            "#   room: each tier takes what Karmada estimates its clusters can hold when it"
+            " schedules (Cluster status.resourceSummary); the rest overflows to the next tier"
+        )
+    return lines
 
 
 def _add_mutate(sub: Any) -> None:
@@ -477,8 +490,9 @@ def _add_mutate(sub: Any) -> None:
     p.add_argument(
         "--kubeconfig", metavar="FILE",
         help="read the namespaces' carbonshift.io/enabled labels from this cluster (only "
-        "namespaces, read-only); without it and without a Namespace object in the input, "
-        "a namespace is assumed opted in",
+        "namespaces, and the Karmada policy CRDs for the placement shape they keep; "
+        "read-only); without it and without a Namespace object in the input, a namespace "
+        "is assumed opted in, and karmada.version says the shape",
     )  # fmt: skip
     p.set_defaults(handler=_mutate)
 

@@ -29,6 +29,7 @@ from typing import Any
 import jsonpatch
 
 from webhook import kinds
+from webhook.decision.karmada.api import KarmadaApi
 from webhook.decision.optin import SELECTED, not_opted_in
 from webhook.decision.outcome import Change
 from webhook.kinds.following import Reevaluation, target_of
@@ -153,11 +154,11 @@ def _one(
     return Preview(stored=stored, outcome=outcome)
 
 
-async def cluster_namespaces(kubeconfig: str) -> dict[str, Labels]:
+async def cluster_namespaces(kubeconfig: str) -> tuple[dict[str, Labels], KarmadaApi | None]:
     """Every namespace of the cluster ``kubeconfig`` names, with its labels (what the
-    webhook registration's ``namespaceSelector`` reads); raises
-    :class:`~webhook.model.validation.InvalidInput` (``--kubeconfig``) when they cannot be
-    listed."""
+    webhook registration's ``namespaceSelector`` reads), and what its Karmada policy CRDs
+    keep (None: not read); raises :class:`~webhook.model.validation.InvalidInput`
+    (``--kubeconfig``) when the namespaces cannot be listed."""
     from webhook.kube import client, reads  # noqa: PLC0415 - only with a cluster
     from webhook.runtime.tasks import closed  # noqa: PLC0415
 
@@ -165,17 +166,19 @@ async def cluster_namespaces(kubeconfig: str) -> dict[str, Labels]:
         raise InvalidInput("--kubeconfig", f"cannot load {kubeconfig}: no such file")
     kube = client.settings(kubeconfig, default_namespace="default")
     if kube is None:  # pragma: no cover - a path is always given
-        return {}
+        return {}, None
     api = await client.connect(kube)
     try:
         items = await reads.namespaces(api)
+        karmada = await reads.karmada_api(api)
     except Exception as exc:  # unreachable, refused
         raise InvalidInput(
             "--kubeconfig", f"cannot list namespaces via {kubeconfig}: {exc}"[:400]
         ) from None
     finally:
         await closed(api.close())
-    return namespaces_in({"apiVersion": "v1", "kind": "Namespace", **item} for item in items)
+    listed = namespaces_in({"apiVersion": "v1", "kind": "Namespace", **item} for item in items)
+    return listed, karmada
 
 
 OPTED_IN = SELECTED

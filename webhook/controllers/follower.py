@@ -14,7 +14,11 @@ Each switch records a ``Normal`` Event ``CarbonRebalanced`` (old -> new expected
 intensity and why), a NodePool pause ``NodePoolPaused`` and its end ``NodePoolResumed``
 (intensity, why, the forecast's cleaner hour when known); a field the user took back
 records one ``Warning`` Event ``CarbonFieldReleased`` (the annotation then remembers it,
-so it is said once). Metrics: ``carbonshift_reevaluations_total{kind,outcome}``,
+so it is said once); a field the API server stored without a part carbonshift wrote (its
+schema lacks it: ``overflowAffinities`` before Karmada 1.18) is no user's edit: the object
+is decided again in a shape the API keeps and one ``Warning`` Event ``CarbonFieldDropped``,
+a warning log line and ``carbonshift_fields_dropped_total{kind,field}`` say so. Metrics:
+``carbonshift_reevaluations_total{kind,outcome}``,
 ``carbonshift_writes_total{kind}``, ``carbonshift_reevaluation_duration_seconds`` and
 ``carbonshift_paused_nodepools``.
 
@@ -362,6 +366,19 @@ class Follower(Controller):
         if action.pause is not None and action.pause in named:
             (reason, verb), note = named[action.pause], f"carbonshift: {action.pause}"
             log.info("nodepool_" + action.pause, name=name, reason=action.reason)
+        elif action.outcome == "dropped":
+            reason, verb, note, kind, key = DROPPED, "Reshape", "carbonshift", "Warning", None
+            for part in action.dropped.values():
+                metrics.FIELDS_DROPPED.labels(row.kind, part).inc()
+            log.warning(
+                "field_dropped",
+                kind=row.kind,
+                name=name,
+                dropped=dict(action.dropped),
+                reason=action.reason,
+                hint="the API server pruned it (its policy CRD lacks the field): karmada.version "
+                "may name a newer Karmada than the one running",
+            )
         elif action.outcome == "switched" and carry.lazy(stored):
             (reason, verb), note = LAZY, LAZY_NOTE
             log.info("placement_deferred", kind=row.kind, name=name, reason=action.reason)
@@ -422,6 +439,8 @@ def _counts(target: Target, obj: Obj) -> int:
 
 POLICY_KINDS = ("PropagationPolicy", "ClusterPropagationPolicy")
 REBALANCED = ("CarbonRebalanced", "Rebalance")
+DROPPED = "CarbonFieldDropped"
+"""The API server stored a field carbonshift wrote without a part of it: decided again."""
 LAZY = ("CarbonPolicyLazy", "Defer")
 LAZY_NOTE = (
     "placement rewritten, not applied yet: activationPreference Lazy makes Karmada wait for "

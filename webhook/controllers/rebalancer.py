@@ -13,7 +13,14 @@ a Fresh reschedule is worth it within the move budgets (per policy and for the f
 sliding one-hour windows kept in memory). A planned move becomes a ``WorkloadRebalancer``
 (``apps.karmada.io/v1alpha1``) for the binding's workload and a ``Normal`` Event
 ``CarbonReplicasMoved`` on the policy (what moves, intensity before -> after, expected
-saving).
+saving). A fill written as failover groups (Karmada before v1.18) cannot be moved back that
+way: Karmada schedules a binding from the term it last observed
+(``status.schedulerObservedAffinityName``), never an earlier one, a Fresh reschedule
+included. Its move back renames the policy's groups instead (an update guarded by the
+``resourceVersion`` read, :func:`~webhook.decision.karmada.terms.regrouped`): the observed
+term gone, Karmada schedules the binding again from the greenest term in Steady mode, the
+replicas on greener tiers staying where they are
+(:func:`~webhook.decision.karmada.capacity.regroup`).
 
 Many bindings in one pass must not all chase the same green cluster: what a planned move
 sends to a cluster is counted as allocating there for the rest of the pass and until the
@@ -42,9 +49,10 @@ from kubernetes_asyncio.client.rest import ApiException
 
 from webhook.decision.karmada import carry
 from webhook.decision.karmada.capacity import Move, assess_move, neutral_intensity, room
-from webhook.decision.karmada.terms import fill_tiers
+from webhook.decision.karmada.terms import regrouped
+from webhook.decision.karmada.view import fill_of
 from webhook.decision.quantity import quantity
-from webhook.decision.record import fingerprint
+from webhook.decision.record import Record, fingerprint
 from webhook.kinds import Context
 from webhook.kube.client import (
     FIELD_MANAGER,
@@ -68,6 +76,11 @@ Counter = collections.Counter[str]
 Outcome = Literal["moved", "not_worth_it", "over_budget", "no_room", "in_flight", "lazy", "error"]
 
 CLUSTERS = ("cluster.karmada.io", "v1alpha1", "clusters")
+POLICY_GROUP, POLICY_VERSION = "policy.karmada.io", "v1alpha1"
+POLICY_PLURALS = {
+    "PropagationPolicy": "propagationpolicies",
+    "ClusterPropagationPolicy": "clusterpropagationpolicies",
+}
 BINDINGS = (
     ("work.karmada.io", "v1alpha2", "resourcebindings"),
     ("work.karmada.io", "v1alpha2", "clusterresourcebindings"),
@@ -142,13 +155,16 @@ class Fill:
     lazy: bool
     named: frozenset[str]
     """Every cluster the tiers name."""
+    groups: bool = False
+    """Written as failover groups (Karmada before v1.18), not overflow tiers."""
 
     @classmethod
     def of(cls, policy: Mapping[str, Any]) -> Fill | None:
         """The policy's fill when carbonshift decided it as an ordered fill, else None."""
-        tiers = _managed(policy)
-        if not tiers:
+        managed = _managed(policy)
+        if managed is None:
             return None
+        tiers, groups = managed
         meta = meta_of(policy)
         ref = {
             "apiVersion": policy.get("apiVersion"),
@@ -163,15 +179,16 @@ class Fill:
         # Cluster names are shared across policies: one string each, however many name it.
         shared = tuple(tuple(sys.intern(n) for n in tier) for tier in tiers)
         named = frozenset(n for tier in shared for n in tier)
-        return cls(policy_key(policy), ref, shared, carry.lazy(policy), named)
+        return cls(policy_key(policy), ref, shared, carry.lazy(policy), named, groups)
 
     def reach(self, current: Mapping[str, int]) -> list[list[str]]:
         """The tiers a Fresh reschedule of ``current`` can use, then the clusters holding
         replicas that no tier names. When every replica runs in a tier, only the tiers up
         to the last one holding replicas: those hold them all, so a fill never reaches
-        further (an open policy's tiers name every cluster; its replicas sit in a few)."""
+        further (an open policy's tiers name every cluster; its replicas sit in a few).
+        Failover groups reach every tier: Karmada divides a term's whole group."""
         outside = [c for c in current if c not in self.named]
-        if outside:
+        if outside or self.groups:
             return [*map(list, self.tiers), outside]
         last = max(k for k, tier in enumerate(self.tiers) if any(n in current for n in tier))
         return [*map(list, self.tiers[: last + 1]), []]
@@ -203,6 +220,8 @@ class _View:
     """The last pass's plans that moved nothing (:attr:`Rebalancer._planned`)."""
     neutral: float = 0.0
     """What a cluster without intensity counts as in a move's cost."""
+    renamed: set[PolicyKey] = dataclasses.field(default_factory=set)
+    """The failover-groups policies whose groups this pass renamed (their bindings wait)."""
 
 
 def _rooms(
@@ -437,6 +456,8 @@ class Rebalancer:
             return "lazy"  # Karmada reschedules on the placement it last applied
         if target_workload in view.busy or pending(binding) or fill.key in view.rewritten:
             return "in_flight"
+        if fill.key in view.renamed:
+            return "in_flight"
         key = fill.key
         budget = min(
             self.settings.max_moves_per_policy - self.window.used(key),
@@ -461,12 +482,16 @@ class Rebalancer:
         room_now = _rooms(view, claimed, sorted(names, key=view.order.__getitem__), need)
         move, verdict = assess_move(
             current, tiers, room_now, view.intensities, self.rule, budget=budget,
-            neutral=view.neutral,
+            neutral=view.neutral, groups=fill.groups,
         )  # fmt: skip
         if move is None:
             if uid and version and view.fleet is not None:
                 self._planned[uid] = (inputs, verdict)
             return verdict
+        if fill.groups:
+            if not await self._regroup(fill):
+                return "in_flight"  # the policy changed since it was listed: the next pass
+            view.renamed.add(fill.key)
         await self._ask(fill, binding, move, view.intensities)
         self.window.add(key, move.moved)
         self.window.add(None, move.moved)
@@ -484,13 +509,17 @@ class Rebalancer:
         move: Move,
         intensities: Mapping[str, float | None],
     ) -> None:
-        """Create the WorkloadRebalancer for the binding's workload and record the Event."""
-        target, current = workload(binding), placed(binding)
+        """Create the WorkloadRebalancer for the binding's workload (failover groups: their
+        renaming was the move) and record the Event."""
+        target = workload(binding)
         assert target is not None  # checked by the caller
         api_version, kind, namespace, name = target
         now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         meta = meta_of(binding)
         rebalancer = f"carbonshift-{fingerprint([meta.uid, meta.namespaced_name, now])}"
+        if fill.groups:
+            await self._tell(fill, binding, move, intensities, key=rebalancer, rebalancer=None)
+            return
         body = {
             "apiVersion": f"{REBALANCERS[0]}/{REBALANCERS[1]}",
             "kind": "WorkloadRebalancer",
@@ -506,6 +535,27 @@ class Rebalancer:
         await self.objects.create_cluster_custom_object(
             *REBALANCERS, body, field_manager=FIELD_MANAGER, _request_timeout=REQUEST_TIMEOUT
         )
+        await self._tell(fill, binding, move, intensities, key=rebalancer, rebalancer=rebalancer)
+
+    async def _tell(
+        self,
+        fill: Fill,
+        binding: Mapping[str, Any],
+        move: Move,
+        intensities: Mapping[str, float | None],
+        *,
+        key: str,
+        rebalancer: str | None,
+    ) -> None:
+        """Log line and Event of a move (``rebalancer``: the WorkloadRebalancer asked for;
+        None: the failover groups were renamed)."""
+        current = placed(binding)
+        _, kind, _, name = workload(binding) or ("", "", "", "")
+        how = (
+            f"WorkloadRebalancer {rebalancer}"
+            if rebalancer is not None
+            else "failover groups renamed: Karmada schedules it again from the greenest"
+        )
         before = mean_intensity(current, intensities)
         after = mean_intensity(move.target, intensities)
         what = move.describe(current)
@@ -517,19 +567,75 @@ class Rebalancer:
             before=round(before, 1),
             after=round(after, 1),
             saving_grams=round(move.saving_grams, 1),
-            rebalancer=rebalancer,
+            rebalancer=rebalancer or "renamed groups",
         )
         if self.events is not None:
             note = (
                 f"moving {move.moved} replicas of {kind} {name} back to greener clusters "
                 f"({what}): expected intensity {before:.0f} -> {after:.0f} gCO2eq/kWh, "
                 f"expected saving {move.saving_grams:.0f} g over {self.rule.horizon_hours:g} h "
-                f"(WorkloadRebalancer {rebalancer})"
+                f"({how})"
             )
             await self.events.emit(
                 fill.ref, reason="CarbonReplicasMoved", note=note, action="Move",
-                key=rebalancer.removeprefix("carbonshift-"),
+                key=key.removeprefix("carbonshift-"),
             )  # fmt: skip
+
+    async def _regroup(self, fill: Fill) -> bool:
+        """Rename a failover-groups policy's terms (:func:`regrouped`), an update guarded by
+        the ``resourceVersion`` read; False when the policy no longer stands as listed (gone,
+        written by someone, no longer carbonshift's groups)."""
+        kind, namespace, name = fill.key
+        plural = POLICY_PLURALS.get(kind)
+        if plural is None:
+            return False
+        group, version = POLICY_GROUP, POLICY_VERSION
+        try:
+            if namespace:
+                policy = await self.objects.get_namespaced_custom_object(
+                    group, version, namespace, plural, name, _request_timeout=REQUEST_TIMEOUT
+                )
+            else:
+                policy = await self.objects.get_cluster_custom_object(
+                    group, version, plural, name, _request_timeout=REQUEST_TIMEOUT
+                )
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+        meta = meta_of(policy)
+        expected = fill.ref.get("metadata", {}).get("resourceVersion")
+        if expected and meta.resource_version != expected:
+            return False  # written since the pass listed it: planned on a stale placement
+        placement = dig(policy, "spec", "placement")
+        record = Record.decode(meta.annotations.get(DECISION))
+        renamed = regrouped(placement if isinstance(placement, Mapping) else {}, record)
+        if renamed is None:
+            return False
+        terms, new = renamed
+        policy["spec"]["placement"]["clusterAffinities"] = terms
+        policy["metadata"]["annotations"][DECISION] = new.encode()
+        if not self.gate.leading:
+            raise NotLeader("not leading")
+        options: dict[str, Any] = {
+            "field_manager": FIELD_MANAGER,
+            "_request_timeout": REQUEST_TIMEOUT,
+        }
+        try:
+            if namespace:
+                await self.objects.replace_namespaced_custom_object(
+                    group, version, namespace, plural, name, policy, **options
+                )
+            else:
+                await self.objects.replace_cluster_custom_object(
+                    group, version, plural, name, policy, **options
+                )
+        except ApiException as exc:
+            if exc.status in (404, 409):
+                metrics.KUBE_CONFLICTS.labels(f"{plural}.{group}").inc()
+                return False
+            raise
+        return True
 
     # --- what is in flight ----------------------------------------------------------------
 
@@ -609,6 +715,7 @@ _KEEP: dict[str, tuple[str, ...]] = {
     "status": (
         "lastScheduledTime",
         "schedulerObservedGeneration",
+        "schedulerObservedAffinityName",
         "resourceSummary",
         "finishTime",
         "observedWorkloads",
@@ -628,15 +735,18 @@ def slim(obj: Mapping[str, Any]) -> Obj:
     return out
 
 
-def _managed(policy: Mapping[str, Any]) -> list[list[str]] | None:
-    """The tiers of a policy carbonshift decided as an ordered fill, else None."""
+def _managed(policy: Mapping[str, Any]) -> tuple[list[list[str]], bool] | None:
+    """The tiers of a policy carbonshift decided as an ordered fill and whether they are
+    failover groups, else None."""
     if DECISION not in meta_of(policy).annotations:
         return None
     placement = dig(policy, "spec", "placement")
     if not isinstance(placement, Mapping):
         return None
-    tiers = fill_tiers(placement)
-    return [list(t) for t in tiers] if tiers else None
+    tiers, shape = fill_of(placement)
+    if not tiers:
+        return None
+    return [list(t) for t in tiers], shape == "groups"
 
 
 def _finished(rebalancer: Mapping[str, Any]) -> bool:

@@ -10,6 +10,10 @@ match wins:
   managed;
 - ``stale``: a reading behind the held or the proposed placement is stale (or missing
   for a cluster whose grid zone is known): never write;
+- ``dropped``: the API server stored a field carbonshift wrote without a part of it (a
+  field its schema lacks, pruned: the kind's :attr:`Rules.dropped` says which); no user
+  edited it: it stays carbonshift's and the object is decided again in a shape the API
+  keeps, written at once (never ``too_soon``);
 - ``user_owned``: a field carbonshift wrote was edited by someone else since: it is
   released (recorded under ``user`` in the annotation, never written again) and only the
   annotation is written, so the warning about it is given once;
@@ -49,10 +53,10 @@ from webhook.decision.record import (
 from webhook.model import vocabulary
 from webhook.model.config import ClusterConfig
 from webhook.model.intensity import IntensityTable
-from webhook.model.objects import meta_of
+from webhook.model.objects import EMPTY, meta_of
 from webhook.model.vocabulary import DECISION
 
-Outcome = Literal["skipped", "stale", "user_owned", "kept", "too_soon", "switched"]
+Outcome = Literal["skipped", "stale", "dropped", "user_owned", "kept", "too_soon", "switched"]
 
 PauseEvent = Literal["paused", "resumed"]
 
@@ -97,6 +101,9 @@ class Action:
     """The record keys a user took back (``user_owned`` only)."""
     pause: PauseEvent | None = None
     """NodePools: the write pauses or resumes the pool."""
+    dropped: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """``dropped`` only: the record keys whose field the API server stored without a part
+    of what carbonshift wrote -> the part (``overflowAffinities``)."""
     holds_until: datetime | None = None
     """``kept`` only: the same object, intensities and fleet decide the same until then
     (the end of the dwell of the placement in force); None: until one of them changes.
@@ -178,6 +185,10 @@ class Rules:
     steady: bool = True
     """A ``kept`` verdict depends on the clock only through the dwell (:attr:`Action.holds_until`);
     False: it may change any time (a NodePool's pause follows the forecast hour by hour)."""
+    dropped: Callable[[Mapping[str, Any], Record], Mapping[str, str]] = lambda _obj, _record: {}
+    """The record keys of fields carbonshift wrote that the API server stored with a part
+    dropped (its schema lacks it) -> the part; the kind's decider decides such an object
+    again as carbonshift's, in a shape the API keeps."""
 
 
 def step(obj: Mapping[str, Any], inputs: Inputs, rules: Rules) -> Action:
@@ -191,7 +202,8 @@ def step(obj: Mapping[str, Any], inputs: Inputs, rules: Rules) -> Action:
     if judged.stale:
         return Action("stale", judged.stale)
     decision = judged.decision
-    settled = released_or_skipped(obj, previous, decision, inputs.fields)
+    lost = rules.dropped(obj, previous)
+    settled = released_or_skipped(obj, previous, decision, inputs.fields, lost)
     if settled is not None:
         return settled
     taken = user_fields(previous)
@@ -201,6 +213,8 @@ def step(obj: Mapping[str, Any], inputs: Inputs, rules: Rules) -> Action:
         if rules.writes(c) and record_key(c.path, inputs.fields) not in taken
     ]
     new = decision.record
+    if lost and new is not None:
+        return _redecided(obj, changes, carried(new, taken), judged, inputs, rules=rules, lost=lost)
     if not changes or new is None or new is previous:
         holds = _dwell_end(previous, inputs) if rules.steady else inputs.now
         return Action("kept", rules.kept(decision), before=judged.before, holds_until=holds)
@@ -216,6 +230,32 @@ def step(obj: Mapping[str, Any], inputs: Inputs, rules: Rules) -> Action:
     return Action(
         "switched", switch.why, tuple(changes), judged.before, switch.after, pause=switch.pause
     )
+
+
+def _redecided(
+    obj: Mapping[str, Any],
+    changes: list[Change],
+    record: Record,
+    judged: Judged,
+    inputs: Inputs,
+    *,
+    rules: Rules,
+    lost: Mapping[str, str],
+) -> Action:
+    """``dropped``: the object decided again as carbonshift's, in a shape the API keeps,
+    with its record owning what is written (the annotation alone when the new shape is
+    what the API server already stores)."""
+    after = None
+    if changes:
+        switch = rules.switch(obj, changes, record, judged, inputs)
+        record, after = switch.record, switch.after
+    what = ", ".join(f"{part} of {_field_name(k)}" for k, part in sorted(lost.items()))
+    why = (
+        f"the API server dropped the {what} carbonshift wrote (its schema lacks it):"
+        " decided again in a shape it keeps"
+    )
+    write = [*changes, Change(("metadata", "annotations", DECISION), record.encode())]
+    return Action("dropped", why, tuple(write), judged.before, after, dropped=dict(lost))
 
 
 def _dwell_end(previous: Record, inputs: Inputs) -> datetime | None:
@@ -234,10 +274,18 @@ def _dwell_end(previous: Record, inputs: Inputs) -> datetime | None:
 # --- internals ---------------------------------------------------------------------------
 
 
-def _edited(obj: Mapping[str, Any], previous: Record, fields: Mapping[str, Path]) -> list[str]:
-    """Record keys carbonshift owns whose value in ``obj`` is no longer what it wrote."""
+def _edited(
+    obj: Mapping[str, Any],
+    previous: Record,
+    fields: Mapping[str, Path],
+    dropped: Mapping[str, str] = EMPTY,
+) -> list[str]:
+    """Record keys carbonshift owns whose value in ``obj`` is no longer what it wrote,
+    those the API server cut (``dropped``) left out."""
     out = []
     for key, mark in previous.own.items():
+        if key in dropped:
+            continue
         for prefix, path in fields.items():
             if key.startswith(prefix):
                 value = _at(obj, (*path, key[len(prefix) :]))
@@ -294,11 +342,16 @@ def show(value: float | None) -> str:
 
 
 def released_or_skipped(
-    obj: Mapping[str, Any], previous: Record, decision: Decision, fields: Mapping[str, Path]
+    obj: Mapping[str, Any],
+    previous: Record,
+    decision: Decision,
+    fields: Mapping[str, Path],
+    dropped: Mapping[str, str] = EMPTY,
 ) -> Action | None:
     """``user_owned`` when the user edited a field carbonshift wrote (the field is released
-    in the annotation), ``kept`` when the decider skipped the object; else None."""
-    edited = _edited(obj, previous, fields)
+    in the annotation; a field the API server cut, ``dropped``, is no edit), ``kept`` when
+    the decider skipped the object; else None."""
+    edited = _edited(obj, previous, fields, dropped)
     if edited:
         record = released(previous, edited)
         change = Change(("metadata", "annotations", DECISION), record.encode())

@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from webhook.decision import follow
 from webhook.decision.karmada import following
+from webhook.decision.karmada.api import KarmadaApi, resolve
 from webhook.decision.outcome import Decision, Path
 from webhook.model.config import ClusterConfig, Config
 from webhook.model.intensity import IntensityTable
@@ -40,8 +41,9 @@ class Context:
     """The member clusters placement chooses among (the fleet inventory merged with the
     config's ``clusters:``); None: the config's ``clusters:`` alone."""
     fleet_generation: int = 0
-    """Identifies :attr:`fleet`'s content: it changes whenever a member cluster changes
-    (admission keys its memo on it next to :attr:`generation`)."""
+    """Identifies :attr:`fleet`'s content and what the Karmada API keeps
+    (:attr:`karmada`): it changes whenever a member cluster or the API changes (admission
+    keys its memo on it next to :attr:`generation`)."""
     local: str | None = None
     """The grid zone the cluster's own Nodes give (:mod:`webhook.kube.nodes`); None: the
     config's ``zone``."""
@@ -55,6 +57,18 @@ class Context:
     """What policies rank their clusters on: :attr:`table` with each member zone read as
     the forecast mean the re-evaluation ranks on (:meth:`Reevaluation.ranked`); None:
     :attr:`table` (no forecast, or none in memory yet)."""
+    karmada: KarmadaApi | None = None
+    """What the Karmada policy API keeps (:mod:`webhook.decision.karmada.api`), as read
+    from its CRDs with a cluster connection; None: not read (the config's
+    ``karmada.version``, else the shape every release keeps: :attr:`karmada_api`)."""
+
+    @property
+    def karmada_api(self) -> KarmadaApi:
+        """The Karmada policy API placement writes for: :attr:`karmada`, else what the
+        config's ``karmada.version`` names, else the failover groups every release keeps."""
+        if self.karmada is not None:
+            return self.karmada
+        return resolve(self.config.karmada.version, None)
 
     @property
     def local_zone(self) -> str | None:

@@ -2,8 +2,8 @@
 
 Each handled kind declares its own rules (:attr:`webhook.kinds.base.Kind.grants`) and
 Event reasons (:attr:`~webhook.kinds.base.Kind.events`); these are the fleet's: the
-inventory and class labels of Karmada Clusters, Liqo's virtual nodes, Open Cluster
-Management's scores and the Events themselves. The ClusterRole of
+inventory and class labels of Karmada Clusters, the Karmada policy CRDs, Liqo's virtual
+nodes, Open Cluster Management's scores and the Events themselves. The ClusterRole of
 ``manifests/base/rbac.yaml`` and of the chart is generated from both
 (:meth:`webhook.kinds.Registry.cluster_role`, ``make generate``), each rule under its
 reasons.
@@ -21,6 +21,15 @@ FLEET: tuple[Grant, ...] = (
         "the fleet inventory watches Clusters; the leader applies their carbonshift.io/* "
         "labels and annotations (server-side apply, field manager carbonshift: RBAC cannot "
         "narrow a patch to fields, the apply sends only those keys)",
+    ),
+    Grant(
+        "apiextensions.k8s.io",
+        ("customresourcedefinitions",),
+        ("get", "list", "watch"),
+        "what the Karmada policy API keeps: the propagationpolicies and "
+        "clusterpropagationpolicies CRDs' schemas say whether overflowAffinities are stored "
+        "(Karmada 1.18 on) or pruned, and so which placement shape carbonshift writes "
+        "(each listed and watched by name)",
     ),
     Grant(
         "",

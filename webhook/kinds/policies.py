@@ -28,6 +28,7 @@ def decide(obj: Mapping[str, Any], ctx: Context) -> Decision:
         hysteresis=ctx.config.hysteresis,
         now=ctx.now,
         carried=ctx.fleet is not None and ctx.config.carry.enabled,
+        api=ctx.karmada_api,
     )
     return placement.decide(obj, inputs)
 
@@ -37,8 +38,9 @@ GRANTS = (
         GROUP,
         ("propagationpolicies", "clusterpropagationpolicies"),
         ("get", "list", "watch", "update"),
-        "the leader re-evaluates managed policies and writes a switch as an update guarded "
-        "by the resourceVersion it read",
+        "the leader re-evaluates managed policies and writes a switch (or renames an ordered "
+        "fill's failover groups to move replicas back) as an update guarded by the "
+        "resourceVersion it read",
     ),
     Grant("", ("namespaces",), ("get", "list", "watch"), "which namespaces opted in"),
     Grant(
@@ -59,6 +61,7 @@ GRANTS = (
 EVENTS = (
     "CarbonRebalanced",
     "CarbonFieldReleased",
+    "CarbonFieldDropped",
     "CarbonReplicasMoved",
     "CarbonResourcesCarried",
     "CarbonPolicyLazy",

@@ -1,6 +1,7 @@
 """One-shot reads of the ``carbonshift`` commands: what ``carbonshift report`` shows (the
 ledger, carbonshift's Events, the managed objects), the fleet ``carbonshift intensity
---clusters`` lists and the namespaces ``carbonshift mutate --kubeconfig`` reads.
+--clusters`` lists and the namespaces and the Karmada policy CRDs ``carbonshift mutate
+--kubeconfig`` reads.
 
 The ledger is the leader's accounting ConfigMap (``accounting.configmap``), kept in the
 leader's lease namespace and labelled :data:`~webhook.decision.ledger.LEDGER_LABELS`.
@@ -23,9 +24,11 @@ from kubernetes_asyncio.client.rest import ApiException
 
 from webhook import kinds
 from webhook.decision import ocm
+from webhook.decision.karmada.api import POLICY_CRDS, KarmadaApi, crd_overflow, from_crds
 from webhook.decision.ledger import LEDGER_LABELS
 from webhook.decision.liqo import peers as liqo
 from webhook.kube.client import REQUEST_TIMEOUT, one_line
+from webhook.kube.karmada import plain
 from webhook.model.errors import UsageError
 from webhook.model.objects import items, meta_of, strings
 from webhook.model.vocabulary import DECISION
@@ -219,3 +222,25 @@ async def namespaces(api: client.ApiClient) -> list[dict[str, Any]]:
     """Every Namespace, as the API server stores it."""
     listed = await client.CoreV1Api(api).list_namespace(_request_timeout=REQUEST_TIMEOUT)
     return list(items(api.sanitize_for_serialization(listed), "items"))
+
+
+async def karmada_api(api: client.ApiClient) -> KarmadaApi | None:
+    """What the Karmada policy CRDs keep (:func:`~webhook.decision.karmada.api.crd_overflow`),
+    read once; None when neither is served or they cannot be read (no rights)."""
+    extensions = client.ApiextensionsV1Api(api)
+    answers = []
+    for name in POLICY_CRDS:
+        response = cast(
+            aiohttp.ClientResponse,
+            await extensions.read_custom_resource_definition(
+                name, _request_timeout=REQUEST_TIMEOUT, _preload_content=False
+            ),
+        )
+        try:
+            crd = await plain(response)
+        except ApiException as exc:
+            if exc.status == 404:
+                continue
+            return None
+        answers.append(crd_overflow(crd) if isinstance(crd, dict) else None)
+    return from_crds(answers)

@@ -315,6 +315,27 @@ ClientAuthPath = Literal["scheduler", "metrics"]
 Seconds = Annotated[float, msgspec.Meta(gt=0, le=3600)]
 
 
+KarmadaVersion = Annotated[
+    str,
+    pattern(
+        r"^(auto|v?[0-9]+[.][0-9]+([.][0-9]+)?)$",
+        "auto or a Karmada release such as 1.16 or v1.18.2",
+    ),
+]
+
+
+class KarmadaConfig(Schema, frozen=True):
+    """The Karmada release carbonshift writes policies for (docs/install.md, "Supported
+    versions"): which placement shape its API server keeps
+    (:mod:`webhook.decision.karmada.api`)."""
+
+    version: KarmadaVersion = "auto"
+    """``auto``: read the policy CRDs' schemas when connected (without a connection the
+    ordered failover groups every release keeps); a release (``1.16``, ``v1.18.2``): the
+    shape it keeps, ``overflowAffinities`` from 1.18 on. Connected, a CRD without
+    ``overflowAffinities`` always wins."""
+
+
 class OcmConfig(Schema, frozen=True):
     """Open Cluster Management: the ``AddOnPlacementScore`` ``carbon`` the leader keeps in
     every ManagedCluster's namespace (docs/ocm.md)."""
@@ -413,6 +434,7 @@ class Config(Schema, frozen=True):
     accounting: AccountingConfig = AccountingConfig()
     ocm: OcmConfig = OcmConfig()
     kueue: KueueConfig = KueueConfig()
+    karmada: KarmadaConfig = KarmadaConfig()
     service: ServiceConfig = ServiceConfig()
     feed: FeedConfig = FeedConfig()
 

@@ -157,8 +157,20 @@ CLUSTER_CLASS_CHANGES = Counter(
 REEVALUATIONS = Counter(
     "carbonshift_reevaluations_total",
     "Re-evaluations of managed objects by the leader, by kind and outcome (kept, switched, "
-    "stale, conflict, user_owned, error).",
+    "stale, conflict, dropped, user_owned, error).",
     ["kind", "outcome"],
+)
+FIELDS_DROPPED = Counter(
+    "carbonshift_fields_dropped_total",
+    "Fields carbonshift wrote that the API server stored with a part dropped (its schema "
+    "lacks it: overflowAffinities before Karmada 1.18), found by the leader, by kind and part; "
+    "each is decided again in a shape the API keeps.",
+    ["kind", "field"],
+)
+KARMADA_OVERFLOW = Gauge(
+    "carbonshift_karmada_overflow",
+    "1 while the Karmada policy CRDs keep overflowAffinities (the ordered fill's overflow "
+    "tiers), 0 while they do not (failover groups); absent until the CRDs were read.",
 )
 WRITES = Counter(
     "carbonshift_writes_total",

@@ -1,5 +1,6 @@
-"""What request handlers share: the configuration, the in-memory intensity feed and the
-fleet inventory (when carbonshift runs with a kubeconfig or in a cluster)."""
+"""What request handlers share: the configuration, the in-memory intensity feed, the fleet
+inventory and what the Karmada policy API keeps (when carbonshift runs with a kubeconfig or
+in a cluster)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from webhook.decision.fleet import ClusterEntry, placement_clusters
+from webhook.decision.karmada.api import KarmadaApi, resolve
 from webhook.feed import IntensityFeed, Snapshot
 from webhook.kinds import Context
 from webhook.kinds.following import Reevaluation
@@ -21,6 +23,7 @@ from webhook.serve.memo import DecisionMemo
 
 if TYPE_CHECKING:
     from webhook.kube.inventory import FleetInventory
+    from webhook.kube.karmada import KarmadaCrds
     from webhook.kube.nodes import NodeZones
     from webhook.kube.peers import PeerInventory
 
@@ -42,11 +45,15 @@ class ServerState:
     """The local grid zone from the cluster's Nodes (None: no cluster; config ``zone``)."""
     peers: PeerInventory | None = None
     """Liqo's virtual nodes: the remote clusters this cluster offloads to (None: no cluster)."""
+    crds: KarmadaCrds | None = None
+    """The Karmada policy CRDs: what a policy write keeps (None: no cluster)."""
     _rules: Reevaluation | None = dataclasses.field(default=None, init=False)
     _context: tuple[Snapshot, int, Context] | None = dataclasses.field(default=None, init=False)
     _fleet: tuple[Mapping[str, ClusterEntry], int, Mapping[str, ClusterConfig]] | None = (
         dataclasses.field(default=None, init=False)
     )
+    _karmada: tuple[KarmadaApi, int] | None = dataclasses.field(default=None, init=False)
+    """What the Karmada API kept when last asked, and how many times that changed."""
 
     def __post_init__(self) -> None:
         self.memo.max_bytes = self.config.service.memo_max_bytes
@@ -79,6 +86,20 @@ class ServerState:
                 self.feed.want(zone)
         return generation, merged
 
+    def karmada(self) -> KarmadaApi:
+        """What the Karmada policy API keeps now: the CRDs' answer once read (from memory),
+        else the config's ``karmada.version``, else the failover groups every release keeps
+        (:func:`webhook.decision.karmada.api.resolve`)."""
+        read = self.crds.api() if self.crds is not None else None
+        return resolve(self.config.karmada.version, read)
+
+    def _karmada_epoch(self, api: KarmadaApi) -> int:
+        """A number that changes whenever :meth:`karmada` answers differently."""
+        held = self._karmada
+        if held is None or held[0] != api:
+            held = self._karmada = (api, held[1] + 1 if held is not None else 0)
+        return held[1]
+
     def context(self) -> Context:
         """The decision context now: the feed's snapshot, the member clusters and the
         time, to the second.
@@ -92,6 +113,9 @@ class ServerState:
         local = self.nodes.current.zone if self.nodes is not None else None
         pools = self.nodes.pools if self.nodes is not None else None
         peers = self.peers.places() if self.peers is not None else None
+        karmada = self.karmada()
+        # Decisions memoised or held on the fleet's generation change with the API too.
+        generation |= self._karmada_epoch(karmada) << 32
         held = self._context
         if (
             held is not None
@@ -101,6 +125,7 @@ class ServerState:
             and held[2].local == local
             and held[2].nodepools == pools
             and held[2].peers is peers
+            and held[2].karmada == karmada
         ):
             return held[2]
         if local is not None:
@@ -109,7 +134,9 @@ class ServerState:
         ctx = Context(
             self.config, snapshot.table, utcnow(), snapshot.generation, fleet, generation, local
         )
-        ctx = dataclasses.replace(ctx, nodepools=pools, peers=peers, ranked=self._ranked(ctx))
+        ctx = dataclasses.replace(
+            ctx, nodepools=pools, peers=peers, karmada=karmada, ranked=self._ranked(ctx)
+        )
         self._context = (snapshot, second, ctx)
         return ctx
 

@@ -13,9 +13,12 @@ Spatial model
     weights no term ever fails, so the first one wins and is divided by weight,
     spilling as above; divided by available replicas, the first whose clusters can
     hold every replica wins (none: the replicas spill). An ordered fill is filled tier
-    by tier (:func:`webhook.decision.karmada.capacity.tier_fill`). A replica that changes
-    cluster counts as
-    one migration.
+    by tier (:func:`webhook.decision.karmada.capacity.tier_fill`); written as failover
+    groups (Karmada before v1.18) it is scheduled as that release does
+    (:func:`webhook.decision.karmada.capacity.group_fill`): from the term the workload
+    last observed, never an earlier one, again only when the placement changes the
+    observed term, the replica count changes or the leader asks for a move. A replica
+    that changes cluster counts as one migration.
 
     Two oracles know every hour's intensity. The free oracle may move every replica every
     hour for free and respects capacity: each hour it fills the greenest clusters first.
@@ -47,7 +50,7 @@ from array import array
 from collections.abc import Callable, Mapping, Sequence
 
 from webhook.decision.forecast import Method, history_needed, outlook, ranking_value
-from webhook.decision.karmada.capacity import plan_move, tier_fill
+from webhook.decision.karmada.capacity import group_fill, groups_of, plan_move, tier_fill
 from webhook.decision.karmada.division import divide_available, divide_static, names_descending
 from webhook.simulate.batch import PausePolicy, PoolMoment, batch_policies
 from webhook.simulate.grid import Grid
@@ -181,12 +184,27 @@ def realise(
     the room the other workloads leave); a fill that cannot hold every replica (a
     ``max-intensity`` filter over a full fleet) spills like the rest below.
     """
+    return realise_at(intent, replicas, free, descending=descending, previous=previous)[0]
+
+
+def realise_at(
+    intent: Intent,
+    replicas: int,
+    free: Mapping[str, int],
+    *,
+    descending: bool,
+    previous: Mapping[str, int] | None = None,
+    start: int = 0,
+    fresh: bool = False,
+) -> tuple[dict[str, int], int]:
+    """:func:`realise`, and for failover groups the term Karmada settled on (from
+    ``start``, the term the workload last observed; Fresh mode with ``fresh``); 0 for
+    any other intent."""
     counts: dict[str, int] = {}
     overflow = 0
     if isinstance(intent, Fill):
         mine = previous or {}  # untyped: an optional parameter
-        others = {c: free[c] - mine.get(c, 0) for c in free}
-        filled = tier_fill(replicas, intent.tiers, others, mine, descending=descending)
+        filled = _filled(intent, replicas, free, mine, start=start, fresh=fresh, desc=descending)
         if filled is not None:
             return filled
         overflow = replicas
@@ -202,7 +220,7 @@ def realise(
         for term in intent.terms:
             fit = divide_available(replicas, {c: free[c] for c in term}, descending=descending)
             if fit is not None:
-                return fit
+                return fit, 0
         overflow = replicas  # no term can hold it all: modelled as spill
     for name, n in list(counts.items()):
         take = min(n, free[name])
@@ -215,7 +233,8 @@ def realise(
             raise ValueError("not enough free capacity for the workload")
         for name, n in spill.items():
             counts[name] = counts.get(name, 0) + n
-    return {c: n for c, n in counts.items() if n > 0}
+    last = len(intent.tiers) - 1 if isinstance(intent, Fill) and intent.groups else 0
+    return {c: n for c, n in counts.items() if n > 0}, last
 
 
 class _Fleet:
@@ -236,6 +255,9 @@ class _Fleet:
         self.counts: dict[str, dict[str, int]] = {}
         self.held: dict[str, Held] = {}
         self.active: dict[str, Instance] = {}
+        self.observed: dict[str, int] = {}
+        """Failover groups: the term each workload's binding last observed (Karmada's
+        ``schedulerObservedAffinityName``), by index."""
         days = (hours + 23) // 24
         self.run = Run(
             policy.key,
@@ -263,13 +285,33 @@ class _Fleet:
         del self.counts[inst.uid]
         self.held.pop(inst.uid, None)
         self.active.pop(inst.uid, None)
+        self.observed.pop(inst.uid, None)
+
+    def _realise(
+        self,
+        inst: Instance,
+        intent: Intent,
+        replicas: int,
+        previous: Mapping[str, int] | None = None,
+        *,
+        start: int = 0,
+        fresh: bool = False,
+    ) -> dict[str, int]:
+        """:func:`realise_at` with the room the other workloads leave; remembers the term
+        a failover-groups workload settled on."""
+        free = self._free(inst.uid if previous is not None else None)
+        counts, term = realise_at(
+            intent, replicas, free, descending=inst.descending, previous=previous,
+            start=start, fresh=fresh,
+        )  # fmt: skip
+        self.observed[inst.uid] = term
+        return counts
 
     def place(self, inst: Instance, view: Mapping[str, float], t: int) -> None:
         held = self.policy.create(view, t)
         self.held[inst.uid] = held
         self.active[inst.uid] = inst
-        free = self._free()
-        counts = realise(held.intent, inst.replicas_at(t), free, descending=inst.descending)
+        counts = self._realise(inst, held.intent, inst.replicas_at(t))
         self._apply(inst, counts)
 
     def rescale(self, t: int) -> None:
@@ -280,9 +322,7 @@ class _Fleet:
             if inst.daily_low is None or wanted == sum(before.values()):
                 continue
             intent = self.held[uid].intent
-            after = realise(
-                intent, wanted, self._free(uid), descending=inst.descending, previous=before
-            )
+            after = self._realise(inst, intent, wanted, before, start=self.observed.get(uid, 0))
             self._apply(inst, after)
 
     def revisit(self, view: Mapping[str, float], t: int) -> None:
@@ -298,13 +338,10 @@ class _Fleet:
                 budget -= self._move_back(inst, new.intent, view, budget)
                 continue
             self.run.changes += 1  # the policy is rewritten
-            after = realise(
-                new.intent,
-                sum(before.values()),
-                self._free(uid),
-                descending=inst.descending,
-                previous=before,
-            )
+            start = _rescheduled_from(old.intent, new.intent, self.observed.get(uid, 0))
+            if start is None:  # Karmada sees no change in the term the binding observed
+                continue
+            after = self._realise(inst, new.intent, sum(before.values()), before, start=start)
             if after != before:
                 self.run.moves += sum(max(0, n - before.get(c, 0)) for c, n in after.items())
                 self._apply(inst, after)
@@ -319,10 +356,16 @@ class _Fleet:
         before = self.counts[inst.uid]
         room = self._free()
         move = plan_move(
-            before, intent.tiers, room, view, rule, budget=budget, descending=inst.descending
-        )
+            before, intent.tiers, room, view, rule, budget=budget, descending=inst.descending,
+            groups=intent.groups,
+        )  # fmt: skip
         if move is None:
             return 0
+        if intent.groups:  # the renamed terms: Karmada starts again from the first
+            settled = group_fill(
+                sum(before.values()), intent.tiers, room, before, descending=inst.descending
+            )
+            self.observed[inst.uid] = settled[1] if settled is not None else 0
         self.run.rebalances += 1
         self.run.moves += move.moved
         self._apply(inst, move.target)
@@ -488,6 +531,42 @@ class _ConstrainedOracle:
                 total += n * v[i]
                 self.run.daily_share[self.clusters[i]][day] += n
         self.run.hourly[t] = total * kw
+
+
+def _filled(
+    intent: Fill,
+    replicas: int,
+    free: Mapping[str, int],
+    mine: Mapping[str, int],
+    *,
+    start: int,
+    fresh: bool,
+    desc: bool,
+) -> tuple[dict[str, int], int] | None:
+    """An ordered fill divided as Karmada does (tiers, or failover groups from ``start``);
+    None when it cannot hold every replica."""
+    others = {c: free[c] - mine.get(c, 0) for c in free}
+    if intent.groups:
+        return group_fill(
+            replicas, intent.tiers, others, mine, start=start, fresh=fresh, descending=desc
+        )
+    filled = tier_fill(replicas, intent.tiers, others, mine, descending=desc)
+    return None if filled is None else (filled, 0)
+
+
+def _rescheduled_from(old: Intent, new: Intent, observed: int) -> int | None:
+    """Failover groups rewritten: the term Karmada reschedules from (the observed one
+    while the new placement still has it, else 0), or None when the observed term is
+    unchanged, which Karmada's scheduler does not reschedule (``placementChanged``,
+    v1.16); any other intent: 0."""
+    if not (isinstance(new, Fill) and new.groups):
+        return 0
+    if not (isinstance(old, Fill) and old.groups) or observed >= len(new.tiers):
+        return 0
+    before, after = groups_of(old.tiers), groups_of(new.tiers)
+    if observed < len(before) and set(before[observed]) == set(after[observed]):
+        return None
+    return observed
 
 
 def _lowest(inst: Instance) -> int:

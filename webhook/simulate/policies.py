@@ -34,13 +34,14 @@ import orjson
 
 from webhook import kinds, testing
 from webhook.decision.forecast import Method
+from webhook.decision.karmada.api import KarmadaApi, configured
 from webhook.decision.karmada.capacity import MoveRule
 from webhook.decision.karmada.division import static_weights
 from webhook.decision.karmada.view import PlacementView
 from webhook.decision.ranking import order_greenest
 from webhook.decision.selectors import allowed_clusters
 from webhook.kinds.following import Reevaluation, Target, target_of
-from webhook.model.config import ClusterConfig, Config
+from webhook.model.config import ClusterConfig, Config, KarmadaConfig
 from webhook.model.intensity import Reading, Signal
 from webhook.model.objects import items
 from webhook.model.vocabulary import (
@@ -78,10 +79,14 @@ class Terms:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Fill:
-    """Intent: an ordered fill, tiers filled one after another by Karmada by room."""
+    """Intent: an ordered fill, tiers filled one after another by Karmada by room
+    (``overflowAffinities``, v1.18), or failover groups tried in order (before v1.18)."""
 
     tiers: tuple[tuple[str, ...], ...]
     """Each tier's clusters, greenest tier first."""
+    groups: bool = False
+    """Written as failover groups: term *k* holds tiers 0 to *k*
+    (:func:`webhook.decision.karmada.capacity.group_fill`)."""
 
 
 Intent = Weights | Terms | Fill
@@ -105,6 +110,20 @@ def propose_top_n(n: int) -> Propose:
         return _weights(dict.fromkeys(order_greenest(intensities)[:n], 1))
 
     return propose
+
+
+REPLAYED = KarmadaApi(True, "config", "1.18")
+"""The Karmada API a replay writes for under ``karmada.version: auto``: v1.18, whose
+``overflowAffinities`` tier fill the engine replays."""
+
+GROUPS_RELEASE = "1.16"
+"""The release the failover-groups rows name (``overflowAffinities`` came in 1.18)."""
+
+
+def replayed_api(config: Config) -> KarmadaApi:
+    """The Karmada API carbonshift's rows write for: the release ``karmada.version``
+    names, else :data:`REPLAYED`."""
+    return configured(config.karmada.version) or REPLAYED
 
 
 NAMESPACE_LABELS = {ENABLED: "true"}
@@ -207,6 +226,14 @@ class Members:
         view = PlacementView.of(written)
         static = static_weights(view, self.allowed)
         if view.terms and view.fill_tiers is not None:
+            if view.fill_shape == "groups":
+                seen: set[str] = set()
+                grouped = []
+                for term in view.terms:
+                    tier = tuple(n for n in self.allowed(term.affinity) if n not in seen)
+                    seen.update(tier)
+                    grouped.append(tier)
+                return Fill(tuple(grouped), groups=True)
             first = view.terms[0]
             tiers = [first.affinity, *(first.overflow or ())]
             return Fill(tuple(tuple(self.allowed(t)) for t in tiers))
@@ -251,13 +278,14 @@ class WebhookProposal:
             raise LookupError(f"{obj['kind']} is not re-evaluated")
         self.target: Target = target
         self.leader = Reevaluation(self.config)  # ranks on the view it is given
+        self.api = replayed_api(config)
         self._memo: dict[tuple[int, Key], Held] = {}
         self._revisits: dict[tuple[int, int, Key], tuple[Mapping[str, Any], Held | None]] = {}
 
     def context(self, intensities: Mapping[str, float], hour: int) -> kinds.Context:
         """The decision context of ``hour``: the config and the hour's readings."""
         table = self.members.table(tuple(intensities.items()), hour)
-        return kinds.Context(self.config, table, at_hour(hour))
+        return kinds.Context(self.config, table, at_hour(hour), karmada=self.api)
 
     def admitted(self, intensities: Mapping[str, float], hour: int = 0) -> dict[str, Any]:
         """The PropagationPolicy as the webhook stores it when created in ``hour``."""
@@ -367,8 +395,11 @@ def spatial_policies(
     rebalance = config.rebalance
     move = rebalance if rebalance.enabled else None
 
-    def webhook(**knobs: Any) -> WebhookProposal:
-        return WebhookProposal(policy_object(clusters, **knobs), members, config)
+    def webhook(release: str | None = None, **knobs: Any) -> WebhookProposal:
+        under = config
+        if release is not None:
+            under = msgspec.structs.replace(config, karmada=KarmadaConfig(release))
+        return WebhookProposal(policy_object(clusters, **knobs), members, under)
 
     def held(key: str, label: str, propose: Propose, *, ahead: bool = False) -> SpatialPolicy:
         """Re-evaluated every interval by the leader's step, optionally on the forecast;
@@ -383,6 +414,7 @@ def spatial_policies(
         return out
 
     fill = webhook()
+    groups = webhook(GROUPS_RELEASE)
     carbon = webhook(strategy="weighted")
     weighted_terms = webhook(max_clusters=s.max_clusters, strategy="weighted")
     available_terms = webhook(max_clusters=s.max_clusters, available=True)
@@ -453,6 +485,19 @@ def spatial_policies(
             "fill-forecast",
             "ordered fill on a forecast, hysteresis + dwell, move-back",
             fill,
+            ahead=True,
+        ),
+        held(
+            "fill-groups",
+            f"ordered fill as failover groups (Karmada {GROUPS_RELEASE}) on current intensity,"
+            " hysteresis + dwell, move-back",
+            groups,
+        ),
+        held(
+            "fill-groups-forecast",
+            f"ordered fill as failover groups (Karmada {GROUPS_RELEASE}) on a forecast,"
+            " hysteresis + dwell, move-back",
+            groups,
             ahead=True,
         ),
         held(

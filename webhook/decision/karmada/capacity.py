@@ -3,11 +3,14 @@
 carbonshift's default placement (:mod:`webhook.decision.karmada.placement`, strategy ``fill``)
 writes the candidates as ordered ``overflowAffinities`` tiers, greenest first, divided by
 ``dynamicWeight: AvailableReplicas``. Karmada (v1.18, ``pkg/scheduler/core/common.go``)
-then fills tier 0 up to its estimated room, the rest goes to tier 1, and so on. This
+then fills tier 0 up to its estimated room, the rest goes to tier 1, and so on. Before
+v1.18 it writes failover groups (term *k*: tiers 0 to *k*), and Karmada takes the first
+term, from the one the binding last observed, whose clusters hold every replica. This
 module holds the pure pieces every caller shares (the leader, ``carbonshift mutate``,
 the simulator):
 
-- :func:`tier_fill`: Karmada's tier-fill of one binding (Steady and Fresh modes).
+- :func:`tier_fill`: Karmada's tier-fill of one binding (Steady and Fresh modes);
+  :func:`group_fill`: its failover over the groups.
 - :func:`room`: Karmada's general estimator, replicas a cluster can still take from its
   ``status.resourceSummary`` and the binding's per-replica requests.
 - :func:`plan_move`: the move-back rule. Karmada never moves replicas back to a greener
@@ -94,6 +97,97 @@ def tier_fill(
     if remaining > 0:
         return None
     return out
+
+
+def groups_of(tiers: Tiers) -> list[list[str]]:
+    """The failover groups of ``tiers``: group *k* holds tiers 0 to *k* (the ``groups``
+    shape's terms, :mod:`webhook.decision.karmada.api`)."""
+    out: list[list[str]] = []
+    names: list[str] = []
+    for tier in tiers:
+        names = [*names, *(n for n in tier if n not in names)]
+        out.append(names)
+    return out
+
+
+def group_fill(
+    replicas: int,
+    tiers: Tiers,
+    room: Counts,
+    previous: Counts = EMPTY,
+    *,
+    start: int = 0,
+    fresh: bool = False,
+    descending: bool = False,
+) -> tuple[dict[str, int], int] | None:
+    """Replicas per cluster as Karmada before v1.18 assigns failover groups (the
+    ``groups`` shape), and the index of the term that held them; None: no term can.
+
+    Karmada's scheduler (v1.16 ``scheduleResourceBindingWithClusterAffinities``) tries
+    the terms from ``start`` (the term the binding last observed,
+    ``status.schedulerObservedAffinityName``; 0 when it is gone) to the last, never an
+    earlier one, and keeps the first whose division succeeds. Inside a term (group *k*:
+    tiers 0 to *k*, :func:`groups_of`) ``dynamicWeight: AvailableReplicas`` divides
+    (``assignByDynamicStrategy``): Steady mode keeps the previous replicas on the term's
+    clusters and spreads the rest by ``room``, failing when the room is short; a
+    scale-down shrinks every previous cluster in proportion; Fresh mode divides the whole
+    by room + previous.
+    """
+    groups = groups_of(tiers)
+    first = start if 0 <= start < len(groups) else 0
+    for index in range(first, len(groups)):
+        got = _divide_dynamic(
+            replicas, groups[index], room, previous, fresh=fresh, descending=descending
+        )
+        if got is not None:
+            return got, index
+    return None
+
+
+def regroup(
+    replicas: int, tiers: Tiers, room: Counts, previous: Counts, *, descending: bool = False
+) -> dict[str, int] | None:
+    """Where failover groups put a binding's replicas once the terms are renamed: Karmada
+    then finds the term the binding observed gone and schedules again from the first, in
+    Steady mode (:func:`group_fill` from 0): the replicas on the greener tiers stay, the
+    rest go to the first group whose room takes them. Karmada before v1.18 never goes
+    back to an earlier term by itself, and a Fresh reschedule (a WorkloadRebalancer)
+    starts from the observed term too; the leader's move back renames the terms
+    (:func:`webhook.decision.karmada.terms.regrouped`). None: no group takes them."""
+    got = group_fill(replicas, tiers, room, previous, descending=descending)
+    return got[0] if got is not None else None
+
+
+def _divide_dynamic(
+    replicas: int,
+    names: Sequence[str],
+    room: Counts,
+    previous: Counts,
+    *,
+    fresh: bool,
+    descending: bool,
+) -> dict[str, int] | None:
+    """Karmada's ``assignByDynamicStrategy`` over one term's clusters; None: unschedulable."""
+    held = {n: previous[n] for n in names if previous.get(n, 0) > 0}
+    free = {n: max(0, room.get(n, 0)) for n in names}
+    if fresh:
+        votes = {n: free[n] + held.get(n, 0) for n in names}
+        if sum(votes.values()) < replicas:
+            return None
+        return _fit(replicas, votes, descending=descending)
+    assigned = sum(held.values())
+    if assigned > replicas:  # scale down: every previous cluster, in proportion
+        before = {n: k for n, k in previous.items() if k > 0}
+        return {n: k for n, k in _fit(replicas, before, descending=descending).items() if k}
+    if assigned == replicas:
+        return held
+    extra = replicas - assigned
+    if sum(free.values()) < extra:
+        return None
+    out = _fit(extra, free, descending=descending)
+    for n, k in held.items():
+        out[n] = out.get(n, 0) + k
+    return {n: k for n, k in out.items() if k > 0}
 
 
 # --- room: Karmada's general estimator ---------------------------------------------------
@@ -237,17 +331,21 @@ def plan_move(
     *,
     budget: int,
     descending: bool = False,
+    groups: bool = False,
 ) -> Move | None:
     """The Fresh reschedule to ask for now, or None (not worth it, or over ``budget``).
 
     ``current``: where the binding's replicas run; ``room_now``: what each cluster can
     still take besides them; ``intensities``: what the replicas will see over the horizon
     (the forecast mean); ``budget``: replicas that may still move this hour (the policy's
-    and the fleet's budgets, the smaller).
+    and the fleet's budgets, the smaller); ``groups``: the tiers are failover groups, and
+    the move renames their terms so Karmada schedules them again from the first
+    (:func:`regroup`).
     """
     move, _ = assess_move(
-        current, tiers, room_now, intensities, rule, budget=budget, descending=descending
-    )
+        current, tiers, room_now, intensities, rule, budget=budget, descending=descending,
+        groups=groups,
+    )  # fmt: skip
     return move
 
 
@@ -261,16 +359,21 @@ def assess_move(
     budget: int,
     descending: bool = False,
     neutral: float | None = None,
+    groups: bool = False,
 ) -> tuple[Move | None, MoveVerdict | None]:
     """:func:`plan_move`'s move and the verdict: ``moved``; ``no_room`` (a Fresh fill
     finds no room, or nothing moves while replicas run past the first tier);
     ``over_budget``; ``not_worth_it``; None: the replicas are where they belong.
     ``neutral``: the value of a cluster without intensity (default: the mean of the known
-    ones; pass it when planning many bindings on the same intensities)."""
+    ones; pass it when planning many bindings on the same intensities); ``groups``: the
+    tiers are failover groups (:func:`regroup`)."""
     replicas = sum(current.values())
     if replicas <= 0:
         return None, None
-    target = tier_fill(replicas, tiers, room_now, current, fresh=True, descending=descending)
+    if groups:
+        target = regroup(replicas, tiers, room_now, current, descending=descending)
+    else:
+        target = tier_fill(replicas, tiers, room_now, current, fresh=True, descending=descending)
     if target is None:
         return None, "no_room"
     moved = sum(max(0, n - current.get(c, 0)) for c, n in target.items())

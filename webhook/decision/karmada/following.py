@@ -12,6 +12,7 @@ from typing import Any
 from webhook.decision.follow import Inputs, Judged, Rules, Switch, apply, rounded, show
 from webhook.decision.hysteresis import Hysteresis, expected_intensity
 from webhook.decision.karmada.holding import in_force
+from webhook.decision.karmada.pruning import dropped
 from webhook.decision.outcome import Change, Decision, Path, iso
 from webhook.decision.record import Record, with_switch
 from webhook.model.objects import dig, meta_of
@@ -59,14 +60,20 @@ def _policy_switch(
     return Switch(with_switch(record, entry), _why(before, after, inputs.hysteresis), after)
 
 
+def _policy_dropped(obj: Mapping[str, Any], previous: Record) -> Mapping[str, str]:
+    return dropped(_placement(obj), previous)
+
+
 POLICY_RULES = Rules(
     judge=_policy_judge,
     writes=lambda _change: True,
     kept=_policy_kept,
     switch=_policy_switch,
+    dropped=_policy_dropped,
 )
 """A (Cluster)PropagationPolicy's: stale data anywhere in the held or proposed placement
-writes nothing; the switch is scored by expected intensity."""
+writes nothing; the switch is scored by expected intensity; ``overflowAffinities`` an
+older Karmada API pruned are the API server's doing (:mod:`webhook.decision.karmada.pruning`)."""
 
 
 def _intensities(record: Record) -> dict[str, float | None]:

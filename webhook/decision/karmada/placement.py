@@ -5,11 +5,14 @@ decide (docs/annotations.md):
 
 - candidates: the clusters the policy already allows (never more);
 - ``carbonshift.io/max-intensity``: exclude candidates above the limit;
-- Divided policies (strategy ``fill``, the default): ordered fill. One
-  ``clusterAffinities`` term whose inline affinity is the greenest cluster and whose
-  ``overflowAffinities`` are the others, greenest first, divided by
-  ``dynamicWeight: AvailableReplicas``: Karmada fills the greenest cluster up to its
-  room, then the next (:mod:`webhook.decision.karmada.capacity`);
+- Divided policies (strategy ``fill``, the default): ordered fill, divided by
+  ``dynamicWeight: AvailableReplicas``, in the shape the Karmada API keeps
+  (:mod:`webhook.decision.karmada.api`): from v1.18 one ``clusterAffinities`` term whose
+  inline affinity is the greenest cluster and whose ``overflowAffinities`` are the others,
+  greenest first (Karmada fills the greenest cluster up to its room, then the next,
+  :mod:`webhook.decision.karmada.capacity`); before, ordered failover groups, term *k*
+  holding tiers 0 to *k* (Karmada tries them in order and takes the first whose clusters
+  hold the replicas);
 - ``carbonshift.io/max-clusters``: the greenest N share the first tier (ordered fill), or
   green-first ``clusterAffinities`` where the fill cannot be written;
 - ``carbonshift.io/strategy: weighted``: a static weight list (also where the ordered fill
@@ -41,12 +44,15 @@ from typing import Any
 
 from webhook.decision.hysteresis import NO_HYSTERESIS, Hysteresis
 from webhook.decision.karmada import carry
+from webhook.decision.karmada.api import GROUPS, KarmadaApi
 from webhook.decision.karmada.holding import Proposal
+from webhook.decision.karmada.pruning import dropped, still_owned
 from webhook.decision.karmada.terms import (
     FILL,
     GREEN_TERM,
     OTHERS_TERM,
     OWN,
+    ROUND_KEY,
     SELECTOR_KEYS,
     TIER_TERM,
     Tiers,
@@ -55,8 +61,10 @@ from webhook.decision.karmada.terms import (
     exclude,
     fill_order,
     green_first_terms,
+    group_name,
     named,
     record_of,
+    round_of,
     selected_groups,
     unweighted_terms,
     weighted,
@@ -162,6 +170,9 @@ class PolicyInputs:
     """A leader carries the non-workloads a policy selects to every tier
     (:mod:`webhook.decision.karmada.carry`); without one a policy that selects them beside its
     workloads keeps all its clusters in one group."""
+    api: KarmadaApi = GROUPS
+    """What the Karmada policy API keeps: the ordered fill's shape (``overflowAffinities``
+    from v1.18, else failover groups; :mod:`webhook.decision.karmada.api`)."""
 
 
 UNCARRIED_NOTE = (
@@ -179,7 +190,7 @@ def decide(policy: Mapping[str, Any], inputs: PolicyInputs) -> Decision:
     annotations = meta_of(policy).annotations
     spec = mapping(policy, "spec")
     current = mapping(spec, "placement")
-    previous = Record.decode(annotations.get(DECISION))
+    previous, api = _as_written(current, Record.decode(annotations.get(DECISION)), inputs.api)
     base = user_view(current, previous, OWN)
     knobs = vocabulary.knobs(annotations, "policy")
     override = knobs.override
@@ -225,6 +236,8 @@ def decide(policy: Mapping[str, Any], inputs: PolicyInputs) -> Decision:
         opened=view.opened and (reach is None or any(map(is_open, reach))),
         known=known,
         unweighted=unweighted_terms(base, known, reach),
+        api=api,
+        round=round_of(previous),
     )
     if picked.mixed and not inputs.carried:
         # Karmada sends non-workloads to a term's primary group only: without a leader to
@@ -246,15 +259,40 @@ def decide(policy: Mapping[str, Any], inputs: PolicyInputs) -> Decision:
         decision.record = previous
         return decision
     body = data.body(weights) | notes.body(others) | _kept_whole(picked, inputs, new, spec, warn)
-    for k, tier in enumerate(tiers):
-        for name in tier:
-            body["clusters"][name]["t"] = k
+    _tiered(body, tiers, shape)
     # When this placement came into force: the data time of the decision that made it
     # (deterministic for given inputs, so identical reviews get identical answers).
     body["since"] = (not changes and previous.since) or body["at"]
     decision.record = record_of(base, new, body | history(previous))
     decision.changes = changes
     return decision
+
+
+def _tiered(body: dict[str, Any], tiers: Tiers, shape: _Shape) -> None:
+    """Record entries of an ordered fill: each cluster's tier (``t``), the shape written
+    and why (``shape``, ``karmada``), and the failover groups' naming round (``round``)."""
+    if not tiers:
+        return
+    for k, tier in enumerate(tiers):
+        for name in tier:
+            body["clusters"][name]["t"] = k
+    api = shape.api
+    body["shape"], body["karmada"] = api.shape, api.why
+    if shape.round and not api.overflow:
+        body[ROUND_KEY] = shape.round
+
+
+def _as_written(
+    current: Mapping[str, Any], previous: Record, api: KarmadaApi
+) -> tuple[Record, KarmadaApi]:
+    """The record to decide from and the API to write for. When the API server cut what
+    carbonshift wrote (:func:`~webhook.decision.karmada.pruning.dropped`), what it stored
+    is still carbonshift's, and the placement is written as failover groups, the shape
+    that API demonstrably keeps."""
+    lost = dropped(current, previous)
+    if not lost:
+        return previous, api
+    return still_owned(previous, current, lost), KarmadaApi(False, "stored")
 
 
 def _no_workload(picked: carry.Selection, decision: Decision) -> bool:
@@ -303,6 +341,10 @@ class _Shape:
     uncarried: str | None = None
     """The non-workload kinds the policy selects beside its workloads when no leader
     carries them (:mod:`webhook.decision.karmada.carry`): no tiers then, one group."""
+    api: KarmadaApi = GROUPS
+    """What the Karmada API keeps: the ordered fill's shape."""
+    round: int = 0
+    """The failover groups' naming round (the leader's move backs rename them)."""
 
     def fill(
         self,
@@ -310,27 +352,41 @@ class _Shape:
         intensities: Mapping[str, float | None],
         first: int | None,
     ) -> Tiers:
-        """Ordered fill: one term, the greenest tier inline, the others as overflow tiers.
+        """Ordered fill in the shape the API keeps: one term, the greenest tier inline, the
+        others as overflow tiers (``overflow``); or failover terms, the greenest tier, then
+        each adding the next tier (``groups``).
 
         ``first``: how many clusters share the first tier (``max-clusters``; default:
         the greenest, with any equally green). Each tier keeps the user's selectors; an
-        open selection ends in a tier for the clusters carbonshift does not know.
-        Returns the tiers written, greenest first.
+        open selection ends in a tier for the clusters carbonshift does not know (a last
+        group: the user's selection itself). Returns the tiers written, greenest first.
         """
         tiers = fill_order(intensities, first)
         affinity = mapping(placement, "clusterAffinity")
         selectors = {k: affinity[k] for k in SELECTOR_KEYS if affinity.get(k)}
         term: dict[str, Any] = {"affinityName": GREEN_TERM, **selectors, "clusterNames": tiers[0]}
-        overflow = [
-            {"affinityName": f"{TIER_TERM}{k}", **selectors, "clusterNames": names}
-            for k, names in enumerate(tiers[1:], 1)
-        ]
-        if self.opened:
-            named = {n for t in tiers for n in t} | set(items(selectors, "exclude"))
-            overflow.append({"affinityName": OTHERS_TERM, **selectors, "exclude": sorted(named)})
-        if overflow:
-            term["overflowAffinities"] = overflow
-        placement["clusterAffinities"] = [term]
+        if not self.api.overflow:
+            terms, names = [term], list(tiers[0])
+            for k, tier in enumerate(tiers[1:], 1):
+                names = [*names, *tier]
+                name = group_name(k, self.round)
+                terms.append({"affinityName": name, **selectors, "clusterNames": names})
+            if self.opened:
+                terms.append({"affinityName": group_name(0, self.round, others=True), **selectors})
+            placement["clusterAffinities"] = terms
+        else:
+            overflow = [
+                {"affinityName": f"{TIER_TERM}{k}", **selectors, "clusterNames": names}
+                for k, names in enumerate(tiers[1:], 1)
+            ]
+            if self.opened:
+                named = {n for t in tiers for n in t} | set(items(selectors, "exclude"))
+                overflow.append(
+                    {"affinityName": OTHERS_TERM, **selectors, "exclude": sorted(named)}
+                )
+            if overflow:
+                term["overflowAffinities"] = overflow
+            placement["clusterAffinities"] = [term]
         placement.pop("clusterAffinity", None)
         placement["replicaScheduling"] = dynamic(placement.get("replicaScheduling"))
         return tiers

@@ -1,8 +1,9 @@
 """The placement shapes carbonshift reads and writes in a Karmada policy.
 
 The names of the terms it writes (the ordered fill's ``carbonshift-greenest`` and
-``carbonshift-tier-N``, green-first's ``carbonshift-fallback``), the clusters each of the
-user's terms selects, and how it writes terms, exclusions, weights and the decision record.
+``carbonshift-tier-N`` or ``carbonshift-group-N``, green-first's ``carbonshift-fallback``),
+the clusters each of the user's terms selects, and how it writes terms, exclusions, weights
+and the decision record.
 Pure functions over the placement mapping; :mod:`webhook.decision.karmada.placement` decides which
 to apply. How Karmada divides a placement (its division, static weights and their reach,
 overflow, an open selection, the ordered fill's tiers) is read through
@@ -15,8 +16,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from webhook.decision.karmada.view import GREEN_TERM as GREEN_TERM  # noqa: PLC0414 - callers import it here
+from webhook.decision.karmada.view import GROUP_TERM as GROUP_TERM  # noqa: PLC0414 - callers import it here
+from webhook.decision.karmada.view import OTHERS_TERM as OTHERS_TERM  # noqa: PLC0414 - callers import it here
 from webhook.decision.karmada.view import Tiers as Tiers  # noqa: PLC0414 - callers import it here
-from webhook.decision.karmada.view import green_terms
+from webhook.decision.karmada.view import fill_of, green_terms, group_index
+from webhook.decision.karmada.view import group_name as group_name  # noqa: PLC0414 - callers import it here
 from webhook.decision.outcome import REMOVE, Change
 from webhook.decision.ranking import order_greenest
 from webhook.decision.record import Record, fingerprint
@@ -29,9 +33,6 @@ FALLBACK_TERM = "carbonshift-fallback"
 TIER_TERM = "carbonshift-tier-"
 """Overflow tiers of the ordered fill: ``carbonshift-tier-1``, ``-2``... (greenest first)."""
 
-OTHERS_TERM = "carbonshift-others"
-"""Last overflow tier of an open selection: the clusters carbonshift does not know."""
-
 FILL = "ordered fill"
 
 TIER_DEPTH = 10
@@ -42,6 +43,10 @@ OWN = "placement."
 """Decision record key prefix of the placement fields carbonshift owns."""
 
 SELECTOR_KEYS = ("labelSelector", "fieldSelector", "exclude")
+
+ROUND_KEY = "round"
+"""Decision record key: the failover groups' naming round (absent: 0), bumped by the
+leader's move back (:func:`regrouped`)."""
 
 
 def fill_order(intensities: Mapping[str, float | None], first: int | None = None) -> Tiers:
@@ -223,3 +228,38 @@ def diff(current: Mapping[str, Any], new: Mapping[str, Any]) -> list[Change]:
         elif current.get(field) != new[field]:
             changes.append(Change(("spec", "placement", field), new[field]))
     return changes
+
+
+def round_of(record: Record) -> int:
+    """The failover groups' naming round a decision record keeps (0: none)."""
+    found = record.body.get(ROUND_KEY)
+    return found if isinstance(found, int) and not isinstance(found, bool) and found > 0 else 0
+
+
+def regrouped(
+    placement: Mapping[str, Any], record: Record
+) -> tuple[list[dict[str, Any]], Record] | None:
+    """The failover groups renamed for the next round, and the record owning them; None
+    when the placement is no ordered fill in failover groups or carbonshift no longer owns
+    its terms. Karmada (before v1.18) schedules a binding from the term it last observed,
+    never an earlier one; once that name is gone it starts again from the first term
+    (``getAffinityIndex``), in Steady mode: the leader's move back
+    (:func:`webhook.decision.karmada.capacity.regroup`)."""
+    key = OWN + "clusterAffinities"
+    terms = placement.get("clusterAffinities")
+    if not isinstance(terms, list) or not record.owns(key, terms):
+        return None
+    if fill_of(placement)[1] != "groups":
+        return None
+    round_ = round_of(record) + 1
+    renamed = []
+    for term in terms:
+        found = group_index(str(term.get("affinityName") or ""))
+        if found is None:
+            renamed.append(term)
+            continue
+        k, _ = found
+        renamed.append({**term, "affinityName": group_name(k or 0, round_, others=k is None)})
+    own = {**record.own, key: fingerprint(renamed)}
+    body = {**record.body, ROUND_KEY: round_}
+    return renamed, Record(body=body, orig=dict(record.orig), own=own)

@@ -37,11 +37,26 @@ import enum
 from collections.abc import Mapping
 from typing import Any
 
+from webhook.decision.karmada.api import Shape
 from webhook.decision.selectors import is_open
 
 GREEN_TERM = "carbonshift-greenest"
 """The first term carbonshift writes: the ordered fill's greenest tier, or green-first's
 greenest clusters."""
+
+GROUP_TERM = "carbonshift-group-"
+"""The ordered fill's failover groups after the greenest (``groups`` shape, Karmada before
+v1.18): ``carbonshift-group-1`` holds tiers 0 and 1, ``-2`` tiers 0 to 2, ...; after the
+leader's *n*-th move back, ``carbonshift-group-1-r<n>`` (:data:`ROUND`)."""
+
+ROUND = "-r"
+"""Suffix of a failover group's name after the leader renamed the groups (its move back:
+Karmada schedules a binding whose observed term is gone from the first term again)."""
+
+OTHERS_TERM = "carbonshift-others"
+"""An open selection's last tier: its overflow tier for the clusters carbonshift does not
+know (``overflow`` shape), or its last failover group, the user's selection itself
+(``groups`` shape)."""
 
 AVAILABLE_REPLICAS = "AvailableReplicas"
 """The one ``dynamicWeight`` factor Karmada knows: division by room."""
@@ -114,6 +129,10 @@ class PlacementView:
     fill_tiers: Tiers | None
     """carbonshift's ordered-fill tiers (named clusters only), greenest first; None: the
     placement is no ordered fill."""
+    fill_shape: Shape | None = None
+    """How the ordered fill is written: ``overflow`` (one term and its
+    ``overflowAffinities``; also a lone greenest term) or ``groups`` (failover terms, each
+    adding the next tier); None: no ordered fill."""
 
     @classmethod
     def of(cls, placement: Mapping[str, Any]) -> PlacementView:
@@ -129,6 +148,7 @@ class PlacementView:
         raw_terms = placement.get("clusterAffinities")
         terms = tuple(_terms(raw_terms)) if raw_terms else ()
         affinity = placement.get("clusterAffinity")
+        fill = _fill(terms, bool(listed))
         return cls(
             division=division,
             scheduling=written,
@@ -137,7 +157,8 @@ class PlacementView:
             lists_weights=bool(listed),
             terms=terms,
             affinity=None if terms or not isinstance(affinity, Mapping) else affinity,
-            fill_tiers=_fill_tiers(terms, bool(listed)),
+            fill_tiers=fill[0],
+            fill_shape=fill[1],
         )
 
     @property
@@ -188,11 +209,26 @@ def green_terms(placement: Mapping[str, Any]) -> tuple[Tiers | None, Term | None
     terms = tuple(_terms(raw)) if raw else ()
     if not terms:
         return None, None
+    green = next((t for t in terms if t.name == GREEN_TERM), None)
+    return _fill(terms, _listed(placement))[0], green
+
+
+def fill_of(placement: Mapping[str, Any]) -> tuple[Tiers | None, Shape | None]:
+    """:attr:`PlacementView.fill_tiers` and :attr:`PlacementView.fill_shape`, read from the
+    affinity terms alone (:func:`green_terms`)."""
+    raw = placement.get("clusterAffinities")
+    terms = tuple(_terms(raw)) if raw else ()
+    if not terms:
+        return None, None
+    return _fill(terms, _listed(placement))
+
+
+def _listed(placement: Mapping[str, Any]) -> bool:
+    """Whether a non-empty ``staticWeightList`` is written."""
     scheduling = placement.get("replicaScheduling")
     preference = scheduling.get("weightPreference") if isinstance(scheduling, Mapping) else None
     listed = preference.get("staticWeightList") if isinstance(preference, Mapping) else None
-    green = next((t for t in terms if t.name == GREEN_TERM), None)
-    return _fill_tiers(terms, bool(listed)), green
+    return bool(listed)
 
 
 def _division(written: bool, rules: Mapping[str, Any], dynamic: bool, listed: bool) -> Division:
@@ -245,17 +281,69 @@ def _terms(raw: object) -> list[Term]:
     return out
 
 
-def _fill_tiers(terms: tuple[Term, ...], listed: bool) -> Tiers | None:
-    """The tiers of carbonshift's ordered fill: its ``carbonshift-greenest`` term's names,
-    then each overflow tier's. A lone greenest term without overflow is a one-tier fill
-    (every candidate equally green) unless static weights divide it (green-first)."""
+def fill_shape(terms: tuple[Term, ...], listed: bool) -> Shape | None:
+    """The shape of carbonshift's ordered fill in ``terms`` (:attr:`PlacementView.fill_shape`)."""
+    green = terms[0] if terms else None
+    if green is None or green.name != GREEN_TERM:
+        return _overflow_shape(terms, listed)
+    if green.overflow is None and len(terms) > 1 and not listed:
+        rest = terms[1:]
+        if all(t.overflow is None and _group_name(t.name) for t in rest):
+            return "groups"
+    return _overflow_shape(terms, listed)
+
+
+def _overflow_shape(terms: tuple[Term, ...], listed: bool) -> Shape | None:
     green = next((t for t in terms if t.name == GREEN_TERM), None)
     if green is None:
         return None
-    overflow = green.overflow
-    if overflow is None:
-        if len(terms) != 1 or listed:
-            return None
-        overflow = ()
-    named = [names for names in map(_names, overflow) if names]
-    return [green.names, *named]
+    if green.overflow is None and (len(terms) != 1 or listed):
+        return None
+    return "overflow"
+
+
+def group_name(k: int, round_: int = 0, *, others: bool = False) -> str:
+    """The name of failover group ``k`` (or the catch-all) in ``round_``."""
+    name = OTHERS_TERM if others else f"{GROUP_TERM}{k}"
+    return f"{name}{ROUND}{round_}" if round_ else name
+
+
+def group_index(name: str) -> tuple[int | None, int] | None:
+    """``(k, round)`` of a failover group's name (k None: the catch-all); None: no group's."""
+    base, marker, tail = name.rpartition(ROUND)
+    round_ = 0
+    if marker and tail.isdigit() and (base == OTHERS_TERM or base.startswith(GROUP_TERM)):
+        name, round_ = base, int(tail)
+    if name == OTHERS_TERM:
+        return None, round_
+    index = name[len(GROUP_TERM) :] if name.startswith(GROUP_TERM) else ""
+    return (int(index), round_) if index.isdigit() else None
+
+
+def _group_name(name: str) -> bool:
+    """A failover group's name: ``carbonshift-group-<k>`` or the catch-all
+    ``carbonshift-others``, in any round."""
+    return group_index(name) is not None
+
+
+def _fill(terms: tuple[Term, ...], listed: bool) -> tuple[Tiers | None, Shape | None]:
+    """The tiers of carbonshift's ordered fill and its shape: the ``carbonshift-greenest``
+    term's names, then each overflow tier's (``overflow``), or each failover group's names
+    not in an earlier group (``groups``). A lone greenest term without overflow is a
+    one-tier fill (every candidate equally green) unless static weights divide it
+    (green-first)."""
+    shape = fill_shape(terms, listed)
+    if shape is None:
+        return None, None
+    if shape == "groups":
+        seen: set[str] = set()
+        tiers: Tiers = []
+        for term in terms:
+            tier = [n for n in term.names if n not in seen]
+            seen.update(tier)
+            if tier:
+                tiers.append(tier)
+        return tiers, shape
+    green = next(t for t in terms if t.name == GREEN_TERM)
+    named = [names for names in map(_names, green.overflow or ()) if names]
+    return [green.names, *named], shape
