@@ -9,14 +9,20 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from aiohttp.test_utils import TestClient, TestServer
+from structlog.testing import capture_logs
 
 from tests import kubeapi
 from tests.decision.test_karmada_api import TERM_1_16, TERM_1_18, crd
-from tests.support import eventually
+from tests.support import FLEET, eventually
 from webhook.decision.karmada.api import POLICY_CRDS, KarmadaApi
+from webhook.feed import IntensityFeed
 from webhook.kube import reads
 from webhook.kube.karmada import KarmadaCrds
+from webhook.model.config import parse
 from webhook.runtime import metrics
+from webhook.serve.server import build_app
+from webhook.serve.state import ServerState
 
 CRDS = "customresourcedefinitions"
 
@@ -41,10 +47,9 @@ async def test_the_crds_are_followed_by_name_and_an_upgrade_is_seen(
     kube.add(policy_crd("widgets.example.io", TERM_1_18), CRDS)  # another CRD: not read
     crds = KarmadaCrds()
     assert crds.api() is None  # not listed yet: the config decides
-    crds.start(kube.api)
+    await crds.start(kube.api)  # returns once both were read
     try:
-        got = await eventually(crds.api, "the CRDs listed")
-        assert got == KarmadaApi(False, "crd")
+        assert crds.api() == KarmadaApi(False, "crd")
         assert set(crds.answers()) == set(POLICY_CRDS)
         assert metrics.KARMADA_OVERFLOW._value.get() == 0
         lists = kube.calls("GET", CRDS)
@@ -69,11 +74,21 @@ async def test_the_crds_are_followed_by_name_and_an_upgrade_is_seen(
 async def test_without_karmadas_crds_the_config_decides(kube: kubeapi.KubeApi) -> None:
     kube.unserved.add("apiextensions.k8s.io")
     crds = KarmadaCrds()
-    for cache in crds.caches.values():
-        cache.start(kube.api)
+    await crds.start(kube.api)  # both listed: not served, none
     try:
-        await eventually(lambda: len(crds._listed) == 2, "both listed (not served: none)")
         assert crds.api() is None
+    finally:
+        await crds.stop()
+
+
+async def test_an_api_server_too_slow_leaves_the_config_deciding(kube: kubeapi.KubeApi) -> None:
+    kube.fail("GET", CRDS, 500, times=1000)  # every list fails: never read
+    crds = KarmadaCrds()
+    with capture_logs() as logs:
+        await crds.start(kube.api, wait_seconds=0.05)
+    try:
+        assert crds.api() is None
+        assert [e["event"] for e in logs if e["event"] == "karmada_api_not_read"]
     finally:
         await crds.stop()
 
@@ -86,3 +101,35 @@ async def test_the_commands_read_the_crds_once(kube: kubeapi.KubeApi) -> None:
     assert await reads.karmada_api(kube.api) == KarmadaApi(False, "crd")
     kube.unserved.add("apiextensions.k8s.io")
     assert await reads.karmada_api(kube.api) is None
+
+
+async def test_the_decisions_and_readyz_follow_what_the_crds_say(kube: kubeapi.KubeApi) -> None:
+    """Admission's context carries the CRDs' answer (its memo and the leader's held verdicts,
+    keyed on the fleet generation, change with it); /readyz says which shape and why."""
+    config = parse({**FLEET, "karmada": {"version": "1.18"}})
+    feed = IntensityFeed.from_config(config)
+    await feed.refresh_once()
+    state = ServerState(config=config, feed=feed)
+    offline = state.context()
+    assert offline.karmada_api == KarmadaApi(True, "config", "1.18")
+    for name in POLICY_CRDS:
+        kube.add(policy_crd(name, TERM_1_16), CRDS)
+    state.crds = KarmadaCrds()
+    await state.crds.start(kube.api)
+    try:
+        read = state.context()
+        assert read.karmada == KarmadaApi(False, "crd")  # the CRDs win over karmada.version
+        assert read.fleet_generation != offline.fleet_generation
+        assert state.context().fleet_generation == read.fleet_generation
+        async with TestClient(TestServer(build_app(state))) as http:
+            resp = await http.get("/readyz")
+            body = await resp.json()
+        assert resp.status == 200
+        assert body["karmada"] == {
+            "shape": "groups",
+            "source": "crd",
+            "why": "the policy CRDs lack overflowAffinities (Karmada before 1.18)",
+        }
+    finally:
+        await state.crds.stop()
+        await feed.stop()

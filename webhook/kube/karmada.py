@@ -8,11 +8,15 @@ say (whether their schemas keep ``overflowAffinities``, the pure
 background :class:`~webhook.kube.watch.ListWatch` per CRD (``apiextensions.k8s.io/v1``,
 field selector ``metadata.name``) keeps it current, so a Karmada upgrade shows within
 seconds; each cache holds the answer, never the schema. A CRD the API server does not
-serve counts as absent; with neither present (no Karmada) the config decides.
+serve counts as absent; with neither present (no Karmada) the config decides. Starting
+waits up to :data:`FIRST_READ_SECONDS` for the first answer, so the first admissions
+already write the shape the API keeps; an API server slower than that leaves the config's
+answer until the CRDs are read.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from typing import Any, cast
 
@@ -29,6 +33,8 @@ from webhook.runtime import metrics
 log = structlog.get_logger("carbonshift.karmada")
 
 RESOURCE = ("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+FIRST_READ_SECONDS = 5.0
+"""How long starting waits for the CRDs' first answer."""
 
 
 class _Named:
@@ -75,6 +81,7 @@ class KarmadaCrds:
             name: self._cache(name) for name in POLICY_CRDS
         }
         self._listed: set[str] = set()
+        self._read = asyncio.Event()
         self._said: KarmadaApi | None = None
 
     def _cache(self, name: str) -> WatchedCache[bool | None]:
@@ -111,6 +118,8 @@ class KarmadaCrds:
     def _changed(self, crd: str) -> None:
         """Say once when what the CRDs say changes (a Karmada upgrade or downgrade)."""
         self._listed.add(crd)
+        if len(self._listed) == len(self.caches):
+            self._read.set()
         now = self.api()
         if now is None or now == self._said:
             return
@@ -123,10 +132,25 @@ class KarmadaCrds:
             crds=dict(self.answers()),
         )
 
-    def start(self, api: client.ApiClient, *, timeout_seconds: int = 300) -> None:
-        """Follow the CRDs in the background (until :meth:`stop`)."""
+    async def start(
+        self,
+        api: client.ApiClient,
+        *,
+        timeout_seconds: int = 300,
+        wait_seconds: float = FIRST_READ_SECONDS,
+    ) -> None:
+        """Follow the CRDs in the background (until :meth:`stop`), after waiting up to
+        ``wait_seconds`` for their first answer."""
         for cache in self.caches.values():
             cache.start(api, timeout_seconds=timeout_seconds)
+        try:
+            await asyncio.wait_for(self._read.wait(), wait_seconds)
+        except TimeoutError:
+            log.info(
+                "karmada_api_not_read",
+                seconds=wait_seconds,
+                hint="karmada.version decides the placement shape until the policy CRDs are read",
+            )
 
     async def stop(self) -> None:
         for cache in self.caches.values():

@@ -135,13 +135,17 @@ async def readyz(request: web.Request) -> web.Response:
 
     A zone without data never keeps the process unready (it ranks last): the body lists
     it under ``missingZones``. With a fleet inventory the body also says whether it
-    follows the API server (``inventorySynced``); readiness never depends on it (nor on
-    leadership)."""
+    follows the API server (``inventorySynced``) and which shape the ordered fill takes and
+    why (``karmada``: what the Karmada policy API keeps); readiness never depends on them
+    (nor on leadership)."""
     state = request.app[STATE]
     feed = state.feed
     extra: dict[str, object] = {}
     if state.inventory is not None:
         extra["inventorySynced"] = state.inventory.synced
+    if state.crds is not None:
+        api = state.karmada()
+        extra["karmada"] = {"shape": api.shape, "source": api.source, "why": api.why}
     if state.nodes is not None:  # the NodePools' grid zone, and why it is (not) known
         extra["localZone"] = state.nodes.current.readiness()
     if missing := feed.missing():
