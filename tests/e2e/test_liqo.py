@@ -279,6 +279,19 @@ def test_a_namespace_offloading_is_narrowed_to_the_greener_peer_then_follows_the
         "member-pl": 0, "member-se": 1,
     }  # fmt: skip
     kube.ok("apply", "--dry-run=server", "-f", "-", stdin=yaml.safe_dump(stored))
+    # The user's own file applied again, as kubectl and as Flux apply it (each in a
+    # namespace of its own): nothing new stored, and kubectl diff shows nothing.
+    flux = ("--server-side", "--force-conflicts", "--field-manager=kustomize-controller")
+    for how, where in (((), namespace), (flux, kube.namespace(enabled=True))):
+        file = yaml.safe_dump({**wanted, "metadata": {"name": "offloading", "namespace": where}})
+        kube.ok("apply", *how, "-f", "-", stdin=file)
+        first = kube.get(NSO, "offloading", where)
+        assert remote_ids(first) == [["member-se"]]
+        kube.ok("apply", *how, "-f", "-", stdin=file)
+        again = kube.get(NSO, "offloading", where)
+        assert again["metadata"]["resourceVersion"] == first["metadata"]["resourceVersion"], how
+        shown = kube.run("diff", *how, "-f", "-", stdin=file)
+        assert shown.returncode == 0, f"kubectl diff {how}: {shown.stdout}{shown.stderr}"
 
     se, pl = liqo["member-se"], liqo["member-pl"]
     labels = {"enabled": True, "min_interval_seconds": 0, "interval_seconds": 1}
