@@ -31,14 +31,12 @@ def dropped(placement: Mapping[str, Any], previous: Record) -> dict[str, str]:
     dropped -> what it dropped (empty: none; an edit by someone else is not a drop)."""
     mark = previous.own.get(AFFINITIES)
     current = placement.get("clusterAffinities")
-    if mark is None or fingerprint(current) == mark:
-        return {}
-    if not isinstance(current, list) or len(current) != 1:
-        return {}
+    if mark is None or not isinstance(current, list) or len(current) != 1:
+        return {}  # cheap checks first: the leader asks this of every managed policy
     term = current[0]
     if not isinstance(term, Mapping) or term.get("affinityName") != GREEN_TERM:
         return {}
-    if OVERFLOW in term:
+    if OVERFLOW in term or fingerprint(current) == mark:
         return {}
     for rebuilt in _written(term, previous):
         if fingerprint([rebuilt]) == mark:
