@@ -33,6 +33,7 @@ from tests.semantics import fleet
 from tests.support import NOW, reading
 from webhook import kinds, testing
 from webhook.decision import reapply
+from webhook.decision.karmada import api
 from webhook.decision.record import Record
 from webhook.kinds import Context
 from webhook.model import config
@@ -43,13 +44,24 @@ from webhook.serve.reviews import parse
 CASES = list(fleet.cases())
 
 
-def _ctx() -> Context:
-    return Context(config=fleet.CONFIG, table=fleet.table(), now=NOW, generation=1)
+APIS = {"karmada-1.16": api.resolve("1.16", None), "karmada-1.18": api.resolve("1.18", None)}
+"""The two shapes of the ordered fill: failover groups, and overflow tiers."""
 
 
-def _admit(obj: Mapping[str, Any], operation: testing.Operation, old: Any = None) -> bytes:
+def _ctx(release: str = "karmada-1.18") -> Context:
+    return Context(
+        config=fleet.CONFIG, table=fleet.table(), now=NOW, generation=1, karmada=APIS[release]
+    )
+
+
+def _admit(
+    obj: Mapping[str, Any],
+    operation: testing.Operation,
+    old: Any = None,
+    release: str = "karmada-1.18",
+) -> bytes:
     body = orjson.dumps(testing.review(obj, operation=operation, old=old))
-    return admission.respond(admission.admit(parse(body), _ctx()))
+    return admission.respond(admission.admit(parse(body), _ctx(release)))
 
 
 def merge(live: Any, file: Any) -> Any:
@@ -63,8 +75,8 @@ def merge(live: Any, file: Any) -> Any:
     return out
 
 
-def _kept(obj: Mapping[str, Any]) -> dict[str, Any] | None:
-    stored = dict(testing.stored(obj, _admit(obj, "CREATE")))
+def _kept(obj: Mapping[str, Any], release: str = "karmada-1.18") -> dict[str, Any] | None:
+    stored = dict(testing.stored(obj, _admit(obj, "CREATE", release=release)))
     annotations = stored.get("metadata", {}).get("annotations", {})
     return stored if Record.decode(annotations.get(DECISION)).own else None
 
@@ -92,45 +104,57 @@ def _server_side(stored: Mapping[str, Any], file: Mapping[str, Any]) -> dict[str
     return out
 
 
-def _managed() -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
-    """(case, the user's file, as stored) for every case carbonshift changed a field of
-    (the others have nothing to re-assert)."""
+def _managed() -> list[tuple[str, str, dict[str, Any], dict[str, Any]]]:
+    """(case, Karmada release, the user's file, as stored) for every case carbonshift
+    changed a field of (the others have nothing to re-assert), on either fill shape."""
     out = []
-    for case, _, _, obj in CASES:
-        stored = _kept(obj)
-        if stored is not None:
-            out.append((case, obj, stored))
+    for release in APIS:
+        for case, _, _, obj in CASES:
+            stored = _kept(obj, release)
+            if stored is not None:
+                out.append((f"{case}[{release}]", release, obj, stored))
     return out
 
 
 MANAGED = _managed()
 
 
-@pytest.mark.parametrize(("case", "file", "stored"), MANAGED, ids=[c for c, *_ in MANAGED])
+@pytest.mark.parametrize(
+    ("case", "release", "file", "stored"), MANAGED, ids=[c for c, *_ in MANAGED]
+)
 def test_reapplying_the_unchanged_file_stores_the_same_object(
-    case: str, file: dict[str, Any], stored: dict[str, Any]
+    case: str, release: str, file: dict[str, Any], stored: dict[str, Any]
 ) -> None:
     for how, sent in (
         ("client-side", merge(stored, file)),
         ("server-side", _server_side(stored, file)),
     ):
-        again = testing.stored(sent, _admit(sent, "UPDATE", stored))
+        again = testing.stored(sent, _admit(sent, "UPDATE", stored, release))
         assert again == stored, f"{case}: {how} re-apply stored {again} instead of {stored}"
 
 
 def test_every_handled_kind_and_shape_is_reapplied() -> None:
     """The corpus covers each followed kind and each placement shape carbonshift writes."""
     shapes: set[str] = set()
-    for _, _, stored in MANAGED:
+    for _, _, _, stored in MANAGED:
         placement = stored.get("spec", {}).get("placement", {})
-        if "clusterAffinities" in placement:
-            terms = placement["clusterAffinities"]
-            shapes.add("fill" if any("overflowAffinities" in t for t in terms) else "terms")
+        names = {t.get("affinityName") for t in placement.get("clusterAffinities", [])}
+        if "carbonshift-greenest" in names:
+            fill = any("overflowAffinities" in t for t in placement["clusterAffinities"])
+            shapes.add("overflow-tiers" if fill else "failover-groups")
+        if "carbonshift-fallback" in names:
+            shapes.add("green-first-terms")
         if "staticWeightList" in str(placement.get("replicaScheduling")):
             shapes.add("weights")
         if stored["kind"] == "NodePool":
             shapes.add("nodepool")
-    assert shapes >= {"fill", "terms", "weights", "nodepool"}, shapes
+    assert shapes >= {
+        "overflow-tiers",
+        "failover-groups",
+        "green-first-terms",
+        "weights",
+        "nodepool",
+    }, shapes
     assert len(MANAGED) > 1000, len(MANAGED)
 
 
@@ -152,14 +176,15 @@ def test_an_unrelated_edit_goes_through_and_placement_stays() -> None:
     assert again["metadata"]["annotations"] == stored["metadata"]["annotations"]
 
 
-def test_the_users_own_placement_change_is_decided_again() -> None:
+@pytest.mark.parametrize("release", list(APIS))
+def test_the_users_own_placement_change_is_decided_again(release: str) -> None:
     file = _policy()
-    stored = _kept(file)
+    stored = _kept(file, release)
     assert stored is not None
     edited = copy.deepcopy(file)
     edited["spec"]["placement"]["clusterAffinity"]["clusterNames"] = ["member-de", "member-pl"]
     sent = merge(stored, edited)
-    again = testing.stored(sent, _admit(sent, "UPDATE", stored))
+    again = testing.stored(sent, _admit(sent, "UPDATE", stored, release))
     placement = again["spec"]["placement"]
     assert "clusterAffinity" not in placement  # never beside clusterAffinities
     named = {n for t in placement["clusterAffinities"] for n in _names(t)}
