@@ -78,10 +78,17 @@ e2e: $(STAMP) ## End-to-end tests: kubectl apply against a real kube-apiserver (
 		hack/build-prometheus.sh prometheus; hack/build-ocm.sh; hack/build-kueue.sh; fi
 	$(BIN)/pytest -m e2e -q tests/e2e
 
-sandbox: $(STAMP) binaries ## Local Karmada fleet (control plane + 3 member clusters) and a Karpenter cluster, with carbonshift; prints the kubeconfigs
+SANDBOX ?= karmada
+sandbox: $(STAMP) binaries ## Local Karmada fleet (control plane + 3 member clusters) and a Karpenter cluster, with carbonshift; SANDBOX=kueue: a Kueue MultiKueue manager and 2 workers, carbonshift serve dispatching
+ifeq ($(SANDBOX),kueue)
+	hack/build-kueue.sh
+	$(BIN)/python -m devtools.sandbox.kueue up --carbonshift
+else
 	$(BIN)/python -m devtools.sandbox up
+endif
 
-sandbox-down: ## Stop everything `make sandbox` started and remove .sandbox/
+sandbox-down: ## Stop everything `make sandbox` started (either kind) and remove .sandbox/
+	$(BIN)/python -m devtools.sandbox.kueue down
 	$(BIN)/python -m devtools.sandbox down
 
 bench: $(STAMP) ## Benchmarks (BENCH="admission score", the default); results to bench/results/ and docs/benchmarks.md

@@ -28,7 +28,16 @@ where they run (a development tool and the MultiKueue end-to-end tests' clusters
 * for carbonshift's Kueue controllers (``tests/e2e/test_kueue_carbon.py``), when asked: each
   MultiKueueCluster labelled with its worker's grid zone (``carbonshift.io/zone``), and an
   AdmissionCheck :data:`CARBON_WINDOW` (controller ``carbonshift.io/carbon-window``) the
-  manager's ClusterQueue lists before MultiKueue's.
+  manager's ClusterQueue lists before MultiKueue's;
+* with ``carbonshift=True`` (``up --carbonshift``, ``make sandbox SANDBOX=kueue``;
+  ``tests/e2e/test_kueue_serve.py``), ``carbonshift serve`` itself, as the chart runs it: a
+  process with the chart's default config plus ``kueue.enabled`` (:func:`serve_config`),
+  leader election on (its Lease in :data:`CARBONSHIFT_NAMESPACE`), a kubeconfig of the manager
+  (no Karmada there) with the token of carbonshift's service account and the RBAC an install
+  grants (:meth:`KueueSandbox.carbonshift_identity`); Kueue's dispatcher is then
+  :data:`DISPATCHER` (carbonshift's), the carbon window is on, the workers' zones are
+  :data:`DEMO_ZONES` unless given, :data:`NAMESPACE` is opted in
+  (``carbonshift.io/enabled=true``) and :data:`OTHER_NAMESPACE`, with LocalQueues too, is not.
 
 A Job on the manager labelled ``kueue.x-k8s.io/queue-name: user-queue`` gets a Workload,
 quota on the manager, and MultiKueue dispatches it to a worker; the worker's Job status is
@@ -44,6 +53,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import shutil
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -56,6 +66,7 @@ import yaml
 from devtools.sandbox import pki
 from devtools.sandbox.components import (
     MEMBER_APISERVER_FLAGS,
+    default_carbonshift,
     etcd,
     kube_apiserver,
     kube_controller_manager,
@@ -63,9 +74,10 @@ from devtools.sandbox.components import (
     kwok,
 )
 from devtools.sandbox.layout import LOOPBACK, Layout, SandboxError, free_port
-from devtools.sandbox.objects import SIMULATED_NODE, simulated_node
+from devtools.sandbox.objects import SIMULATED_NODE, simulated_node, user_config
 from devtools.sandbox.plane import Plane
 from devtools.sandbox.processes import Component
+from webhook.model.validation import InvalidInput, read_yaml
 
 MANAGER = "manager"
 WORKERS = ("worker-a", "worker-b")
@@ -76,6 +88,19 @@ KUEUE_NAMESPACE = "kueue-system"
 """Kueue's namespace (its Configuration's ``namespace``): the workers' kubeconfig Secrets."""
 NAMESPACE = "default"
 """Where the LocalQueues are (and the Jobs go)."""
+OTHER_NAMESPACE = "plain"
+"""With carbonshift: a namespace with LocalQueues that is not opted in."""
+DISPATCHER = "carbonshift.io/carbon-dispatcher"
+"""carbonshift's ``multiKueue.dispatcherName`` (``kueue.dispatcher_name``'s default)."""
+WINDOW_CONTROLLER = "carbonshift.io/carbon-window"
+"""The carbon window's ``controllerName`` (``kueue.admission_check_controller``'s default)."""
+DEMO_ZONES: Mapping[str, str] = {"worker-a": "PL", "worker-b": "SE-SE3"}
+"""The workers' grids with carbonshift: worker-b's is far greener in the built-in table."""
+CARBONSHIFT = "carbonshift"
+"""The component ``carbonshift serve``."""
+CARBONSHIFT_NAMESPACE = "carbonshift-system"
+"""carbonshift's namespace in ``manifests/base``: its service account, Roles and Lease."""
+ENABLED_LABEL = "carbonshift.io/enabled"
 FLAVOR = "default-flavor"
 CLUSTER_QUEUE = "cluster-queue"
 LOCAL_QUEUE = "user-queue"
@@ -150,7 +175,7 @@ class KueueSandbox(Plane):
 
     STATE_ENTRIES = (
         "data", "pki", "logs", "pids", "carbonshift-certs", "kubeconfig", "kubeconfigs",
-        "kueue", "state.json",
+        "kueue", "carbonshift.yaml", "state.json",
     )  # fmt: skip
 
     def __init__(
@@ -165,6 +190,9 @@ class KueueSandbox(Plane):
         zones: Mapping[str, str] | None = None,
         carbon_window: str | None = None,
         log: Callable[[str], None] | None = None,
+        carbonshift: bool = False,
+        carbonshift_config: Mapping[str, Any] | None = None,
+        carbonshift_command: Sequence[str] | None = None,
     ) -> None:
         """``workers``: the worker clusters' names (contexts); ``config_clusters``: the
         ``MultiKueueConfig``'s clusters in order (default ``workers``); ``quotas``: cluster
@@ -175,7 +203,12 @@ class KueueSandbox(Plane):
         ``carbonshift.io/zone`` of its MultiKueueCluster; ``carbon_window``: a controller
         name for an AdmissionCheck :data:`CARBON_WINDOW` the manager's ClusterQueue lists
         before MultiKueue's (its controller, carbonshift, must mark it Active: until then the
-        manager's ClusterQueue is inactive and :meth:`wait_active` does not wait for it)."""
+        manager's ClusterQueue is inactive and :meth:`wait_active` does not wait for it).
+        ``carbonshift``: run ``carbonshift serve`` too (see the module's docstring; then
+        ``dispatcher`` is :data:`DISPATCHER` and ``carbon_window`` :data:`WINDOW_CONTROLLER`
+        unless given otherwise), its config :func:`serve_config` with
+        ``carbonshift_config`` laid over it section by section; ``carbonshift_command``:
+        the program (default: this environment's ``carbonshift``)."""
         if MANAGER in workers or len(set(workers)) != len(workers) or not workers:
             raise SandboxError(f"workers must be distinct names other than {MANAGER}")
         self.workers = list(workers)
@@ -187,10 +220,18 @@ class KueueSandbox(Plane):
             name: dict((quotas or {}).get(name) or DEFAULT_QUOTAS.get(name) or WORKER_QUOTA)
             for name in self.clusters
         }
+        self.with_carbonshift = carbonshift
+        if carbonshift:
+            dispatcher = DISPATCHER if dispatcher == ALL_AT_ONCE else dispatcher
+            carbon_window = carbon_window or WINDOW_CONTROLLER
+            zones = zones or {w: z for w, z in DEMO_ZONES.items() if w in self.workers}
         self.dispatcher = dispatcher
         self.step_size = step_size
         self.zones = dict(zones or {})
         self.carbon_window = carbon_window
+        self.namespaces = [NAMESPACE, OTHER_NAMESPACE] if carbonshift else [NAMESPACE]
+        self.carbonshift_config = serve_config(carbonshift_config)
+        self.carbonshift_command = list(carbonshift_command or default_carbonshift())
         super().__init__(
             layout or kueue_layout(Layout.default()),
             log or (lambda message: print(f"[kueue] {message}", flush=True)),
@@ -210,7 +251,26 @@ class KueueSandbox(Plane):
         order = [component(c, "etcd") for c in self.clusters]
         order += [component(c, "apiserver") for c in self.clusters]
         order += [component(w, p) for w in self.workers for p in WORKER_PARTS[2:5]]
-        return order + [component(c, "kueue") for c in self.clusters]
+        order += [component(c, "kueue") for c in self.clusters]
+        return order + ([CARBONSHIFT] if self.with_carbonshift else [])
+
+    @property
+    def carbonshift_url(self) -> str:
+        """``carbonshift serve``'s HTTPS address (with ``carbonshift``)."""
+        return f"https://{LOOPBACK}:{self.ports[CARBONSHIFT]}"
+
+    @property
+    def carbonshift_kubeconfig(self) -> Path:
+        """The manager as carbonshift's service account (:meth:`carbonshift_identity`)."""
+        return self.layout.state / "kubeconfigs" / "carbonshift.kubeconfig"
+
+    def restart_carbonshift(self, config: Mapping[str, Any] | None = None) -> None:
+        """Stop ``carbonshift serve`` (SIGTERM: it hands its Lease back), write its config
+        anew (:func:`serve_config` with ``config`` laid over it) and start it again."""
+        self.stop(CARBONSHIFT)
+        self.carbonshift_config = serve_config(config)
+        self._write_carbonshift_config()
+        self.start(CARBONSHIFT, timeout=120.0)
 
     def cluster_kubeconfig(self, cluster: str) -> Path:
         """An admin kubeconfig whose only context is ``cluster``."""
@@ -243,9 +303,13 @@ class KueueSandbox(Plane):
                        timeout=120.0)  # fmt: skip
             self.start(*(component(c, "kueue") for c in self.clusters), timeout=180.0)
             each(self._register_webhooks, self.clusters)
-            each(lambda w: self.apply_on(w, queue_objects(self.quotas[w])), self.workers)
+            each(lambda w: self.apply_on(w, queue_objects(self.quotas[w],
+                                                          namespaces=self.namespaces)),
+                 self.workers)  # fmt: skip
             self.apply_on(MANAGER, self._manager_objects())
             self.wait_active()
+            if self.with_carbonshift:
+                self._start_carbonshift()
             state = {"ports": self.ports, "kubeconfig": str(self.kubeconfig)}
             self.layout.state_file.write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
         except BaseException:
@@ -284,7 +348,7 @@ class KueueSandbox(Plane):
         config = yaml.safe_load(self.cluster_kubeconfig(MANAGER).read_text())
         for user in config["users"]:
             user["user"] = {"token": token}
-        path = self.layout.state / "kubeconfigs" / "carbonshift.kubeconfig"
+        path = self.carbonshift_kubeconfig
         path.write_text(yaml.safe_dump(config), encoding="utf-8")
         path.chmod(0o600)
         return path
@@ -313,6 +377,8 @@ class KueueSandbox(Plane):
             for part in self.parts(cluster)
             for port in PORTS[part]
         }
+        if self.with_carbonshift:
+            self.ports[CARBONSHIFT] = free_port()
         pki.write_pki(self.layout)
         ca = pki.read_ca(self.layout)
         servers = {c: f"https://{LOOPBACK}:{self.ports[f'{c}-apiserver']}" for c in self.clusters}
@@ -380,7 +446,38 @@ class KueueSandbox(Plane):
                 # has the fixed path /etc/kueue/metrics/certs): metrics are off anyway.
                 env={"KUEUE_METRICS_CERT_DIR": str(self._kueue_certs(cluster))},
             )
+        if self.with_carbonshift:
+            found[CARBONSHIFT] = Component(CARBONSHIFT, [
+                *self.carbonshift_command, "serve",
+                f"--config={lay.carbonshift_config}",
+                f"--host={LOOPBACK}", f"--port={ports[CARBONSHIFT]}",
+                f"--cert-dir={lay.carbonshift_certs}",
+                # as the chart runs it: a kubeconfig of the API server it works on (the
+                # Kueue manager), its Lease in its own namespace
+                f"--kubeconfig={self.carbonshift_kubeconfig}",
+                f"--lease-namespace={CARBONSHIFT_NAMESPACE}",
+            ], f"{self.carbonshift_url}/readyz",
+                env={"POD_NAME": f"{CARBONSHIFT}-sandbox"})  # fmt: skip
         return found
+
+    def _write_carbonshift_config(self) -> None:
+        self.layout.carbonshift_config.write_text(
+            "# Written by devtools.sandbox.kueue: the chart's default config, kueue.enabled.\n"
+            + yaml.safe_dump(self.carbonshift_config, sort_keys=False),
+            encoding="utf-8",
+        )
+
+    def _start_carbonshift(self) -> None:
+        """carbonshift's identity and RBAC, its namespace opted in, ``carbonshift serve``;
+        then until its carbon window is Active (the manager's ClusterQueue admits)."""
+        self.on(MANAGER, "label", "namespace", NAMESPACE, f"{ENABLED_LABEL}=true",
+                "--overwrite")  # fmt: skip
+        self.carbonshift_identity()
+        self._write_carbonshift_config()
+        self.start(CARBONSHIFT, timeout=120.0)
+        self.on(MANAGER, "wait", "--for=condition=Active", "--timeout=120s",
+                f"admissioncheck/{CARBON_WINDOW}", f"clusterqueue/{CLUSTER_QUEUE}",
+                timeout=150.0)  # fmt: skip
 
     def _install_crds(self, cluster: str) -> None:
         """Kueue's CRDs, those Kueue converts with its conversion webhook pointed at its
@@ -455,7 +552,9 @@ class KueueSandbox(Plane):
                 "apiVersion": API, "kind": "AdmissionCheck", "metadata": {"name": CARBON_WINDOW},
                 "spec": {"controllerName": self.carbon_window},
             })  # fmt: skip
-        queues = queue_objects(self.quotas[MANAGER], admission_checks=checks)
+        queues = queue_objects(
+            self.quotas[MANAGER], admission_checks=checks, namespaces=self.namespaces
+        )
         return [*secrets, *clusters, config, check, *extra, *queues]
 
 
@@ -511,10 +610,13 @@ def multikueue_settings(dispatcher: str, step_size: int | None) -> dict[str, Any
 
 
 def queue_objects(
-    quota: Mapping[str, str], *, admission_checks: Sequence[str] = ()
+    quota: Mapping[str, str],
+    *,
+    admission_checks: Sequence[str] = (),
+    namespaces: Sequence[str] = (NAMESPACE,),
 ) -> list[dict[str, Any]]:
-    """A ResourceFlavor, a ClusterQueue with ``quota`` (for every namespace) and, in
-    :data:`NAMESPACE`, a LocalQueue pointing at it."""
+    """A ResourceFlavor, a ClusterQueue with ``quota`` (for every namespace) and, in each of
+    ``namespaces`` (created unless :data:`NAMESPACE`), a LocalQueue pointing at it."""
     queue_spec: dict[str, Any] = {
         "namespaceSelector": {},
         "resourceGroups": [{
@@ -527,14 +629,30 @@ def queue_objects(
         queue_spec["admissionChecksStrategy"] = {
             "admissionChecks": [{"name": name} for name in admission_checks]
         }
+    created = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}}
+               for n in namespaces if n != NAMESPACE]  # fmt: skip
     return [
+        *created,
         {"apiVersion": API, "kind": "ResourceFlavor", "metadata": {"name": FLAVOR}},
         {"apiVersion": API, "kind": "ClusterQueue", "metadata": {"name": CLUSTER_QUEUE},
          "spec": queue_spec},
-        {"apiVersion": API, "kind": "LocalQueue",
-         "metadata": {"name": LOCAL_QUEUE, "namespace": NAMESPACE},
-         "spec": {"clusterQueue": CLUSTER_QUEUE}},
+        *({"apiVersion": API, "kind": "LocalQueue",
+           "metadata": {"name": LOCAL_QUEUE, "namespace": n},
+           "spec": {"clusterQueue": CLUSTER_QUEUE}} for n in namespaces),
     ]  # fmt: skip
+
+
+def serve_config(overlay: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """``carbonshift serve``'s config in the sandbox: the chart's default (``providers:
+    [static]``, ``clusters: {}``, every other section at the product's default) with
+    ``kueue.enabled`` and a pass every 2 s, then ``overlay`` laid over it section by section
+    (:func:`devtools.sandbox.objects.user_config`, which validates it)."""
+    base: dict[str, Any] = {
+        "providers": ["static"],
+        "clusters": {},
+        "kueue": {"enabled": True, "interval_seconds": 2},
+    }
+    return user_config(base, overlay or {})
 
 
 def webhook_configurations(manifest: Path, url: str, ca_bundle: str) -> list[dict[str, Any]]:
@@ -562,34 +680,50 @@ def webhook_configurations(manifest: Path, url: str, ca_bundle: str) -> list[dic
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m devtools.sandbox.kueue up|down|status [--state-dir DIR] [--dispatcher N]
-    [--zones W=Z,...] [--carbon-window CONTROLLER]``."""
+    [--zones W=Z,...] [--carbon-window CONTROLLER] [--carbonshift [--config FILE]]``."""
     p = argparse.ArgumentParser(
         prog="python -m devtools.sandbox.kueue",
         description="A Kueue MultiKueue manager and two worker clusters on 127.0.0.1 where "
-        "Jobs run on KWOK Nodes. A development tool.",
+        "Jobs run on KWOK Nodes; with --carbonshift, carbonshift serve dispatches them "
+        "(make sandbox SANDBOX=kueue). A development tool.",
         epilog="Exit status: 0 success, 1 a component failed; status: 3 when nothing runs.",
     )
     p.add_argument("command", choices=("up", "down", "status"))
     p.add_argument("--state-dir", type=Path, default=None,
                    help="state folder (default: .sandbox/kueue)")  # fmt: skip
-    p.add_argument("--dispatcher", default=ALL_AT_ONCE, help=f"default {ALL_AT_ONCE}")
+    p.add_argument("--dispatcher", default=None,
+                   help=f"default {ALL_AT_ONCE}; {DISPATCHER} with --carbonshift")  # fmt: skip
     p.add_argument("--zones", default="",
-                   help="W=Z,...: each MultiKueueCluster's carbonshift.io/zone")  # fmt: skip
+                   help="W=Z,...: each MultiKueueCluster's carbonshift.io/zone (with "
+                   "--carbonshift default worker-a=PL,worker-b=SE-SE3)")  # fmt: skip
     p.add_argument("--carbon-window", default=None, metavar="CONTROLLER",
-                   help=f"an AdmissionCheck {CARBON_WINDOW} of this controller on the manager's "
-                   "ClusterQueue (carbonshift.io/carbon-window)")  # fmt: skip
+                   help=f"an AdmissionCheck {CARBON_WINDOW} of this controller on the "
+                   f"manager's ClusterQueue ({WINDOW_CONTROLLER}, the default with "
+                   "--carbonshift)")  # fmt: skip
+    p.add_argument("--carbonshift", action="store_true",
+                   help="run carbonshift serve too, as the chart runs it (leader election, "
+                   "a kubeconfig of the manager with its service account's RBAC), nominating "
+                   f"workers as Kueue's dispatcher; {NAMESPACE} opted in, {OTHER_NAMESPACE} "
+                   "not")  # fmt: skip
+    p.add_argument("--config", type=Path, default=os.environ.get("SANDBOX_CONFIG") or None,
+                   metavar="FILE",
+                   help="with --carbonshift: a carbonshift config laid over the sandbox's, "
+                   "section by section (default: $SANDBOX_CONFIG)")  # fmt: skip
     args = p.parse_args(argv)
     zones = dict(pair.split("=", 1) for pair in args.zones.split(",") if "=" in pair)
     layout = kueue_layout(Layout.default())
     if args.state_dir is not None:
         layout = dataclasses.replace(layout, state=args.state_dir.resolve())
-    box = KueueSandbox(
-        layout, dispatcher=args.dispatcher, zones=zones, carbon_window=args.carbon_window
-    )
     try:
+        overlay = read_yaml(args.config) if args.carbonshift and args.config else {}
+        box = KueueSandbox(
+            layout, dispatcher=args.dispatcher or ALL_AT_ONCE, zones=zones,
+            carbon_window=args.carbon_window, carbonshift=args.carbonshift,
+            carbonshift_config=overlay if isinstance(overlay, dict) else {},
+        )  # fmt: skip
         if args.command == "up":
             box.up()
-            print(f"export KUBECONFIG={box.kubeconfig} PATH={layout.bin}:$PATH")
+            _print_next_steps(box)
         elif args.command == "down":
             box.down()
         else:
@@ -599,10 +733,33 @@ def main(argv: Sequence[str] | None = None) -> int:
                     f"{name:28} " + (f"running, pid {alive[name]}" if name in alive else "stopped")
                 )
             return 0 if alive else 3
-    except SandboxError as exc:
+    except (SandboxError, InvalidInput) as exc:
         print(f"kueue: {exc}", file=sys.stderr)
         return 1
     return 0
+
+
+def _print_next_steps(box: KueueSandbox) -> None:
+    print(f"export KUBECONFIG={box.kubeconfig} PATH={box.layout.bin}:$PATH")
+    if not box.with_carbonshift:
+        return
+    jobs = box.layout.root / "examples" / "kueue" / "jobs.yaml"
+    print()
+    print(f"carbonshift serve is Kueue's dispatcher: {box.carbonshift_url} (log: "
+          f"{box.layout.log(CARBONSHIFT)}, config: {box.layout.carbonshift_config})")  # fmt: skip
+    print(f"Contexts: {', '.join(box.clusters)}. Namespace {NAMESPACE} is opted in (placed by "
+          f"carbon), {OTHER_NAMESPACE} is not (every worker at once). Try:")  # fmt: skip
+    print(f"  kubectl --context {MANAGER} apply -f {jobs}")
+    print(
+        f"  kubectl --context {MANAGER} get workloads -A -o custom-columns="
+        "NAME:.metadata.name,NOMINATED:.status.nominatedClusterNames,ON:.status.clusterName"
+    )
+    print(
+        f"  kubectl --context {MANAGER} get events.events.k8s.io -A "
+        "--sort-by=.metadata.creationTimestamp "
+        "-o custom-columns=TYPE:.type,REASON:.reason,OBJECT:.regarding.name,NOTE:.note"
+    )
+    print("Stop it with: make sandbox-down (python -m devtools.sandbox.kueue down)")
 
 
 if __name__ == "__main__":

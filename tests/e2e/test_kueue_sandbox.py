@@ -96,23 +96,29 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:6]}"
 
 
-def items(box: KueueSandbox, cluster: str, resource: str) -> list[dict[str, Any]]:
-    out = box.on(cluster, "get", resource, "-n", NAMESPACE, "-o", "json")
+def items(
+    box: KueueSandbox, cluster: str, resource: str, namespace: str = NAMESPACE
+) -> list[dict[str, Any]]:
+    out = box.on(cluster, "get", resource, "-n", namespace, "-o", "json")
     found: list[dict[str, Any]] = json.loads(out)["items"]
     return found
 
 
-def workload_of(box: KueueSandbox, cluster: str, job_name: str) -> dict[str, Any] | None:
+def workload_of(
+    box: KueueSandbox, cluster: str, job_name: str, namespace: str = NAMESPACE
+) -> dict[str, Any] | None:
     """The Workload Kueue made for the Job ``job_name`` in ``cluster`` (its owner)."""
-    for item in items(box, cluster, "workloads.kueue.x-k8s.io"):
+    for item in items(box, cluster, "workloads.kueue.x-k8s.io", namespace):
         owners = item["metadata"].get("ownerReferences") or []
         if any(o["kind"] == "Job" and o["name"] == job_name for o in owners):
             return item
     return None
 
 
-def get_job(box: KueueSandbox, cluster: str, name: str) -> dict[str, Any] | None:
-    result = box.kubectl(f"--context={cluster}", "get", "job", name, "-n", NAMESPACE, "-o",
+def get_job(
+    box: KueueSandbox, cluster: str, name: str, namespace: str = NAMESPACE
+) -> dict[str, Any] | None:
+    result = box.kubectl(f"--context={cluster}", "get", "job", name, "-n", namespace, "-o",
                          "json", check=False)  # fmt: skip
     if result.returncode != 0:
         if "NotFound" in result.stderr:
@@ -182,11 +188,13 @@ def dispatched_to(box: KueueSandbox, name: str) -> str:
     return wait_for(box, cluster, f"Job {name}'s Workload on the manager to be dispatched")
 
 
-def events(box: KueueSandbox, cluster: str, name: str) -> set[tuple[str, str, str]]:
+def events(
+    box: KueueSandbox, cluster: str, name: str, namespace: str = NAMESPACE
+) -> set[tuple[str, str, str]]:
     """(kind, reason, message) of the Events of Job ``name`` and its Pods in ``cluster``:
     they outlive the Job, which MultiKueue deletes from the worker once it finished."""
     found = set()
-    for item in items(box, cluster, "events"):
+    for item in items(box, cluster, "events", namespace):
         involved = item.get("involvedObject") or {}
         if (involved.get("kind"), involved.get("name")) == ("Job", name) or (
             involved.get("kind") == "Pod" and str(involved.get("name")).startswith(f"{name}-")
@@ -195,21 +203,21 @@ def events(box: KueueSandbox, cluster: str, name: str) -> set[tuple[str, str, st
     return found
 
 
-def wait_ran(box: KueueSandbox, name: str, worker: str) -> None:
+def wait_ran(box: KueueSandbox, name: str, worker: str, namespace: str = NAMESPACE) -> None:
     """The manager's Job ``name`` shows the completion, its Workload finished, and the Job
     ran on ``worker``: its Pod was bound to the KWOK Node and the Job completed there (the
     worker's Events; the worker's Job itself is deleted once the manager's finished)."""
-    wait_for(box, lambda: condition(get_job(box, MANAGER, name), "Complete"),
+    wait_for(box, lambda: condition(get_job(box, MANAGER, name, namespace), "Complete"),
              f"the manager's Job {name} to show the completion")  # fmt: skip
-    wait_for(box, lambda: condition(workload_of(box, MANAGER, name), "Finished"),
+    wait_for(box, lambda: condition(workload_of(box, MANAGER, name, namespace), "Finished"),
              f"the manager's Workload of {name} to be Finished")  # fmt: skip
-    manager_job = get_job(box, MANAGER, name)
+    manager_job = get_job(box, MANAGER, name, namespace)
     assert manager_job is not None
     assert manager_job["spec"].get("managedBy") == MULTIKUEUE_MANAGED
     assert manager_job["status"].get("succeeded") == 1
 
     def ran() -> set[tuple[str, str, str]] | None:
-        seen = events(box, worker, name)
+        seen = events(box, worker, name, namespace)
         scheduled = any(k == "Pod" and r == "Scheduled" and "kwok-node" in m for k, r, m in seen)
         completed = any(k == "Job" and r == "Completed" for k, r, _ in seen)
         return seen if scheduled and completed else None
@@ -218,7 +226,9 @@ def wait_ran(box: KueueSandbox, name: str, worker: str) -> None:
     for other in WORKERS:
         if other != worker:
             ran_there = {
-                e for e in events(box, other, name) if e[0] == "Pod" or e[1] == "Completed"
+                e
+                for e in events(box, other, name, namespace)
+                if e[0] == "Pod" or e[1] == "Completed"
             }
             assert not ran_there, f"Job {name} ran on {other} too"
 
