@@ -44,7 +44,6 @@ from webhook.decision import ocm
 from webhook.decision.fleet import ZoneSource, entry, name_of
 from webhook.decision.forecast_quality import Quality
 from webhook.decision.liqo import peers as liqo
-from webhook.feed import IntensityFeed, ZoneStatus
 from webhook.feed.history import ISSUE_HOURS
 from webhook.feed.judging import BEST, FORECASTERS, WINDOW_HOURS, Judgement
 from webhook.model import config as config_mod
@@ -56,7 +55,16 @@ from webhook.runtime import logs
 from webhook.runtime.tasks import closed
 
 if TYPE_CHECKING:
+    from webhook.feed import IntensityFeed, ZoneStatus
     from webhook.kube.reads import Listed
+
+
+def _feed(cfg: Config, zones: Sequence[str]) -> IntensityFeed:
+    """The feed for ``zones`` (imported here: the providers' HTTP stack loads only for a
+    command that reads intensities)."""
+    from webhook.feed import IntensityFeed  # noqa: PLC0415 - deferred on purpose
+
+    return IntensityFeed.from_config(cfg, zones)
 
 
 def add_parser(subparsers: Any) -> None:
@@ -136,7 +144,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
                 "pass --config with clusters or a zone.\n"
             )
             return 2
-        feed = IntensityFeed.from_config(cfg, zones)
+        feed = _feed(cfg, zones)
     except (InvalidInput, ValueError) as exc:  # bad configuration or Redis URL
         err.write(config_mod.error_line(exc, args.config) + "\n")
         return 2
@@ -360,7 +368,7 @@ async def _collect_clusters(
     zones = sorted({m.zone for m in found if m.zone})
     statuses: dict[str, ZoneStatus] = {}
     if zones:
-        feed = IntensityFeed.from_config(cfg, zones)
+        feed = _feed(cfg, zones)
         statuses = {s.zone: s for s in await _collect(feed, zones)}
     return found, skipped, statuses
 

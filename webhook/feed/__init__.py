@@ -30,7 +30,25 @@ The reading's ``source`` starts with the name of the provider that answered
 earlier providers did not.
 """
 
-from webhook.feed.core import IntensityFeed
-from webhook.feed.memory import Snapshot, ZoneStatus
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from webhook.feed.core import IntensityFeed
+    from webhook.feed.memory import Snapshot, ZoneStatus
 
 __all__ = ["IntensityFeed", "Snapshot", "ZoneStatus"]
+
+
+def __getattr__(name: str) -> Any:
+    """The feed's names, imported when first asked for: a module that needs only a part
+    of the feed (``feed.history``, ``feed.judging``) does not load the providers' HTTP
+    stack with it, so ``carbonshift --help`` answers at once."""
+    if name == "IntensityFeed":
+        from webhook.feed.core import IntensityFeed  # noqa: PLC0415 - deferred on purpose
+
+        return IntensityFeed
+    if name in ("Snapshot", "ZoneStatus"):
+        from webhook.feed import memory  # noqa: PLC0415 - deferred on purpose
+
+        return getattr(memory, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

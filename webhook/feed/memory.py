@@ -11,10 +11,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
-from webhook.feed.cache import Entry
 from webhook.feed.history import History, Issues, hour_of, provider_outlook
 from webhook.model.intensity import IntensityTable, Reading
+
+if TYPE_CHECKING:
+    from webhook.feed.cache import Entry
 
 LATEST = "latest"
 FORECAST = "forecast"
