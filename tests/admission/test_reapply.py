@@ -16,7 +16,7 @@ very object already stored (a no-op: no new resourceVersion, no diff):
 An edit of an unrelated field goes through as it is; a user's own change of the placement
 in the file is decided again, so carbonshift keeps managing it; a field carbonshift wrote
 that the user sets to a value of their own is theirs. The end-to-end proof against the
-real API server and Karmada's validating webhook is tests/e2e/test_reapply.py.
+real API server and Karmada's validating webhook is tests/e2e/test_gitops_reapply.py.
 """
 
 from __future__ import annotations

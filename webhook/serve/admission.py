@@ -123,7 +123,11 @@ def _outcome(request: Head, name: str, namespace: str) -> Outcome:
 
 
 def _skip_reason(
-    request: AdmissionRequest, row: Kind, obj: Object, ctx: Context, settled: Settled | None
+    request: AdmissionRequest,
+    row: Kind,
+    obj: Object,
+    ctx: Context,
+    settled: Settled | None = None,
 ) -> str | None:
     # A namespaced object reaches the webhook only from a namespace the registration's
     # namespaceSelector matched: the one opt-in rule the leader and the preview apply too.
