@@ -3,7 +3,9 @@
 # etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kubectl,
 # karmada-controller-manager and karmada-webhook from the pinned Go modules in hack/tools/,
 # plus the carbonshift karmada-scheduler from karmada-plugin/ when that module exists,
-# and Karpenter's kwok provider (karpenter-kwok) and the KWOK controller from hack/karpenter/.
+# Karpenter's kwok provider (karpenter-kwok) and the KWOK controller from hack/karpenter/,
+# and each other Karmada release pinned by hack/karmada-*/go.mod as <name>-<version>
+# (karmada-controller-manager-v1.16.0, karmada-webhook-v1.16.0, karmada-scheduler-v1.16.0).
 #
 # Output goes to $CARBONSHIFT_CACHE (default: .cache/bin in the repository). Each binary
 # has a stamp file <name>.version; a binary whose stamp matches the pinned version is
@@ -140,6 +142,51 @@ build_karpenter() {  # build_karpenter: the wanted KARPENTER_BINARIES
     done
 }
 
+# --- Other Karmada releases (hack/karmada-*/) -----------------------------------------------
+# Each hack/karmada-<minor>/go.mod pins one Karmada release besides hack/tools' (v1.16.0: a
+# Karmada API without overflowAffinities), whose stock karmada-controller-manager,
+# karmada-webhook and karmada-scheduler the end-to-end tests run against the same etcd,
+# kube-apiserver and kube-controller-manager (tests/e2e/test_karmada_releases.py). A module
+# of its own: v1.16.0 requires k8s.io/* v0.34 and controller-runtime v0.22, hack/tools v0.35
+# and v0.23. The binaries are named <name>-<version>; the carbonshift plugin is built against
+# the pinned release only.
+RELEASE_COMMANDS=(
+    "karmada-controller-manager|github.com/karmada-io/karmada/cmd/controller-manager"
+    "karmada-webhook|github.com/karmada-io/karmada/cmd/webhook"
+    "karmada-scheduler|github.com/karmada-io/karmada/cmd/scheduler"
+)
+
+release_dirs() {  # the hack/karmada-*/ module folders, one a line
+    local dir
+    for dir in "$ROOT"/hack/karmada-*/; do
+        [[ -f "$dir/go.mod" ]] && printf '%s\n' "${dir%/}"
+    done
+    return 0
+}
+
+release_names() {  # the binaries build_karmada_releases builds, one a line
+    local dir version entry
+    while IFS= read -r dir; do
+        version="$(module_version "$dir" github.com/karmada-io/karmada)"
+        for entry in "${RELEASE_COMMANDS[@]}"; do printf '%s-%s\n' "${entry%%|*}" "$version"; done
+    done < <(release_dirs)
+}
+
+build_karmada_releases() {  # build_karmada_releases: the wanted release binaries
+    local dir version sum entry name pkg
+    while IFS= read -r dir; do
+        version="$(module_version "$dir" github.com/karmada-io/karmada)"
+        [[ -n "$version" ]] || die "cannot read the pinned Karmada version from $dir/go.mod"
+        sum="$(sha_of "$dir/go.mod" "$dir/go.sum")"
+        for entry in "${RELEASE_COMMANDS[@]}"; do
+            IFS='|' read -r name pkg <<<"$entry"
+            wanted "$name-$version" || continue
+            build_one "$name-$version" "$pkg@$version module:$sum" "$dir" "$pkg" \
+                "-s -w -X github.com/karmada-io/karmada/pkg/version.gitVersion=$version"
+        done
+    done < <(release_dirs)
+}
+
 main() {
     SELECTED=("$@")
     mkdir -p "$CACHE"
@@ -152,6 +199,7 @@ main() {
     done
     if wanted karmada-scheduler; then build_karmada_scheduler; fi
     build_karpenter
+    build_karmada_releases
     if wanted helm; then CARBONSHIFT_CACHE="$CACHE" "$ROOT/hack/build-helm.sh"; fi  # charts/ tests
     CARBONSHIFT_CACHE="$CACHE" "$ROOT/hack/crds.sh"
     log "done in $((SECONDS - total))s"
@@ -160,8 +208,8 @@ main() {
 case "${1:-}" in
     -h|--help)
         printf 'usage: hack/build-binaries.sh [NAME ...]\n\n'
-        sed -n '2,11p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
-        printf '\nnames: %s\n' "$(for b in "${TOOL_BINARIES[@]}"; do printf '%s ' "${b%%|*}"; done)karmada-scheduler$(for b in "${KARPENTER_BINARIES[@]}"; do printf ' %s' "${b%%|*}"; done)"
+        sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+        printf '\nnames: %s\n' "$(for b in "${TOOL_BINARIES[@]}"; do printf '%s ' "${b%%|*}"; done)karmada-scheduler$(for b in "${KARPENTER_BINARIES[@]}"; do printf ' %s' "${b%%|*}"; done)$(release_names | sed 's/^/ /' | tr -d '\n')"
         exit 0 ;;
 esac
 main "$@"

@@ -6,6 +6,9 @@
 #   karmada/         github.com/karmada-io/karmada (hack/tools/go.mod): charts/karmada/_crds/bases,
 #                    plus cluster.karmada.io_clusters.yaml generated from pkg/apis/cluster/v1alpha1
 #                    with Karmada's own controller-gen version (upstream ships no Cluster CRD)
+#   karmada-<version>/  the same, of each other Karmada release hack/karmada-*/go.mod pins
+#                    (karmada-v1.16.0/), its Cluster CRD generated with that release's
+#                    controller-gen version (built as controller-gen-<version> when it differs)
 #   karpenter/       sigs.k8s.io/karpenter (hack/karpenter/go.mod): pkg/apis/crds (core CRDs)
 #   karpenter-kwok/  the same module: kwok/charts/crds + kwok/apis/crds (the kwok provider's)
 #   kwok/            sigs.k8s.io/kwok (hack/karpenter/kwok/go.mod): kwok-controller-config.yaml,
@@ -162,38 +165,65 @@ fetch_ocm() {  # the API module version that the pinned ocm release requires
 # The Karmada Cluster CRD: Karmada serves clusters.cluster.karmada.io from its aggregated
 # API server and ships no CRD for it; a plain kube-apiserver needs one. Generated from the
 # pinned module's pkg/apis/cluster/v1alpha1 with the controller-gen version Karmada's
-# hack/update-crdgen.sh uses, resolved inside hack/tools (the module graph the binaries use).
+# hack/update-crdgen.sh uses, resolved inside the module that pins the release (hack/tools,
+# or hack/karmada-<minor> for another release: the module graph its binaries use).
+# generate_karmada_cluster NAME MODULE_DIR: into $OUT/NAME, stamped NAME-cluster.version.
 generate_karmada_cluster() {
-    wanted karmada || return 0
-    local tools="$ROOT/hack/tools" version gen_version stamp tmp
+    local name="$1" tools="$2" version gen_version stamp tmp gen dir
+    wanted "$name" || return 0
     version="$(module_version "$tools" github.com/karmada-io/karmada)"
-    local dir; dir="$(module_dir "github.com/karmada-io/karmada@$version")"
+    dir="$(module_dir "github.com/karmada-io/karmada@$version")"
     gen_version="$(sed -n 's/^CONTROLLER_GEN_VER="\(v[^"]*\)"$/\1/p' "$dir/hack/update-crdgen.sh")"
-    [[ -n "$gen_version" ]] || die "karmada: no CONTROLLER_GEN_VER in hack/update-crdgen.sh"
+    [[ -n "$gen_version" ]] || die "$name: no CONTROLLER_GEN_VER in hack/update-crdgen.sh"
     stamp="github.com/karmada-io/karmada@$version controller-gen@$gen_version crds.sh:$SCRIPT_SUM"
-    if [[ -f "$OUT/karmada/cluster.karmada.io_clusters.yaml" && -f "$OUT/karmada-cluster.version" \
-        && "$(cat "$OUT/karmada-cluster.version")" == "$stamp" ]]; then
-        log "karmada Cluster CRD: cached (controller-gen@$gen_version)"
+    if [[ -f "$OUT/$name/cluster.karmada.io_clusters.yaml" && -f "$OUT/$name-cluster.version" \
+        && "$(cat "$OUT/$name-cluster.version")" == "$stamp" ]]; then
+        log "$name Cluster CRD: cached (controller-gen@$gen_version)"
         return 0
     fi
-    if [[ ! -x "$CACHE/controller-gen" || "$(cat "$CACHE/controller-gen.version" 2>/dev/null)" \
-        != "sigs.k8s.io/controller-tools/cmd/controller-gen@$gen_version" ]]; then
-        log "controller-gen: building $gen_version"
-        GOBIN="$CACHE/.controller-gen.$$" CGO_ENABLED=0 \
-            go install "sigs.k8s.io/controller-tools/cmd/controller-gen@$gen_version"
-        mv -f "$CACHE/.controller-gen.$$/controller-gen" "$CACHE/controller-gen"
-        rmdir "$CACHE/.controller-gen.$$"
-        printf '%s\n' "sigs.k8s.io/controller-tools/cmd/controller-gen@$gen_version" \
-            > "$CACHE/controller-gen.version"
+    # The pinned release's generator is controller-gen; another version is controller-gen-<v>,
+    # so two releases never rebuild each other's.
+    gen="controller-gen"
+    if [[ "$tools" != "$ROOT/hack/tools" ]]; then
+        local pinned_dir pinned_gen
+        pinned_dir="$(module_dir "github.com/karmada-io/karmada@$(module_version "$ROOT/hack/tools" \
+            github.com/karmada-io/karmada)")"
+        pinned_gen="$(sed -n 's/^CONTROLLER_GEN_VER="\(v[^"]*\)"$/\1/p' \
+            "$pinned_dir/hack/update-crdgen.sh")"
+        [[ "$gen_version" == "$pinned_gen" ]] || gen="controller-gen-$gen_version"
     fi
-    tmp="$(mktemp -d "$OUT/.karmada-cluster.XXXXXX")"
-    (cd "$tools" && "$CACHE/controller-gen" crd \
+    if [[ ! -x "$CACHE/$gen" || "$(cat "$CACHE/$gen.version" 2>/dev/null)" \
+        != "sigs.k8s.io/controller-tools/cmd/controller-gen@$gen_version" ]]; then
+        log "$gen: building $gen_version"
+        GOBIN="$CACHE/.$gen.$$" CGO_ENABLED=0 \
+            go install "sigs.k8s.io/controller-tools/cmd/controller-gen@$gen_version"
+        mv -f "$CACHE/.$gen.$$/controller-gen" "$CACHE/$gen"
+        rmdir "$CACHE/.$gen.$$"
+        printf '%s\n' "sigs.k8s.io/controller-tools/cmd/controller-gen@$gen_version" \
+            > "$CACHE/$gen.version"
+    fi
+    tmp="$(mktemp -d "$OUT/.$name-cluster.XXXXXX")"
+    (cd "$tools" && "$CACHE/$gen" crd \
         paths=github.com/karmada-io/karmada/pkg/apis/cluster/v1alpha1 output:crd:dir="$tmp")
     [[ -f "$tmp/cluster.karmada.io_clusters.yaml" ]] || die "controller-gen wrote no Cluster CRD"
-    mv -f "$tmp/cluster.karmada.io_clusters.yaml" "$OUT/karmada/"
+    mv -f "$tmp/cluster.karmada.io_clusters.yaml" "$OUT/$name/"
     rm -rf "$tmp"
-    printf '%s\n' "$stamp" > "$OUT/karmada-cluster.version"
-    log "karmada Cluster CRD: generated with controller-gen@$gen_version"
+    printf '%s\n' "$stamp" > "$OUT/$name-cluster.version"
+    log "$name Cluster CRD: generated with controller-gen@$gen_version"
+}
+
+# Each other Karmada release (hack/karmada-*/go.mod): its CRDs into karmada-<version>/.
+fetch_karmada_releases() {
+    local generate="$1" dir version
+    for dir in "$ROOT"/hack/karmada-*/; do
+        [[ -f "$dir/go.mod" ]] || continue
+        dir="${dir%/}"
+        version="$(module_version "$dir" github.com/karmada-io/karmada)"
+        [[ -n "$version" ]] || die "cannot read the pinned Karmada version from $dir/go.mod"
+        fetch "karmada-$version" github.com/karmada-io/karmada "$version" \
+            'charts/karmada/_crds/bases/*/*.yaml'
+        if [[ $generate == 1 ]]; then generate_karmada_cluster "karmada-$version" "$dir"; fi
+    done
 }
 
 main() {
@@ -204,7 +234,8 @@ main() {
     fetch karmada github.com/karmada-io/karmada \
         "$(module_version "$ROOT/hack/tools" github.com/karmada-io/karmada)" \
         'charts/karmada/_crds/bases/*/*.yaml'
-    if [[ $generate == 1 ]]; then generate_karmada_cluster; fi
+    if [[ $generate == 1 ]]; then generate_karmada_cluster karmada "$ROOT/hack/tools"; fi
+    fetch_karmada_releases "$generate"
     local karpenter
     karpenter="$(module_version "$ROOT/hack/karpenter" sigs.k8s.io/karpenter)"
     fetch karpenter sigs.k8s.io/karpenter "$karpenter" 'pkg/apis/crds/*.yaml'
