@@ -31,6 +31,10 @@ def _print_next_steps(sandbox: Sandbox, workload: WorkloadCluster | None) -> Non
     print(f"Contexts: {KARMADA_CONTEXT} (current, the Karmada API server), "
           + ", ".join(f"{m} ({sandbox.member_url(m)})" for m in sandbox.members))  # fmt: skip
     print(f"carbonshift: {sandbox.carbonshift_url} (logs: {sandbox.layout.state / 'logs'})")
+    stock = (
+        "" if sandbox.karmada.plugin else " (its stock karmada-scheduler, no carbonshift plugin)"
+    )
+    print(f"Karmada {sandbox.karmada.version}{stock}")
     if workload is not None:
         print("Karpenter workload cluster (NodePools; Karpenter launches KWOK nodes):")
         print(f"  kubectl --kubeconfig {workload.kubeconfig} get nodepools,nodeclaims,nodes")
@@ -47,6 +51,8 @@ def _status(sandbox: Sandbox, workload: WorkloadCluster) -> int:
     if alive and sandbox.layout.state_file.is_file():
         state = json.loads(sandbox.layout.state_file.read_text(encoding="utf-8"))
         print(f"kubeconfig       {state['kubeconfig']}")
+        if "karmada" in state:
+            print(f"karmada          {state['karmada']}")
         print(f"carbonshift      https://{LOOPBACK}:{state['ports']['carbonshift']}")
         for member in sandbox.members:
             print(f"{member:16} https://{LOOPBACK}:{state['ports'][f'{member}-apiserver']}")
@@ -85,6 +91,15 @@ def parser() -> argparse.ArgumentParser:
         "carbonshift deciding its NodePools; about 700 MB)",
     )
     p.add_argument(
+        "--karmada",
+        default=None,
+        metavar="VERSION",
+        help="the Karmada release of the control plane (default: the one hack/tools/go.mod "
+        "pins, with carbonshift's scheduler plugin); another one a hack/karmada-*/go.mod pins "
+        "(v1.16.0) runs its stock karmada-controller-manager, karmada-webhook and "
+        "karmada-scheduler and its CRDs (make binaries builds them)",
+    )
+    p.add_argument(
         "--config",
         type=Path,
         default=os.environ.get("SANDBOX_CONFIG") or None,
@@ -99,12 +114,13 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     layout = Layout.default(args.state_dir)
-    sandbox = Sandbox(
-        layout,
-        with_karmada_webhook=not args.no_karmada_webhook,
-        user_config=None if args.config is None else Path(args.config),
-    )
     try:
+        sandbox = Sandbox(
+            layout,
+            with_karmada_webhook=not args.no_karmada_webhook,
+            user_config=None if args.config is None else Path(args.config),
+            karmada=args.karmada,
+        )
         user = {} if args.config is None else read_yaml(Path(args.config))
         workload = WorkloadCluster(
             workload_layout(layout), carbonshift_config=user if isinstance(user, dict) else {}

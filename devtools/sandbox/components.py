@@ -13,7 +13,7 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from devtools.sandbox.layout import LOOPBACK, Layout
+from devtools.sandbox.layout import LOOPBACK, KarmadaRelease, Layout
 from devtools.sandbox.processes import Component
 
 HOST_PORTS = (
@@ -67,7 +67,8 @@ the scheduler counts the replicas it just assigned until the member reports them
 the plugin's settling estimator (``--carbonshift-settle``) counts them on until the
 Cluster's resource summary shows them, for at most 3 s here (the sandbox's Clusters report
 every second), so many bindings scheduled at once do not all fill the same green member
-past its room."""
+past its room. Another Karmada release's stock karmada-scheduler (:class:`KarmadaRelease`)
+runs without them: it has neither the plugin nor, before v1.18, that feature gate."""
 
 
 def member_component(member: str, part: str) -> str:
@@ -191,9 +192,13 @@ def define_components(
     *,
     carbonshift_command: Sequence[str],
     cert_reload_seconds: float,
+    karmada: KarmadaRelease,
 ) -> dict[str, Component]:
-    """Every component by name, in start order, with the flags that tie them together."""
+    """Every component by name, in start order, with the flags that tie them together.
+    ``karmada``: the release of karmada-controller-manager, karmada-webhook and
+    karmada-scheduler (the pinned one's scheduler has carbonshift's plugin)."""
     pki = lay.pki
+    release = karmada
     carbonshift_url = f"https://{LOOPBACK}:{ports['carbonshift']}"
     found: dict[str, Component] = {
         "etcd": etcd(lay, "etcd", ports["etcd"], ports["etcd-peer"]),
@@ -224,9 +229,14 @@ def define_components(
         )
     manager_health = f"{LOOPBACK}:{ports['karmada-controller-manager']}"
     scheduler_health = f"{LOOPBACK}:{ports['karmada-scheduler']}"
+    plugin = [
+        f"--carbonshift-url={carbonshift_url}",
+        f"--carbonshift-ca-file={pki / 'ca.crt'}",
+        *KARMADA_SCHEDULER_FLAGS,
+    ] if release.plugin else []  # fmt: skip
     found |= {
         "karmada-controller-manager": Component("karmada-controller-manager", [
-            str(lay.binary("karmada-controller-manager")),
+            str(lay.binary(release.binary("karmada-controller-manager"))),
             f"--kubeconfig={lay.kubeconfig}",
             "--leader-elect=false",
             f"--controllers={KARMADA_CONTROLLERS}",
@@ -238,7 +248,7 @@ def define_components(
             f"--health-probe-bind-address={manager_health}",
         ], f"http://{manager_health}/healthz"),
         "karmada-webhook": Component("karmada-webhook", [
-            str(lay.binary("karmada-webhook")),
+            str(lay.binary(release.binary("karmada-webhook"))),
             f"--kubeconfig={lay.kubeconfig}",
             f"--bind-address={LOOPBACK}",
             f"--secure-port={ports['karmada-webhook']}",
@@ -257,14 +267,12 @@ def define_components(
             f"--kubeconfig={lay.kubeconfig}", "--lease-namespace=default",
         ], f"{carbonshift_url}/readyz", ready_field="inventorySynced"),
         "karmada-scheduler": Component("karmada-scheduler", [
-            str(lay.binary("karmada-scheduler")),
+            str(lay.binary(release.binary("karmada-scheduler"))),
             f"--kubeconfig={lay.kubeconfig}",
             "--leader-elect=false",
             "--metrics-bind-address=0",
             f"--health-probe-bind-address={scheduler_health}",
-            f"--carbonshift-url={carbonshift_url}",
-            f"--carbonshift-ca-file={pki / 'ca.crt'}",
-            *KARMADA_SCHEDULER_FLAGS,
+            *plugin,
         ], f"http://{scheduler_health}/healthz"),
     }  # fmt: skip
     return found

@@ -19,7 +19,7 @@ from devtools.sandbox.components import (
     member_component,
     port_names,
 )
-from devtools.sandbox.layout import LOOPBACK, Layout, SandboxError, free_port
+from devtools.sandbox.layout import LOOPBACK, Layout, SandboxError, free_port, karmada_release
 from devtools.sandbox.objects import (
     DEMO_CLUSTERS,
     carbonshift_config,
@@ -43,7 +43,12 @@ class Sandbox(Plane):
     CRDs, karmada-controller-manager, karmada-webhook, karmada-scheduler with the
     carbonshift plugin, carbonshift) and three member clusters (etcd, kube-apiserver,
     kube-controller-manager, kube-scheduler, KWOK each) joined in Push mode, all on
-    127.0.0.1."""
+    127.0.0.1.
+
+    ``karmada`` picks the Karmada release (``"v1.16.0"``; None: the one ``hack/tools``
+    pins): its CRDs, karmada-controller-manager, karmada-webhook and karmada-scheduler (the
+    stock one of another release, without carbonshift's plugin); a release no module pins
+    is a :class:`SandboxError`."""
 
     STATE_ENTRIES = (
         "data", "pki", "logs", "pids", "members", "carbonshift-certs",
@@ -60,6 +65,7 @@ class Sandbox(Plane):
         log: Callable[[str], None] | None = None,
         user_config: Path | None = None,
         quiet: bool = False,
+        karmada: str | None = None,
     ) -> None:
         self.carbonshift_command = list(carbonshift_command or default_carbonshift())
         self.cert_reload_seconds = cert_reload_seconds
@@ -69,6 +75,8 @@ class Sandbox(Plane):
         self.quiet = quiet
         """No cluster labels and no re-evaluation (:func:`carbonshift_config`)."""
         super().__init__(layout or Layout.default(), log or print_progress)
+        self.karmada = karmada_release(karmada, self.layout.root)
+        """The Karmada release the control plane runs."""
 
     # ----------------------------------------------------------------- public API
 
@@ -137,6 +145,7 @@ class Sandbox(Plane):
             MEMBERS,
             carbonshift_command=self.carbonshift_command,
             cert_reload_seconds=self.cert_reload_seconds,
+            karmada=self.karmada,
         )
 
     def _carbonshift_config(self) -> dict[str, Any]:
@@ -163,8 +172,10 @@ class Sandbox(Plane):
             self.start(*host, *(member_component(m, part) for m in MEMBERS), timeout=120.0)
 
     def _install_crds(self) -> None:
-        files = self.layout.crd_files()
-        self._log(f"installing {len(files)} CRDs from {self.layout.crds}")
+        files = self.layout.crd_files(self.karmada.crds)
+        self._log(
+            f"installing {len(files)} CRDs (Karmada {self.karmada.version}) from {self.layout.crds}"
+        )
         args = ["apply", "--server-side", "--force-conflicts"]
         for path in files:
             args += ["-f", str(path)]
@@ -206,5 +217,9 @@ class Sandbox(Plane):
         self.apply([webhook])
 
     def _save_state(self) -> None:
-        state = {"ports": self.ports, "kubeconfig": str(self.kubeconfig)}
+        state = {
+            "ports": self.ports,
+            "kubeconfig": str(self.kubeconfig),
+            "karmada": self.karmada.version,
+        }
         self.layout.state_file.write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")

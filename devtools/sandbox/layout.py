@@ -71,6 +71,91 @@ KARMADA_CRDS = (
 )
 """The Karmada CRDs the sandbox's Karmada API server gets (karmada-controller-manager's
 controllers need them)."""
+KARMADA_MODULE = "github.com/karmada-io/karmada"
+
+
+def _required_version(go_mod: Path, module: str) -> str | None:
+    """The version of ``module`` that a go.mod requires (in a block or on one line)."""
+    try:
+        lines = go_mod.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        words = line.split("//")[0].split()
+        if words[:1] == ["require"]:
+            words = words[1:]
+        if len(words) == 2 and words[0] == module and words[1].startswith("v"):
+            return words[1]
+    return None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class KarmadaRelease:
+    """The Karmada release a sandbox's control plane runs: the one ``hack/tools/go.mod`` pins
+    (``pinned``: karmada-scheduler built from ``karmada-plugin/`` with the CarbonAware plugin)
+    or another that a ``hack/karmada-<minor>/go.mod`` pins, whose stock
+    karmada-controller-manager, karmada-webhook and karmada-scheduler ``hack/build-binaries.sh``
+    builds as ``<name>-<version>`` and whose CRDs ``hack/crds.sh`` fetches into
+    ``<cache>/crds/karmada-<version>/``. etcd, kube-apiserver, kube-controller-manager and
+    the members are the pinned ones whatever the release."""
+
+    version: str
+    pinned: bool
+
+    def binary(self, name: str) -> str:
+        """The cached binary of Karmada component ``name`` (``karmada-scheduler``...)."""
+        return name if self.pinned else f"{name}-{self.version}"
+
+    @property
+    def crds(self) -> str:
+        """Its CRD folder under ``<cache>/crds``."""
+        return "karmada" if self.pinned else f"karmada-{self.version}"
+
+    @property
+    def binaries(self) -> tuple[str, ...]:
+        """What ``hack/build-binaries.sh`` builds for it (the names it takes)."""
+        names = ("karmada-controller-manager", "karmada-webhook", "karmada-scheduler")
+        return tuple(self.binary(n) for n in names)
+
+    @property
+    def plugin(self) -> bool:
+        """Whether its karmada-scheduler has carbonshift's plugin (the pinned release's)."""
+        return self.pinned
+
+
+def karmada_releases(root: Path | None = None) -> dict[str, KarmadaRelease]:
+    """Every Karmada release the checkout pins, by version: ``hack/tools``' and each
+    ``hack/karmada-*/``'s."""
+    root = root or repo_root()
+    found: dict[str, KarmadaRelease] = {}
+    pinned = _required_version(root / "hack" / "tools" / "go.mod", KARMADA_MODULE)
+    if pinned:
+        found[pinned] = KarmadaRelease(pinned, pinned=True)
+    for go_mod in sorted((root / "hack").glob("karmada-*/go.mod")):
+        version = _required_version(go_mod, KARMADA_MODULE)
+        if version and version not in found:
+            found[version] = KarmadaRelease(version, pinned=False)
+    return found
+
+
+def karmada_release(version: str | None = None, root: Path | None = None) -> KarmadaRelease:
+    """The release ``version`` (``v1.16.0``; None: the pinned one); a :class:`SandboxError`
+    naming the pinned ones when no module pins it."""
+    releases = karmada_releases(root)
+    if version is None:
+        for release in releases.values():
+            if release.pinned:
+                return release
+        raise SandboxError(f"hack/tools/go.mod pins no {KARMADA_MODULE}")
+    if version not in releases:
+        known = ", ".join(releases) or "none"
+        raise SandboxError(
+            f"no module pins Karmada {version} (hack/tools/go.mod or hack/karmada-*/go.mod; "
+            f"pinned: {known})"
+        )
+    return releases[version]
+
+
 KARPENTER_CRDS = ("karpenter.sh_nodeclaims.yaml", "karpenter.sh_nodepools.yaml")
 """Karpenter's core CRDs (the Karmada API server's; the workload cluster has the kwok ones)."""
 KWOK_PROVIDER_CRDS = (
@@ -145,9 +230,10 @@ class Layout:
         """Where ``hack/crds.sh`` puts the CRDs: ``<cache>/crds``."""
         return self.bin / "crds"
 
-    def crd_files(self) -> list[Path]:
-        """The Karmada API server's CRDs: Karmada's and Karpenter's core ones."""
-        return [self.crd("karmada", n) for n in KARMADA_CRDS] + [
+    def crd_files(self, karmada: str = "karmada") -> list[Path]:
+        """The Karmada API server's CRDs: Karmada's (of the CRD folder ``karmada``:
+        :attr:`KarmadaRelease.crds`) and Karpenter's core ones."""
+        return [self.crd(karmada, n) for n in KARMADA_CRDS] + [
             self.crd("karpenter", n) for n in KARPENTER_CRDS
         ]
 
