@@ -28,6 +28,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pytest
+import yaml
 from e2e_support import (
     BINDINGS,
     DEMO,
@@ -193,3 +194,25 @@ def test_a_plain_divided_policy_places_every_replica_greenest_first(
     observed = binding(kube, namespace, name).get("status", {})
     print(f"binding status: {json.dumps(observed)}")
     assert observed.get("schedulerObservingAffinityName") == chosen, observed
+
+
+def test_the_users_file_applies_again_on_the_release(kube: Kube, namespace: str) -> None:
+    """The issue's own file (a Divided policy naming the three members, which carbonshift
+    replaces with its ordered fill) applied again, client-side and as Flux applies it,
+    stores nothing new and shows no diff, on every release's validating webhook."""
+    for how in ((), ("--server-side", "--force-conflicts", "--field-manager=kustomize-controller")):
+        placement = {
+            "clusterAffinity": {"clusterNames": list(DEMO)},
+            "replicaScheduling": {"replicaSchedulingType": "Divided"},
+        }
+        file = yaml.safe_dump(propagation_policy(unique("file"), namespace, placement=placement))
+        kube.ok("apply", *how, "-f", "-", stdin=file)
+        name = yaml.safe_load(file)["metadata"]["name"]
+        first = kube.get(POLICIES_CRD, name, namespace)
+        assert "clusterAffinity" not in first["spec"]["placement"], first
+        for _ in range(2):
+            kube.ok("apply", *how, "-f", "-", stdin=file)
+            again = kube.get(POLICIES_CRD, name, namespace)
+            assert again["metadata"]["resourceVersion"] == first["metadata"]["resourceVersion"]
+        shown = kube.run("diff", *how, "-f", "-", stdin=file)
+        assert shown.returncode == 0, f"kubectl diff {how}: {shown.stdout}{shown.stderr}"
