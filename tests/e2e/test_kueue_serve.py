@@ -264,5 +264,6 @@ def test_a_workload_nobody_nominates_is_counted_and_alerted_on(fleet: KueueSandb
     on = wait_for(fleet, lambda: watched(fleet, name, NAMESPACE, seen),
                   f"{name} to be dispatched once carbonshift dispatches again")  # fmt: skip
     assert on == "worker-b"
-    assert seen == {"worker-b"}, seen
+    assert seen <= {"worker-b"}, seen  # the admission may clear it between two looks
+    assert decision(fleet, name, NAMESPACE)["nominated"] == ["worker-b"]
     wait_ran(fleet, name, on)
