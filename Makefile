@@ -5,6 +5,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+RUNTIME := $(VENV)/.runtime
+# What `make bench` runs unless BENCH says otherwise (python -m bench alone runs them all).
+BENCH ?= admission score
 PY_DIRS := webhook devtools tests bench
 # Unit, property and wire tests on both cores (pytest-xdist).
 UNIT := -m "not e2e" -q -n 2
@@ -20,15 +23,21 @@ LOCK := uv pip compile pyproject.toml --generate-hashes --python-version 3.11.14
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
-$(STAMP): pyproject.toml
+$(RUNTIME): pyproject.toml
+	@echo "creating $(VENV) with carbonshift and its runtime dependencies (first run: about 10-60 s)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e .
+	touch $(RUNTIME)
+
+$(STAMP): $(RUNTIME)
+	@echo "installing the development tools into $(VENV) (first run: about 1-2 min)"
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
 venv: $(STAMP) ## Create the virtualenv and install carbonshift with its dev tools
 
-run: $(STAMP) ## Start the webhook on https://127.0.0.1:8443 with the embedded data
+run: $(RUNTIME) ## Start the webhook on https://127.0.0.1:8443 with the embedded data (installs only what running needs)
 	$(BIN)/carbonshift serve --config config/example.yaml --host 127.0.0.1 --port 8443 --cert-dir certs
 
 lint: $(STAMP) ## ruff + mypy --strict + the import contracts (.importlinter) + hadolint + actionlint

@@ -6,6 +6,8 @@ from __future__ import annotations
 import itertools
 import re
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -76,3 +78,43 @@ def test_the_quickstarts_offline_commands_run(
     out, err = capsys.readouterr()
     assert out
     assert err == ""
+
+
+def _recipes(target: str) -> list[str]:
+    """The commands ``make TARGET`` runs from nothing (``make -n -B``: every prerequisite
+    remade, nothing executed)."""
+    made = subprocess.run(
+        ["make", "-n", "-B", "-C", str(ROOT), target],
+        capture_output=True, text=True, check=True, timeout=60,
+    )  # fmt: skip
+    return made.stdout.splitlines()
+
+
+def test_make_run_installs_only_what_running_needs_and_says_how_long() -> None:
+    """`make run` (the README's first command) installs carbonshift and its runtime
+    dependencies, not the development tools that `make test` brings."""
+    lines = _recipes("run")
+    assert any(re.search(r"pip install --quiet -e \.$", line) for line in lines), lines
+    assert not any("[dev]" in line for line in lines), lines
+    assert any("first run" in line for line in lines), lines
+    assert any("[dev]" in line for line in _recipes("test"))
+
+
+def test_make_bench_runs_what_the_readme_says() -> None:
+    """`make bench` alone runs the admission and score benchmarks, as the README says."""
+    assert "`make bench` (admission and score;" in README
+    (run,) = [line for line in _recipes("bench") if "-m bench" in line]
+    assert run.split("-m bench", 1)[1].split() == ["admission", "score"], run
+
+
+def test_the_command_line_loads_no_network_stack_to_answer_help() -> None:
+    """`carbonshift --help` answers at once (under 0.5 s on an idle machine, `time
+    carbonshift --help`): building the parser loads no HTTP, Redis, Kubernetes,
+    Prometheus or plotting library; each command imports those when it runs."""
+    heavy = ("aiohttp", "aiocache", "redis", "kubernetes_asyncio", "prometheus_client",
+             "matplotlib", "numpy")  # fmt: skip
+    probe = f"import sys, webhook.cli; print([m for m in {heavy!r} if m in sys.modules])"
+    found = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert found.stdout.strip() == "[]", found.stdout
