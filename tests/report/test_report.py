@@ -36,9 +36,51 @@ def test_figures_per_workload_and_cluster() -> None:
     assert fleet.totals.grams == 900.0
     assert fleet.totals.counterfactual_grams == 1275.0
     assert [e.what for e in got.history] == ["CarbonReplicasMoved", "switch"]
-    assert len(got.series) == 25  # the day and the hour it started in
+
+
+def test_every_section_covers_one_window_stated_in_the_header() -> None:
+    """The ledger's totals run since accounting began (two days ago) and cannot be cut to
+    a day: the window widens to two days, and the moves, the history and the plots with it;
+    a window longer than the ledger is the one asked for."""
+    got = report("1d")
+    assert got.window_start == NOW - datetime.timedelta(days=2)
+    assert "cannot be cut to the last 1d" in got.window_note
+    assert len(got.series) == 48  # every hourly point since accounting began
+    assert [e.what for e in got.history] == ["CarbonReplicasMoved", "switch"]
     longer = report("7d")
+    assert longer.window_start == NOW - datetime.timedelta(days=7)
+    assert longer.window_note == ""
     assert longer.history[0].what == "CarbonRebalanced"
+    [web] = [r for r in longer.workloads if r.name == "web"]
+    assert web.moves == 3  # the Event before accounting began is in the window too
+    assert longer.totals[0].moves == 3
+    header = render.table(got).splitlines()[0]
+    assert header.startswith(
+        "carbonshift report: every section covers 2026-02-27T12:00:00Z to 2026-03-01T12:00:00Z "
+        "(since accounting began"
+    )
+    doc = orjson.loads(render.to_json(got))
+    assert doc["window"]["start"] == "2026-02-27T12:00:00Z"
+    assert doc["window"]["end"] == "2026-03-01T12:00:00Z"
+    assert "cannot be cut" in doc["window"]["note"]
+    assert "Every section covers 2026-02-27T12:00:00Z to 2026-03-01T12:00:00Z" in render.page(got)
+
+
+def test_prometheus_cuts_every_section_to_since() -> None:
+    got = report("7d")
+    [web] = [r for r in got.workloads if r.name == "web"]
+    key = (web.kind, web.namespace, web.name, str(web.totals.signal), str(web.totals.method))
+    data.overlay(got, {key: [2.0, 100.0, 400.0]}, start=NOW - datetime.timedelta(hours=4))
+    assert got.window_start == NOW - datetime.timedelta(hours=4)
+    assert [e.what for e in got.history] == ["switch"]
+    assert web.moves == 1
+    assert len(got.series) == 5  # the four hours and the hour the window began in
+    [pool] = [r for r in got.workloads if r.name == "batch"]
+    assert pool.totals.grams == 0.0  # Prometheus counted nothing of it in the window
+    [fleet] = got.totals
+    assert (fleet.totals.grams, fleet.totals.counterfactual_grams, fleet.moves) == (100, 400, 1)
+    assert got.clusters == []
+    assert "per-cluster figures left out" in render.table(got).splitlines()[0]
 
 
 def test_table_and_json() -> None:
@@ -84,10 +126,67 @@ def test_the_input_files_events_and_objects_are_lists_of_objects(
     source.write_bytes(orjson.dumps({"events": None}))  # no ledger, no objects: nothing yet
     assert main(["report", "--input", str(source), "-o", "json"]) == 0
     assert orjson.loads(capsys.readouterr().out)["workloads"] == []
-    for key, value in (("events", {"items": []}), ("objects", [["not", "an", "object"]])):
+    for key, value, said in (
+        ("events", {"items": []}, "events: expected a list of objects"),
+        ("objects", [["not", "an", "object"]], "objects[0]: expected an object"),
+    ):
         source.write_bytes(orjson.dumps({"ledger": ledger(), key: value}))
         assert main(["report", "--input", str(source)]) == 2
-        assert f"{key}: expected a list of objects" in capsys.readouterr().err
+        assert capsys.readouterr().err == f"carbonshift report: {source}: {said}\n"
+
+
+def _with(name: str, change: object) -> dict[str, str]:
+    """The sample ledger with one of its JSON texts changed (a function of the parsed one,
+    or a text)."""
+    book = ledger()
+    book[name] = (
+        change
+        if isinstance(change, str)
+        else orjson.dumps(
+            change(orjson.loads(book[name]))  # type: ignore[operator]
+        ).decode()
+    )
+    return book
+
+
+def _kwh(value: object) -> object:
+    def change(totals: dict[str, dict[str, dict[str, dict[str, object]]]]) -> object:
+        totals["PropagationPolicy/shop/web"]["totals"]["average/coefficient"]["kwh"] = value
+        return totals
+
+    return change
+
+
+WEB = 'ledger["totals.json"]["PropagationPolicy/shop/web"]'
+
+
+@pytest.mark.parametrize(
+    ("book", "said"),
+    [
+        (_with("totals.json", "{not json"), 'ledger["totals.json"]: not JSON text: '),
+        (_with("totals.json", _kwh("ten")),
+         f'{WEB}.totals["average/coefficient"].kwh: expected a number, got "ten"'),
+        (_with("totals.json", _kwh(True)),
+         f'{WEB}.totals["average/coefficient"].kwh: expected a number, got true'),
+        (_with("totals.json", lambda t: {"web": t["PropagationPolicy/shop/web"]}),
+         'ledger["totals.json"]["web"]: expected a key Kind/namespace/name'),
+        (_with("meta.json", lambda m: {**m, "since": "yesterday"}),
+         'ledger["meta.json"].since: expected a time (RFC 3339), got "yesterday"'),
+        (_with("series.json", lambda s: [*s[:3], {**s[3], "r": {"green": "4"}}]),
+         'ledger["series.json"][3].r["green"]: expected a number, got "4"'),
+        ({"totals.json": {"an": "object"}}, 'ledger["totals.json"]: expected JSON text'),
+    ],
+)  # fmt: skip
+def test_a_malformed_ledger_is_refused_naming_the_file_and_the_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], book: dict[str, object], said: str
+) -> None:
+    source = tmp_path / "ledger.json"
+    source.write_bytes(orjson.dumps({"ledger": book}))
+    assert main(["report", "--input", str(source)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith(f"carbonshift report: {source}: {said}")
+    assert captured.err.count("\n") == 1
 
 
 def test_durations() -> None:
@@ -103,7 +202,8 @@ def test_prometheus_figures_replace_the_ledgers_and_add_what_it_lacks() -> None:
     key = (web.kind, web.namespace, web.name, str(web.totals.signal), str(web.totals.method))
     lost = ("PropagationPolicy", "shop", "lost", "average", "coefficient")
     mixed = ("PropagationPolicy", "shop", "odd", "unknown-signal", "coefficient")
-    data.overlay(got, {key: [2.0, 100.0, 400.0], lost: [1.0, 50.0, 80.0], mixed: [1, 1, 1]})
+    increases = {key: [2.0, 100.0, 400.0], lost: [1.0, 50.0, 80.0], mixed: [1.0, 1.0, 1.0]}
+    data.overlay(got, increases, start=got.window_start)
     assert got.source == "prometheus"
     assert (web.totals.kwh, web.totals.grams, web.totals.avoided_grams) == (2.0, 100.0, 300.0)
     [row] = [r for r in got.workloads if r.name == "lost"]

@@ -29,6 +29,7 @@ from webhook.model.config import Config, error_line, load
 from webhook.model.errors import UsageError
 from webhook.model.objects import items as dig_items
 from webhook.model.validation import InvalidInput, yaml_reason
+from webhook.report.inputs import InputProblem, check_ledger
 from webhook.runtime import logs
 from webhook.serve import certs
 
@@ -511,7 +512,11 @@ def _report(args: argparse.Namespace) -> int:
     if since <= datetime.timedelta(0):
         raise UsageError(f"--since: {args.since!r} is not a positive duration")
     if args.input:
-        ledger, events, objects = _report_input(args.input)
+        try:
+            ledger, events, objects = _report_input(args.input)
+        except InputProblem as exc:  # the file's problem, naming the file and the key
+            print(f"carbonshift report: {args.input}: {exc}", file=sys.stderr)
+            return 2
         where = f"read from {args.input} (--input)"
     else:
         try:
@@ -525,7 +530,8 @@ def _report(args: argparse.Namespace) -> int:
     if args.prometheus:
         from webhook.report import prometheus  # noqa: PLC0415
 
-        data.overlay(report, asyncio.run(prometheus.increases(args.prometheus, since)))
+        increases = asyncio.run(prometheus.increases(args.prometheus, since))
+        data.overlay(report, increases, start=report.generated - since)
         where += f"; per-workload figures from {args.prometheus}"
     print(f"carbonshift report: {where}", file=sys.stderr)
     out = {"table": render.table, "json": render.to_json, "html": render.page}[args.output]
@@ -534,29 +540,37 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _report_input(path: str) -> tuple[Any, list[Any], list[Any]]:
-    """``--input FILE``: ``{"ledger": {...}, "events": [...], "objects": [...]}``."""
+    """``--input FILE``: ``{"ledger": {...}, "events": [...], "objects": [...]}``; a
+    malformed one raises InputProblem naming the key."""
+
     try:
         doc = orjson.loads(Path(path).read_bytes())
     except OSError as exc:
         reason = (exc.strerror or str(exc)).lower()
-        raise UsageError(f"--input {path}: cannot read it: {reason}") from None
+        raise InputProblem("", f"cannot read it: {reason}") from None
     except orjson.JSONDecodeError as exc:
-        raise UsageError(f"--input {path}: not JSON: {exc}") from None
+        raise InputProblem("", f"not JSON: {exc}") from None
     if not isinstance(doc, dict):
-        raise UsageError(f"--input {path}: expected a JSON object with ledger, events, objects")
+        raise InputProblem("", "expected a JSON object with ledger, events, objects")
     ledger = doc.get("ledger")
-    if ledger is not None and not (
-        isinstance(ledger, dict) and all(isinstance(v, str) for v in ledger.values())
-    ):
-        raise UsageError(f"--input {path}: ledger: expected the ConfigMap's data (strings)")
-    return ledger, _objects_in(doc, "events", path), _objects_in(doc, "objects", path)
+    if ledger is not None:
+        if not isinstance(ledger, dict):
+            raise InputProblem("ledger", "expected the ConfigMap's data (an object of strings)")
+        for name, value in ledger.items():
+            if not isinstance(value, str):
+                raise InputProblem(f'ledger["{name}"]', "expected JSON text (a string)")
+        check_ledger(ledger)
+    return ledger, _objects_in(doc, "events"), _objects_in(doc, "objects")
 
 
-def _objects_in(doc: Mapping[str, Any], key: str, path: str) -> list[Any]:
+def _objects_in(doc: Mapping[str, Any], key: str) -> list[Any]:
     """``--input``'s ``key``: a list of objects (absent or null: none)."""
     value = doc.get(key) or []  # untyped: input check: null is none, a non-list is refused
-    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
-        raise UsageError(f"--input {path}: {key}: expected a list of objects")
+    if not isinstance(value, list):
+        raise InputProblem(key, "expected a list of objects")
+    for index, item in enumerate(value):
+        if not isinstance(item, dict):
+            raise InputProblem(f"{key}[{index}]", "expected an object")
     return value
 
 
@@ -597,8 +611,10 @@ def _add_report(sub: Any) -> None:
         "says on stderr where it read. -o html prints one self-contained HTML page with "
         "plots to stdout.",
     )
-    p.add_argument("--since", default="7d", help="window of the history, plots and "
-                   "Prometheus figures: 7d, 24h, 30m (default: %(default)s)")  # fmt: skip
+    p.add_argument("--since", default="7d", help="the window every section covers: 7d, "
+                   "24h, 30m; the ledger's figures run since accounting began, so an "
+                   "earlier start widens it, which the header says (default: "
+                   "%(default)s)")  # fmt: skip
     p.add_argument("-o", "--output", choices=("table", "json", "html"), default="table")
     p.add_argument("--kubeconfig", metavar="FILE", help="API server to read from "
                    "(default: KUBECONFIG, else in-cluster)")  # fmt: skip

@@ -53,7 +53,8 @@ class Row:
     name: str
     totals: Totals
     moves: int = 0
-    replica_hours: float = 0.0
+    replica_hours: float | None = 0.0
+    """None when the figures come from Prometheus, which counts no replica-hours."""
     counterfactual_replica_hours: float | None = None
     """A cluster's replica-hours had the user's own policy placed the replicas (None for a
     workload, or when no intensity of the cluster is known to derive it)."""
@@ -61,7 +62,7 @@ class Row:
     @property
     def replica_hours_gained(self) -> float | None:
         """Replica-hours this cluster ran beyond the counterfactual (negative: fewer)."""
-        if self.counterfactual_replica_hours is None:
+        if self.counterfactual_replica_hours is None or self.replica_hours is None:
             return None
         return self.replica_hours - self.counterfactual_replica_hours
 
@@ -101,6 +102,8 @@ class Report:
 
     generated: datetime.datetime
     window_start: datetime.datetime
+    """Every section covers ``[window_start, generated]``: the figures, the moves, the
+    decision history and the plots."""
     accounting_since: datetime.datetime | None
     workloads: list[Row]
     clusters: list[Row]
@@ -111,10 +114,22 @@ class Report:
     """Hourly fleet points inside the window, oldest first."""
     source: str
     """Where the figures come from (``configmap`` or ``prometheus``)."""
+    window_note: str = ""
+    """Why the window is not the one ``--since`` asked for (empty when it is)."""
+
+    def window(self) -> str:
+        """The window every section covers, in words (the reports' headers)."""
+        text = f"{_iso(self.window_start)} to {_iso(self.generated)}"
+        return f"{text} ({self.window_note})" if self.window_note else text
 
     def to_json(self) -> dict[str, Any]:
         return {
             "generated": _iso(self.generated),
+            "window": {
+                "start": _iso(self.window_start),
+                "end": _iso(self.generated),
+                "note": self.window_note or None,
+            },
             "window_start": _iso(self.window_start),
             "accounting_since": _iso(self.accounting_since) if self.accounting_since else None,
             "source": self.source,
@@ -142,17 +157,22 @@ def build(
     now: datetime.datetime,
     since: datetime.timedelta,
 ) -> Report:
-    """The report over ``[now - since, now]``.
+    """The report over ``[now - since, now]``, every section over the same window.
 
-    The per-workload and per-cluster figures are the ledger's totals (since
-    ``accounting_since``); the history and the plots are cut to the window."""
+    The per-workload and per-cluster figures are the ledger's totals, which run since
+    accounting began and are not kept per hour: when accounting began before ``now -
+    since`` the window widens to when it began (and the report says why), and the moves,
+    the history and the plots follow it. :func:`overlay` cuts it back to ``since``."""
     ledger = Ledger.from_data(ledger_data)
-    start = now - since
+    start, note = now - since, ""
+    if ledger.objects and ledger.since is not None and ledger.since < start:
+        start = ledger.since
+        note = (
+            f"since accounting began: the ledger's totals cannot be cut to the last "
+            f"{_span(since)}; --prometheus URL gives figures over --since"
+        )
     history = [e for e in entries(events, objects) if e.at >= start]
-    moves: dict[str, int] = {}
-    for entry in history:
-        if entry.move:
-            moves[entry.object] = moves.get(entry.object, 0) + 1
+    moves = _moves(history)
     workloads: list[Row] = []
     clusters: dict[tuple[str, str], Row] = {}
     fleet: dict[str, Row] = {}
@@ -185,7 +205,7 @@ def build(
                 counterfactual_grams=numbers.get("cf_g", 0.0),
             )
             row.totals.merge(part)
-            row.replica_hours += numbers.get("rh", 0.0)
+            row.replica_hours = (row.replica_hours or 0.0) + numbers.get("rh", 0.0)
             counterfactual_rh = _counterfactual_rh(numbers, kwh_per_rh, mean_intensity.get(place))
             if counterfactual_rh is not None:
                 row.counterfactual_replica_hours = (
@@ -204,7 +224,26 @@ def build(
         history=history,
         series=series,
         source="configmap",
+        window_note=note,
     )
+
+
+def _span(since: datetime.timedelta) -> str:
+    """A duration as ``--since`` writes it (``7d``, ``36h``, ``90m``, ``45s``)."""
+    seconds = since.total_seconds()
+    for unit in ("d", "h", "m"):
+        if seconds >= _UNIT[unit] and seconds % _UNIT[unit] == 0:
+            return f"{int(seconds // _UNIT[unit])}{unit}"
+    return f"{seconds:g}s"
+
+
+def _moves(history: Iterable[Entry]) -> dict[str, int]:
+    """Moves per object (``kind/namespace/name``) in the history."""
+    moves: dict[str, int] = {}
+    for entry in history:
+        if entry.move:
+            moves[entry.object] = moves.get(entry.object, 0) + 1
+    return moves
 
 
 def _mean_intensities(series: Iterable[Mapping[str, Any]]) -> dict[str, float]:
@@ -243,20 +282,26 @@ def _in_window(point: Mapping[str, Any], start: datetime.datetime) -> bool:
 
 
 def overlay(
-    report: Report, increases: Mapping[tuple[str, str, str, str, str], Sequence[float]]
+    report: Report,
+    increases: Mapping[tuple[str, str, str, str, str], Sequence[float]],
+    *,
+    start: datetime.datetime,
 ) -> None:
-    """Replace the workloads' totals by what Prometheus counted in the window:
-    ``(kind, namespace, name, signal, method) -> (kWh, grams, counterfactual grams)``.
-    A workload Prometheus counted that the ledger does not hold (its ConfigMap lost or
-    unwritable) gets a row of its own."""
+    """Replace the workloads' totals by what Prometheus counted in the window from
+    ``start``: ``(kind, namespace, name, signal, method) -> (kWh, grams, counterfactual
+    grams)``, and cut every section to that window. A workload Prometheus counted that the
+    ledger does not hold (its ConfigMap lost or unwritable) gets a row of its own, one it
+    did not count counted nothing; the fleet is the sum of the workloads, and the clusters,
+    which the ledger keeps only since accounting began, are left out."""
     seen = set()
     for row in report.workloads:
         t = row.totals
         key = (row.kind, row.namespace, row.name, str(t.signal), str(t.method))
         seen.add(key)
-        if key in increases:
-            t.kwh, t.grams, t.counterfactual_grams = increases[key][:3]
-            t.embodied_grams = 0.0
+        kwh, grams, counterfactual = increases.get(key, (0.0, 0.0, 0.0))[:3]
+        row.totals = Totals(t.signal, t.method, t.provider, kwh=kwh, grams=grams,
+                            counterfactual_grams=counterfactual)  # fmt: skip
+        row.replica_hours = None  # the ledger's run since accounting began
     for key, (kwh, grams, counterfactual, *_) in sorted(increases.items()):
         kind, namespace, name, signal, method = key
         if key in seen or signal not in SIGNALS or method not in METHODS:
@@ -269,4 +314,21 @@ def overlay(
             counterfactual_grams=counterfactual,
         )
         report.workloads.append(Row(kind, namespace, name, totals))
+    report.history = [e for e in report.history if e.at >= start]
+    report.series = [p for p in report.series if _in_window(p, start)]
+    moves = _moves(report.history)
+    fleet: dict[str, Row] = {}
+    for row in report.workloads:
+        row.moves = moves.get(_key(row.kind, row.namespace, row.name), 0)
+        t = row.totals
+        label = f"{t.signal}/{t.method}"
+        fleet.setdefault(label, Row("fleet", "", "all", Totals())).totals.merge(t)
+    for row in fleet.values():
+        row.moves = sum(moves.values())
+    report.totals = [fleet[k] for k in sorted(fleet)]
+    report.clusters = []
+    report.window_start = start
+    report.window_note = (
+        "per-cluster figures left out: the ledger keeps them only since accounting began"
+    )
     report.source = "prometheus"

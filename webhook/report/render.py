@@ -90,10 +90,11 @@ def _table(rows: Sequence[Sequence[str]]) -> str:
 def table(report: Report) -> str:
     """Plain text: fleet totals, workloads, clusters, then the decision history."""
     since = report.accounting_since
+    doc = report.to_json()
     lines = [
-        f"carbonshift report: generated {report.to_json()['generated']}, "
-        f"accounting since {report.to_json()['accounting_since'] or 'never'}, "
-        f"history since {report.to_json()['window_start']} (figures: {report.source})",
+        f"carbonshift report: every section covers {report.window()}",
+        f"generated {doc['generated']}, accounting since {doc['accounting_since'] or 'never'}, "
+        f"figures from the {report.source}",
         "",
     ]
     if since is None and not report.workloads:
@@ -281,9 +282,10 @@ def page(report: Report) -> str:
         "<title>carbonshift carbon report</title>",
         f"<style>{STYLE}</style></head><body>",
         "<h1>carbonshift carbon report</h1>",
+        f'<p class="window">Every section covers {esc(report.window())}.</p>',
         f'<p class="note">Generated {esc(doc["generated"])}; accounting since '
-        f"{esc(doc['accounting_since'] or 'never')}; plots and history since "
-        f"{esc(doc['window_start'])}; figures from the {esc(report.source)}. Emissions are "
+        f"{esc(doc['accounting_since'] or 'never')}; figures from the "
+        f"{esc(report.source)}. Emissions are "
         "location-based (energy x the intensity of the zone where the replicas ran); the "
         "counterfactual places the same replicas as the user's own policy would have "
         "without carbonshift.</p>",
