@@ -48,9 +48,11 @@ from webhook.feed.history import ISSUE_HOURS
 from webhook.feed.judging import BEST, FORECASTERS, WINDOW_HOURS, Judgement
 from webhook.model import config as config_mod
 from webhook.model.config import Config
+from webhook.model.errors import UsageError
 from webhook.model.intensity import utcnow
 from webhook.model.objects import items
 from webhook.model.validation import InvalidInput
+from webhook.model.zones import zone_problem
 from webhook.runtime import logs
 from webhook.runtime.tasks import closed
 
@@ -63,8 +65,11 @@ def _feed(cfg: Config, zones: Sequence[str]) -> IntensityFeed:
     """The feed for ``zones`` (imported here: the providers' HTTP stack loads only for a
     command that reads intensities)."""
     from webhook.feed import IntensityFeed  # noqa: PLC0415 - deferred on purpose
+    from webhook.feed.zones import check_config  # noqa: PLC0415
 
-    return IntensityFeed.from_config(cfg, zones)
+    feed = IntensityFeed.from_config(cfg, zones)
+    check_config(cfg, feed.providers)  # as serve and mutate refuse the config's zones
+    return feed
 
 
 def add_parser(subparsers: Any) -> None:
@@ -135,6 +140,9 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     logs.configure("error", stream=sys.stderr)
     if getattr(args, "clusters", False):
         return run_clusters(args, out, err)
+    for zone in args.zones:
+        if (problem := zone_problem(zone)) is not None:
+            raise UsageError(f"intensity: ZONE {zone}: {problem}")
     try:
         cfg = config_mod.load(args.config)
         zones = list(dict.fromkeys(args.zones)) or list(cfg.zones_in_use())

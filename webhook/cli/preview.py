@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import difflib
 import uuid
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -151,7 +152,17 @@ def _one(
         outcome.reason = "nothing to change: the object already is as carbonshift decides"
     if note:
         outcome.reason = f"{outcome.reason}; {note}" if outcome.reason else note
+    if row is None and (meant := closest_kind(kind["kind"])):
+        outcome.reason = f"{outcome.reason}; did you mean {meant}?"
     return Preview(stored=stored, outcome=outcome)
+
+
+def closest_kind(kind: str) -> str | None:
+    """The handled kind ``kind`` is likely a misspelling of (``PropagatonPolicy``:
+    PropagationPolicy), None when it is none's (``Deployment``)."""
+    handled = {row.kind.lower(): row.kind for row in kinds.KINDS}
+    close = difflib.get_close_matches(kind.lower(), sorted(handled), n=1, cutoff=0.85)
+    return handled[close[0]] if close and handled[close[0]] != kind else None
 
 
 async def cluster_namespaces(kubeconfig: str) -> tuple[dict[str, Labels], KarmadaApi | None]:
@@ -211,6 +222,8 @@ def reevaluate(
         target = target_of(view.api_version, kind)
         if target is None:
             outcome.reason = f"{doc.get('apiVersion')} {kind} is not re-evaluated"
+            if meant := closest_kind(str(kind)):
+                outcome.reason += f"; did you mean {meant}?"
             out.append(Preview(stored=doc, outcome=outcome))
             continue
         note, labels = "", None

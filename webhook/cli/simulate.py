@@ -16,7 +16,7 @@ from webhook.model.validation import InvalidInput
 from webhook.simulate import grid as grid_mod
 from webhook.simulate import report
 from webhook.simulate.outcome import Outcome, simulate
-from webhook.simulate.scenario import Compare, load
+from webhook.simulate.scenario import Compare, in_file, load
 
 _DESCRIPTION = """\
 Replay hourly grid-intensity traces (Electricity Maps export format) through carbonshift's
@@ -149,7 +149,10 @@ def _run(args: argparse.Namespace) -> int:
     base = dict(_pairs(args.overrides, "--set"))
     sweeps = [(k, v.split(",")) for k, v in _pairs(args.sweep, "--sweep")]
     scenario = load(args.scenario, base)
-    grid = grid_mod.load(scenario, args.traces)
+    try:
+        grid = grid_mod.load(scenario, args.traces)
+    except InvalidInput as exc:  # a zone or the span of the file the traces do not cover
+        raise in_file(exc, args.scenario) from None
     if sweeps:
         return _sweep(args, base=base, sweeps=sweeps, grid=grid, only=only, progress=progress)
     outcome = simulate(scenario, grid, progress=progress, only=only)

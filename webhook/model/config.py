@@ -33,6 +33,7 @@ from webhook.model.validation import (
     pattern,
     read_yaml,
 )
+from webhook.model.zones import check_zone
 
 DnsLabel = Annotated[
     str,
@@ -569,9 +570,15 @@ def _parse(data: object) -> Config:
         known = ", ".join(PROVIDERS)
         check(name in PROVIDERS, f"providers[{i}]", f"unknown provider {name!r} (known: {known})")
         check(name not in config.providers[:i], f"providers[{i}]", f"{name!r} is listed twice")
+    if config.zone is not None:
+        check_zone(config.zone, "zone")
+    for topology, zone in config.nodepools.topology_zones.items():
+        check_zone(zone, f"nodepools.topology_zones.{topology}")
     clusters = {}
     for name, cluster in config.clusters.items():
         check(not cluster.name, f"clusters.{name}.name", "unknown field (the key is the name)")
+        if cluster.zone is not None:
+            check_zone(cluster.zone, f"clusters.{name}.zone")
         check(
             cluster.grid_zone is not None,
             f"clusters.{name}",

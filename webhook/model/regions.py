@@ -152,3 +152,56 @@ def zone_for_region(provider: str | None, region: str | None) -> str | None:
         if region in table:
             return table[region]
     return None
+
+
+COUNTRIES: Mapping[str, str] = {
+    "australia": "AU",
+    "belgium": "BE",
+    "brazil": "BR",
+    "britain": "GB",
+    "canada": "CA",
+    "chile": "CL",
+    "finland": "FI",
+    "france": "FR",
+    "germany": "DE",
+    "greatbritain": "GB",
+    "hongkong": "HK",
+    "india": "IN",
+    "indonesia": "ID",
+    "ireland": "IE",
+    "israel": "IL",
+    "italy": "IT",
+    "japan": "JP",
+    "korea": "KR",
+    "mexico": "MX",
+    "netherlands": "NL",
+    "newzealand": "NZ",
+    "norway": "NO",
+    "poland": "PL",
+    "qatar": "QA",
+    "singapore": "SG",
+    "southafrica": "ZA",
+    "southkorea": "KR",
+    "spain": "ES",
+    "sweden": "SE",
+    "switzerland": "CH",
+    "taiwan": "TW",
+    "uae": "AE",
+    "unitedarabemirates": "AE",
+    "unitedkingdom": "GB",
+    "unitedstates": "US",
+    "usa": "US",
+}
+"""Country names (lower case, without spaces) -> ISO 3166 code, for the countries the
+tables above hold cloud regions in: what a zone key mistaken for a country's name is
+pointed to (:func:`country_zones`)."""
+
+
+def country_zones(name: str) -> tuple[str, ...]:
+    """The grid zones of the tables above in the country ``name`` (``France``: FR;
+    ``Japan``: JP-KN, JP-TK), empty when ``name`` is no country the table knows."""
+    code = COUNTRIES.get("".join(name.lower().split()).replace("-", "").replace("_", ""))
+    if code is None:
+        return ()
+    zones = {z for table in (AWS, GCP, AZURE) for z in table.values()}
+    return tuple(sorted(z for z in zones if z == code or z.startswith(f"{code}-")))

@@ -10,6 +10,7 @@ status 400 and the body ``{"error": "<path>: <message>"}`` (:func:`error_body`).
 
 from __future__ import annotations
 
+import difflib
 import functools
 import re
 from pathlib import Path
@@ -202,6 +203,48 @@ def _with(node: Any, where: list[Any], value: object) -> Any:
     copy = list(node) if isinstance(node, list) else dict(node)
     copy[where[0]] = _with(node[where[0]], where[1:], value)
     return copy
+
+
+_KEY_STEP = re.compile(r"[^.\[\]]+|\[\d+\]")
+
+
+def keys_at(kind: type[Any], path: str) -> list[str] | None:
+    """The keys valid next to the last key of ``path`` in the schema ``kind``
+    (``clusters[0].capacty``: a cluster's keys), None when ``path`` leaves the schema."""
+    *parents, _ = _KEY_STEP.findall(path) or [""]
+    node: msgspec.inspect.Type = msgspec.inspect.type_info(kind)
+    steps = list(parents)
+    while True:
+        if isinstance(node, msgspec.inspect.Metadata):
+            node = node.type
+        elif isinstance(node, msgspec.inspect.UnionType):
+            inner = [t for t in node.types if not isinstance(t, msgspec.inspect.NoneType)]
+            if len(inner) != 1:
+                return None
+            node = inner[0]
+        elif isinstance(node, msgspec.inspect.ListType | msgspec.inspect.VarTupleType):
+            if not steps or not steps[0].startswith("["):
+                return None
+            node, steps = node.item_type, steps[1:]
+        elif isinstance(node, msgspec.inspect.DictType) and steps:
+            node, steps = node.value_type, steps[1:]
+        elif isinstance(node, msgspec.inspect.StructType):
+            fields = {f.encode_name: f.type for f in node.fields}
+            if not steps:
+                return list(fields)
+            if steps[0] not in fields:
+                return None
+            node, steps = fields[steps[0]], steps[1:]
+        else:
+            return None
+
+
+def unknown_key_hint(word: str, known: list[str]) -> str:
+    """What follows ``unknown field`` for the key ``word``: the closest valid key, and
+    every valid key (``; did you mean capacity? (valid: name, zone, capacity)``)."""
+    closest = difflib.get_close_matches(word, known, n=1, cutoff=0.6)
+    meant = f"; did you mean {closest[0]}?" if closest else ""
+    return f"{meant} (valid: {', '.join(known)})"
 
 
 def read_yaml(path: str | Path) -> object:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import difflib
 from array import array
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
@@ -39,7 +40,10 @@ def from_traces(scenario: Scenario, traces: Mapping[str, Trace]) -> Grid:
         trace = traces.get(zone)
         if trace is None:
             known = ", ".join(sorted(traces)) or "none"
-            raise InvalidInput("zone", f"no trace for zone {zone!r} (traces for: {known})")
+            close = difflib.get_close_matches(zone, sorted(traces), n=1, cutoff=0.6)
+            meant = f"; did you mean {close[0]}?" if close else ""
+            message = f"no trace for zone {zone!r}{meant} (traces for: {known})"
+            raise InvalidInput(_zone_key(scenario, zone), message)
         first = trace.times[0]
         offset = int((scenario.start - first).total_seconds() // 3600)
         if offset < 0 or offset + hours > len(trace):
@@ -52,6 +56,11 @@ def from_traces(scenario: Scenario, traces: Mapping[str, Trace]) -> Grid:
             )
         values[zone] = trace.values(scenario.column)[offset : offset + hours]
     return Grid(scenario.start, hours, values)
+
+
+def _zone_key(scenario: Scenario, zone: str) -> str:
+    """The first key of the scenario that names ``zone``."""
+    return next((key for key, named in scenario.zone_keys() if named == zone), "zone")
 
 
 def load(scenario: Scenario, folder: str | Path) -> Grid:

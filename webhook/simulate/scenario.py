@@ -56,9 +56,12 @@ from webhook.model.validation import (
     Schema,
     check,
     convert,
+    keys_at,
     read_yaml,
+    unknown_key_hint,
     yaml_reason,
 )
+from webhook.model.zones import check_zone
 
 Name = Annotated[str, msgspec.Meta(min_length=1)]
 AtLeast0 = Annotated[float, msgspec.Meta(ge=0)]
@@ -231,6 +234,15 @@ class Scenario(Schema, frozen=True, kw_only=True):
         """Number of simulated hours."""
         return int((self.end - self.start).total_seconds() // 3600)
 
+    def zone_keys(self) -> list[tuple[str, str]]:
+        """``(key path, zone)`` for every zone the scenario names, in file order."""
+        out = [(f"clusters[{i}].zone", c.zone) for i, c in enumerate(self.clusters)]
+        out += [(f"batch[{i}].zone", b.zone) for i, b in enumerate(self.batch)]
+        if self.multikueue is not None:
+            workers = enumerate(self.multikueue.workers)
+            out += [(f"multikueue.workers[{i}].zone", w.zone) for i, w in workers]
+        return out
+
     def zones(self) -> tuple[str, ...]:
         """Every grid zone the scenario needs a trace for, sorted."""
         zones = {c.zone for c in self.clusters} | {b.zone for b in self.batch}
@@ -241,8 +253,24 @@ class Scenario(Schema, frozen=True, kw_only=True):
 
 def load(path: str | Path, overrides: Mapping[str, str] | None = None) -> Scenario:
     """Read and validate a scenario file; ``overrides`` set ``policy.*`` and ``compare.*``
-    keys (:func:`parse`)."""
-    return parse(read_yaml(path), overrides)
+    keys (:func:`parse`). An error names the file, and an unknown key the valid ones."""
+    data = read_yaml(path)  # its errors name the file already
+    try:
+        return parse(data, overrides)
+    except InvalidInput as exc:
+        keys = overrides.keys() if overrides else ()
+        if any(exc.path == k or exc.path.startswith(f"{k}.") for k in keys):
+            raise  # a --set value's, not the file's
+        raise in_file(exc, path) from None
+
+
+def in_file(exc: InvalidInput, path: str | Path) -> InvalidInput:
+    """``exc`` at a key of the scenario file ``path``: ``FILE: KEY: message``, an unknown
+    key with the closest valid one and every valid one."""
+    message = exc.message
+    if message == "unknown field" and (known := keys_at(Scenario, exc.path)):
+        message += unknown_key_hint(exc.path.rsplit(".", 1)[-1], known)
+    return InvalidInput(f"{path}: {exc.path}" if exc.path else str(path), message)
 
 
 def parse(data: object, overrides: Mapping[str, str] | None = None) -> Scenario:
@@ -279,6 +307,8 @@ def parse(data: object, overrides: Mapping[str, str] | None = None) -> Scenario:
         "workloads",
         "a scenario needs workloads, batch pools, multikueue or several",
     )
+    for key, zone in scenario.zone_keys():
+        check_zone(zone, key)
     for key, items in (
         ("clusters", scenario.clusters),
         ("workloads", scenario.workloads),
