@@ -29,32 +29,27 @@ def run(*argv: str) -> tuple[int, str, str]:
 def test_table_with_static_data() -> None:
     status, out, err = run("DE", "FR")
     assert status == 0, err
-    readings, forecasts = out.split("\n\n")
-    header, de, fr = readings.splitlines()
+    header, de, fr = out.splitlines()
     assert header.split() == ["ZONE", "GCO2EQ/KWH", "SIGNAL", "SOURCE", "AGE", "ESTIMATED", "STALE"]
     assert de.split()[0] == "DE"
     assert "static:" in de
     assert fr.split()[-2:] == ["yes", "no"]
-    title, head, *rows = forecasts.splitlines()
-    assert title.startswith("Forecasts (reevaluate.forecast: best; windows of 24 h")
-    assert head.split() == [
-        "ZONE",
-        "FORECASTER",
-        "USED",
-        "TOP",
-        "QUARTER",
-        "%",
-        "SPEARMAN",
-        "WINDOWS",
-    ]
-    # The embedded table forecasts nothing and one run holds no past day: nothing judged yet,
-    # so best (the default) uses the profile.
-    assert [r.split() for r in rows] == [
-        ["DE", "day-ahead-profile", "yes", "-", "-", "0"],
-        ["DE", "provider", "(static)", "no", "-", "-", "0"],
-        ["FR", "day-ahead-profile", "yes", "-", "-", "0"],
-        ["FR", "provider", "(static)", "no", "-", "-", "0"],
-    ]
+    # The embedded table forecasts nothing and one run holds no past day: no forecaster is
+    # judged on any window yet, so no forecasts block (an empty table says nothing).
+    assert "Forecasts" not in out
+    assert "WINDOWS" not in out
+
+
+def test_the_forecasts_block_leaves_out_zones_judged_on_no_window() -> None:
+    nothing = Quality(0, 0.0, 0.0, 0.0)
+    good = Quality(96, 0.875, 0.8123, 91.0)
+    unjudged = Judgement("FR", "static", 12, {PROFILE: nothing, "provider": nothing},
+                         (nothing, nothing), PROFILE)  # fmt: skip
+    judged = Judgement("DE", "electricitymaps", 12, {PROFILE: good, "provider": good},
+                       (good, good), "provider")  # fmt: skip
+    assert cli_intensity.render_forecasts({"FR": unjudged}, "best", 12) == ""
+    text = cli_intensity.render_forecasts({"DE": judged, "FR": unjudged}, "best", 12)
+    assert [line.split()[0] for line in text.splitlines()[3:]] == ["DE", "DE"]
 
 
 def test_forecasts_say_which_forecaster_is_used_and_how_well_each_ranked() -> None:

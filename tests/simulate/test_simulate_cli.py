@@ -58,6 +58,13 @@ def test_table_output(setup: tuple[Path, Path], capsys: pytest.CaptureFixture[st
     for word in ("baseline", "greedy-top1", "green-first", "oracle", "pause-forecast", "run-now"):
         assert word in out
     assert "Electricity Maps" in out
+    # The oracles place every hour afresh and count no moves nor updates: n/a, not 0.00.
+    spatial = out.split("\n\n")[1]
+    oracles = [line.split() for line in spatial.splitlines() if line.startswith("oracle")]
+    assert [row[0] for row in oracles] == ["oracle-free", "oracle"]
+    assert all(row[5:7] == ["n/a", "n/a"] for row in oracles)
+    baseline = next(line.split() for line in spatial.splitlines() if line.startswith("baseline"))
+    assert baseline[5:7] == ["0.00", "0.00"]
 
 
 def test_json_output(setup: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
@@ -72,6 +79,9 @@ def test_json_output(setup: tuple[Path, Path], capsys: pytest.CaptureFixture[str
     assert doc["spatial"][-2]["free_oracle_captured_pct"] == 100.0
     assert oracle["free_oracle_captured_pct"] <= 100.0
     assert all(r["kg_co2eq"] >= oracle["kg_co2eq"] for r in doc["spatial"])
+    assert [r["moves_per_day"] for r in doc["spatial"][-2:]] == [None, None]
+    assert [r["updates_per_day"] for r in doc["spatial"][-2:]] == [None, None]
+    assert doc["spatial"][0]["moves_per_day"] == 0.0
 
 
 def test_sweep_and_errors(setup: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:

@@ -403,13 +403,16 @@ def _mutate(args: argparse.Namespace) -> int:
         ]
         sys.stdout.write(orjson.dumps(payload, option=orjson.OPT_INDENT_2).decode() + "\n")
         return code
+    from webhook.cli.preview import said  # noqa: PLC0415
+
+    names = set(config.clusters)
     chunks = []
     for r in results:
         o = r.outcome
         lines = [f"# carbonshift: {o.kind} {o.name}: {o.result}"]
         if o.reason:
             lines.append(f"#   reason: {o.reason}")
-        lines += [f"#   warning: {w}" for w in o.warnings]
+        lines += [f"#   {label}: {text}" for label, text in said(o.warnings, r.stored, names)]
         if o.decision:
             lines.append(f"#   decision: {o.decision}")
             lines += _fill_lines(orjson.loads(o.decision))

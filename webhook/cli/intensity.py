@@ -229,11 +229,12 @@ def _forecast_json(judgement: Judgement | None, forecast: str, window: int) -> d
 
 def render_forecasts(judged: Mapping[str, Judgement | None], forecast: str, window: int) -> str:
     """The forecasts block: per zone and forecaster, whether the re-evaluation uses it
-    and how well it ranked the hours of ``window``-hour windows."""
+    and how well it ranked the hours of ``window``-hour windows; a zone whose forecasters
+    were judged on no window yet is left out, and so is the block when every zone is."""
     header = ("ZONE", "FORECASTER", "USED", "TOP QUARTER %", "SPEARMAN", "WINDOWS")
     rows = [header]
     for zone, judgement in judged.items():
-        if judgement is None:
+        if judgement is None or not any(q.windows for q in judgement.quality.values()):
             continue
         chosen = uses(judgement, forecast)
         for name in FORECASTERS:

@@ -36,7 +36,7 @@ from webhook.decision.outcome import Change
 from webhook.kinds.following import Reevaluation, target_of
 from webhook.model.objects import Obj
 from webhook.model.validation import InvalidInput
-from webhook.model.vocabulary import DECISION, ENABLED
+from webhook.model.vocabulary import BOTH, DECISION, ENABLED, knobs
 from webhook.serve import admission, reviews
 
 Labels = Mapping[str, str]
@@ -244,3 +244,51 @@ def reevaluate(
 def _annotation(changes: Iterable[Change]) -> str | None:
     found = [c.value for c in changes if c.path == ("metadata", "annotations", DECISION)]
     return str(found[-1]) if found else None
+
+
+NOTES = (
+    "carbonshift: pause: limits.cpu set",
+    "carbonshift: pause: limits restored",
+    "carbonshift: ladder: limits.cpu",
+    "carbonshift: ladder: limits restored",
+    "carbonshift: zones: pool narrowed",
+    "carbonshift: price: the leader adds",
+    "carbonshift: placement kept:",
+    "carbonshift: while limited, urgent pods can land",
+    "carbonshift: the greenest term has",
+)
+"""Admission warnings that say what carbonshift did rather than what is wrong: the
+preview prints them as ``note:``."""
+NO_DATA = "carbonshift: no intensity data for "
+
+
+def said(
+    warnings: Iterable[str], obj: Mapping[str, Any], clusters: Iterable[str]
+) -> list[tuple[str, str]]:
+    """The preview's ``(label, text)`` lines for an outcome's admission warnings:
+    ``note`` for what carbonshift did, ``warning`` for what is wrong; an annotation's
+    problem in full where admission cut it to 120 characters, and the candidate clusters
+    the config does not hold said to be not in the config, not without data."""
+    annotations = Obj(obj).meta.annotations
+    full = [
+        f"carbonshift: {p.path} ignored: {p.message}"  # vocabulary.warning, uncut
+        for scope in BOTH
+        for p in knobs(annotations, scope).problems
+    ]
+    known = set(clusters)
+    out: list[tuple[str, str]] = []
+    for warning in warnings:
+        text = warning
+        if text.endswith("…"):
+            text = next((f for f in full if f.startswith(text[:-1])), text)
+        if text.startswith(NO_DATA):
+            names = text[len(NO_DATA) :].split(", ")
+            absent = [n for n in names if n not in known and not n.endswith("…")]
+            if absent:
+                out.append(("warning", f"carbonshift: {', '.join(absent)}: not in the config "
+                            "(clusters:), so no grid zone or intensity"))  # fmt: skip
+                rest = [n for n in names if n not in absent]
+                text = f"{NO_DATA}{', '.join(rest)}" if rest else ""
+        if text:
+            out.append(("note" if text.startswith(NOTES) else "warning", text))
+    return out

@@ -79,8 +79,10 @@ class Row:
     captured_free_pct: float | None
     """Share of the free oracle's (the upper bound's) saving; None when it saves nothing
     or did not run."""
-    moves_per_day: float
-    changes_per_day: float
+    moves_per_day: float | None
+    changes_per_day: float | None
+    """Both None for the oracles: they place every hour afresh, as no policy object
+    records, and count neither moves nor updates."""
     misses: int
     jobs: int
     mean_wait_hours: float
@@ -102,6 +104,7 @@ def compare(runs: Sequence[Run], hours: int) -> list[Row]:
     rows = []
     for run in runs:
         total = run.total
+        oracle_role = run.role in (Role.ORACLE, Role.FREE_ORACLE)
         saved = 100.0 * (1 - total / baseline) if baseline else 0.0
         rows.append(
             Row(
@@ -113,8 +116,8 @@ def compare(runs: Sequence[Run], hours: int) -> list[Row]:
                 saved_pct=saved,
                 captured_pct=share(total, oracle),
                 captured_free_pct=share(total, free),
-                moves_per_day=run.moves / days,
-                changes_per_day=run.changes / days,
+                moves_per_day=None if oracle_role else run.moves / days,
+                changes_per_day=None if oracle_role else run.changes / days,
                 misses=run.misses,
                 jobs=run.jobs,
                 mean_wait_hours=run.wait_hours / run.jobs if run.jobs else 0.0,

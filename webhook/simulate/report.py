@@ -94,15 +94,20 @@ def _cells(row: Row, temporal: bool, unit: Unit = UNITS[0]) -> tuple[str, ...]:
             *common,
             f"{row.misses}/{row.jobs}",
             f"{row.mean_wait_hours:.1f}",
-            f"{row.changes_per_day:.2f}",
+            _per_day(row.changes_per_day),
             row.info,
         )
     return (
         *common,
-        f"{row.moves_per_day:.2f}",
-        f"{row.changes_per_day:.2f}",
+        _per_day(row.moves_per_day),
+        _per_day(row.changes_per_day),
         row.info,
     )
+
+
+def _per_day(value: float | None) -> str:
+    """A count per day; ``n/a`` for the oracles, which count none."""
+    return "n/a" if value is None else f"{value:.2f}"
 
 
 def _grid(head: Sequence[str], body: Sequence[Sequence[str]]) -> str:
@@ -210,8 +215,8 @@ def _row_json(row: Row, temporal: bool) -> dict[str, Any]:
         "saved_pct": round(row.saved_pct, 3),
         "constrained_oracle_captured_pct": _round(row.captured_pct),
         "free_oracle_captured_pct": _round(row.captured_free_pct),
-        "moves_per_day": round(row.moves_per_day, 4),
-        "updates_per_day": round(row.changes_per_day, 4),
+        "moves_per_day": _round(row.moves_per_day, 4),
+        "updates_per_day": _round(row.changes_per_day, 4),
         "deadline_misses": row.misses,
         "jobs": row.jobs,
         "mean_wait_hours": round(row.mean_wait_hours, 3),
@@ -233,8 +238,8 @@ def _changed(doc: Mapping[str, Any], default: Mapping[str, Any]) -> dict[str, An
     return out
 
 
-def _round(pct: float | None) -> float | None:
-    return None if pct is None else round(pct, 3)
+def _round(value: float | None, digits: int = 3) -> float | None:
+    return None if value is None else round(value, digits)
 
 
 def _rows_json(part: Part | None, *, temporal: bool) -> list[dict[str, Any]] | None:
