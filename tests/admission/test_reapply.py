@@ -204,6 +204,20 @@ def test_a_field_the_user_writes_over_carbonshifts_is_theirs() -> None:
     assert again == own
 
 
+def test_an_edit_of_a_field_carbonshift_changed_is_the_users() -> None:
+    """``kubectl edit`` of the division carbonshift wrote: let through as the user wrote
+    it (the leader then records the field released), never decided over."""
+    stored = _kept(_policy())
+    assert stored is not None
+    mine = copy.deepcopy(stored)
+    mine["spec"]["placement"]["replicaScheduling"] = {
+        "replicaSchedulingType": "Divided",
+        "replicaDivisionPreference": "Aggregated",
+    }
+    again = testing.stored(mine, _admit(mine, "UPDATE", stored))
+    assert again == mine
+
+
 def test_a_write_with_a_new_decision_is_not_read_as_a_reapply() -> None:
     """The leader's switch removes what it added before: never put back."""
     stored = _kept(_policy())

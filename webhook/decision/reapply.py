@@ -16,10 +16,13 @@ stored with it. For each field carbonshift owns (record ``own``) the incoming va
   is no edit. What is stored goes back in (:attr:`Settled.changes`),
   so re-applying an unchanged file stores the very same object: no write, no new
   resourceVersion, no ``kubectl diff``;
-- another value where the user had one: the user changed their own field in the file
-  (:attr:`Settled.edited`): carbonshift decides again from the new value, as on CREATE;
-- another value where carbonshift added the field: the user wrote the field itself
-  (:attr:`Settled.taken`): it is theirs; the leader records it released.
+- another value of a field of the user's that carbonshift replaced with its own (a
+  policy's ``clusterAffinity``, replaced by ``clusterAffinities``): the user changed their
+  own field in the file (:attr:`Settled.edited`): carbonshift decides again from the new
+  value, as on CREATE (let through, it would stand beside carbonshift's replacement);
+- another value of a field carbonshift wrote (``kubectl edit`` of its placement, a file
+  that now sets the field itself): the user wrote the field (:attr:`Settled.taken`): it is
+  theirs; the leader records it released.
 
 A decision annotation the applier removed is put back too. Only fields carbonshift still
 owns in the stored object are read: one the user took back earlier is theirs already. An
@@ -58,9 +61,10 @@ class Settled:
     restored: tuple[str, ...] = ()
     """Record keys the applier re-asserted with the user's original value."""
     edited: tuple[str, ...] = ()
-    """Record keys whose user value the file changed: carbonshift decides again."""
+    """Record keys of user fields carbonshift replaced whose value the file changed:
+    carbonshift decides again."""
     taken: tuple[str, ...] = ()
-    """Record keys carbonshift added that the user now sets to a value of their own."""
+    """Record keys of fields carbonshift wrote that the user set to a value of their own."""
 
     @property
     def reason(self) -> str:
@@ -102,10 +106,10 @@ def settle(
         if reasserts(incoming, original, held):
             changes.append(Change(path, REMOVE if held is None else held))
             restored.append(key)
-        elif original is None:
-            taken.append(key)
+        elif held is None and original is not None:
+            edited.append(key)  # the user's own field, which carbonshift replaced, changed
         else:
-            edited.append(key)
+            taken.append(key)
     if sent is None:
         changes.append(Change(("metadata", "annotations", DECISION), text))
     obj = apply(new, changes) if changes else dict(new)
