@@ -35,22 +35,21 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from e2e_support import build_binaries, unavailable
 from kubernetes_asyncio import config as kube_config
 from test_kueue_sandbox import (
-    BINARIES,
+    WORKERS,
     condition,
     events,
     fleet_state,
     get_job,
     items,
     job,
+    running,
     unique,
     wait_ran,
     workload_of,
 )
 
-from devtools.sandbox import Layout, SandboxError
 from devtools.sandbox.kueue import (
     CARBON_WINDOW,
     CLUSTER_QUEUE,
@@ -74,7 +73,6 @@ from webhook.runtime import metrics
 
 DISPATCHER = "carbonshift.io/carbon-dispatcher"
 WINDOW_CONTROLLER = "carbonshift.io/carbon-window"
-WORKERS = ("worker-a", "worker-b")
 ZONES = {"worker-a": "PL", "worker-b": "SE-SE3"}
 QUOTAS = {
     MANAGER: {"cpu": "100", "memory": "64Gi"},
@@ -273,33 +271,18 @@ def dispatched_to(box: KueueSandbox, name: str) -> str:
     return wait_for(box, cluster, f"Job {name}'s Workload on the manager to be dispatched")
 
 
-@pytest.fixture(scope="module")
-def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KueueSandbox]:
-    state = tmp_path_factory.mktemp("kueue-carbon")
-    layout = Layout.default(state)
-    build_binaries(layout, state / "build.log", *BINARIES)
-    build_binaries(layout, state / "build-kueue.log", script_name="build-kueue.sh")
-    box = KueueSandbox(
-        layout,
-        workers=WORKERS,
-        quotas=QUOTAS,
-        dispatcher=DISPATCHER,
-        zones=ZONES,
-        carbon_window=WINDOW_CONTROLLER,
-        log=lambda _msg: None,
-    )
-    started = time.monotonic()
-    try:
-        box.up()
-    except SandboxError as exc:
-        unavailable(f"the Kueue sandbox did not start: {exc}")
+def _opted_in(box: KueueSandbox) -> None:
     box.on(MANAGER, "label", "namespace", NAMESPACE, f"{vocabulary.ENABLED}=true", "--overwrite")
     box.carbonshift_identity()  # carbonshift runs as its service account, with its RBAC
-    print(f"Kueue sandbox up in {time.monotonic() - started:.1f} s")
-    try:
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KueueSandbox]:
+    with running(
+        tmp_path_factory, "the Kueue sandbox", _opted_in, quotas=QUOTAS,
+        dispatcher=DISPATCHER, zones=ZONES, carbon_window=WINDOW_CONTROLLER,
+    ) as box:  # fmt: skip
         yield box
-    finally:
-        box.down()
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ ClusterQueue full (a Job of its own holds all of its quota), the next Job goes t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 import uuid
@@ -50,29 +51,41 @@ TIMEOUT = 120.0
 MULTIKUEUE_MANAGED = "kueue.x-k8s.io/multikueue"
 
 
-@pytest.fixture(scope="module")
-def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KueueSandbox]:
+@contextlib.contextmanager
+def running(
+    tmp_path_factory: pytest.TempPathFactory,
+    what: str,
+    ready: Callable[[KueueSandbox], None] = lambda _box: None,
+    **options: Any,
+) -> Iterator[KueueSandbox]:
+    """A Kueue sandbox (``options``: :class:`KueueSandbox`'s) built, started and, once
+    ``ready`` has set it up, handed to the tests; stopped after them. ``what`` names it in
+    the messages; under ``CI=true`` one that cannot be built or started fails."""
     state = tmp_path_factory.mktemp("kueue")
     layout = Layout.default(state)
     build_binaries(layout, state / "build.log", *BINARIES)
     build_binaries(layout, state / "build-kueue.log", script_name="build-kueue.sh")
-    box = KueueSandbox(
-        layout,
-        workers=WORKERS,
-        config_clusters=["worker-b", "worker-a"],
-        quotas=QUOTAS,
-        log=lambda _msg: None,
-    )
+    box = KueueSandbox(layout, workers=WORKERS, log=lambda _msg: None, **options)
     started = time.monotonic()
     try:
         box.up()
     except SandboxError as exc:
-        unavailable(f"the Kueue sandbox did not start: {exc}")
-    print(f"Kueue sandbox up in {time.monotonic() - started:.1f} s")
+        unavailable(f"{what} did not start: {exc}")
     try:
+        ready(box)
+        print(f"{what} up in {time.monotonic() - started:.1f} s")
         yield box
     finally:
         box.down()
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KueueSandbox]:
+    with running(
+        tmp_path_factory, "the Kueue sandbox",
+        config_clusters=["worker-b", "worker-a"], quotas=QUOTAS,
+    ) as box:  # fmt: skip
+        yield box
 
 
 def job(name: str, cpu: str = "1", node_selector: dict[str, str] | None = None) -> dict[str, Any]:
@@ -160,10 +173,14 @@ def fleet_state(box: KueueSandbox) -> str:
 
 
 def wait_for(
-    box: KueueSandbox, probe: Callable[[], T | None], what: str, timeout: float = TIMEOUT
+    box: KueueSandbox,
+    probe: Callable[[], T | None],
+    what: str,
+    timeout: float = TIMEOUT,
+    shown: Callable[[KueueSandbox], str] = fleet_state,
 ) -> T:
     """Poll ``probe`` until it returns something other than None (or False); on timeout
-    fail with the state of the fleet."""
+    fail with what ``shown`` says of the fleet (default: its state)."""
     deadline = time.monotonic() + timeout
     while True:
         value = probe()
@@ -171,7 +188,7 @@ def wait_for(
             return value
         if time.monotonic() > deadline:
             pytest.fail(
-                f"timed out after {timeout:g}s waiting for {what}\n{fleet_state(box)}",
+                f"timed out after {timeout:g}s waiting for {what}\n{shown(box)}",
                 pytrace=False,
             )
         time.sleep(0.3)

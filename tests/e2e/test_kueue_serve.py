@@ -32,19 +32,19 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import pytest
-from e2e_support import build_binaries, unavailable
 from test_kueue_sandbox import (
-    BINARIES,
     condition,
     fleet_state,
     items,
     job,
+    running,
     unique,
     wait_ran,
     workload_of,
 )
+from test_kueue_sandbox import wait_for as sandbox_wait_for
 
-from devtools.sandbox import Layout, SandboxError
+from devtools.sandbox import Layout
 from devtools.sandbox.kueue import (
     CARBONSHIFT,
     MANAGER,
@@ -54,7 +54,6 @@ from devtools.sandbox.kueue import (
 )
 from webhook.model import vocabulary
 
-WORKERS = ("worker-a", "worker-b")
 EVERY = ["worker-a", "worker-b"]
 EXAMPLE = Layout.default().root / "examples" / "kueue" / "jobs.yaml"
 TIMEOUT = 120.0
@@ -83,39 +82,18 @@ def state(box: KueueSandbox) -> str:
 def wait_for(
     box: KueueSandbox, probe: Callable[[], T | None], what: str, timeout: float = TIMEOUT
 ) -> T:
-    """Poll ``probe`` until it returns something other than None (or False); on timeout
-    fail with :func:`state`."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value is not None and value is not False:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:g}s waiting for {what}\n{state(box)}",
-                        pytrace=False)  # fmt: skip
-        time.sleep(0.3)
+    """:func:`test_kueue_sandbox.wait_for`, failing with :func:`state` (carbonshift's log
+    too)."""
+    return sandbox_wait_for(box, probe, what, timeout, shown=state)
 
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KueueSandbox]:
-    tmp = tmp_path_factory.mktemp("kueue-serve")
-    layout = Layout.default(tmp)
-    build_binaries(layout, tmp / "build.log", *BINARIES)
-    build_binaries(layout, tmp / "build-kueue.log", script_name="build-kueue.sh")
-    box = KueueSandbox(
-        layout, workers=WORKERS, carbonshift=True,
-        carbonshift_config={"kueue": {"interval_seconds": 1}}, log=lambda _msg: None,
-    )  # fmt: skip
-    started = time.monotonic()
-    try:
-        box.up()
-    except SandboxError as exc:
-        unavailable(f"the Kueue sandbox with carbonshift serve did not start: {exc}")
-    print(f"Kueue sandbox and carbonshift serve up in {time.monotonic() - started:.1f} s")
-    try:
+    with running(
+        tmp_path_factory, "the Kueue sandbox with carbonshift serve", carbonshift=True,
+        carbonshift_config={"kueue": {"interval_seconds": 1}},
+    ) as box:  # fmt: skip
         yield box
-    finally:
-        box.down()
 
 
 def metrics(box: KueueSandbox) -> dict[str, float]:
