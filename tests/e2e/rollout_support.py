@@ -391,7 +391,10 @@ class Apply:
 class Load:
     """``kubectl apply`` of new opted-in PropagationPolicies into ``namespace``, ``batch``
     objects per apply (each is its own request, so its own admission), from ``workers``
-    threads until the block ends; ``phase()`` labels each apply."""
+    threads until the block ends; ``phase()`` labels each apply. ``pause``: seconds each
+    worker waits between its applies (0: as fast as the API server answers, thousands of
+    policies on an idle machine, which Karmada's controllers then take minutes to work
+    through, delaying the tests after this one)."""
 
     def __init__(
         self,
@@ -401,8 +404,10 @@ class Load:
         workers: int = 2,
         batch: int = 5,
         phase: Callable[[], str] = str,
+        pause: float = 0.0,
     ) -> None:
         self.kube, self.namespace, self.phase, self.batch = kube, namespace, phase, batch
+        self.pause = pause
         self.applies: list[Apply] = []
         self._stop = threading.Event()
         self._threads = [
@@ -430,6 +435,7 @@ class Load:
             result = self.kube.run("apply", "-f", "-", stdin=manifest)
             error = None if result.returncode == 0 else result.stderr.strip() or "failed"
             self.applies.append(Apply(tuple(names), time.monotonic() - started, error, phase))
+            self._stop.wait(self.pause)
 
     @property
     def objects(self) -> int:

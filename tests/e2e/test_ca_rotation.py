@@ -71,7 +71,9 @@ def test_ca_rotation_under_load_stores_every_object_decided(
 
             with registered(kube, trust(old.cert_pem)):
                 wait_mutating(kube, namespace)
-                with Load(kube, namespace, phase=lambda: phase[0]) as load:
+                # A steady load (a few hundred policies in all), not a flood Karmada's
+                # controllers would still be working through in the tests after this one.
+                with Load(kube, namespace, phase=lambda: phase[0], pause=1.0) as load:
 
                     def loaded(seconds: float = 0.0) -> None:
                         """The current phase under load for ``seconds`` and :data:`PER_PHASE`

@@ -118,6 +118,9 @@ def whole(kube: Kube, namespace: str, name: str, members: list[str]) -> None:
         for suffix in ("-config-configmap", "-service"):
             found = kube.run("get", BINDINGS, name + suffix, "-n", namespace, "-o", "json")
             print(suffix, found.stdout[-2000:] or found.stderr)
+        log = kube.sandbox.layout.log("karmada-controller-manager")
+        lines = [ln for ln in log.read_text(errors="replace").splitlines() if name in ln]
+        print("karmada-controller-manager about", name, *lines[-40:], sep="\n")
         raise
 
 
