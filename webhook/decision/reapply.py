@@ -21,8 +21,8 @@ stored with it. For each field carbonshift owns (record ``own``) the incoming va
   own field in the file (:attr:`Settled.edited`): carbonshift decides again from the new
   value, as on CREATE (let through, it would stand beside carbonshift's replacement);
 - another value of a field carbonshift wrote (``kubectl edit`` of its placement, a file
-  that now sets the field itself): the user wrote the field (:attr:`Settled.taken`): it is
-  theirs; the leader records it released.
+  that now sets the field itself): the user wrote the field: it is let through as theirs,
+  and the leader records it released.
 
 A decision annotation the applier removed is put back too. Only fields carbonshift still
 owns in the stored object are read: one the user took back earlier is theirs already. An
@@ -63,8 +63,6 @@ class Settled:
     edited: tuple[str, ...] = ()
     """Record keys of user fields carbonshift replaced whose value the file changed:
     carbonshift decides again."""
-    taken: tuple[str, ...] = ()
-    """Record keys of fields carbonshift wrote that the user set to a value of their own."""
 
     @property
     def reason(self) -> str:
@@ -94,7 +92,6 @@ def settle(
     changes: list[Change] = []
     restored: list[str] = []
     edited: list[str] = []
-    taken: list[str] = []
     for key in sorted(previous.own):
         path = where(key, fields)
         if path is None:
@@ -108,12 +105,10 @@ def settle(
             restored.append(key)
         elif held is None and original is not None:
             edited.append(key)  # the user's own field, which carbonshift replaced, changed
-        else:
-            taken.append(key)
     if sent is None:
         changes.append(Change(("metadata", "annotations", DECISION), text))
     obj = apply(new, changes) if changes else dict(new)
-    return Settled(obj, tuple(changes), tuple(restored), tuple(edited), tuple(taken))
+    return Settled(obj, tuple(changes), tuple(restored), tuple(edited))
 
 
 def reasserts(incoming: object, original: object, held: object) -> bool:
