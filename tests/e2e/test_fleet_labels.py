@@ -29,14 +29,22 @@ CLUSTERS = "cluster.cluster.karmada.io"
 TAKEOVER_SECONDS = 20.0
 
 
-def eventually(check: Callable[[], Any], timeout: float = 15.0, what: str = "condition") -> Any:
-    """Poll ``check()`` until it returns something truthy; returns that."""
+def eventually(
+    check: Callable[[], Any],
+    timeout: float = 15.0,
+    what: str = "condition",
+    shown: Callable[[], object] | None = None,
+) -> Any:
+    """Poll ``check()`` until it returns something truthy; returns that. On a timeout the
+    message shows what ``check()`` (or ``shown()``, when given) last returned."""
     deadline = time.monotonic() + timeout
     while True:
         got = check()
         if got:
             return got
-        assert time.monotonic() < deadline, f"{what} not reached in {timeout:g} s"
+        if time.monotonic() >= deadline:
+            seen = shown() if shown is not None else got
+            raise AssertionError(f"{what} not reached in {timeout:g} s; last seen: {seen!r}")
         time.sleep(0.2)
 
 

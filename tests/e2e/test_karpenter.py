@@ -35,7 +35,7 @@ from typing import Any
 
 import pytest
 import yaml
-from e2e_support import build_binaries
+from e2e_support import build_binaries, more_passes
 from test_fleet_labels import eventually
 from test_reevaluate_policies import Grid
 
@@ -334,16 +334,26 @@ def clean(cluster: WorkloadCluster, grid: Grid, dirty: Dirty) -> Clean:
     """The dirty phase settled and held for :data:`HOLD`; then DE turns clean."""
     plain = eventually(lambda: running_on(cluster, "dirty-weight"), 90.0, "the dirty-weight pod")
     eventually(lambda: running_on(cluster, "arm"), 90.0, "the efficiency pool's pods")
-    time.sleep(max(0.0, dirty.since + HOLD + 1.0 - time.monotonic()))
+
+    def limited() -> bool:
+        return any(
+            "exceed limits for nodepool" in e.get("note", "") and "paused" in e["note"]
+            for e in events(cluster, "hold-0", "FailedScheduling")
+        )
+
+    # Karpenter has looked at the held pods and named the paused pool's limits, and the
+    # pool has launched nothing for at least HOLD seconds.
+    eventually(
+        lambda: time.monotonic() - dirty.since > HOLD and limited(),
+        HOLD + 90.0,
+        "Karpenter naming the paused pool's limits, HOLD s after the pools were made",
+    )
     assert dirty.claims.alive()
     snapshot = Clean(
         held_for=time.monotonic() - dirty.since,
         paused_claims=dirty.claims.of("paused"),
         paused_pending=pending(cluster, "hold"),
-        limited=any(
-            "exceed limits for nodepool" in e.get("note", "") and "paused" in e["note"]
-            for e in events(cluster, "hold-0", "FailedScheduling")
-        ),
+        limited=limited(),
         low_pending=pending(cluster, "green-only"),
         plain_hosts=[n["metadata"]["name"] for n in plain],
     )
@@ -363,6 +373,15 @@ def metric(cluster: WorkloadCluster, name: str, **labels: str) -> float | None:
         if line.startswith((name + "{", name + " ")) and all(w in line for w in wanted):
             return float(line.rsplit(" ", 1)[1])
     return None
+
+
+def refreshes(cluster: WorkloadCluster) -> float:
+    """Requests the feed has sent to the grid's provider: one more per refresh."""
+    context = ssl.create_default_context(cafile=str(cluster.layout.pki / "ca.crt"))
+    with urllib.request.urlopen(f"{cluster.carbonshift_url}/metrics", context=context) as answer:
+        text = answer.read().decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("carbonshift_upstream_requests_total{"))  # fmt: skip
 
 
 def local_intensity(cluster: WorkloadCluster) -> float | None:
@@ -459,7 +478,7 @@ def test_without_the_leader_a_refresh_lifts_a_pause_now(
     eventually(lambda: metric(cluster, "carbonshift_leader") == 0, 20.0, "carbonshift not leading")
     grid.values["DE"] = CLEAN
     eventually(lambda: local_intensity(cluster) == CLEAN, 20.0, "carbonshift reading DE clean")
-    time.sleep(3.0)  # nobody re-evaluates now: the pause stays
+    more_passes(lambda: refreshes(cluster), 3)  # a leader would have re-evaluated by now
     assert get(cluster, "nodepools", "refreshed")["spec"]["limits"] == {"cpu": "0"}
     assert dirty.claims.of("refreshed") == []
     cluster.kubectl("annotate", "nodepools", "refreshed", f"{REFRESH}=1")

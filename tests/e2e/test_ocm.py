@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from e2e_support import build_binaries, unavailable
+from e2e_support import build_binaries, more_passes, unavailable
 from test_fleet_labels import eventually
 from test_reevaluate_policies import Grid
 
@@ -169,16 +169,44 @@ def take_lease(hub: OcmHub) -> None:
                 "-p", json.dumps({"spec": lease}))  # fmt: skip
 
 
-def leading(hub: OcmHub) -> float:
-    """carbonshift's ``carbonshift_leader`` gauge: 1 while it holds the Lease, else 0."""
+def metrics(hub: OcmHub) -> dict[str, float]:
+    """carbonshift's ``/metrics``: series (name and labels as exposed) -> value."""
     context = ssl.create_default_context()
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE
     url = f"https://{LOOPBACK}:{hub.ports['carbonshift']}/metrics"
     with urllib.request.urlopen(url, context=context, timeout=5) as answer:
         lines = answer.read().decode().splitlines()
-    found = [float(line.split()[1]) for line in lines if line.startswith("carbonshift_leader ")]
-    return found[0] if found else 0.0
+    found = {}
+    for line in lines:
+        if line.startswith("carbonshift_"):
+            series, _, value = line.rpartition(" ")
+            found[series] = float(value)
+    return found
+
+
+def leading(hub: OcmHub) -> float:
+    """carbonshift's ``carbonshift_leader`` gauge: 1 while it holds the Lease, else 0."""
+    return metrics(hub).get("carbonshift_leader", 0.0)
+
+
+def passes(hub: OcmHub) -> float:
+    """Passes of the placement scorer that have ended."""
+    return metrics(hub).get('carbonshift_controller_passes_total{controller="ocm_scores"}', 0.0)
+
+
+def intensity(hub: OcmHub, zone: str) -> float | None:
+    """What carbonshift's feed holds for ``zone`` now."""
+    label = f'zone="{zone}"'
+    held = metrics(hub).items()
+    found = [v for k, v in held if k.startswith("carbonshift_intensity_gco2eq") and label in k]
+    return found[0] if found else None
+
+
+def refreshes(hub: OcmHub) -> float:
+    """Requests the feed has sent to the grid's provider: one more per refresh."""
+    return sum(v for k, v in metrics(hub).items()
+               if k.startswith("carbonshift_upstream_requests_total{"))  # fmt: skip
 
 
 def test_placement_follows_the_carbon_scores_while_carbonshift_leads(
@@ -198,7 +226,8 @@ def test_placement_follows_the_carbon_scores_while_carbonshift_leads(
 
     # Inside the margin (PL 800 -> 840: +5 %; its score would be -68): nothing written.
     grid.values["PL"] = 840.0
-    time.sleep(5 * STEP)
+    eventually(lambda: intensity(hub, "PL") == 840, 30, "carbonshift reading PL at 840")
+    more_passes(lambda: passes(hub), 3)
     assert scores(hub)["ocm-pl"] == first["ocm-pl"]
 
     # The grid flips: SE-SE3 dirty, FR the greenest. The scores and then the decision follow.
@@ -216,7 +245,11 @@ def test_placement_follows_the_carbon_scores_while_carbonshift_leads(
     eventually(lambda: leading(hub) == 0, 30, "carbonshift no longer leading")
     held = scores(hub)
     grid.values.update({"SE-SE3": 25.0, "FR": 900.0})
-    time.sleep(8 * STEP)
+    eventually(lambda: intensity(hub, "FR") == 900, 30, "carbonshift reading FR at 900")
+    more_passes(lambda: refreshes(hub), 1)  # a pass under way when the Lease went has ended
+    stopped = passes(hub)
+    more_passes(lambda: refreshes(hub), 3)  # a leader would have written by now
+    assert passes(hub) == stopped
     assert scores(hub) == held
     assert decided(hub) == ["ocm-fr"]
 

@@ -22,7 +22,7 @@ import structlog
 from webhook.kinds.following import Outlook
 from webhook.kube.writes import Gate
 from webhook.model.intensity import IntensityTable
-from webhook.runtime import tasks
+from webhook.runtime import metrics, tasks
 
 log = structlog.get_logger("carbonshift.controllers")
 
@@ -85,7 +85,7 @@ class Controller:
         run = tasks.while_leading(
             self.gate,
             self.interval,
-            self.reconcile,
+            self._counted,
             failed=self.failed,
             lost=self.lost,
             changed=self.changed,
@@ -98,6 +98,14 @@ class Controller:
         """Stop the loop and wait until it has stopped (a pass in progress is cancelled)."""
         await tasks.cancel(self._task)
         self._task = None
+
+    async def _counted(self) -> object:
+        """One pass, counted in ``carbonshift_controller_passes_total`` once it has ended
+        (what a test waits for before asserting that passes changed nothing)."""
+        try:
+            return await self.reconcile()
+        finally:
+            metrics.CONTROLLER_PASSES.labels(self.name).inc()
 
     @property
     def running(self) -> bool:

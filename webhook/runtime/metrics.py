@@ -177,6 +177,11 @@ WRITES = Counter(
     "Objects written by the leader's re-evaluation, by kind.",
     ["kind"],
 )
+CONTROLLER_PASSES = Counter(
+    "carbonshift_controller_passes_total",
+    "Passes of each leader controller that have ended (failed ones included), by controller.",
+    ["controller"],
+)
 REEVALUATION_SECONDS = Histogram(
     "carbonshift_reevaluation_duration_seconds",
     "Duration of one re-evaluation pass over the managed objects.",
