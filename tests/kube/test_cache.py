@@ -54,3 +54,25 @@ def test_events_publish_a_new_view_only_when_the_decoded_value_changes() -> None
     assert dict(cache.items()) == {}
     assert cache.skipped() == {}
     assert [dict(v) for v in seen] == [{"a": "DE"}, {"a": "PL"}, {"a": "PL"}, {}, {}]
+
+
+def test_namespaced_objects_are_keyed_by_namespace_and_name_and_changed_keys_are_told() -> None:
+    told: list[set[str]] = []
+    cache: WatchedCache[str] = WatchedCache(
+        ("example.io", "v1", "things"), _zone, kind="thing", on_keys=lambda k: told.append(set(k))
+    )
+
+    def obj(namespace: str, name: str, zone: str | None, beat: int = 0) -> dict[str, Any]:
+        made = _obj(name, zone, beat)
+        made["metadata"]["namespace"] = namespace
+        return made
+
+    cache.replace([obj("a", "web", "DE"), obj("b", "web", "FR")])
+    assert dict(cache.items()) == {"a/web": "DE", "b/web": "FR"}
+    assert cache.get("b/web") == "FR"
+    cache.event("MODIFIED", obj("a", "web", "DE", beat=1))  # a heartbeat: nobody told
+    cache.event("MODIFIED", obj("a", "web", "PL"))
+    cache.event("ADDED", obj("c", "web", None))  # left out: no value changed
+    cache.event("DELETED", obj("b", "web", "FR"))
+    cache.replace([obj("a", "web", "PL"), obj("d", "web", "SE")])  # the relist: d is new
+    assert told == [{"a/web", "b/web"}, {"a/web"}, {"b/web"}, {"d/web"}]

@@ -1,4 +1,4 @@
-"""The one periodic runner of the leader's controllers.
+"""The runners of the leader's controllers: periodic passes, and keyed reconciles.
 
 A controller is a class with a :meth:`Controller.reconcile` method: one pass over what it
 keeps (the managed policies, the Clusters' labels, the accounting ledger...). Everything
@@ -8,6 +8,14 @@ the controller's inputs changed (:meth:`Controller.changed`), forgetting what a 
 learnt when leadership is lost (:meth:`Controller.lost`), and a failed pass logged (and
 counted, :meth:`Controller.failed`) without stopping the loop.
 
+A keyed controller (:class:`KeyedController`) instead reconciles one key at a time
+(``reconcile(key)``), from its own :class:`~webhook.runtime.workqueue.WorkQueue`: watched
+caches tell it which keys changed, :meth:`KeyedController.poll` (asked every tick) which
+keys the feed's new readings touch, and ``reconcile`` returns when the key is due again
+(a score about to lapse, a resync). A term starts once the caches it reads have synced,
+with every key queued once; losing the Lease cancels the workers and drains the queue.
+A key whose reconcile raises is retried with a per-key exponential back-off.
+
 The application manager (:mod:`webhook.app`) starts the controllers in order and stops
 them in reverse, before the elector releases the Lease.
 """
@@ -15,7 +23,8 @@ them in reverse, before the elector releases the Lease.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Protocol
+from collections.abc import Hashable, Iterable
+from typing import Any, Generic, Protocol, TypeVar
 
 import structlog
 
@@ -23,8 +32,11 @@ from webhook.kinds.following import Outlook
 from webhook.kube.writes import Gate
 from webhook.model.intensity import IntensityTable
 from webhook.runtime import metrics, tasks
+from webhook.runtime.workqueue import WorkQueue
 
 log = structlog.get_logger("carbonshift.controllers")
+
+K = TypeVar("K", bound=Hashable)
 
 TICK_SECONDS = 1.0
 """How often a controller looks at leadership and at its inputs."""
@@ -110,3 +122,126 @@ class Controller:
     @property
     def running(self) -> bool:
         return self._task is not None and not self._task.done()
+
+
+class Cache(Protocol):
+    """What a keyed controller asks of a watched cache it reads."""
+
+    @property
+    def synced(self) -> bool: ...
+
+
+class KeyedController(Generic[K]):
+    """A leader loop over keys: subclasses write :meth:`reconcile` (and, if they need
+    them, :meth:`keys`, :meth:`poll`, :meth:`lost`, :meth:`describe`) and call
+    :meth:`enqueue` from their caches' change callbacks."""
+
+    name: str
+    """The task's name and the prefix of its log events."""
+    gate: Gate
+    """The leader elector: keys are reconciled only while it leads, writes check it."""
+    caches: tuple[Cache, ...] = ()
+    """What :meth:`reconcile` reads: a term starts once all have synced."""
+    workers: int = 1
+    """Keys reconciled at once."""
+    tick: float = TICK_SECONDS
+    queue: WorkQueue[K]
+    _task: asyncio.Task[None] | None = None
+    _term = False
+
+    async def reconcile(self, key: K) -> float | None:
+        """Decide ``key`` (and write what it asks for); seconds until it is due again, or
+        None when only a change brings it back."""
+        raise NotImplementedError
+
+    def keys(self) -> Iterable[K]:
+        """Every key: a term starts by reconciling each once."""
+        return ()
+
+    def poll(self) -> None:
+        """Asked every tick while leading: queue the keys whose inputs changed where no
+        watch says so (the feed's readings)."""
+
+    def lost(self) -> None:
+        """This replica does not lead: drop what the term learnt (asked every tick)."""
+
+    def describe(self) -> dict[str, Any]:
+        """Extra fields of the ``<name>_started`` log line."""
+        return {}
+
+    # --- running (never overridden) ------------------------------------------------------
+
+    def enqueue(self, keys: Iterable[K]) -> None:
+        """Queue ``keys`` (ignored between terms: a term starts with every key)."""
+        if self._term:
+            self.queue.add_all(keys)
+
+    def start(self) -> None:
+        """Run in the background until :meth:`stop`."""
+        if not hasattr(self, "queue"):
+            self.queue = WorkQueue()
+        self._task = asyncio.create_task(self._supervise(), name=f"carbonshift-{self.name}")
+        log.info(f"{self.name}_started", workers=self.workers, **self.describe())
+
+    async def stop(self) -> None:
+        """Stop the loop and its workers (a reconcile in progress is cancelled)."""
+        await tasks.cancel(self._task)
+        self._task = None
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    async def _supervise(self) -> None:
+        workers: list[asyncio.Task[None]] = []
+        depth = metrics.QUEUE_DEPTH.labels(self.name)
+        try:
+            while True:
+                if not self.gate.leading:
+                    if self._term:
+                        self._term = False
+                        for worker in workers:
+                            await tasks.cancel(worker)
+                        workers = []
+                        self.queue.drain()
+                        log.info(f"{self.name}_term_ended")
+                    self.lost()
+                elif not self._term and all(c.synced for c in self.caches):
+                    self._term = True
+                    self.queue.add_all(self.keys())
+                    workers = [
+                        asyncio.create_task(self._work(), name=f"carbonshift-{self.name}-{n}")
+                        for n in range(self.workers)
+                    ]
+                    log.info(f"{self.name}_term_started", keys=len(self.queue))
+                if self._term:
+                    try:
+                        self.poll()
+                    except Exception:
+                        log.exception(f"{self.name}_poll_failed")
+                depth.set(len(self.queue))
+                await asyncio.sleep(self.tick)
+        finally:
+            for worker in workers:
+                await tasks.cancel(worker)
+            self._term = False
+
+    async def _work(self) -> None:
+        while True:
+            key = await self.queue.get()
+            try:
+                after = await self.reconcile(key)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                delay = self.queue.retry(key)
+                log.exception(
+                    f"{self.name}_reconcile_failed", key=str(key), retry_seconds=round(delay, 1)
+                )
+            else:
+                self.queue.forget(key)
+                if after is not None:
+                    self.queue.add_after(key, after)
+            finally:
+                self.queue.done(key)
+                metrics.CONTROLLER_PASSES.labels(self.name).inc()

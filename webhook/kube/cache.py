@@ -1,8 +1,10 @@
 """One watched cache: the objects of one resource, decoded and held in memory.
 
 Readers call :meth:`WatchedCache.items` (synchronous, never waits on the API server): a
-read-only mapping from object name to what the pure ``decode`` made of it, replaced as a
-whole on each change, so a reader may keep it and compare identities. A background
+read-only mapping from object key (its name; ``namespace/name`` for a namespaced object)
+to what the pure ``decode`` made of it, replaced as a whole on each change, so a reader
+may keep it and compare identities. A keyed controller is told which keys changed
+(``on_keys``) and reads one with :meth:`WatchedCache.get`. A background
 :class:`~webhook.kube.watch.ListWatch` keeps it current. An object ``decode`` refuses
 (:class:`~webhook.model.validation.InvalidInput`) is left out and logged once per
 problem; a change that decodes to an equal value (a status heartbeat) publishes nothing.
@@ -16,7 +18,7 @@ are such caches.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Generic, TypeVar
 
@@ -37,6 +39,12 @@ Decode = Callable[[Mapping[str, Any], "T | None"], T]
 when it is new); raises :class:`InvalidInput` for an object to leave out."""
 
 
+def key_of(obj: Mapping[str, Any]) -> str:
+    """An object's key in a cache: its name, ``namespace/name`` when namespaced."""
+    meta = meta_of(obj)
+    return f"{meta.namespace}/{meta.name}" if meta.namespace and meta.name else meta.name
+
+
 class WatchedCache(Generic[T]):
     """The objects of one resource by name, as ``decode`` reads them."""
 
@@ -49,28 +57,40 @@ class WatchedCache(Generic[T]):
         on_change: Callable[[Mapping[str, T]], None] | None = None,
         objects: Callable[[client.ApiClient], Any] | None = None,
         label_selector: str | None = None,
+        field_selector: str | None = None,
+        on_keys: Callable[[Collection[str]], None] | None = None,
     ) -> None:
         """``resource``: (group, version, plural); ``kind``: how logs name one object;
         ``on_change``: called with each new view (metrics); ``objects``: what lists and
-        watches, given the client (default: the custom objects API); ``label_selector``:
-        only the objects it matches are held (listed and watched with it)."""
+        watches, given the client (default: the custom objects API, all namespaces of a
+        namespaced resource); ``label_selector``, ``field_selector``: only the objects
+        they match are held (listed and watched with them); ``on_keys``: called with the
+        keys whose value changed (added, changed or gone) after each list and event."""
         self.resource = resource
         self.decode = decode
         self.kind = kind
         self.on_change = on_change
+        self.on_keys = on_keys
         self.objects = objects
         self.label_selector = label_selector
+        self.field_selector = field_selector
         self._held: dict[str, T] = {}
         self._skipped: dict[str, str] = {}
-        self._view: Mapping[str, T] = MappingProxyType({})
+        self._view: Mapping[str, T] | None = MappingProxyType({})
         self._watch: ListWatch | None = None
         self._task: asyncio.Task[None] | None = None
 
     # --- reading (synchronous) -----------------------------------------------------------
 
     def items(self) -> Mapping[str, T]:
-        """Every usable object by name (a read-only snapshot; replaced on each change)."""
+        """Every usable object by key (a read-only snapshot; replaced on each change)."""
+        if self._view is None:
+            self._view = MappingProxyType(dict(self._held))
         return self._view
+
+    def get(self, key: str) -> T | None:
+        """One object by key (its name; ``namespace/name`` when namespaced)."""
+        return self._held.get(key)
 
     def skipped(self) -> Mapping[str, str]:
         """Objects left out, by name: why."""
@@ -95,41 +115,46 @@ class WatchedCache(Generic[T]):
         self._held, self._skipped = {}, {}
         for obj in objects:
             self._take(obj, before, known)
-        self._publish()
+        changed = {
+            k for k in before.keys() | self._held.keys() if before.get(k) != self._held.get(k)
+        }
+        self._publish(changed)
 
     def event(self, kind: str, obj: Mapping[str, Any]) -> None:
         """One watch event: ``ADDED``, ``MODIFIED`` or ``DELETED``."""
-        name = meta_of(obj).name
-        if not name:
+        key = key_of(obj)
+        if not key:
             return
-        before = self._held.get(name)
+        before, problem = self._held.get(key), self._skipped.get(key)
         if kind == "DELETED":
-            self._held.pop(name, None)
-            self._skipped.pop(name, None)
+            self._held.pop(key, None)
+            self._skipped.pop(key, None)
         else:
-            self._take(obj, self._held, {name: self._skipped.pop(name, "")})
-            if before is not None and self._held.get(name) == before:
-                return  # e.g. a status heartbeat: what readers read is unchanged
-        self._publish()
+            self._take(obj, self._held, {key: self._skipped.pop(key, "")})
+        if self._held.get(key) == before and self._skipped.get(key) == problem:
+            return  # e.g. a status heartbeat: what readers read is unchanged
+        self._publish((key,) if self._held.get(key) != before else ())
 
     def _take(
         self, obj: Mapping[str, Any], before: Mapping[str, T], known: Mapping[str, str]
     ) -> None:
-        name = meta_of(obj).name
+        key = key_of(obj)
         try:
-            got = self.decode(obj, before.get(name))
+            got = self.decode(obj, before.get(key))
         except InvalidInput as exc:
-            self._held.pop(name, None)
-            self._skipped[name] = str(exc)
-            if str(exc) != known.get(name):
-                log.warning(f"{self.kind}_skipped", name=name, problem=str(exc))
+            self._held.pop(key, None)
+            self._skipped[key] = str(exc)
+            if str(exc) != known.get(key):
+                log.warning(f"{self.kind}_skipped", name=key, problem=str(exc))
             return
-        self._held[name] = got
+        self._held[key] = got
 
-    def _publish(self) -> None:
-        self._view = MappingProxyType(dict(self._held))
+    def _publish(self, changed: Collection[str]) -> None:
+        self._view = None
         if self.on_change is not None:
-            self.on_change(self._view)
+            self.on_change(self.items())
+        if self.on_keys is not None and changed:
+            self.on_keys(changed)
 
     # --- running --------------------------------------------------------------------------
 
@@ -146,6 +171,7 @@ class WatchedCache(Generic[T]):
             timeout_seconds=timeout_seconds,
             objects=self.objects(api) if self.objects is not None else None,
             label_selector=self.label_selector,
+            field_selector=self.field_selector,
         )
         self._task = asyncio.create_task(self._watch.run(), name=f"watch-{plural}")
 

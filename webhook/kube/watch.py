@@ -51,16 +51,23 @@ class ListWatch:
         backoff: Backoff | None = None,
         objects: Any = None,
         label_selector: str | None = None,
+        field_selector: str | None = None,
     ) -> None:
-        """``objects``: what lists and watches (default: the API server's custom objects;
-        anything with ``CustomObjectsApi.list_cluster_custom_object``'s signature);
-        ``label_selector``: only the objects it matches are listed and watched."""
+        """``objects``: what lists and watches (default: the API server's custom objects,
+        every namespace of a namespaced resource; anything with
+        ``CustomObjectsApi.list_cluster_custom_object``'s signature); ``label_selector``,
+        ``field_selector``: only the objects they match are listed and watched."""
         self.objects = objects or client.CustomObjectsApi(api)
         self.group, self.version, self.plural = group, version, plural
         self.resource = f"{plural}.{group}"
-        self.selector: dict[str, Any] = (
-            {"label_selector": label_selector} if label_selector is not None else {}
-        )
+        self.selector: dict[str, Any] = {
+            option: value
+            for option, value in (
+                ("label_selector", label_selector),
+                ("field_selector", field_selector),
+            )
+            if value is not None
+        }
         self.on_list = on_list
         self.on_event = on_event
         self.timeout_seconds = timeout_seconds

@@ -179,7 +179,14 @@ WRITES = Counter(
 )
 CONTROLLER_PASSES = Counter(
     "carbonshift_controller_passes_total",
-    "Passes of each leader controller that have ended (failed ones included), by controller.",
+    "Passes of each leader controller that have ended (failed ones included; of a keyed "
+    "controller, reconciles of one key), by controller.",
+    ["controller"],
+)
+QUEUE_DEPTH = Gauge(
+    "carbonshift_workqueue_depth",
+    "Keys a keyed leader controller has queued or scheduled, by controller (0 on the "
+    "other replicas).",
     ["controller"],
 )
 REEVALUATION_SECONDS = Histogram(
