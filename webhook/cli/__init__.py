@@ -363,7 +363,7 @@ async def _preview(
     config: Config, docs: list[dict[str, Any]], *, again: bool, kubeconfig: str | None = None
 ) -> list[Any]:
     from webhook.app import build_feed  # noqa: PLC0415
-    from webhook.cli import preview  # noqa: PLC0415
+    from webhook.cli import preview, preview_kueue  # noqa: PLC0415
     from webhook.decision.karmada.api import resolve  # noqa: PLC0415
     from webhook.kinds import Context  # noqa: PLC0415
     from webhook.kinds.following import Reevaluation  # noqa: PLC0415
@@ -372,12 +372,18 @@ async def _preview(
     namespaces, read = await preview.cluster_namespaces(kubeconfig) if kubeconfig else (None, None)
     karmada = resolve(config.karmada.version, read)
     feed = build_feed(config)
+    now = utcnow()
+    kueue = preview_kueue.Offline(config, feed, docs, now)
+    peers = preview.liqo_peers(config, docs).places.values()
+    for zone in sorted(kueue.zones() | {z for p in peers if (z := p.grid_zone)}):
+        feed.want(zone)  # a worker's zone its MultiKueueCluster names, a virtual node's
     try:
         await feed.refresh_once()
-        ctx = Context(config=config, table=feed.table(), now=utcnow(), karmada=karmada)
+        ctx = Context(config=config, table=feed.table(), now=now, karmada=karmada)
         if again:
-            return preview.reevaluate(docs, ctx, Reevaluation(config, feed.outlook), namespaces)
-        return preview.preview(docs, ctx, namespaces)
+            rules = Reevaluation(config, feed.outlook)
+            return preview.reevaluate(docs, ctx, rules, namespaces, kueue)
+        return preview.preview(docs, ctx, namespaces, kueue)
     finally:
         await feed.stop()
 
@@ -389,68 +395,42 @@ def _mutate(args: argparse.Namespace) -> int:
         sys.stderr.write(f"carbonshift: {problem}\n")
     results = asyncio.run(_preview(config, docs, again=args.reevaluate, kubeconfig=args.kubeconfig))
     code = 1 if problems else 0
+    from webhook.cli.preview import fill_lines, notes_and_warnings  # noqa: PLC0415
+
+    names = set(config.clusters)
     if args.output == "json":
-        payload = [
-            {
+        payload = []
+        for r in results:
+            notes, warnings = notes_and_warnings(r, names)
+            payload.append({
                 "object": r.stored,
                 "outcome": r.outcome.result,
                 "reason": r.outcome.reason or None,
-                "warnings": r.outcome.warnings,
+                "warnings": warnings,
+                "notes": notes,
+                "details": dict(r.details),
                 "patch": r.outcome.patch,
                 "decision": orjson.loads(r.outcome.decision) if r.outcome.decision else None,
-            }
-            for r in results
-        ]
+            })  # fmt: skip
         sys.stdout.write(orjson.dumps(payload, option=orjson.OPT_INDENT_2).decode() + "\n")
         return code
-    from webhook.cli.preview import said  # noqa: PLC0415
-
-    names = set(config.clusters)
     chunks = []
     for r in results:
         o = r.outcome
         lines = [f"# carbonshift: {o.kind} {o.name}: {o.result}"]
         if o.reason:
             lines.append(f"#   reason: {o.reason}")
-        lines += [f"#   {label}: {text}" for label, text in said(o.warnings, r.stored, names)]
+        lines += [f"#   {label}: {text}" for label, text in r.details]
+        notes, warnings = notes_and_warnings(r, names)
+        lines += [f"#   warning: {text}" for text in warnings]
+        lines += [f"#   note: {text}" for text in notes]
         if o.decision:
             lines.append(f"#   decision: {o.decision}")
-            lines += _fill_lines(orjson.loads(o.decision))
+            lines += fill_lines(o.decision, r.stored)
         body = yaml.safe_dump(r.stored, sort_keys=False, default_flow_style=False)
         chunks.append("\n".join(lines) + "\n" + body)
     sys.stdout.write("---\n".join(chunks))
     return code
-
-
-def _fill_lines(decision: Any) -> list[str]:
-    """Comment lines for an ordered fill: its tiers, greenest first, and the room assumed."""
-    clusters = decision.get("clusters") if isinstance(decision, dict) else None
-    if not isinstance(clusters, dict):
-        return []
-    tiers: dict[int, list[str]] = {}
-    for name, entry in sorted(clusters.items()):
-        if isinstance(entry, dict) and isinstance(entry.get("t"), int):
-            g = entry.get("g")
-            tiers.setdefault(entry["t"], []).append(f"{name} {g:g} g" if g is not None else name)
-    if not tiers:
-        return []
-    order = " -> ".join(", ".join(tiers[k]) for k in sorted(tiers))
-    shape, why = decision.get("shape"), decision.get("karmada")
-    lines = [f"#   tiers: {order}"]
-    if shape == "groups":
-        lines += [
-            f"#   shape: failover groups (clusterAffinities, each adding the next tier): {why}",
-            "#   room: Karmada takes the first group whose clusters can hold every replica"
-            " (Cluster status.resourceSummary) and divides them by room inside it",
-        ]
-    else:
-        if shape:
-            lines.append(f"#   shape: overflow tiers (overflowAffinities): {why}")
-        lines.append(
-            "#   room: each tier takes what Karmada estimates its clusters can hold when it"
-            " schedules (Cluster status.resourceSummary); the rest overflows to the next tier"
-        )
-    return lines
 
 
 def _add_mutate(sub: Any) -> None:
