@@ -27,6 +27,7 @@ from webhook.decision.ledger import Ledger
 from webhook.model.intensity import Signal
 from webhook.model.objects import mapping
 from webhook.model.vocabulary import parse_time
+from webhook.report import basis as accounting_basis
 from webhook.report.history import Entry, entries
 
 SIGNALS = frozenset(s.value for s in Signal)
@@ -133,12 +134,32 @@ class Report:
             "window_start": _iso(self.window_start),
             "accounting_since": _iso(self.accounting_since) if self.accounting_since else None,
             "source": self.source,
-            "totals": [r.to_json() for r in self.totals],
-            "workloads": [r.to_json() for r in self.workloads],
-            "clusters": [r.to_json() for r in self.clusters],
+            "basis": {
+                "scope": accounting_basis.SCOPE,
+                "statement": accounting_basis.STATEMENT,
+                "market_based": None,
+            },
+            "totals": [self._row(r) for r in self.totals],
+            "workloads": [self._row(r, sci=True) for r in self.workloads],
+            "clusters": [self._row(r) for r in self.clusters],
             "history": [e.to_json() for e in self.history],
             "series": self.series,
         }
+
+    def basis(self, row: Row) -> dict[str, Any]:
+        """Scope, signal and each data set with its year for one row's figures."""
+        return accounting_basis.basis(row.totals, self.window_start, self.generated)
+
+    def sci(self, row: Row) -> dict[str, Any]:
+        """A workload's SCI rate (ISO/IEC 21031) per replica-hour (vCPU-hour for a pool)."""
+        return accounting_basis.sci(row.totals, row.replica_hours, row.kind)
+
+    def _row(self, row: Row, *, sci: bool = False) -> dict[str, Any]:
+        out = row.to_json()
+        out["basis"] = self.basis(row)
+        if sci:
+            out["sci"] = self.sci(row)
+        return out
 
 
 def _iso(at: datetime.datetime) -> str:

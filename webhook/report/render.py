@@ -12,6 +12,7 @@ import orjson
 
 from webhook.model.objects import mapping
 from webhook.model.vocabulary import parse_time
+from webhook.report import basis as accounting_basis
 from webhook.report.data import Report, Row
 
 PALETTE = ("#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d",
@@ -51,6 +52,27 @@ def _cells(row: Row) -> list[str]:
         _grams(t.avoided_grams),
         "-" if saved is None else f"{saved:.1f} %",
         str(row.moves),
+    ]
+
+
+SCI_HEADERS = ("OBJECT", "SIGNAL/METHOD", "SCI", "PER", "UNITS", "OPERATIONAL", "EMBODIED")
+
+
+def _name(row: Row) -> str:
+    return "/".join(p for p in (row.kind, row.namespace, row.name) if p)
+
+
+def _sci_cells(report: Report, row: Row) -> list[str]:
+    sci = report.sci(row)
+    rate = sci["rate_g_per_unit"]
+    return [
+        _name(row),
+        f"{row.totals.signal}/{row.totals.method}",
+        "-" if rate is None else f"{rate:,.3f} g",
+        sci["functional_unit"],
+        _num(sci["units"]),
+        _grams(sci["operational_g"]),
+        _grams(sci["embodied_g"]),
     ]
 
 
@@ -95,6 +117,7 @@ def table(report: Report) -> str:
         f"carbonshift report: every section covers {report.window()}",
         f"generated {doc['generated']}, accounting since {doc['accounting_since'] or 'never'}, "
         f"figures from the {report.source}",
+        accounting_basis.STATEMENT,
         "",
     ]
     if since is None and not report.workloads:
@@ -102,6 +125,18 @@ def table(report: Report) -> str:
     for title, rows in (("FLEET", report.totals), ("WORKLOADS", report.workloads)):
         if rows:
             lines += [title, _table([HEADERS, *(_cells(r) for r in rows)]), ""]
+    if report.totals or report.workloads:
+        lines.append("BASIS")
+        lines.append(_table([("OBJECT", "SIGNAL/METHOD", "BASIS (DATA SET, YEAR)")] + [
+            (_name(r), f"{r.totals.signal}/{r.totals.method}",
+             accounting_basis.label(r.totals, report.window_start, report.generated))
+            for r in (*report.totals, *report.workloads)
+        ]))  # fmt: skip
+        lines.append("")
+    if report.workloads:
+        lines.append("SCI (ISO/IEC 21031: (E x I + M) / R, location-based)")
+        lines.append(_table([SCI_HEADERS, *(_sci_cells(report, r) for r in report.workloads)]))
+        lines += ["SCI boundary", *accounting_basis.boundary_lines(), ""]
     if report.clusters:
         cells = [_cluster_cells(r) for r in report.clusters]
         lines += ["CLUSTERS", _table([CLUSTER_HEADERS, *cells]), ""]
@@ -271,6 +306,38 @@ def _html_rows(rows: Sequence[Row]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
+def _html_basis(report: Report) -> str:
+    esc = html.escape
+    rows = "".join(
+        f'<tr><td class="l">{esc(_name(r))}</td><td class="l">'
+        f'{esc(f"{r.totals.signal}/{r.totals.method}")}</td><td class="l">'
+        f"{esc(accounting_basis.label(r.totals, report.window_start, report.generated))}</td></tr>"
+        for r in (*report.totals, *report.workloads)
+    )
+    head = (
+        "<th class=l>Object</th><th class=l>Signal/method</th>"
+        "<th class=l>Basis (data set, year)</th>"
+    )
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
+
+
+def _html_sci(report: Report) -> str:
+    esc = html.escape
+    rows = "".join(
+        "<tr>" + "".join(
+            f'<td class="l">{esc(c)}</td>' if i < 2 else f"<td>{esc(c)}</td>"
+            for i, c in enumerate(_sci_cells(report, r))
+        ) + "</tr>"
+        for r in report.workloads
+    )  # fmt: skip
+    inside = "".join(f"<li>{esc(x)}</li>" for x in accounting_basis.INSIDE)
+    outside = "".join(f"<li>{esc(x)}</li>" for x in accounting_basis.OUTSIDE)
+    head = "".join(f"<th>{esc(h)}</th>" for h in SCI_HEADERS)
+    return (f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
+            f'<p class="note">SCI = (E x I + M) / R. In the boundary:</p><ul>{inside}</ul>'
+            f'<p class="note">Out of it:</p><ul>{outside}</ul>')  # fmt: skip
+
+
 def page(report: Report) -> str:
     """One self-contained HTML page (no script, no external resource)."""
     doc = report.to_json()
@@ -285,16 +352,18 @@ def page(report: Report) -> str:
         f'<p class="window">Every section covers {esc(report.window())}.</p>',
         f'<p class="note">Generated {esc(doc["generated"])}; accounting since '
         f"{esc(doc['accounting_since'] or 'never')}; figures from the "
-        f"{esc(report.source)}. Emissions are "
-        "location-based (energy x the intensity of the zone where the replicas ran); the "
+        f"{esc(report.source)}. {esc(accounting_basis.STATEMENT)} The "
         "counterfactual places the same replicas as the user's own policy would have "
         "without carbonshift.</p>",
     ]
     if report.totals:
         parts += ["<h2>Fleet</h2>", _html_rows(report.totals)]
     parts += ["<h2>Plots</h2>", *plots(report)]
+    if report.totals or report.workloads:
+        parts += ["<h2>Basis</h2>", _html_basis(report)]
     if report.workloads:
         parts += ["<h2>Workloads</h2>", _html_rows(report.workloads)]
+        parts += ["<h2>SCI (ISO/IEC 21031)</h2>", _html_sci(report)]
     if report.clusters:
         parts += ["<h2>Clusters</h2>", _html_clusters(report.clusters)]
     parts.append("<h2>Decision history</h2>")

@@ -256,20 +256,23 @@ ENERGY_KWH = Counter(
 )
 EMISSIONS_GRAMS = Counter(
     "carbonshift_emissions_grams_total",
-    "Emissions of a managed object where its replicas really ran (gCO2eq, location-based, "
-    "embodied included when configured).",
+    "Emissions of a managed object where its replicas really ran (gCO2eq; location-based: "
+    "energy x the grid average of the zone it ran in, from the intensity data set and year "
+    "carbonshift report's basis names; never market-based; embodied included when configured).",
     ACCOUNTING_LABELS,
 )
 COUNTERFACTUAL_GRAMS = Counter(
     "carbonshift_counterfactual_emissions_grams_total",
     "Emissions the same replicas would have had as the user's own placement divides them, "
-    "without carbonshift (gCO2eq).",
+    "without carbonshift (gCO2eq; location-based, the same data set and year as the "
+    "emissions; never market-based).",
     ACCOUNTING_LABELS,
 )
 AVOIDED_GRAMS = Gauge(
     "carbonshift_avoided_emissions_grams_total",
-    "Counterfactual minus actual emissions of a managed object so far (gCO2eq; negative when "
-    "carbonshift's placement emitted more).",
+    "Counterfactual minus actual emissions of a managed object so far (gCO2eq; location-based "
+    "on both sides, the data set and year carbonshift report's basis names, never "
+    "market-based; negative when carbonshift's placement emitted more).",
     ACCOUNTING_LABELS,
 )
 ACCOUNTED = Counter(
