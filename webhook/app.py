@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from kubernetes_asyncio.client import ApiClient
 
     from webhook.controllers.overlays import Obj
-    from webhook.controllers.runner import Controller
+    from webhook.controllers.runner import Controller, KeyedController
     from webhook.kube.cache import WatchedCache
     from webhook.kube.client import Settings
     from webhook.kube.events import EventRecorder
@@ -227,7 +227,7 @@ def _starter(follower: Any, api: ApiClient) -> Callable[[], None]:
 
 def controllers(
     config: Config, state: ServerState, fleet: Fleet, kube: Settings
-) -> list[Controller]:
+) -> list[Controller | KeyedController[Any]]:
     """The leader's controllers this configuration switches on, in start order."""
     from webhook.controllers.accounting import Accountant  # noqa: PLC0415
     from webhook.controllers.carbon_window import CarbonWindow  # noqa: PLC0415
@@ -239,7 +239,7 @@ def controllers(
 
     api, elector, events = fleet.api, fleet.elector, fleet.events
     feed = state.feed
-    out: list[Controller] = []
+    out: list[Controller | KeyedController[Any]] = []
     if config.labels.enabled:
         out.append(ClusterLabeler(api, config, fleet.inventory, feed, elector, events=events))
         out.append(

@@ -45,6 +45,10 @@ TICK_SECONDS = 1.0
 class Snapshot(Protocol):
     @property
     def table(self) -> IntensityTable: ...
+    @property
+    def generation(self) -> int:
+        """Grows whenever the table changes."""
+        ...
 
 
 class Feed(Protocol):

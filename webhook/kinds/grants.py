@@ -41,14 +41,14 @@ FLEET: tuple[Grant, ...] = (
     Grant(
         "cluster.open-cluster-management.io",
         ("managedclusters",),
-        ("get", "list"),
+        ("get", "list", "watch"),
         "Open Cluster Management (docs/ocm.md): the ManagedClusters whose "
         "AddOnPlacementScore carbonshift keeps",
     ),
     Grant(
         "cluster.open-cluster-management.io",
         ("addonplacementscores",),
-        ("list", "create", "patch"),
+        ("list", "watch", "create", "patch"),
         "one AddOnPlacementScore carbon per ManagedCluster, in its namespace (labelled "
         "app.kubernetes.io/managed-by: carbonshift; server-side apply creates it)",
     ),

@@ -344,7 +344,8 @@ class OcmConfig(Schema, frozen=True):
     enabled: bool = True
     """Publish the scores (needs a cluster connection; nothing happens without OCM's CRDs)."""
     interval_seconds: AtLeast1 = 60.0
-    """Pause between passes over the ManagedClusters."""
+    """Each ManagedCluster's scores are looked at again at least this often (a safety net:
+    a change of the cluster, its score or its zone's reading is acted on at once)."""
 
 
 class ServiceConfig(Schema, frozen=True):
