@@ -247,7 +247,7 @@ def test_a_job_without_a_delay_starts_at_once_and_says_where(
     assert "# carbonshift: Job now: ready\n" in out
     assert "#   reason: carbon window: no max-delay: starts at once (grid PL)" in out
     assert "#   when: starts at once on worker-a (grid PL)\n" in out  # the config's one worker
-    assert "#   workers: the config's clusters: (no MultiKueueConfig in the input)" in out
+    assert "#   workers: the config's clusters (no MultiKueueConfig in the input): worker-a " in out
     assert "CarbonWindow its AdmissionCheck names" in out  # the live delay, said
 
 
@@ -273,6 +273,7 @@ def test_a_malformed_delay_is_named_and_not_held(
     assert result["outcome"] == "ready"
     assert result["reason"].startswith("not held: carbonshift.io/max-delay: ")
     assert "banana" in result["reason"]
+    assert any("a Warning Event names the annotation" in n for n in result["notes"])
 
 
 def test_a_job_kueue_does_not_queue_is_not_handled(

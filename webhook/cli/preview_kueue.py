@@ -217,6 +217,10 @@ class Offline:
         try:
             job = self.reader.job_of(workload, view.meta.annotations)
         except InvalidInput as exc:
+            notes.append(
+                "with kueue.dispatch: external it is nominated to every active worker at once, "
+                "and a Warning Event names the annotation"
+            )
             return Answer("ready", f"not held: {exc}", doc, notes=tuple(notes))
         names, source = self._workers()
         zones, where = self._zones(names)
@@ -273,7 +277,7 @@ class Offline:
             return names, f"the clusters of MultiKueueConfig {Obj(found).meta.name} in the input"
         several = " (several in the input: which one is the Job's is read live)"
         why = several if self.multikueue_configs else " (no MultiKueueConfig in the input)"
-        return list(self.config.clusters), f"the config's clusters:{why}"
+        return list(self.config.clusters), f"the config's clusters{why}"
 
     def _where(self, nomination: rules.Nomination) -> str:
         mode = self.config.kueue.dispatch
