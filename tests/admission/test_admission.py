@@ -258,7 +258,10 @@ def test_a_rule_left_unapplied_is_recorded_on_the_object_even_without_other_chan
     req = request(obj)
     out = admit(req, ctx)
     assert out.result == "patched"
-    assert [op["path"] for op in out.patch] == ["/metadata/annotations/carbonshift.io~1decision"]
+    assert [op["path"] for op in out.patch] == [
+        "/metadata/annotations/carbonshift.io~1decision",
+        "/metadata/annotations/carbonshift.io~1reason",
+    ]
     record = orjson.loads(stored(req, out)["metadata"]["annotations"]["carbonshift.io/decision"])
     assert record["left"], record
     assert any("spreadConstraints" in w for w in out.warnings)

@@ -34,10 +34,11 @@ from tests.support import NOW, reading
 from webhook import kinds, testing
 from webhook.decision import reapply
 from webhook.decision.karmada import api
+from webhook.decision.reason import line
 from webhook.decision.record import Record
 from webhook.kinds import Context
 from webhook.model import config
-from webhook.model.vocabulary import DECISION
+from webhook.model.vocabulary import DECISION, REASON
 from webhook.serve import admission
 from webhook.serve.reviews import parse
 
@@ -90,7 +91,7 @@ def _fields(obj: Mapping[str, Any]) -> Mapping[str, tuple[str, ...]]:
 
 def _server_side(stored: Mapping[str, Any], file: Mapping[str, Any]) -> dict[str, Any]:
     """The file re-asserted over ``stored`` by a manager that owns what carbonshift added:
-    those fields and the decision annotation removed."""
+    those fields and the decision annotation and its line removed."""
     out: dict[str, Any] = merge(stored, file)
     record = Record.decode(stored["metadata"]["annotations"][DECISION])
     for key in record.own:
@@ -101,6 +102,7 @@ def _server_side(stored: Mapping[str, Any], file: Mapping[str, Any]) -> dict[str
                 node = node.get(step) or {}
             node.pop(path[-1], None)
     out["metadata"]["annotations"].pop(DECISION)
+    out["metadata"]["annotations"].pop(REASON)
     return out
 
 
@@ -131,6 +133,22 @@ def test_reapplying_the_unchanged_file_stores_the_same_object(
     ):
         again = testing.stored(sent, _admit(sent, "UPDATE", stored, release))
         assert again == stored, f"{case}: {how} re-apply stored {again} instead of {stored}"
+
+
+def test_every_stored_record_carries_its_line_and_a_removed_line_comes_back() -> None:
+    for case, release, _, stored in MANAGED[::7]:
+        annotations = stored["metadata"]["annotations"]
+        record = Record.decode(annotations[DECISION])
+        assert annotations[REASON] == line(stored["kind"], record), case
+        assert "\n" not in annotations[REASON]
+        cut = copy.deepcopy(stored)
+        cut["metadata"]["annotations"].pop(REASON)
+        again = testing.stored(cut, _admit(cut, "UPDATE", stored, release))
+        assert again == stored, f"{case}: the line was not put back"
+        other = copy.deepcopy(stored)
+        other["metadata"]["annotations"][REASON] = "a line of the user's"
+        again = testing.stored(other, _admit(other, "UPDATE", stored, release))
+        assert again == stored, f"{case}: carbonshift's line was not kept"
 
 
 def test_every_handled_kind_and_shape_is_reapplied() -> None:

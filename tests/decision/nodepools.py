@@ -25,7 +25,7 @@ from webhook.decision.outcome import Change, Decision, stored
 from webhook.decision.patch import build
 from webhook.model.config import Config, NodePoolConfig
 from webhook.model.intensity import Reading, Signal
-from webhook.model.vocabulary import DECISION, MAX_PAUSE
+from webhook.model.vocabulary import DECISION, MAX_PAUSE, REASON
 
 T0 = datetime(2026, 3, 1, 10, tzinfo=UTC)
 H = timedelta(hours=1)
@@ -95,7 +95,12 @@ def table(at: datetime, stale: bool = False, **values: float) -> dict[str, Readi
 NP_CONFIG = Config(zone="DE")
 NP_ROW = kinds.find("karpenter.sh", "NodePool")
 assert NP_ROW is not None
-NP_WRITES = {("spec", "limits"), ("spec", "weight"), ("metadata", "annotations", DECISION)}
+NP_WRITES = {
+    ("spec", "limits"),
+    ("spec", "weight"),
+    ("metadata", "annotations", DECISION),
+    ("metadata", "annotations", REASON),
+}
 
 
 def admitted(
@@ -167,5 +172,10 @@ def leaves(before: Any, after: Any, path: tuple[str, ...] = ()) -> set[tuple[str
 
 def only_limits_and_weight(before: Mapping[str, Any], after: Mapping[str, Any]) -> bool:
     changed = leaves(before, after)
-    allowed = (("spec", "limits"), ("spec", "weight"), ("metadata", "annotations", DECISION))
+    allowed = (
+        ("spec", "limits"),
+        ("spec", "weight"),
+        ("metadata", "annotations", DECISION),
+        ("metadata", "annotations", REASON),
+    )
     return all(any(p[: len(a)] == a for a in allowed) for p in changed)

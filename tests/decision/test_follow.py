@@ -22,7 +22,7 @@ from webhook.decision.outcome import Change, stored
 from webhook.decision.record import MAX_SWITCHES, Record, switches, user_fields
 from webhook.model.config import ClusterConfig, Config, HysteresisConfig
 from webhook.model.intensity import Reading
-from webhook.model.vocabulary import DECISION, ENABLED
+from webhook.model.vocabulary import DECISION, ENABLED, REASON
 
 T0 = ADMITTED_AT
 CLUSTERS = {n: ClusterConfig(name=n, zone=z) for n, z in (("a", "FR"), ("b", "DE"), ("c", "PL"))}
@@ -95,7 +95,7 @@ def test_switches_to_the_new_greenest_after_the_dwell_with_history() -> None:
     # exactly what a refresh would write, plus the history
     assert ROW is not None
     refresh = ROW.decide(stored, ctx(later, table(later, FR=600, DE=100, PL=800)))
-    assert [c for c in action.changes if c.path[-1] != DECISION] == refresh.changes
+    assert [c for c in action.changes if c.path[-1] not in (DECISION, REASON)] == refresh.changes
     (entry,) = switches(record_of(switched))
     assert entry["t"] == "2026-03-02T01:00:00Z"
     assert entry["from"] == weights(stored)
@@ -161,7 +161,10 @@ def test_a_user_edit_of_an_owned_field_is_released_once() -> None:
     action = reevaluate(edited, T0 + timedelta(hours=13), FR=600, DE=100, PL=800)
     assert action.outcome == "user_owned"
     assert action.fields == ("placement.replicaScheduling",)
-    assert [c.path for c in action.changes] == [("metadata", "annotations", DECISION)]
+    assert [c.path for c in action.changes] == [
+        ("metadata", "annotations", DECISION),
+        ("metadata", "annotations", REASON),
+    ]
     written = action.applied(edited)
     assert written["spec"] == edited["spec"]
     record = record_of(written)
@@ -319,7 +322,10 @@ def test_limits_a_user_edits_while_paused_are_released_not_restored() -> None:
     action = np_step(held, T0 + timedelta(hours=1), DE=100)
     assert action.outcome == "user_owned"
     assert action.fields == ("spec.limits",)
-    assert [c.path for c in action.changes] == [("metadata", "annotations", DECISION)]
+    assert [c.path for c in action.changes] == [
+        ("metadata", "annotations", DECISION),
+        ("metadata", "annotations", REASON),
+    ]
     released_ = action.applied(held)
     assert user_fields(Record.decode(released_["metadata"]["annotations"][DECISION])) == [
         "spec.limits"

@@ -42,7 +42,7 @@ from typing import Any, Literal
 
 from webhook.decision import optin
 from webhook.decision.hysteresis import NO_HYSTERESIS, Hysteresis
-from webhook.decision.outcome import REMOVE, Change, Decision, Path
+from webhook.decision.outcome import REMOVE, Change, Decision, Path, recorded
 from webhook.decision.record import (
     Record,
     fingerprint,
@@ -226,7 +226,7 @@ def step(obj: Mapping[str, Any], inputs: Inputs, rules: Rules) -> Action:
             limit = inputs.min_interval_seconds
             why = f"last write {ago:.0f} s ago, min_interval_seconds is {limit:g}"
             return Action("too_soon", why, before=judged.before, after=switch.after)
-    changes.append(Change(("metadata", "annotations", DECISION), switch.record.encode()))
+    changes.extend(recorded(obj, switch.record))
     return Action(
         "switched", switch.why, tuple(changes), judged.before, switch.after, pause=switch.pause
     )
@@ -254,7 +254,7 @@ def _redecided(
         f"the API server dropped the {what} carbonshift wrote (its schema lacks it):"
         " decided again in a shape it keeps"
     )
-    write = [*changes, Change(("metadata", "annotations", DECISION), record.encode())]
+    write = [*changes, *recorded(obj, record)]
     return Action("dropped", why, tuple(write), judged.before, after, dropped=dict(lost))
 
 
@@ -354,10 +354,9 @@ def released_or_skipped(
     edited = _edited(obj, previous, fields, dropped)
     if edited:
         record = released(previous, edited)
-        change = Change(("metadata", "annotations", DECISION), record.encode())
         names = ", ".join(_field_name(k) for k in edited)
         why = f"{names} edited since carbonshift wrote it: no longer managed by carbonshift"
-        return Action("user_owned", why, (change,), fields=tuple(edited))
+        return Action("user_owned", why, tuple(recorded(obj, record)), fields=tuple(edited))
     if decision.skipped:
         return Action("kept", decision.skipped)
     return None

@@ -7,10 +7,11 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Final
 
+from webhook.decision import reason
 from webhook.decision.record import Record, unchanged_text
 from webhook.model.intensity import IntensityTable, Reading
 from webhook.model.objects import meta_of
-from webhook.model.vocabulary import DECISION, UNREAD, Scope, format_time, unread
+from webhook.model.vocabulary import DECISION, REASON, UNREAD, Scope, format_time, unread
 
 
 class _Remove:
@@ -143,5 +144,20 @@ def stored(obj: Mapping[str, Any], decision: Decision, scope: Scope) -> Stored:
     if not (changes or record.left or keys):
         return Stored(tuple(changes))
     annotation = unchanged_text(before, record.encode())
-    changes.append(Change(("metadata", "annotations", DECISION), annotation))
+    changes.extend(recorded(obj, record, annotation))
     return Stored(tuple(changes), annotation)
+
+
+def recorded(obj: Mapping[str, Any], record: Record, text: str | None = None) -> list[Change]:
+    """The changes that store ``record`` on ``obj``: the decision annotation (``text``,
+    by default the record encoded) and, beside it, the record in words
+    (``carbonshift.io/reason``, :func:`webhook.decision.reason.line`). Every writer of a
+    record writes both, so they never disagree."""
+    kind = obj.get("kind")
+    return [
+        Change(("metadata", "annotations", DECISION), record.encode() if text is None else text),
+        Change(
+            ("metadata", "annotations", REASON),
+            reason.line(kind if isinstance(kind, str) else "", record),
+        ),
+    ]

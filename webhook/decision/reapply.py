@@ -24,10 +24,11 @@ stored with it. For each field carbonshift owns (record ``own``) the incoming va
   that now sets the field itself): the user wrote the field: it is let through as theirs,
   and the leader records it released.
 
-A decision annotation the applier removed is put back too. Only fields carbonshift still
-owns in the stored object are read: one the user took back earlier is theirs already. An
-UPDATE that writes a decision annotation of its own (the leader's switch) is no applier's
-and is not read here.
+A decision annotation the applier removed is put back too, and so is its line
+(``carbonshift.io/reason``, which carbonshift owns as it owns the record). Only fields
+carbonshift still owns in the stored object are read: one the user took back earlier is
+theirs already. An UPDATE that writes a decision annotation of its own (the leader's
+switch) is no applier's and is not read here.
 
 Pure: the two objects and the kind's owned-field paths in, changes out.
 """
@@ -42,7 +43,7 @@ from webhook.decision.follow import apply
 from webhook.decision.outcome import REMOVE, Change, Path
 from webhook.decision.record import Record
 from webhook.model.objects import dig, meta_of
-from webhook.model.vocabulary import DECISION
+from webhook.model.vocabulary import DECISION, REASON
 
 VOLATILE = frozenset({"at", "provider", "clusters"})
 """Decision record body entries that move with the data alone (when, from which provider,
@@ -71,7 +72,7 @@ class Settled:
         if names:
             return f"re-applied: {names} as the user wrote it kept as carbonshift placed it"
         if self.changes:
-            return f"re-applied: the {DECISION} annotation put back"
+            return f"re-applied: the {DECISION} and {REASON} annotations put back"
         return ""
 
 
@@ -107,6 +108,9 @@ def settle(
             edited.append(key)  # the user's own field, which carbonshift replaced, changed
     if sent is None:
         changes.append(Change(("metadata", "annotations", DECISION), text))
+    said = meta_of(old).annotations.get(REASON)
+    if said is not None and meta_of(new).annotations.get(REASON) != said:
+        changes.append(Change(("metadata", "annotations", REASON), said))  # its line, likewise
     obj = apply(new, changes) if changes else dict(new)
     return Settled(obj, tuple(changes), tuple(restored), tuple(edited))
 

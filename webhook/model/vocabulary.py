@@ -45,6 +45,10 @@ OVERRIDE = PREFIX + "override"
 DECISION = PREFIX + "decision"
 """Annotation written by carbonshift: why the object looks as it does, and what it owns
 (parsed by :class:`webhook.decision.record.Record`)."""
+REASON = PREFIX + "reason"
+"""Annotation written by carbonshift beside :data:`DECISION`: the same decision as one short
+human sentence (:func:`webhook.decision.reason.line`), so ``kubectl get -o yaml`` and
+``kubectl describe`` say why without decoding JSON."""
 INTENSITY_CLASS = PREFIX + "intensity"
 """Label written on NodePool templates (so on their nodes) and, by the leader, on every
 Karmada Cluster: low | medium | high."""
@@ -127,6 +131,13 @@ KEYS = (
         "annotation",
         "policy, NodePool, NamespaceOffloading",
         "JSON decision record",
+        written=True,
+    ),
+    Key(
+        REASON,
+        "annotation",
+        "policy, NodePool, NamespaceOffloading",
+        "one line: the decision record in words",
         written=True,
     ),
     Key(

@@ -72,6 +72,7 @@ from webhook.decision.karmada.terms import (
 from webhook.decision.karmada.view import Division, PlacementView
 from webhook.decision.outcome import Decision, lookup, short
 from webhook.decision.ranking import carbon_weights, order_greenest, within_limit
+from webhook.decision.reason import EXCLUDED
 from webhook.decision.record import Record, history, user_view
 from webhook.decision.selectors import SelectorError, is_open
 from webhook.model import vocabulary
@@ -92,15 +93,21 @@ class _Notes:
 
     warnings: list[str]
     left: list[dict[str, str]] = dataclasses.field(default_factory=list)
+    excluded: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """Record ``excluded``: the candidates ``max-intensity`` excluded (``names``, greenest
+    first) and the limit (``max``, gCO2eq/kWh); empty: none."""
 
     def warn(self, text: str) -> None:
         self.warnings.append(short(text))
 
     def body(self, others: int | None) -> dict[str, Any]:
-        """Record entries: catch-all weight (``others``) and what was left (``left``)."""
+        """Record entries: catch-all weight (``others``), what was left (``left``) and
+        what ``max-intensity`` excluded (``excluded``)."""
         out: dict[str, Any] = {"others": {"w": others}} if others is not None else {}
         if self.left:
             out["left"] = self.left
+        if self.excluded:
+            out[EXCLUDED] = self.excluded
         return out
 
     def leave(self, rule: str, reason: str) -> None:
@@ -584,6 +591,7 @@ def _apply_limit(  # noqa: PLR0912 - one pass over the spread and weight floors,
     if not dropped:
         return intensities
     exclude(placement, dropped)
+    notes.excluded = {"max": limit, "names": list(dropped)}
     return {n: v for n, v in intensities.items() if n not in dropped}
 
 

@@ -35,6 +35,7 @@ from webhook.decision import pause
 from webhook.decision.karpenter import arm64, ladder
 from webhook.decision.outcome import REMOVE, Change, Decision, Lookup, lookup, short
 from webhook.decision.ranking import DISTINCT, greenness, intensity_class
+from webhook.decision.reason import WEIGHT, WHY
 from webhook.decision.record import Record, fingerprint, history, user_view
 from webhook.model import vocabulary
 from webhook.model.config import NodePoolConfig
@@ -187,6 +188,8 @@ def reevaluate(nodepool: Mapping[str, Any], inputs: NodePoolInputs, now: datetim
             _SPEC + "weight", plan.spec.get("weight")
         ):
             plan.new_spec["weight"] = plan.spec["weight"]  # no data: the weight stays
+            held = plan.spec["weight"]
+            plan.weight = held if isinstance(held, int) and not isinstance(held, bool) else None
     else:
         level = intensity_class(intensity, low_below=s.low_below, high_from=s.high_from)
         body = _body(data, level)
@@ -337,6 +340,10 @@ class _Plan:
     previous: Record
     left: list[dict[str, str]] = dataclasses.field(default_factory=list)
     """What a rule left alone and why (the record's ``left``)."""
+    weight: int | None = None
+    """The ``spec.weight`` strategy ``weight`` wrote (the record's ``weight``)."""
+    why: str | None = None
+    """Why the pool's limits are held below the user's (the record's ``why``)."""
 
     @classmethod
     def start(cls, nodepool: Mapping[str, Any], previous: Record, warn: Warn) -> _Plan:
@@ -421,6 +428,7 @@ class _Plan:
             self.leave("weight", "spec.weight is the user's (carbonshift.io/override replaces it)")
         else:
             self.new_spec["weight"] = weight
+            self.weight = weight
 
     def pause(self, why: str) -> None:
         if self.static:
@@ -429,6 +437,7 @@ class _Plan:
             limits = self.base_spec.get("limits")
             # Only cpu goes to "0" (enough to stop new nodes); the user's other limits stay.
             self.new_spec["limits"] = {**(limits if isinstance(limits, dict) else {}), "cpu": "0"}
+            self.why = why or None
             self.warn(short(f'carbonshift: pause: limits.cpu set to "0", no new nodes: {why}'))
 
     def step_limits(self, share: float, used: object, why: str) -> None:
@@ -445,6 +454,7 @@ class _Plan:
             )
             return
         self.new_spec["limits"] = {**limits, "cpu": cpu}
+        self.why = why or None
         user = limits.get("cpu")
         of = f"{share:.0%} of {user}" if user is not None else "no new nodes"
         floor = ", what the pool uses" if cpu != ladder.limit(user, share, None) else ""
@@ -464,6 +474,10 @@ class _Plan:
             _own(record, _TEMPLATE, self.base_template, self._new_template(), ("requirements",))
         if self.new_spec.get("limits") != self.base_spec.get("limits"):
             body["paused"] = True
+            if self.why:
+                body[WHY] = self.why
+        if self.weight is not None and self.new_spec.get("weight") != self.base_spec.get("weight"):
+            body[WEIGHT] = self.weight
         return record
 
     def changes(self, level: str) -> list[Change]:

@@ -32,14 +32,19 @@ from webhook.decision.outcome import Change, Decision, Path, iso
 from webhook.decision.record import Record, with_switch
 from webhook.model import vocabulary
 from webhook.model.objects import dig, meta_of
-from webhook.model.vocabulary import DECISION
+from webhook.model.vocabulary import DECISION, REASON
 
 NODEPOOL_FIELDS: Mapping[str, Path] = {
     "spec.": ("spec",),
     "template.": ("spec", "template", "spec"),
 }
 """Record key prefix -> where those fields live in a NodePool."""
-NODEPOOL_WRITES = (("spec", "limits"), ("spec", "weight"), ("metadata", "annotations", DECISION))
+NODEPOOL_WRITES = (
+    ("spec", "limits"),
+    ("spec", "weight"),
+    ("metadata", "annotations", DECISION),
+    ("metadata", "annotations", REASON),
+)
 """Everything the re-evaluation may change in a NodePool."""
 
 

@@ -36,7 +36,8 @@ from webhook.decision.hysteresis import NO_HYSTERESIS, Held, Hysteresis, Verdict
 from webhook.decision.labels import RANK, Rule
 from webhook.decision.liqo.peers import REMOTE_ID_LABEL
 from webhook.decision.outcome import Change, Decision, lookup, short
-from webhook.decision.ranking import intensity_class, within_limit
+from webhook.decision.ranking import intensity_class, order_greenest, within_limit
+from webhook.decision.reason import EXCLUDED
 from webhook.decision.record import Record, fingerprint, history, user_view
 from webhook.decision.selectors import SelectorError, labels_match
 from webhook.model import vocabulary
@@ -167,6 +168,11 @@ def decide(obj: Mapping[str, Any], inputs: OffloadingInputs) -> Decision:
         decision.record = previous
         return decision
     body = data.body(weights)
+    if knobs.max_intensity is not None:
+        values = data.values
+        out = [n for n in order_greenest(values) if n not in chosen and values[n] is not None]
+        if out:
+            body[EXCLUDED] = {"max": knobs.max_intensity, "names": out}
     body["since"] = (new == current and previous.since) or body["at"]
     record = Record(body=body | history(previous))
     key = OWN + SELECTOR
