@@ -16,7 +16,7 @@ from devtools.sandbox.components import default_carbonshift
 ROOT = Path(__file__).resolve().parents[2]
 
 
-SUBCOMMANDS = ["serve", "certs", "mutate", "intensity", "simulate"]
+SUBCOMMANDS = ["serve", "certs", "mutate", "intensity", "simulate", "explain"]
 MODULES = [
     "webhook.cli",
     "bench",

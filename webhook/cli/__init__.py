@@ -23,6 +23,7 @@ import structlog
 import yaml
 
 from webhook import __version__
+from webhook.cli import explain as cli_explain
 from webhook.cli import intensity as cli_intensity
 from webhook.cli import simulate as simulate_cli
 from webhook.model.config import Config, error_line, load
@@ -624,13 +625,14 @@ COMMANDS: tuple[Callable[[Any], None], ...] = (
     cli_intensity.add_parser,
     simulate_cli.add_parser,
     _add_report,
+    cli_explain.add_parser,
 )
 
 
-def parser() -> argparse.ArgumentParser:
+def parser(prog: str = "carbonshift") -> argparse.ArgumentParser:
     """The full argument parser (all subcommands)."""
     p = _Parser(
-        prog="carbonshift",
+        prog=prog,
         description="Carbon-aware placement for Kubernetes fleets: a mutating admission webhook "
         "for Karmada PropagationPolicies and Karpenter NodePools, and a filter/score API for "
         "schedulers, driven by grid carbon intensity.",
@@ -642,9 +644,9 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, prog: str = "carbonshift") -> int:
     """Entry point of the ``carbonshift`` console script."""
-    args = parser().parse_args(argv)
+    args = parser(prog).parse_args(argv)
     handler: Handler = args.handler
     logs.configure("warning", stream=sys.stderr)  # `serve` switches to JSON on stdout
     try:
@@ -661,6 +663,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     return code
+
+
+def kubectl_plugin() -> int:
+    """Entry point of the ``kubectl-carbonshift`` console script: kubectl runs it for
+    ``kubectl carbonshift ...`` (``kubectl carbonshift explain pp/web -n shop``)."""
+    return main(prog="kubectl carbonshift")
 
 
 def _closed_pipe() -> int:
