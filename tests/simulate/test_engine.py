@@ -11,7 +11,7 @@ from webhook.simulate.engine import realise, simulate_batch, simulate_spatial
 from webhook.simulate.metrics import Role, compare
 from webhook.simulate.policies import Terms
 
-ORACLES = (Role.ORACLE, Role.FREE_ORACLE)
+ORACLES = (Role.ORACLE, Role.FREE_ORACLE, Role.BUDGET_ORACLE)
 
 TWO = [
     {"name": "green", "zone": "G"},

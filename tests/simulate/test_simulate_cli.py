@@ -58,13 +58,17 @@ def test_table_output(setup: tuple[Path, Path], capsys: pytest.CaptureFixture[st
     for word in ("baseline", "greedy-top1", "green-first", "oracle", "pause-forecast", "run-now"):
         assert word in out
     assert "Electricity Maps" in out
-    # The oracles place every hour afresh and count no moves nor updates: n/a, not 0.00.
+    # The free and the constrained oracle place every hour afresh and count no moves nor
+    # updates: n/a, not 0.00; the budget oracle counts its moves, within the budget.
     spatial = out.split("\n\n")[1]
     oracles = [line.split() for line in spatial.splitlines() if line.startswith("oracle")]
-    assert [row[0] for row in oracles] == ["oracle-free", "oracle"]
-    assert all(row[5:7] == ["n/a", "n/a"] for row in oracles)
+    assert [row[0] for row in oracles] == ["oracle-budget", "oracle-free", "oracle"]
+    assert all(row[6:8] == ["n/a", "n/a"] for row in oracles[1:])
+    assert oracles[0][7] == "n/a"
+    assert oracles[0][5] == "100.0"  # of itself
+    assert "budget oracle: at most 10% of greedy's moves" in spatial
     baseline = next(line.split() for line in spatial.splitlines() if line.startswith("baseline"))
-    assert baseline[5:7] == ["0.00", "0.00"]
+    assert baseline[5:8] == ["0.0", "0.00", "0.00"]
 
 
 def test_json_output(setup: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
@@ -73,14 +77,19 @@ def test_json_output(setup: tuple[Path, Path], capsys: pytest.CaptureFixture[str
     assert code == 0
     doc = json.loads(capsys.readouterr().out)
     keys = [r["policy"] for r in doc["spatial"]]
-    assert keys == ["baseline", "green-first", "oracle-free", "oracle"]
+    assert keys == ["baseline", "green-first", "oracle-budget", "oracle-free", "oracle"]
     oracle = doc["spatial"][-1]
     assert oracle["constrained_oracle_captured_pct"] == 100.0
     assert doc["spatial"][-2]["free_oracle_captured_pct"] == 100.0
     assert oracle["free_oracle_captured_pct"] <= 100.0
     assert all(r["kg_co2eq"] >= oracle["kg_co2eq"] for r in doc["spatial"])
     assert [r["moves_per_day"] for r in doc["spatial"][-2:]] == [None, None]
-    assert [r["updates_per_day"] for r in doc["spatial"][-2:]] == [None, None]
+    assert [r["updates_per_day"] for r in doc["spatial"][-3:]] == [None, None, None]
+    budget = doc["spatial"][-3]
+    assert budget["budget_oracle_captured_pct"] == 100.0
+    assert budget["kg_co2eq"] >= oracle["kg_co2eq"]
+    assert budget["moves_per_day"] * doc["hours"] / 24 <= doc["budget_oracle"]["move_budget"]
+    assert doc["budget_oracle"]["share_of_greedy"] == 0.1
     assert doc["spatial"][0]["moves_per_day"] == 0.0
 
 

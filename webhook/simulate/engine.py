@@ -52,15 +52,17 @@ from collections.abc import Callable, Mapping, Sequence
 from webhook.decision.forecast import Method, history_needed, outlook, ranking_value
 from webhook.decision.karmada.capacity import group_fill, groups_of, plan_move, tier_fill
 from webhook.decision.karmada.division import divide_available, divide_static, names_descending
+from webhook.simulate import budget as budget_mod
 from webhook.simulate.batch import PausePolicy, PoolMoment, batch_policies
 from webhook.simulate.grid import Grid
-from webhook.simulate.metrics import Role, Run
+from webhook.simulate.metrics import Role, Run, moved
 from webhook.simulate.policies import (
     Fill,
     Held,
     Intent,
     SpatialPolicy,
     Weights,
+    greedy,
     spatial_policies,
 )
 from webhook.simulate.scenario import BatchPool, Scenario
@@ -323,6 +325,9 @@ class _Fleet:
                 continue
             intent = self.held[uid].intent
             after = self._realise(inst, intent, wanted, before, start=self.observed.get(uid, 0))
+            # Karmada may refill a greener tier on a scale-up (or keep a dirtier one on a
+            # scale-down): the replicas that change cluster are moves like any other.
+            self.run.moves += moved(before, after, max(0, sum(before.values()) - wanted))
             self._apply(inst, after)
 
     def revisit(self, view: Mapping[str, float], t: int) -> None:
@@ -343,7 +348,7 @@ class _Fleet:
                 continue
             after = self._realise(inst, new.intent, sum(before.values()), before, start=start)
             if after != before:
-                self.run.moves += sum(max(0, n - before.get(c, 0)) for c, n in after.items())
+                self.run.moves += moved(before, after)
                 self._apply(inst, after)
 
     def _move_back(
@@ -580,14 +585,28 @@ def _mean_outlook(method: Method, history: Sequence[float], horizon: int, days: 
     return ranking_value(outlook(method, history, horizon - 1, days=days))
 
 
+def _yardstick(
+    scenario: Scenario, fleets: Sequence[_Fleet], caps: Mapping[str, int]
+) -> tuple[_Fleet | None, list[_Fleet]]:
+    """The greedy operator's fleet, whose moves set the move budget (None: no solver for
+    the budget oracle), and the fleets to run unseen: greedy's when it is not compared."""
+    names = [c.name for c in scenario.clusters]
+    policy = greedy(scenario.compare, names)
+    mine = next((f for f in fleets if f.policy.key == policy.key), None)
+    if mine is not None or not budget_mod.available():
+        return mine, []
+    mine = _Fleet(policy, names, caps, scenario.hours, Role.POLICY)
+    return mine, [mine]
+
+
 def simulate_spatial(
     scenario: Scenario,
     grid: Grid,
     policies: Sequence[SpatialPolicy] | None = None,
     tick: Tick = _no_tick,
 ) -> list[Run]:
-    """Runs of the baseline, every policy, the free oracle and the constrained oracle (in
-    that order)."""
+    """Runs of the baseline, every policy, the budget oracle (when scipy, the ``sim``
+    extra, is installed), the free oracle and the constrained oracle (in that order)."""
     hours = scenario.hours
     names = [c.name for c in scenario.clusters]
     zone_of = {c.name: c.zone for c in scenario.clusters}
@@ -596,11 +615,11 @@ def simulate_spatial(
     caps = capacities(scenario, max(need, default=0))
     if policies is None:
         policies = spatial_policies(scenario.policy, scenario.compare, names, zone_of)
-    lineup = list(policies)
     fleets = [
         _Fleet(p, names, caps, hours, Role.BASELINE if i == 0 else Role.POLICY)
-        for i, p in enumerate(lineup)
+        for i, p in enumerate(policies)
     ]
+    greedy_fleet, unseen = _yardstick(scenario, fleets, caps)
     free = _Oracle(names, caps, hours)
     zone_hours = [[grid.values[zone_of[n]][t] for n in names] for t in range(hours)]
     pinned = [i for i in items if not i.movable]
@@ -619,7 +638,7 @@ def simulate_spatial(
         leaving = departures.get(t, ())
         arriving = arrivals.get(t, ())
         reevaluate = t % scenario.interval_hours == 0
-        for fleet in fleets:
+        for fleet in [*fleets, *unseen]:
             policy = fleet.policy
             key = (policy.forecast, policy.horizon_hours if policy.forecast else 1)
             view = views.get(key)
@@ -645,7 +664,89 @@ def simulate_spatial(
         free.account(t, current, need[t], kw)
         oracle.account(t, kw)
         tick(1)
-    return [f.run for f in fleets] + [free.run, oracle.run]
+    runs = [f.run for f in fleets]
+    if greedy_fleet is not None:  # the target's budget: a share of greedy's moves
+        allowed = budget_mod.move_budget(greedy_fleet.run.moves)
+        runs.append(
+            budget_oracle(oracle, items, zone_hours, allowed, kw, greedy=greedy_fleet.run.moves)
+        )
+    return [*runs, free.run, oracle.run]
+
+
+def constrained_and_budget(scenario: Scenario, grid: Grid, budget: int | None) -> tuple[Run, Run]:
+    """The constrained oracle's run and the budget oracle's with ``budget`` moves (None:
+    unlimited), without the policies."""
+    hours = scenario.hours
+    names = [c.name for c in scenario.clusters]
+    zone_of = {c.name: c.zone for c in scenario.clusters}
+    items = instances(scenario)
+    need = demand(items, hours)
+    caps = capacities(scenario, max(need, default=0))
+    values = [[grid.values[zone_of[n]][t] for n in names] for t in range(hours)]
+    oracle = _ConstrainedOracle(names, caps, need, values, [i for i in items if not i.movable])
+    for t in range(hours):
+        oracle.account(t, scenario.power_kw)
+    return oracle.run, budget_oracle(oracle, items, values, budget, scenario.power_kw)
+
+
+BUDGET_ORACLE = "oracle-budget"
+"""Key of the budget oracle: the constrained oracle within the spatial target's move
+budget (:mod:`webhook.simulate.budget`)."""
+
+
+def budget_oracle(
+    oracle: _ConstrainedOracle,
+    items: Sequence[Instance],
+    values: Sequence[Sequence[float]],
+    budget: int | None,
+    kw: float,
+    *,
+    greedy: int | None = None,
+) -> Run:
+    """The budget oracle's run: the pinned replicas where ``oracle`` pinned them, the
+    movable ones scheduled with perfect knowledge and at most ``budget`` moves (None:
+    unlimited) by :func:`webhook.simulate.budget.schedule`."""
+    hours = len(values)
+    clusters, caps = oracle.clusters, oracle.caps
+    lives: list[budget_mod.Life] = []
+    for inst in items:
+        low = 0 if inst.movable else _lowest(inst)
+        series = [inst.replicas_at(t) - low for t in range(inst.arrive, inst.leave)]
+        if any(series):
+            lives.append((inst.arrive, series))
+    room = [[caps[i] - row[i] for i in range(len(caps))] for row in oracle.pinned]
+    plan = budget_mod.schedule(room, values, budget_mod.fleet(lives, hours), budget)
+    days = (hours + 23) // 24
+    allowed = "unlimited" if budget is None else f"{budget} in all"
+    run = Run(
+        BUDGET_ORACLE,
+        "budget oracle: perfect knowledge, capacity and movable: false respected, "
+        f"at most {budget_mod.MOVE_BUDGET_SHARE:.0%} of greedy's replica moves ({allowed})",
+        Role.BUDGET_ORACLE,
+        "perfect (future known)",
+        array("d", bytes(8 * hours)),
+        moves=plan.moves,
+        daily_share={c: array("d", bytes(8 * days)) for c in clusters},
+    )
+    pinned_cost = 0.0
+    for t in range(hours):
+        day, v, row, mine = t // 24, values[t], oracle.pinned[t], plan.counts[t]
+        total = 0.0
+        for i, name in enumerate(clusters):
+            pinned_cost += row[i] * v[i]
+            n = row[i] + mine[i]
+            if n:
+                total += n * v[i]
+                run.daily_share[name][day] += n
+        run.hourly[t] = total * kw
+    run.details = {
+        "greedy_moves": greedy,
+        "move_budget": budget,
+        "moves": plan.moves,
+        "optimal": plan.optimal,
+        "lower_bound_kg": (pinned_cost + plan.bound) * kw / 1000.0,
+    }
+    return run
 
 
 # --- temporal ------------------------------------------------------------------------------

@@ -3,8 +3,9 @@
 Savings are ratio-of-sums over the same work and hours: ``1 - E_policy / E_baseline``;
 the share of an oracle's saving captured is ``(E_baseline - E_policy) /
 (E_baseline - E_oracle)``, against the constrained oracle (the target: the scenario's
-capacities, ``movable: false`` and deadlines respected) and against the free one (the
-upper bound).
+capacities, ``movable: false`` and deadlines respected), against the free one (the
+upper bound) and, spatial, against the budget oracle (the constrained one within the
+target's move budget).
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ import math
 from array import array
 from collections.abc import Mapping, Sequence
 from enum import StrEnum
+from typing import TypeVar
+
+K = TypeVar("K")
 
 
 class Role(StrEnum):
@@ -26,6 +30,9 @@ class Role(StrEnum):
     FREE_ORACLE = "free-oracle"
     """The free oracle: the upper bound, which ignores ``movable: false`` (and splits
     batch jobs)."""
+    BUDGET_ORACLE = "budget-oracle"
+    """The budget oracle (spatial): perfect knowledge within the scenario's constraints
+    and the spatial target's move budget (:mod:`webhook.simulate.budget`)."""
 
 
 @dataclasses.dataclass(slots=True)
@@ -52,6 +59,9 @@ class Run:
     """Sum over batch jobs of the hours waited before starting."""
     daily_share: Mapping[str, array[float]] = dataclasses.field(default_factory=dict)
     """Replica-hours per cluster (or pool) per day."""
+    details: Mapping[str, float | int | bool | None] = dataclasses.field(default_factory=dict)
+    """What an oracle states about itself beyond its emissions (the budget oracle's budget,
+    bound and moves counted per workload: :mod:`webhook.simulate.budget`)."""
     by_arrival: array[float] = dataclasses.field(default_factory=lambda: array("d"))
     """Batch runs: gCO2eq of the jobs that arrived in each hour, wherever they ran, so every
     run's series covers the same jobs at every hour (a job that missed its deadline counts
@@ -79,13 +89,25 @@ class Row:
     captured_free_pct: float | None
     """Share of the free oracle's (the upper bound's) saving; None when it saves nothing
     or did not run."""
+    captured_budget_pct: float | None
+    """Share of the budget oracle's saving (spatial); None when it saves nothing or did
+    not run."""
     moves_per_day: float | None
     changes_per_day: float | None
-    """Both None for the oracles: they place every hour afresh, as no policy object
-    records, and count neither moves nor updates."""
+    """Both None for the constrained and the free oracle: they place every hour afresh,
+    as no policy object records, and count neither moves nor updates; the budget oracle
+    counts its moves, not updates."""
     misses: int
     jobs: int
     mean_wait_hours: float
+
+
+def moved(before: Mapping[K, int], after: Mapping[K, int], removed: int = 0) -> int:
+    """Replicas that changed cluster from placement ``before`` to ``after`` (replica counts
+    per cluster): each counts one move. ``removed`` replicas left between the two (an
+    instance gone, a scale-down) and are taken from where the placement shrank first."""
+    shrank = sum(max(0, n - after.get(c, 0)) for c, n in before.items())
+    return max(0, shrank - removed)
 
 
 def compare(runs: Sequence[Run], hours: int) -> list[Row]:
@@ -93,6 +115,7 @@ def compare(runs: Sequence[Run], hours: int) -> list[Row]:
     baseline = next(r for r in runs if r.role is Role.BASELINE).total
     oracle = next(r for r in runs if r.role is Role.ORACLE).total
     free = next((r.total for r in runs if r.role is Role.FREE_ORACLE), None)
+    budget = next((r.total for r in runs if r.role is Role.BUDGET_ORACLE), None)
     days = hours / 24
 
     def share(total: float, target: float | None) -> float | None:
@@ -104,7 +127,10 @@ def compare(runs: Sequence[Run], hours: int) -> list[Row]:
     rows = []
     for run in runs:
         total = run.total
-        oracle_role = run.role in (Role.ORACLE, Role.FREE_ORACLE)
+        # The oracles place every hour afresh and count neither moves nor updates; the
+        # budget oracle counts its moves (within the budget) but writes no policy.
+        counts_moves = run.role not in (Role.ORACLE, Role.FREE_ORACLE)
+        counts_updates = run.role in (Role.BASELINE, Role.POLICY)
         saved = 100.0 * (1 - total / baseline) if baseline else 0.0
         rows.append(
             Row(
@@ -116,8 +142,9 @@ def compare(runs: Sequence[Run], hours: int) -> list[Row]:
                 saved_pct=saved,
                 captured_pct=share(total, oracle),
                 captured_free_pct=share(total, free),
-                moves_per_day=None if oracle_role else run.moves / days,
-                changes_per_day=None if oracle_role else run.changes / days,
+                captured_budget_pct=share(total, budget),
+                moves_per_day=run.moves / days if counts_moves else None,
+                changes_per_day=run.changes / days if counts_updates else None,
                 misses=run.misses,
                 jobs=run.jobs,
                 mean_wait_hours=run.wait_hours / run.jobs if run.jobs else 0.0,

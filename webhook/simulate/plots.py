@@ -122,6 +122,8 @@ def _style(
         return Style(ORACLE_COLOUR, (8.0, 2.0, 1.5, 2.0, 1.5, 2.0), 1.8)
     if run.role is Role.FREE_ORACLE:
         return Style(ORACLE_COLOUR, (2.0, 2.0), 1.0)
+    if run.role is Role.BUDGET_ORACLE:
+        return Style(ORACLE_COLOUR, (6.0, 3.0), 1.4)
     colour, dashes = next(palette)
     return Style(colour, dashes, 2.8 if run.key == default else 1.3)
 
@@ -133,6 +135,8 @@ def legend_name(run: Run, default: str | None) -> str:
         return f"{run.key} (constrained: the target)"
     if run.role is Role.FREE_ORACLE:
         return f"{run.key} (free: upper bound)"
+    if run.role is Role.BUDGET_ORACLE:
+        return f"{run.key} (within the move budget)"
     return f"{run.key} (default)" if run.key == default else run.key
 
 

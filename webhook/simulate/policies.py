@@ -366,6 +366,23 @@ class SpatialPolicy:
         return held if intent == held.intent else Held(intent)
 
 
+GREEDY = "greedy-top"
+"""Key prefix of the greedy top-N operator's row, whose moves set the spatial target's
+move budget (:func:`webhook.simulate.budget.move_budget`)."""
+
+
+def greedy(compare: Compare, clusters: Sequence[str]) -> SpatialPolicy:
+    """The greedy top-N operator (``compare.top_n``): the N greenest clusters, weight 1
+    each, re-ranked every interval."""
+    top_n = min(compare.top_n, len(clusters))
+    return SpatialPolicy(
+        f"{GREEDY}{top_n}",
+        f"greedy top-{top_n}, re-ranked every interval",
+        propose_top_n(top_n),
+        reevaluate=True,
+    )
+
+
 DEFAULT_SPATIAL = "fill-forecast"
 """The spatial row carbonshift's default behaviour stands for: what the webhook does with
 its default config to a plain Divided PropagationPolicy (no annotations). The ordered fill
@@ -418,16 +435,10 @@ def spatial_policies(
     carbon = webhook(strategy="weighted")
     weighted_terms = webhook(max_clusters=s.max_clusters, strategy="weighted")
     available_terms = webhook(max_clusters=s.max_clusters, available=True)
-    top_n = min(s.top_n, len(clusters))
     first = min(s.max_clusters, len(clusters))
     return [
         SpatialPolicy("baseline", "carbon-agnostic: even split, fixed", propose_even, info="none"),
-        SpatialPolicy(
-            f"greedy-top{top_n}",
-            f"greedy top-{top_n}, re-ranked every interval",
-            propose_top_n(top_n),
-            reevaluate=True,
-        ),
+        greedy(s, clusters),
         SpatialPolicy(
             "static-weights",
             "carbon weights (strategy weighted) at creation only",

@@ -17,11 +17,12 @@ import msgspec
 from webhook.model.config import Config, document
 from webhook.model.errors import ReportUnavailable as ReportUnavailable  # noqa: PLC0414 - callers import it here
 from webhook.simulate.batch import DEFAULT_TEMPORAL
+from webhook.simulate.budget import MOVE_BUDGET_SHARE
 from webhook.simulate.grid import Grid
-from webhook.simulate.metrics import Row, Run
+from webhook.simulate.metrics import Role, Row, Run
 from webhook.simulate.multikueue import DEFAULT_MULTIKUEUE
 from webhook.simulate.outcome import Outcome, Part
-from webhook.simulate.policies import DEFAULT_SPATIAL
+from webhook.simulate.policies import DEFAULT_SPATIAL, GREEDY
 
 INSTALL_HINT = "pip install 'carbonshift[sim]'"
 
@@ -71,7 +72,10 @@ def _name(row: Row, temporal: bool) -> str:
 # --- text ------------------------------------------------------------------------------------
 
 _OF = ("of constrained oracle %", "of free oracle %")
-_SPATIAL_HEAD = ("policy", "tCO2eq", "saved %", *_OF, "moves/day", "updates/day", "uses")
+_SPATIAL_HEAD = (
+    "policy", "tCO2eq", "saved %", *_OF, "of budget oracle %", "moves/day", "updates/day",
+    "uses",
+)  # fmt: skip
 _TEMPORAL_HEAD = (
     "policy", "tCO2eq", "saved %", *_OF, "misses", "wait h", "updates/day", "uses",
 )  # fmt: skip
@@ -99,6 +103,7 @@ def _cells(row: Row, temporal: bool, unit: Unit = UNITS[0]) -> tuple[str, ...]:
         )
     return (
         *common,
+        _pct(row.captured_budget_pct),
         _per_day(row.moves_per_day),
         _per_day(row.changes_per_day),
         row.info,
@@ -157,6 +162,7 @@ def text(outcome: Outcome) -> str:
             "",
             "spatial (workloads across clusters)",
             table(outcome.spatial.rows, temporal=False),
+            budget_line(outcome.spatial),
         ]
     if outcome.temporal:
         out += [
@@ -178,6 +184,30 @@ def text(outcome: Outcome) -> str:
         ]
     out += ["", attribution(outcome.grid), f"simulated in {outcome.seconds:.1f} s"]
     return "\n".join(out)
+
+
+def budget_line(part: Part) -> str:
+    """What the budget oracle was allowed and how exactly it is known; without scipy,
+    how to get it."""
+    run = next((r for r in part.runs if r.role is Role.BUDGET_ORACLE), None)
+    if run is None:
+        return f"budget oracle: needs scipy ({INSTALL_HINT})"
+    d = run.details
+    how = "optimal" if d.get("optimal") else f"lower bound {d.get('lower_bound_kg')} kg"
+    return (
+        f"budget oracle: at most {MOVE_BUDGET_SHARE:.0%} of greedy's moves: "
+        f"{d.get('move_budget')} of {d.get('greedy_moves')}, {d.get('moves')} spent ({how}; "
+        "moves counted on the fleet's replicas per cluster)"
+    )
+
+
+def _budget_json(part: Part | None) -> dict[str, Any] | None:
+    run = (
+        None if part is None else next((r for r in part.runs if r.role is Role.BUDGET_ORACLE), None)
+    )
+    if run is None:
+        return None
+    return {**run.details, "share_of_greedy": MOVE_BUDGET_SHARE}
 
 
 _RANKING_HEAD = ("forecast", "windows", "top quarter %", "spearman", "start saving %")
@@ -215,6 +245,7 @@ def _row_json(row: Row, temporal: bool) -> dict[str, Any]:
         "saved_pct": round(row.saved_pct, 3),
         "constrained_oracle_captured_pct": _round(row.captured_pct),
         "free_oracle_captured_pct": _round(row.captured_free_pct),
+        **({} if temporal else {"budget_oracle_captured_pct": _round(row.captured_budget_pct)}),
         "moves_per_day": _round(row.moves_per_day, 4),
         "updates_per_day": _round(row.changes_per_day, 4),
         "deadline_misses": row.misses,
@@ -259,6 +290,7 @@ def to_json(outcome: Outcome) -> dict[str, Any]:
         "policy": _changed(document(s.policy), document(Config())),
         "compare": msgspec.to_builtins(s.compare),
         "spatial": _rows_json(outcome.spatial, temporal=False),
+        "budget_oracle": _budget_json(outcome.spatial),
         "forecast_ranking": [
             {
                 "forecast": r.method,
@@ -335,7 +367,7 @@ def _share_runs(part: Part) -> list[Run]:
     picked = [runs[0]]
     if policies:
         picked.append(min(policies, key=lambda r: r.total))
-        own = [r for r in policies if not r.key.startswith("greedy")]
+        own = [r for r in policies if not r.key.startswith(GREEDY)]
         if own and min(own, key=lambda r: r.total) not in picked:
             picked.append(min(own, key=lambda r: r.total))
     return [*picked, runs[-1]]
@@ -371,7 +403,11 @@ def _page(outcome: Outcome, figures: Sequence[tuple[str, str]]) -> str:
         f"re-evaluation every {s.interval_hours} h.</p>",
     ]
     if outcome.spatial:
-        parts += ["<h2>Spatial</h2>", _html_table(outcome.spatial.rows, temporal=False)]
+        parts += [
+            "<h2>Spatial</h2>",
+            _html_table(outcome.spatial.rows, temporal=False),
+            f"<p>{html.escape(budget_line(outcome.spatial))}</p>",
+        ]
     if outcome.temporal:
         parts += ["<h2>Temporal (batch)</h2>", _html_table(outcome.temporal.rows, temporal=True)]
     if outcome.multikueue:
@@ -392,7 +428,9 @@ def _page(outcome: Outcome, figures: Sequence[tuple[str, str]]) -> str:
         "oracle” is the share captured of the saving of perfect knowledge within the "
         "scenario's capacities, <code>movable: false</code> and deadlines (the target); "
         "“of free oracle” the share of the upper bound's, which also moves immovable work "
-        "and splits batch jobs. Hover a row for the policy's description.</p>"
+        "and splits batch jobs; “of budget oracle” the share of the saving of perfect "
+        "knowledge within those constraints and the spatial target's move budget. Hover a "
+        "row for the policy's description.</p>"
     )
     for title, name in figures:
         parts += [
