@@ -65,7 +65,7 @@ def test_replicas_that_leave_are_taken_where_the_fleet_shrinks(
 
 
 def test_moves_count_as_the_policies_do() -> None:
-    assert moved({"a": 3, "b": 1}, {"a": 1, "b": 3}) == 2
+    assert moved({"a": 3, "b": 1}, {"a": 1, "b": 3}, 0) == 2
     assert moved({"a": 3, "b": 1}, {"a": 1, "b": 1}, removed=2) == 0
     assert moved({"a": 3, "b": 1}, {"a": 1, "b": 2}, removed=1) == 1
 

@@ -64,14 +64,15 @@ def available() -> bool:
 class Plan:
     """The movable replicas' schedule within the budget."""
 
-    counts: list[list[int]]
-    """Per hour, the movable replicas on each cluster (in the clusters' order)."""
+    counts: list[list[float]]
+    """Per hour, the movable replicas on each cluster (in the clusters' order): whole,
+    except when HiGHS found no whole schedule in its time limit (then the relaxation's)."""
     cost: float
     """``sum(counts[t][c] * values[t][c])`` of the schedule."""
     bound: float
     """A lower bound on that cost for any schedule within the budget (the linear
     relaxation's optimum); equal to ``cost`` when the schedule is optimal."""
-    moves: int
+    moves: float
     """Moves of the schedule counted on the fleet's counts (at most the budget)."""
     optimal: bool
     """Whether the schedule is proven optimal: the relaxation's own schedule is whole,
@@ -126,7 +127,7 @@ def schedule(
     hours = len(room)
     n = len(room[0]) if hours else 0
     if not (hours and n):
-        return Plan([[0] * n for _ in range(hours)], 0.0, 0.0, 0, True)
+        return Plan([[0.0] * n for _ in range(hours)], 0.0, 0.0, 0, True)
     program = _program(room, values, work, budget)
     # The linear relaxation first: a lower bound, and the optimum itself when its
     # schedule is whole (one flow with one budget row almost always is).
@@ -137,19 +138,23 @@ def schedule(
     nx = hours * n
     whole = bool(all(abs(v - round(v)) < 1e-6 for v in result.x[:nx]))
     optimal = whole
+    flat: list[float] = [float(v) for v in result.x[:nx]]
     if not whole:
         integrality = [1] * nx + [0] * (len(program.cost) - nx)
-        result = optimize.milp(
+        found = optimize.milp(
             program.cost, constraints=program.rows, bounds=program.bounds,
             integrality=integrality, options={"time_limit": time_limit, "mip_rel_gap": REL_GAP},
         )  # fmt: skip
-        if result.x is None:
-            raise ValueError(f"no whole schedule within the budget: {result.message}")
-        optimal = result.status == 0
-        dual = getattr(result, "mip_dual_bound", None)
+        dual = getattr(found, "mip_dual_bound", None)
         if dual is not None and math.isfinite(dual):
             relaxed = max(relaxed, float(dual))
-    flat = [round(float(v)) for v in result.x[:nx]]
+        if found.x is not None:
+            optimal = found.status == 0
+            flat = [float(round(v)) for v in found.x[:nx]]
+        # else: no whole schedule within the time limit; the relaxation's (fractional
+        # replicas) stands for it, its emissions the lower bound, not a placement.
+    if optimal:
+        flat = [float(round(v)) for v in flat]
     counts = [flat[t * n : (t + 1) * n] for t in range(hours)]
     spent = sum(
         moved(dict(enumerate(counts[t - 1])), dict(enumerate(counts[t])), work.removed[t])

@@ -348,7 +348,7 @@ class _Fleet:
                 continue
             after = self._realise(inst, new.intent, sum(before.values()), before, start=start)
             if after != before:
-                self.run.moves += moved(before, after)
+                self.run.moves += moved(before, after, 0)
                 self._apply(inst, after)
 
     def _move_back(
@@ -725,7 +725,7 @@ def budget_oracle(
         Role.BUDGET_ORACLE,
         "perfect (future known)",
         array("d", bytes(8 * hours)),
-        moves=plan.moves,
+        moves=round(plan.moves),
         daily_share={c: array("d", bytes(8 * days)) for c in clusters},
     )
     pinned_cost = 0.0

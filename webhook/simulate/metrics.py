@@ -18,6 +18,7 @@ from enum import StrEnum
 from typing import TypeVar
 
 K = TypeVar("K")
+N = TypeVar("N", int, float)
 
 
 class Role(StrEnum):
@@ -102,12 +103,14 @@ class Row:
     mean_wait_hours: float
 
 
-def moved(before: Mapping[K, int], after: Mapping[K, int], removed: int = 0) -> int:
+def moved(before: Mapping[K, N], after: Mapping[K, N], removed: N) -> N:
     """Replicas that changed cluster from placement ``before`` to ``after`` (replica counts
     per cluster): each counts one move. ``removed`` replicas left between the two (an
     instance gone, a scale-down) and are taken from where the placement shrank first."""
-    shrank = sum(max(0, n - after.get(c, 0)) for c, n in before.items())
-    return max(0, shrank - removed)
+    shrank = sum(
+        (max(n - n, n - after.get(c, n - n)) for c, n in before.items()), removed - removed
+    )
+    return max(shrank - shrank, shrank - removed)
 
 
 def compare(runs: Sequence[Run], hours: int) -> list[Row]:
