@@ -16,7 +16,19 @@ class _Gate:
 
 
 class _Cache:
+    """A cache that is synced when the test says so."""
+
     synced = False
+    following = False
+
+    def start(self, api: object, *, timeout_seconds: int = 300) -> None:
+        pass
+
+    async def stop(self) -> None:
+        pass
+
+    async def list_once(self, api: object) -> None:
+        self.synced = True
 
 
 class _Keyed(KeyedController[str]):
@@ -24,6 +36,7 @@ class _Keyed(KeyedController[str]):
 
     def __init__(self, gate: _Gate, cache: _Cache) -> None:
         self.gate = gate
+        self.api = None
         self.caches = (cache,)
         self.tick = 0.01
         self.queue = WorkQueue(base_delay=0.01, max_delay=0.05)

@@ -108,13 +108,13 @@ def scorer(api: client.ApiClient, feed: Feed, gate: kubeapi.Gate | None = None) 
 async def caches(leader: PlacementScorer) -> AsyncIterator[PlacementScorer]:
     """The scorer's watched caches following the API server, synced."""
     for cache in leader.caches:
-        cache.start(leader.api)  # type: ignore[attr-defined]
+        cache.start(leader.api)
     try:
         await eventually(lambda: all(c.synced for c in leader.caches), "the caches synced")
         yield leader
     finally:
         for cache in leader.caches:
-            await cache.stop()  # type: ignore[attr-defined]
+            await cache.stop()
 
 
 async def decide(leader: PlacementScorer) -> dict[str, float | None]:

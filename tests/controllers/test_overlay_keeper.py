@@ -53,11 +53,11 @@ class HandFed(WatchedCache[Obj]):
 
     def __init__(self) -> None:
         super().__init__((GROUP, VERSION, RESOURCE), lambda o, _: dict(o), kind="node_overlay")
-        self.following = True
+        self.watching = True
 
     @property
     def synced(self) -> bool:
-        return self.following
+        return self.watching
 
     def deliver(self, api: Api) -> None:
         """The watch catches up with what the API server stores."""
@@ -186,10 +186,10 @@ async def test_the_answers_to_writes_count_until_the_watch_catches_up() -> None:
     assert await keeper.keep([POOL], moved) == 0
 
     # Not synced (the API server unreachable): the pass does nothing.
-    cache.following = False
+    cache.watching = False
     assert await keeper.keep([], moved) == 0
     assert api.writes == writes + written
-    cache.following = True
+    cache.watching = True
 
     # No priced pool left: every kept overlay is deleted, and stays deleted for the passes
     # before the watch delivers the deletions.

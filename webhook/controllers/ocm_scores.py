@@ -43,6 +43,7 @@ from webhook.model.config import Config
 from webhook.model.intensity import Reading, utcnow
 from webhook.model.objects import meta_of
 from webhook.runtime import metrics
+from webhook.runtime.workqueue import WorkQueue
 
 log = structlog.get_logger("carbonshift.ocm")
 
@@ -92,6 +93,7 @@ class PlacementScorer(KeyedController[str]):
             on_keys=lambda keys: self.enqueue(k.partition("/")[0] for k in keys),
         )
         self.caches = (self.clusters, self.published)
+        self.queue = WorkQueue()
         self._generation: int | None = None
         self._inputs: dict[str, tuple[Reading | None, Reading | None]] = {}
         """Zone -> the reading and forecast mean its clusters were last queued for."""
@@ -192,16 +194,6 @@ class PlacementScorer(KeyedController[str]):
                 f"clusters.{found.name}",
             )
         return found
-
-    def start(self) -> None:
-        for cache in (self.clusters, self.published):
-            cache.start(self.api)
-        super().start()
-
-    async def stop(self) -> None:
-        await super().stop()
-        for cache in (self.clusters, self.published):
-            await cache.stop()
 
     # --- writing --------------------------------------------------------------------------
 

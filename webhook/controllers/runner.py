@@ -129,10 +129,16 @@ class Controller:
 
 
 class Cache(Protocol):
-    """What a keyed controller asks of a watched cache it reads."""
+    """What a keyed controller asks of a watched cache it reads
+    (:class:`~webhook.kube.cache.WatchedCache`)."""
 
     @property
     def synced(self) -> bool: ...
+    @property
+    def following(self) -> bool: ...
+    def start(self, api: Any, *, timeout_seconds: int = 300) -> None: ...
+    async def stop(self) -> None: ...
+    async def list_once(self, api: Any) -> None: ...
 
 
 class KeyedController(Generic[K]):
@@ -144,12 +150,16 @@ class KeyedController(Generic[K]):
     """The task's name and the prefix of its log events."""
     gate: Gate
     """The leader elector: keys are reconciled only while it leads, writes check it."""
+    api: Any
+    """The API client the caches follow the API server with."""
     caches: tuple[Cache, ...] = ()
-    """What :meth:`reconcile` reads: a term starts once all have synced."""
+    """What :meth:`reconcile` reads, followed from :meth:`start` on (every replica keeps
+    them warm): a term starts once all have synced."""
     workers: int = 1
     """Keys reconciled at once."""
     tick: float = TICK_SECONDS
     queue: WorkQueue[K]
+    """The keys to reconcile (made by the subclass)."""
     _task: asyncio.Task[None] | None = None
     _term = False
 
@@ -161,6 +171,10 @@ class KeyedController(Generic[K]):
     def keys(self) -> Iterable[K]:
         """Every key: a term starts by reconciling each once."""
         return ()
+
+    def synced(self) -> bool:
+        """Whether a term may start: every cache has synced (a subclass may need less)."""
+        return all(c.synced for c in self.caches)
 
     def poll(self) -> None:
         """Asked every tick while leading: queue the keys whose inputs changed where no
@@ -180,17 +194,24 @@ class KeyedController(Generic[K]):
         if self._term:
             self.queue.add_all(keys)
 
+    def begin_term(self) -> None:
+        """Changes queue keys from now on (the runner does this when a term starts)."""
+        self._term = True
+
     def start(self) -> None:
-        """Run in the background until :meth:`stop`."""
-        if not hasattr(self, "queue"):
-            self.queue = WorkQueue()
+        """Follow the caches and run in the background until :meth:`stop`."""
+        for cache in self.caches:
+            cache.start(self.api)
         self._task = asyncio.create_task(self._supervise(), name=f"carbonshift-{self.name}")
         log.info(f"{self.name}_started", workers=self.workers, **self.describe())
 
     async def stop(self) -> None:
-        """Stop the loop and its workers (a reconcile in progress is cancelled)."""
+        """Stop the loop and its workers (a reconcile in progress is cancelled), then the
+        caches."""
         await tasks.cancel(self._task)
         self._task = None
+        for cache in self.caches:
+            await cache.stop()
 
     @property
     def running(self) -> bool:
@@ -210,7 +231,7 @@ class KeyedController(Generic[K]):
                         self.queue.drain()
                         log.info(f"{self.name}_term_ended")
                     self.lost()
-                elif not self._term and all(c.synced for c in self.caches):
+                elif not self._term and self.synced():
                     self._term = True
                     self.queue.add_all(self.keys())
                     workers = [

@@ -77,8 +77,14 @@ class WatchedCache(Generic[T]):
         self._held: dict[str, T] = {}
         self._skipped: dict[str, str] = {}
         self._view: Mapping[str, T] | None = MappingProxyType({})
+        self._listing: tuple[dict[str, T], dict[str, str]] = ({}, {})
         self._watch: ListWatch | None = None
         self._task: asyncio.Task[None] | None = None
+
+    def __str__(self) -> str:
+        """The resource, as logs and metrics name it (``plural.group``)."""
+        group, _, plural = self.resource
+        return f"{plural}.{group}" if group else plural
 
     # --- reading (synchronous) -----------------------------------------------------------
 
@@ -102,6 +108,11 @@ class WatchedCache(Generic[T]):
         return self._watch is not None and self._watch.synced
 
     @property
+    def following(self) -> bool:
+        """Started: a watch keeps it current (else only :meth:`list_once` fills it)."""
+        return self._task is not None
+
+    @property
     def served(self) -> bool:
         """False while the API server does not serve the resource (its CRD is not
         installed): synced, and empty."""
@@ -111,13 +122,27 @@ class WatchedCache(Generic[T]):
 
     def replace(self, objects: Sequence[Mapping[str, Any]]) -> None:
         """A full list: anything not listed is gone."""
-        before, known = self._held, self._skipped
+        self.begin()
+        self.page(objects)
+        self.finish()
+
+    def begin(self) -> None:
+        """A list begins (its pages follow, then :meth:`finish`)."""
+        self._listing = (self._held, self._skipped)
         self._held, self._skipped = {}, {}
+
+    def page(self, objects: Sequence[Mapping[str, Any]]) -> None:
+        """One page of a list."""
+        before, known = self._listing
         for obj in objects:
             self._take(obj, before, known)
-        changed = {
-            k for k in before.keys() | self._held.keys() if before.get(k) != self._held.get(k)
-        }
+
+    def finish(self) -> None:
+        """The list is complete: anything it did not name is gone."""
+        before, _ = self._listing
+        self._listing = ({}, {})
+        held = self._held
+        changed = {k for k in before.keys() | held.keys() if before.get(k) != held.get(k)}
         self._publish(changed)
 
     def event(self, kind: str, obj: Mapping[str, Any]) -> None:
@@ -160,8 +185,18 @@ class WatchedCache(Generic[T]):
 
     def start(self, api: client.ApiClient, *, timeout_seconds: int = 300) -> None:
         """Follow the API server in the background (until :meth:`stop`)."""
+        self._watch = self._follow(api, timeout_seconds)
+        self._task = asyncio.create_task(self._watch.run(), name=f"watch-{self.resource[2]}")
+
+    async def list_once(self, api: client.ApiClient) -> None:
+        """Fill the cache from one list, without following the API server (a one-off
+        pass: the CLI, a benchmark); :attr:`synced` turns True."""
+        self._watch = self._follow(api, 300)
+        await self._watch.list()
+
+    def _follow(self, api: client.ApiClient, timeout_seconds: int) -> ListWatch:
         group, version, plural = self.resource
-        self._watch = ListWatch(
+        return ListWatch(
             api,
             group,
             version,
@@ -172,8 +207,8 @@ class WatchedCache(Generic[T]):
             objects=self.objects(api) if self.objects is not None else None,
             label_selector=self.label_selector,
             field_selector=self.field_selector,
+            paged=self,
         )
-        self._task = asyncio.create_task(self._watch.run(), name=f"watch-{plural}")
 
     async def stop(self) -> None:
         await tasks.cancel(self._task)

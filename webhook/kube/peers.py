@@ -18,24 +18,11 @@ from kubernetes_asyncio import client
 
 from webhook.decision.liqo.peers import SELECTOR, Peer, peer, place
 from webhook.kube.cache import WatchedCache
+from webhook.kube.watch import CoreObjects
 from webhook.model import vocabulary
 from webhook.model.config import ClusterConfig, Config
 
 log = structlog.get_logger("carbonshift.peers")
-
-
-class _VirtualNodes:
-    """The virtual Nodes, listed and watched through ``ListWatch``'s custom-object call."""
-
-    def __init__(self, api: client.ApiClient) -> None:
-        self.api = api
-        self.core = client.CoreV1Api(api)
-
-    async def list_cluster_custom_object(self, *_resource: str, **options: Any) -> Any:
-        answer = await self.core.list_node(label_selector=SELECTOR, **options)
-        if options.get("watch"):
-            return answer  # the raw stream the watch reads
-        return self.api.sanitize_for_serialization(answer)
 
 
 class PeerInventory:
@@ -45,7 +32,11 @@ class PeerInventory:
     def __init__(self, config: Config) -> None:
         self.config = config
         self.cache: WatchedCache[Peer] = WatchedCache(
-            ("", "v1", "nodes"), self._decode, kind="virtual_node", objects=_VirtualNodes
+            ("", "v1", "nodes"),
+            self._decode,
+            kind="virtual_node",
+            objects=CoreObjects.of("list_node"),
+            label_selector=SELECTOR,
         )
         self._places: tuple[object, Mapping[str, ClusterConfig]] = (None, MappingProxyType({}))
 

@@ -17,14 +17,15 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.rest import ApiException
 
+from webhook.kube import client as kube_client
 from webhook.kube.client import REQUEST_TIMEOUT, Backoff, Outage, absent
-from webhook.model.objects import items, meta_of
+from webhook.model.objects import items, meta_of, text
 from webhook.runtime import metrics
 
 log = structlog.get_logger("carbonshift.kube.watch")
@@ -33,6 +34,34 @@ OnList = Callable[[Sequence[Mapping[str, Any]]], None]
 """Called with every object after a (re-)list: the whole truth, replacing what was held."""
 OnEvent = Callable[[str, Mapping[str, Any]], None]
 """Called with ``ADDED``, ``MODIFIED`` or ``DELETED`` and the object."""
+
+
+class Paged(Protocol):
+    """A receiver of a list a page at a time (:data:`~webhook.kube.client.LIST_PAGE`
+    objects), so that nobody holds every object of a large list as the API server sent it."""
+
+    def begin(self) -> None: ...
+    def page(self, objects: Sequence[Mapping[str, Any]]) -> None: ...
+    def finish(self) -> None: ...
+
+
+class CoreObjects:
+    """A core (``v1``) resource listed and watched through ``ListWatch``'s custom-object
+    call: ``CoreObjects.of("list_namespace")`` is the ``objects`` factory for Namespaces."""
+
+    def __init__(self, api: client.ApiClient, lister: str) -> None:
+        self.api = api
+        self.list = getattr(client.CoreV1Api(api), lister)
+
+    @classmethod
+    def of(cls, lister: str) -> Callable[[client.ApiClient], CoreObjects]:
+        return lambda api: cls(api, lister)
+
+    async def list_cluster_custom_object(self, *_resource: str, **options: Any) -> Any:
+        answer = await self.list(**options)
+        if options.get("watch"):
+            return answer  # the raw stream the watch reads
+        return self.api.sanitize_for_serialization(answer)
 
 
 class ListWatch:
@@ -52,11 +81,13 @@ class ListWatch:
         objects: Any = None,
         label_selector: str | None = None,
         field_selector: str | None = None,
+        paged: Paged | None = None,
     ) -> None:
         """``objects``: what lists and watches (default: the API server's custom objects,
         every namespace of a namespaced resource; anything with
         ``CustomObjectsApi.list_cluster_custom_object``'s signature); ``label_selector``,
-        ``field_selector``: only the objects they match are listed and watched."""
+        ``field_selector``: only the objects they match are listed and watched; ``paged``:
+        list a page at a time into it (instead of ``on_list``)."""
         self.objects = objects or client.CustomObjectsApi(api)
         self.group, self.version, self.plural = group, version, plural
         self.resource = f"{plural}.{group}"
@@ -70,6 +101,7 @@ class ListWatch:
         }
         self.on_list = on_list
         self.on_event = on_event
+        self.paged = paged
         self.timeout_seconds = timeout_seconds
         self.backoff = backoff or Backoff()
         self.outage = Outage(self.resource, "watch")
@@ -82,18 +114,58 @@ class ListWatch:
         self.absent_seconds = 60.0
         """How often a resource the API server does not serve is listed again."""
 
+    async def list(self) -> None:
+        """List once (what :meth:`run` does first): a resource the API server does not
+        serve is listed as empty; any other error is raised."""
+        try:
+            await self._list()
+        except ApiException as exc:
+            if not absent(exc, self.resource):
+                raise
+            self.on_list([])
+            self.synced, self.served = True, False
+
     async def _list(self) -> None:
         metrics.KUBE_RELISTS.labels(self.resource).inc()
-        listed = await self.objects.list_cluster_custom_object(
-            self.group,
-            self.version,
-            self.plural,
-            _request_timeout=REQUEST_TIMEOUT,
-            **self.selector,
-        )
-        self.on_list(items(listed, "items"))
-        self.resource_version = listed["metadata"]["resourceVersion"]
+        if self.paged is None:
+            listed = await self.objects.list_cluster_custom_object(
+                self.group,
+                self.version,
+                self.plural,
+                _request_timeout=REQUEST_TIMEOUT,
+                **self.selector,
+            )
+            self.on_list(items(listed, "items"))
+            version = listed["metadata"]["resourceVersion"]
+        else:
+            version = await self._pages(self.paged)
+        self.resource_version = version
         self.served = self.synced = True
+
+    async def _pages(self, paged: Paged) -> str:
+        """List a page at a time into ``paged``; the list's resourceVersion (every page
+        of one list is read at the first one's)."""
+        token, version = "", ""
+        paged.begin()
+        while True:
+            paging: dict[str, Any] = {"limit": kube_client.LIST_PAGE} | (
+                {"_continue": token} if token else {}
+            )
+            listed = await self.objects.list_cluster_custom_object(
+                self.group,
+                self.version,
+                self.plural,
+                _request_timeout=REQUEST_TIMEOUT,
+                **self.selector,
+                **paging,
+            )
+            paged.page(items(listed, "items"))
+            version = version or str(listed["metadata"]["resourceVersion"])
+            token = text(listed, "metadata", "continue")
+            if not token:
+                break
+        paged.finish()
+        return version
 
     async def _watch(self) -> None:
         deadline = asyncio.timeout(self.timeout_seconds + 30)
