@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -31,7 +32,8 @@ def _outside() -> list[str]:
     return [f"../{name}/" for name in siblings] + [str(parent / name) for name in siblings]
 
 
-WEEK_END = "end: 2023-01-08T00:00:00Z"
+WEEK = timedelta(days=7)
+"""How much of each scenario runs: its first week (a few seconds, not a year)."""
 
 
 def _tracked() -> list[str]:
@@ -85,8 +87,12 @@ def test_every_scenario_runs_from_the_clone_on_the_shipped_traces(
     path = clone / "scenarios" / scenario
     text = path.read_text()
     assert re.search(r"^end: .*$", text, re.MULTILINE), "scenario without an end"
-    week = clone / "scenarios" / f"week-{scenario}"  # the first week: a few seconds, not a year
-    week.write_text(re.sub(r"^end: .*$", WEEK_END, text, count=1, flags=re.MULTILINE))
+    start = re.search(r"^start: (.*)$", text, re.MULTILINE)
+    assert start, "scenario without a start"
+    end = datetime.fromisoformat(start.group(1).strip().replace("Z", "+00:00")) + WEEK
+    week = clone / "scenarios" / f"week-{scenario}"
+    week.write_text(re.sub(r"^end: .*$", f"end: {end.isoformat()}", text, count=1,
+                           flags=re.MULTILINE))  # fmt: skip
     done = _run(clone, "-m", "webhook.cli", "simulate", str(week), "--json", "--no-progress")
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
