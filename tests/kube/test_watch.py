@@ -238,3 +238,30 @@ async def test_update_rereads_on_conflict_and_needs_the_lead() -> None:
     with pytest.raises(NotLeader):
         await update(read, bump, write, gate=Gate(False), resource="things")
     assert await update(read, lambda _obj: None, write, gate=Gate(True), resource="x") is None
+
+
+async def test_a_watch_whose_cleanup_fails_still_stops_when_cancelled() -> None:
+    # kubernetes-asyncio's Watch closes its client on the way out of a cancelled read; an
+    # error there must not read as a failed watch to retry, or the task outlives stop().
+    from webhook.kube.watch import ListWatch  # noqa: PLC0415
+
+    async with client.ApiClient() as api:
+        follow = ListWatch(api, "example.io", "v1", "things", on_list=lambda _: None,
+                           on_event=lambda *_: None)  # fmt: skip
+        follow.resource_version = "1"  # listed: straight to the watch
+        watching = asyncio.Event()
+
+        async def hung_watch() -> None:
+            watching.set()
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                raise RuntimeError("Session is closed") from None
+
+        follow._watch = hung_watch  # type: ignore[method-assign]
+        task = asyncio.create_task(follow.run())
+        await asyncio.wait_for(watching.wait(), 10)
+        task.cancel()
+        done, _ = await asyncio.wait({task}, timeout=10)
+        assert task in done, "the watch loop outlived its cancellation"
+        assert task.cancelled()

@@ -365,18 +365,37 @@ def group_reach(
     return {n for n, c in clusters.items() if any(matches(a, c) for a in group)}
 
 
-def reach(placement: Mapping[str, Any], clusters: Mapping[str, ClusterConfig]) -> set[str]:
+def reach(
+    placement: Mapping[str, Any],
+    clusters: Mapping[str, ClusterConfig],
+    *,
+    failover: bool = False,
+) -> set[str]:
     """Every cluster the placement can put replicas on.
 
     Per affinity group, as Karmada divides static weights (``getStaticWeightInfoList``):
     the group's clusters with a weight; when none of them has one, all of them (each at
-    weight 1).
+    weight 1). ``failover``: also when none of the weighted ones is feasible (Karmada then
+    weighs every feasible cluster of the group 1), so the group's clusters all count.
     """
     share = weighted(placement, clusters)
     out: set[str] = set()
     for group in terms(placement):
         candidates = group_reach(group, clusters)
-        out |= (candidates & share) or candidates
+        out |= candidates if failover else ((candidates & share) or candidates)
+    return out
+
+
+def _unweighted_groups(
+    placement: Mapping[str, Any], clusters: Mapping[str, ClusterConfig]
+) -> set[str]:
+    """The clusters of the placement's affinity groups that have no weighted cluster."""
+    share = weighted(placement, clusters)
+    out: set[str] = set()
+    for group in terms(placement):
+        candidates = group_reach(group, clusters)
+        if not candidates & share:
+            out |= candidates
     return out
 
 
@@ -527,9 +546,14 @@ def _check_policy(
     annotations = _annotations(before)
     override = _flag(annotations, OVERRIDE)
 
-    # (b) reach
+    # (b) reach, every cluster feasible or some not: a fallback group of the user's
+    # unweighted clusters reaches what the user's own group reached once its weighted
+    # clusters were not feasible
     everyone = universe(world.clusters)
     wider = sorted(reach(new, everyone) - reach(old, everyone))
+    if wider:
+        failing_over = _unweighted_groups(new, everyone) & reach(old, everyone, failover=True)
+        wider = [n for n in wider if n not in failing_over]
     if wider:
         out.append(Violation("reach", f"now also reaches {', '.join(wider)}"))
     if old.get("spreadConstraints") != new.get("spreadConstraints"):

@@ -222,34 +222,46 @@ class KeyedController(Generic[K]):
         depth = metrics.QUEUE_DEPTH.labels(self.name)
         try:
             while True:
-                if not self.gate.leading:
-                    if self._term:
-                        self._term = False
-                        for worker in workers:
-                            await tasks.cancel(worker)
-                        workers = []
-                        self.queue.drain()
-                        log.info(f"{self.name}_term_ended")
-                    self.lost()
-                elif not self._term and self.synced():
-                    self._term = True
-                    self.queue.add_all(self.keys())
-                    workers = [
-                        asyncio.create_task(self._work(), name=f"carbonshift-{self.name}-{n}")
-                        for n in range(self.workers)
-                    ]
-                    log.info(f"{self.name}_term_started", keys=len(self.queue))
-                if self._term:
-                    try:
-                        self.poll()
-                    except Exception:
-                        log.exception(f"{self.name}_poll_failed")
-                depth.set(len(self.queue))
+                try:
+                    workers = await self._look(workers)
+                    depth.set(len(self.queue))
+                except asyncio.CancelledError:
+                    raise
+                except Exception:  # the loop must outlive any bug in one look
+                    log.exception(f"{self.name}_tick_failed")
                 await asyncio.sleep(self.tick)
         finally:
-            for worker in workers:
-                await tasks.cancel(worker)
             self._term = False
+            for worker in workers:
+                worker.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
+
+    async def _look(self, workers: list[asyncio.Task[None]]) -> list[asyncio.Task[None]]:
+        """One tick: a term starts or ends with leadership; changes are polled."""
+        if not self.gate.leading:
+            if self._term:
+                self._term = False
+                for worker in workers:
+                    worker.cancel()
+                await asyncio.gather(*workers, return_exceptions=True)
+                workers = []
+                self.queue.drain()
+                log.info(f"{self.name}_term_ended")
+            self.lost()
+        elif not self._term and self.synced():
+            self._term = True
+            self.queue.add_all(self.keys())
+            workers = [
+                asyncio.create_task(self._work(), name=f"carbonshift-{self.name}-{n}")
+                for n in range(self.workers)
+            ]
+            log.info(f"{self.name}_term_started", keys=len(self.queue))
+        if self._term:
+            try:
+                self.poll()
+            except Exception:
+                log.exception(f"{self.name}_poll_failed")
+        return workers
 
     async def _work(self) -> None:
         while True:

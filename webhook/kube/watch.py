@@ -64,6 +64,16 @@ class CoreObjects:
         return self.api.sanitize_for_serialization(answer)
 
 
+def _cancelled(exc: BaseException) -> None:
+    """Raise CancelledError when the running task is being cancelled: a stream's
+    cleanup can raise its own error in place of the cancellation (kubernetes-asyncio's
+    ``Watch`` closes its client on the way out), which must not read as a failed watch to
+    retry, or :meth:`ListWatch.run` would outlive its cancellation."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError from exc
+
+
 class ListWatch:
     """List+watch of ``<plural>.<group>/<version>`` (cluster-scoped custom objects)."""
 
@@ -213,7 +223,12 @@ class ListWatch:
                 await self._watch()
             except asyncio.CancelledError:
                 raise
-            except ApiException as exc:
+            except Exception as exc:
+                _cancelled(exc)
+                if not isinstance(exc, ApiException):
+                    self._failed(exc, verb)
+                    await self.backoff.sleep()
+                    continue
                 if exc.status == 410:
                     log.info("watch_expired_relisting", resource=self.resource)
                     self.resource_version = None
@@ -224,9 +239,6 @@ class ListWatch:
                     self._working()
                     await asyncio.sleep(self.absent_seconds)
                     continue
-                self._failed(exc, verb)
-                await self.backoff.sleep()
-            except Exception as exc:
                 self._failed(exc, verb)
                 await self.backoff.sleep()
 

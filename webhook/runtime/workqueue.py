@@ -130,9 +130,15 @@ class WorkQueue(Generic[K]):
             key = self.get_nowait()
             if key is not None:
                 return key
+            # Not asyncio.wait_for: on Python 3.11 it can swallow a cancellation that
+            # arrives as the event is set, and the worker would outlive its stop.
             wait = self._promote()
+            if wait is None:
+                await self._changed.wait()
+                continue
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), wait)
+                async with asyncio.timeout(wait):
+                    await self._changed.wait()
 
     def done(self, key: K) -> None:
         """``key``'s reconcile ended; queued again if it was added meanwhile."""
