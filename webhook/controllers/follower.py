@@ -88,6 +88,16 @@ NAMESPACES_SECONDS = 5.0
 be listed."""
 
 
+POOLS = overlays.FOLLOWS
+"""The kind the carbon price keeper reads every object of (NodePool)."""
+
+
+def _every(obj: Mapping[str, Any], _before: bytes | None) -> bytes:
+    """A NodePool as the cache holds it, managed or not: the carbon price keeper reads
+    every NodePool (compressed bytes, as :func:`_managed`)."""
+    return zlib.compress(orjson.dumps(obj), 1)
+
+
 def _managed(obj: Mapping[str, Any], _before: bytes | None) -> bytes | None:
     """What the cache holds of an object: its bytes, compressed (about a third), when it
     carries a decision (the only objects a re-evaluation decides), else None (a few bytes
@@ -141,7 +151,7 @@ class Follower(KeyedController[Key]):
         self.stored: dict[str, WatchedCache[bytes | None]] = {
             t.row.kind: WatchedCache(
                 (t.row.group, t.row.version, t.row.resource),
-                _managed,
+                _every if t.row.kind == POOLS else _managed,
                 kind=t.row.kind.lower(),
                 on_keys=functools.partial(self._objects_changed, t.row.kind),
             )
