@@ -22,7 +22,7 @@ from test_reevaluate_policies import Grid, events, follower, metric
 
 from devtools.sandbox import Sandbox
 from webhook.decision.record import Record, switches
-from webhook.model.vocabulary import DECISION, MAX_PAUSE, STRATEGY
+from webhook.model.vocabulary import DECISION, MAX_PAUSE, REASON, STRATEGY
 
 POOLS = "nodepools.karpenter.sh"
 DIRTY, CLEAN = 480.0, 100.0
@@ -77,7 +77,8 @@ def labels(pool: dict[str, Any]) -> dict[str, str]:
 
 
 def without_decision(pool: dict[str, Any]) -> dict[str, str]:
-    return {k: v for k, v in pool["metadata"]["annotations"].items() if k != DECISION}
+    """The annotations besides the decision record and its line."""
+    return {k: v for k, v in pool["metadata"]["annotations"].items() if k not in (DECISION, REASON)}
 
 
 def resumed_events(kube: Kube, name: str) -> Callable[[], list[dict[str, Any]]]:
