@@ -113,9 +113,8 @@ def test_drain_drops_everything_queued_and_what_was_added_during_a_reconcile() -
 
 async def test_get_waits_for_a_key_added_by_another_task() -> None:
     q: WorkQueue[str] = WorkQueue()
+    assert q.get_nowait() is None  # nothing queued: get() must wait for the add
     waiting = asyncio.create_task(q.get())
-    await asyncio.sleep(0)
-    assert not waiting.done()
     q.add("a")
     assert await asyncio.wait_for(waiting, 5) == "a"
     assert q.processing == {"a"}
