@@ -19,16 +19,12 @@ class _Cache:
     """A cache that is synced when the test says so."""
 
     synced = False
-    following = False
 
     def start(self, api: object, *, timeout_seconds: int = 300) -> None:
         pass
 
     async def stop(self) -> None:
         pass
-
-    async def list_once(self, api: object) -> None:
-        self.synced = True
 
 
 class _Keyed(KeyedController[str]):

@@ -134,11 +134,8 @@ class Cache(Protocol):
 
     @property
     def synced(self) -> bool: ...
-    @property
-    def following(self) -> bool: ...
     def start(self, api: Any, *, timeout_seconds: int = 300) -> None: ...
     async def stop(self) -> None: ...
-    async def list_once(self, api: Any) -> None: ...
 
 
 class KeyedController(Generic[K]):
@@ -193,10 +190,6 @@ class KeyedController(Generic[K]):
         """Queue ``keys`` (ignored between terms: a term starts with every key)."""
         if self._term:
             self.queue.add_all(keys)
-
-    def begin_term(self) -> None:
-        """Changes queue keys from now on (the runner does this when a term starts)."""
-        self._term = True
 
     def start(self) -> None:
         """Follow the caches and run in the background until :meth:`stop`."""
