@@ -103,3 +103,26 @@ class Conn:
 def patched(payload: Any) -> bool:
     response = payload["response"]
     return response["allowed"] is True and bool(base64.b64decode(response.get("patch", "")))
+
+
+async def metric(run: Running, line: str) -> float:
+    """The value of one sample of ``/metrics`` (0 when absent)."""
+    conn = await Conn.open(run)
+    await conn.send(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n")
+    _, text = await conn.response()
+    conn.close()
+    found = [row for row in text.splitlines() if row.startswith(line + " ")]
+    return float(found[0].split()[-1]) if found else 0.0
+
+
+IN_PROGRESS = "carbonshift_requests_in_progress"
+
+
+async def in_progress(run: Running, count: int, seconds: float = 10.0) -> None:
+    """Wait until ``count`` requests are in progress besides the scrape that asks."""
+    deadline = asyncio.get_running_loop().time() + seconds
+    seen = await metric(run, IN_PROGRESS) - 1
+    while seen < count:
+        assert asyncio.get_running_loop().time() < deadline, f"{seen:g} in progress, not {count}"
+        await asyncio.sleep(0.02)
+        seen = await metric(run, IN_PROGRESS) - 1

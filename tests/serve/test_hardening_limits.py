@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from tests.serve.hardening import TIMEOUT_SECONDS, Conn, http_post, patched, review
+from tests.serve.hardening import TIMEOUT_SECONDS, Conn, http_post, metric, patched, review
 from tests.serving import Running, serve_process, serving
 from tests.support import FLEET, eventually
 from webhook.model.config import ServiceConfig, parse
@@ -35,16 +35,6 @@ async def strict(tmp_path: Path) -> AsyncIterator[Running]:
     )
     async with serving(config, tmp_path) as run:
         yield run
-
-
-async def metric(run: Running, line: str) -> float:
-    """The value of one sample of ``/metrics`` (0 when absent)."""
-    conn = await Conn.open(run)
-    await conn.send(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n")
-    _, text = await conn.response()
-    conn.close()
-    found = [row for row in text.splitlines() if row.startswith(line + " ")]
-    return float(found[0].split()[-1]) if found else 0.0
 
 
 # slow clients ------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.serve.hardening import Conn, http_post, patched, review
+from tests.serve.hardening import Conn, http_post, in_progress, patched, review
 from tests.serving import serve_process
 from tests.support import FLEET
 
@@ -38,7 +38,7 @@ async def test_sigterm_finishes_requests_in_progress_and_exits_in_time(tmp_path:
         slow = await Conn.open(run)
         body = review("in-flight", selector="in-flight")
         await slow.send(http_post(body[:50], length=len(body)))  # in progress: half a body
-        await asyncio.sleep(0.2)
+        await in_progress(run, 1)
 
         started = time.monotonic()
         server.proc.send_signal(signal.SIGTERM)
@@ -91,7 +91,7 @@ async def test_a_request_that_never_finishes_does_not_hold_the_shutdown(tmp_path
         stuck = await Conn.open(server.run)
         body = review("stuck")
         await stuck.send(http_post(body[:50], length=len(body)))  # and never the rest
-        await asyncio.sleep(0.2)
+        await in_progress(server.run, 1)
         code, seconds = await asyncio.to_thread(server.terminate)
         assert code == 0
         assert 2.9 < seconds < 5.5, seconds  # --shutdown-seconds, plus at most 1 s

@@ -18,6 +18,11 @@ ADMISSION_SECONDS = Histogram(
     ["kind"],
     buckets=(0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0),
 )
+REQUESTS_IN_PROGRESS = Gauge(
+    "carbonshift_requests_in_progress",
+    "HTTPS requests whose headers are in and whose answer is not yet sent, the scrape "
+    "that reads this included (a shutdown waits for them).",
+)
 INTENSITY = Gauge(
     "carbonshift_intensity_gco2eq_per_kwh",
     "Latest carbon intensity held in memory, by grid zone and the provider that gave it.",

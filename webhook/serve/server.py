@@ -29,7 +29,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from webhook.model.config import ClientAuthPath, Config
 from webhook.model.errors import ListenError as ListenError  # noqa: PLC0414 - callers import it here
 from webhook.model.validation import InvalidInput
-from webhook.runtime.metrics import CLIENT_CERT_REFUSED
+from webhook.runtime.metrics import CLIENT_CERT_REFUSED, REQUESTS_IN_PROGRESS
 from webhook.runtime.tasks import cancel
 from webhook.serve import admission, certs, schedapi
 from webhook.serve.guard import (
@@ -199,7 +199,8 @@ def build_app(state: ServerState) -> web.Application:
     app = web.Application(client_max_size=MAX_BODY, middlewares=middlewares)
     app[STATE] = state
     app[GATE] = AdmissionGate(service)
-    app[DRAIN] = Drain()
+    app[DRAIN] = drain = Drain()
+    REQUESTS_IN_PROGRESS.set_function(lambda: drain.active)
     app.router.add_post("/mutate", mutate)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
