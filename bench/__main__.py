@@ -33,6 +33,10 @@ BENCHMARKS: Mapping[str, tuple[Callable[..., Any], str]] = {
         "the same two passes over 100,000 policies, their bindings and 1,000 Clusters "
         "(bench/reevaluate.py; a few minutes, about 2 GB)",
     ),
+    "reevaluate-short": (
+        reevaluate.short,
+        "the same at 300 policies on 20 clusters, recorded nowhere (what CI runs)",
+    ),
     "schedule": (
         schedule.main,
         "karmada-scheduler with and without the CarbonAware plugin: 500 ResourceBindings "

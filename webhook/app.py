@@ -246,17 +246,16 @@ def controllers(
             ClusterLabeler(api, config, fleet.peers, feed, elector, events=events, resource=NODES)
         )
     if config.reevaluate.enabled:
-        out.append(
-            Follower(
-                api,
-                config,
-                state.context,
-                elector,
-                events=events,
-                outlook=feed.outlook,
-                overlays=fleet.overlays,
-            )
+        follower = Follower(
+            api,
+            config,
+            state.context,
+            elector,
+            events=events,
+            outlook=feed.outlook,
+            overlays=fleet.overlays,
         )
+        out += [follower, follower.keepers]
     if config.accounting.enabled:
         out.append(Accountant(api, config, state.context, elector, namespace=kube.namespace))
     if config.ocm.enabled:

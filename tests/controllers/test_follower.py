@@ -7,6 +7,7 @@ in a namespace that is not opted in; NodePools held paused are counted in the ga
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Mapping
 from datetime import timedelta
 from typing import Any
@@ -15,7 +16,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from tests import kubeapi
-from tests.support import NOW, Clock, reading
+from tests.support import NOW, Clock, eventually, reading
 from webhook import testing
 from webhook.cli.preview import preview
 from webhook.controllers.follower import Follower
@@ -129,7 +130,7 @@ async def test_a_turned_grid_replaces_the_policy_once_with_an_event(
 ) -> None:
     stored = managed_policy(kube, grid)
     switched = counted("switched")
-    assert await leader(kube, grid).reconcile() == 1
+    assert await leader(kube, grid).sync() == 1
     [put] = kube.calls("PUT")
     assert put.where.namespace == "shop"
     assert put.where.name == "web"
@@ -149,7 +150,7 @@ async def test_a_turned_grid_replaces_the_policy_once_with_an_event(
     assert "greener than the placement in force" in event["note"], event["note"]
     # The next pass finds the placement in force: nothing more is written.
     writes = len(kube.writes())
-    assert await leader(kube, grid).reconcile() == 0
+    assert await leader(kube, grid).sync() == 0
     assert len(kube.writes()) == writes
 
 
@@ -164,7 +165,7 @@ async def test_a_concurrent_write_is_read_again_decided_again_and_written_once(
     kube.before("PUT", POLICIES, someone_labels)
     conflicts = metrics.KUBE_CONFLICTS.labels("propagationpolicies.policy.karmada.io")
     before = conflicts._value.get()
-    assert await leader(kube, grid).reconcile() == 1
+    assert await leader(kube, grid).sync() == 1
     steps = [(r.method, r.where.name) for r in kube.calls(resource=POLICIES)]
     assert steps == [("GET", ""), ("PUT", "web"), ("GET", "web"), ("PUT", "web")]
     first, second = kube.calls("PUT", POLICIES)
@@ -186,7 +187,7 @@ async def test_a_second_conflict_is_counted_and_nothing_is_written(
 
     kube.before("PUT", POLICIES, someone_writes, times=2)
     conflict = counted("conflict")
-    assert await leader(kube, grid).reconcile() == 0
+    assert await leader(kube, grid).sync() == 0
     assert len(kube.calls("PUT", POLICIES)) == 2
     assert counted("conflict") - conflict == 1
     assert favoured(kube.get(POLICIES, "web", "shop")) == "a"
@@ -196,13 +197,13 @@ async def test_a_second_conflict_is_counted_and_nothing_is_written(
 async def test_nothing_is_written_without_the_lease(kube: kubeapi.KubeApi, grid: Grid) -> None:
     managed_policy(kube, grid)
     gate = kubeapi.Gate(leading=False)
-    assert await leader(kube, grid, gate).reconcile() == 0
+    assert await leader(kube, grid, gate).sync() == 0
     assert kube.writes() == []
     # Leadership lost between the list and the write: still nothing.
     gate.leading = True
 
     kube.before("GET", POLICIES, gate.lose)
-    assert await leader(kube, grid, gate).reconcile() == 0
+    assert await leader(kube, grid, gate).sync() == 0
     assert kube.writes() == []
     assert favoured(kube.get(POLICIES, "web", "shop")) == "a"
 
@@ -217,7 +218,7 @@ async def test_a_namespace_not_opted_in_is_never_touched(kube: kubeapi.KubeApi, 
     kube.add(namespace("legacy", enabled=None))
     grid.values = dict(TURNED)
     grid.clock.advance(hours=13)
-    assert await leader(kube, grid).reconcile() == 1
+    assert await leader(kube, grid).sync() == 1
     assert [(r.where.namespace, r.where.name) for r in kube.calls("PUT")] == [("shop", "web")]
     assert favoured(kube.get(POLICIES, "web", "legacy")) == "a"
     assert [r.query.get("labelSelector") for r in kube.calls("GET", "namespaces")] == [
@@ -238,14 +239,14 @@ async def test_nodepools_held_paused_are_counted_in_the_gauge(kube: kubeapi.Kube
     assert REGISTRY.get_sample_value(PAUSED) is not None
     metrics.tally(PAUSED, "").set(-1)
     grid.clock.advance(minutes=5)
-    assert await first.reconcile() == 0
+    assert await first.sync() == 0
     assert REGISTRY.get_sample_value(PAUSED) == 1
     assert kube.calls("PUT") == []
     # The grid turns clean: the pool is resumed, its limits back, and the gauge follows
     # (the other pool's weight rises with it).
     grid.values["DE"] = 100.0
     grid.clock.advance(minutes=5)
-    assert await leader(kube, grid).reconcile() == 2
+    assert await leader(kube, grid).sync() == 2
     assert sorted(r.where.name for r in kube.calls("PUT")) == ["batch", "web"]
     assert kube.get("nodepools", "batch")["spec"]["limits"] == {"cpu": "100"}
     assert REGISTRY.get_sample_value(PAUSED) == 0
@@ -263,9 +264,12 @@ async def test_without_the_namespaces_only_cluster_scoped_kinds_are_followed(
     grid.values["DE"] = 100.0
     grid.clock.advance(minutes=5)
     kube.fail("GET", "namespaces", 500)
-    assert await leader(kube, grid).reconcile() == 1
+    assert await leader(kube, grid).sync() == 1
     assert kube.get("nodepools", "batch")["spec"]["limits"] == {"cpu": "100"}
-    assert kube.calls("GET", POLICIES) == []  # namespaced kinds wait for the next pass
+    # Namespaced kinds wait until the opted-in namespaces can be listed.
+    assert [w.where.resource for w in kube.writes() if w.where.resource != "events"] == [
+        "nodepools"
+    ]
 
 
 class Fed(Grid):
@@ -298,16 +302,16 @@ async def test_unchanged_inputs_are_kept_without_deciding_again(kube: kubeapi.Ku
     stored = kube.add(admitted(grid, policy))
     loop = leader(kube, grid)
     made = counting(loop)
-    assert await loop.reconcile() == 0
+    assert await loop.sync() == 0
     assert made[0] == 1
-    assert await loop.reconcile() == 0
+    assert await loop.sync() == 0
     assert made[0] == 1  # same object, intensities and fleet: the kept verdict holds
     grid.generation = 2
-    assert await loop.reconcile() == 0
+    assert await loop.sync() == 0
     assert made[0] == 2  # new intensities: decided again
     stored["metadata"]["labels"] = {"team": "web"}
     kube.add(stored)  # a new resourceVersion
-    assert await loop.reconcile() == 0
+    assert await loop.sync() == 0
     assert made[0] == 3
 
 
@@ -321,9 +325,9 @@ async def test_a_verdict_kept_by_the_dwell_is_decided_again_when_the_dwell_ends(
     grid.values = dict(TURNED)
     grid.clock.advance(hours=2)  # within the 12 h dwell
     loop = leader(kube, grid)
-    assert await loop.reconcile() == 0  # kept: the dwell
+    assert await loop.sync() == 0  # kept: the dwell
     grid.clock.advance(hours=11)  # the same feed generation, the dwell over
-    assert await loop.reconcile() == 1
+    assert await loop.sync() == 1
     assert favoured(kube.get(POLICIES, "web", "shop")) == "b"
 
 
@@ -341,8 +345,43 @@ async def test_a_pass_lists_a_page_at_a_time_and_decides_every_object(
         kube.add(admitted(grid, policy))
     grid.values = dict(TURNED)
     grid.clock.advance(hours=13)
-    assert await leader(kube, grid).reconcile() == 5
+    assert await leader(kube, grid).sync() == 5
     assert all(favoured(kube.get(POLICIES, f"web-{n}", "shop")) == "b" for n in range(5))
     listed = [c for c in kube.calls("GET") if c.where.resource == POLICIES and not c.where.name]
     assert [c.query.get("limit") for c in listed] == ["2", "2", "2"]
     assert [bool(c.query.get("continue")) for c in listed] == [False, True, True]
+
+
+async def test_as_a_controller_it_acts_on_changes_not_on_a_clock(kube: kubeapi.KubeApi) -> None:
+    # The follower as the leader runs it: watched caches, one key at a time. Nothing is
+    # decided while nothing changes; the grid turning (a new feed generation) decides
+    # every object again; a policy added later is decided from its watch event alone.
+    grid = Fed(settings(reevaluate={"min_interval_seconds": 1800, "forecast": "none",
+                                    "interval_seconds": 3600}), ADMITTED)  # fmt: skip
+    kube.add(namespace("shop", enabled=True))
+    first = testing.propagation_policy(namespace="shop", strategy="weighted", created=grid.clock())
+    kube.add(admitted(grid, first))
+    loop = leader(kube, grid)
+    loop.tick = 0.01
+    made = counting(loop)
+    loop.start()
+    try:
+        await eventually(lambda: made[0] == 1, "the first sync", seen=lambda: made[0])
+        await eventually(lambda: loop.queue.idle, "idle")
+        idle = made[0]
+        for _ in range(20):  # twenty ticks of the runner: nothing changed, nothing decided
+            await asyncio.sleep(0)
+        assert made[0] == idle
+        grid.values = dict(TURNED)
+        grid.clock.advance(hours=13)
+        grid.generation = 2
+        await eventually(lambda: favoured(kube.get(POLICIES, "web", "shop")) == "b",
+                         "the policy switched", seen=lambda: made[0])  # fmt: skip
+        later = testing.propagation_policy(
+            "late", namespace="shop", strategy="weighted", created=grid.clock()
+        )
+        kube.add(admitted(grid, later))
+        await eventually(lambda: ("PropagationPolicy", "shop/late") in loop._held,
+                         "the new policy decided", seen=lambda: set(loop._held))  # fmt: skip
+    finally:
+        await asyncio.wait_for(loop.stop(), 10)

@@ -58,7 +58,7 @@ async def test_pruned_overflow_tiers_are_said_loudly_and_decided_again(
         kube.api, config, grid.context, gate, events=EventRecorder(kube.api, "r", gate)
     )
     with capture_logs() as logs:
-        assert await follower.reconcile() == 1
+        assert await follower.sync() == 1
     now = kube.get(POLICIES, "web", "shop")
     tiers, shape = fill_of(now["spec"]["placement"])
     assert (tiers, shape) == ([["a"], ["b"], ["c"]], "groups")
@@ -73,5 +73,5 @@ async def test_pruned_overflow_tiers_are_said_loudly_and_decided_again(
     assert line["dropped"] == {"placement.clusterAffinities": "overflowAffinities"}
     # written as the API keeps it: the next pass leaves it
     writes = len(kube.writes())
-    assert await follower.reconcile() == 0
+    assert await follower.sync() == 0
     assert len(kube.writes()) == writes

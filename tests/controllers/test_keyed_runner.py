@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 
 from tests.support import eventually
-from webhook.controllers.runner import KeyedController
+from webhook.controllers.runner import Controller, KeyedController
 from webhook.runtime.workqueue import WorkQueue
 
 
@@ -19,12 +19,16 @@ class _Cache:
     """A cache that is synced when the test says so."""
 
     synced = False
+    following = False
 
     def start(self, api: object, *, timeout_seconds: int = 300) -> None:
         pass
 
     async def stop(self) -> None:
         pass
+
+    async def list_once(self, api: object) -> None:
+        self.synced = True
 
 
 class _Keyed(KeyedController[str]):
@@ -131,5 +135,64 @@ async def test_losing_the_lease_drains_the_queue_and_a_new_term_syncs_every_key(
         await eventually(lambda: loop.done["a"] == 2, "the new term's sync", seen=lambda: loop.done)
         await eventually(lambda: loop.done["c"] == 2, "every key again", seen=lambda: loop.done)
         assert loop.done["x"] == 0
+    finally:
+        await loop.stop()
+
+
+class _Settling(_Keyed):
+    def __init__(self, gate: _Gate, cache: _Cache) -> None:
+        super().__init__(gate, cache)
+        self.settles = 0
+
+    def settled(self) -> None:
+        self.settles += 1
+
+
+async def test_a_queue_that_empties_says_it_settled_once_per_burst() -> None:
+    cache = _Cache()
+    cache.synced = True
+    loop = _Settling(_Gate(), cache)
+    loop.start()
+    try:
+        await eventually(lambda: loop.settles == 1, "settled after the first keys",
+                         seen=lambda: (loop.settles, loop.done))  # fmt: skip
+        loop.enqueue(["d", "e"])
+        await eventually(lambda: loop.settles == 2, "settled after the burst",
+                         seen=lambda: (loop.settles, loop.done))  # fmt: skip
+    finally:
+        await loop.stop()
+
+
+class _Periodic(Controller):
+    name = "periodic"
+
+    def __init__(self) -> None:
+        self.gate = _Gate()
+        self.interval = 3600.0
+        self.tick = 3600.0
+        self.passes = 0
+        self.moved = False
+
+    async def reconcile(self) -> int:
+        self.passes += 1
+        self.moved = False
+        return self.passes
+
+    def changed(self) -> bool:
+        return self.moved
+
+
+async def test_a_woken_controller_looks_at_its_inputs_before_its_tick_ends() -> None:
+    loop = _Periodic()
+    loop.start()
+    try:
+        loop.wake()  # the first tick ends at once: the term starts with a pass
+        await eventually(
+            lambda: loop.passes == 1, "the term's first pass", seen=lambda: loop.passes
+        )
+        loop.wake()  # nothing changed: no pass
+        loop.moved = True
+        loop.wake()
+        await eventually(lambda: loop.passes == 2, "a pass on the change", seen=lambda: loop.passes)
     finally:
         await loop.stop()

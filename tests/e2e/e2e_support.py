@@ -260,9 +260,11 @@ def eventually(probe: Callable[[], T | None], what: str, timeout: float = 90.0) 
     pytest.fail(f"timed out after {timeout:g}s waiting for {what}")
 
 
-PASSES = "carbonshift_reevaluation_duration_seconds_count"
-"""A leading replica's re-evaluation passes so far (the rebalancer and the carbon price
-keeper run in them): what :func:`more_passes` reads from its /metrics."""
+PASSES = 'carbonshift_controller_passes_total{controller="rebalance"}'
+"""A leading replica's runs of the keepers after the re-evaluation (the rebalancer and the
+carbon price keeper; every ``reevaluate.interval_seconds``, as each managed object is
+looked at again, and once a change is decided): what :func:`more_passes` reads from its
+/metrics."""
 
 
 def more_passes(passes: Callable[[], float | None], count: int, timeout: float = 60.0) -> None:

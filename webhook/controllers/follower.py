@@ -1,14 +1,21 @@
 """The leader re-evaluates the objects carbonshift manages, so placements follow the grid.
 
-Every ``reevaluate.interval_seconds`` while this replica leads (and at once on becoming
-leader), for each kind in :func:`~webhook.kinds.following.targets`: list the objects (all
-namespaces), decide each through :class:`webhook.kinds.following.Reevaluation` (the kind's
-pure step, :func:`webhook.decision.follow.step`: the kind's own decider, as a refresh
-runs it, on the forecast, behind hysteresis, dwell, staleness and the minimum interval)
-and write what it asks for by replace with the ``resourceVersion`` read (optimistic
-concurrency: a 409 Conflict re-reads and re-decides once, a second one is counted as
-``conflict`` and left to the next pass). The admission webhook lets these writes through
-untouched (an UPDATE is only re-decided when ``carbonshift.io/refresh`` changes).
+A keyed controller (:class:`~webhook.controllers.runner.KeyedController`): the key is an
+object (its kind and ``namespace/name``). For each kind in
+:func:`~webhook.kinds.following.targets` a watched cache holds the objects that carry a
+decision (compactly: their stored bytes), and one holds the opted-in Namespaces. An object
+is decided again when it changes (a watch event), when its namespace's labels change, when
+what decisions read changes (the feed's readings and forecasts, the fleet and its room,
+Liqo's peers: :meth:`Follower.poll`), when a hold it waits on ends (a dwell, the minimum
+interval), and every ``reevaluate.interval_seconds`` as a safety net (an object whose
+inputs did not change keeps its verdict without being decided: that costs microseconds).
+Each decision goes through :class:`webhook.kinds.following.Reevaluation` (the kind's pure
+step, :func:`webhook.decision.follow.step`: the kind's own decider, as a refresh runs it,
+on the forecast, behind hysteresis, dwell, staleness and the minimum interval) and what it
+asks for is written by replace with the ``resourceVersion`` read (optimistic concurrency:
+a 409 Conflict re-reads and re-decides once, a second one is counted as ``conflict`` and
+left to the next change). The admission webhook lets these writes through untouched (an
+UPDATE is only re-decided when ``carbonshift.io/refresh`` changes).
 
 Each switch records a ``Normal`` Event ``CarbonRebalanced`` (old -> new expected
 intensity and why), a NodePool pause ``NodePoolPaused`` and its end ``NodePoolResumed``
@@ -19,13 +26,15 @@ schema lacks it: ``overflowAffinities`` before Karmada 1.18) is no user's edit: 
 is decided again in a shape the API keeps and one ``Warning`` Event ``CarbonFieldDropped``,
 a warning log line and ``carbonshift_fields_dropped_total{kind,field}`` say so. Metrics:
 ``carbonshift_reevaluations_total{kind,outcome}``,
-``carbonshift_writes_total{kind}``, ``carbonshift_reevaluation_duration_seconds`` and
-``carbonshift_paused_nodepools``.
+``carbonshift_writes_total{kind}``, ``carbonshift_reevaluation_duration_seconds`` (one
+object) and ``carbonshift_paused_nodepools``.
 
-After each pass two keepers see the objects as the pass left them: the
-:class:`~webhook.controllers.rebalancer.Rebalancer` (``rebalance.enabled``) asks Karmada to move
-replicas of managed ordered fills back to greener tiers where that is worth it, and the
-:class:`~webhook.controllers.overlays.OverlayKeeper` prices the NodePools listed with NodeOverlays.
+What the objects stand as is kept per key (:class:`Standing`) for the
+:class:`Keepers` controller, which runs after changes settle: the
+:class:`~webhook.controllers.rebalancer.Rebalancer` (``rebalance.enabled``) asks Karmada
+to move replicas of managed ordered fills back to greener tiers where that is worth it,
+and the :class:`~webhook.controllers.overlays.OverlayKeeper` prices the NodePools listed
+with NodeOverlays.
 """
 
 from __future__ import annotations
@@ -34,10 +43,13 @@ import asyncio
 import contextlib
 import dataclasses
 import datetime
+import functools
 import time
-from collections.abc import Callable, Mapping
+import zlib
+from collections.abc import Callable, Collection, Mapping
 from typing import Any, Literal
 
+import orjson
 import structlog
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
@@ -45,7 +57,7 @@ from kubernetes_asyncio.client.rest import ApiException
 from webhook.controllers import overlays
 from webhook.controllers.overlays import OverlayKeeper
 from webhook.controllers.rebalancer import Fill, PolicyKey, Rebalancer, policy_key
-from webhook.controllers.runner import Controller
+from webhook.controllers.runner import Controller, KeyedController
 from webhook.decision import follow
 from webhook.decision.karmada import carry
 from webhook.decision.record import Record, fingerprint, switches
@@ -55,27 +67,58 @@ from webhook.kube.cache import WatchedCache
 from webhook.kube.client import (
     FIELD_MANAGER,
     REQUEST_TIMEOUT,
-    absent,
     error_name,
-    pages,
     refused,
 )
 from webhook.kube.events import EventRecorder
+from webhook.kube.watch import CoreObjects
 from webhook.kube.writes import Gate, NotLeader
 from webhook.model.config import Config
 from webhook.model.objects import EMPTY, meta_of, strings
 from webhook.model.vocabulary import DECISION, ENABLED, parse_time
 from webhook.runtime import metrics
+from webhook.runtime.workqueue import WorkQueue
 
 log = structlog.get_logger("carbonshift.reevaluate")
 
 Obj = dict[str, Any]
+Key = tuple[str, str]
+"""A managed object: its kind and its cache key (``namespace/name``, or ``name``)."""
+NAMESPACES_SECONDS = 5.0
+"""How soon a namespaced object is looked at again while the opted-in namespaces cannot
+be listed."""
 
 
-class Follower(Controller):
+POOLS = overlays.FOLLOWS
+"""The kind the carbon price keeper reads every object of (NodePool)."""
+
+
+def _every(obj: Mapping[str, Any], _before: bytes | None) -> bytes:
+    """A NodePool as the cache holds it, managed or not: the carbon price keeper reads
+    every NodePool (compressed bytes, as :func:`_managed`)."""
+    return zlib.compress(orjson.dumps(obj), 1)
+
+
+def _managed(obj: Mapping[str, Any], _before: bytes | None) -> bytes | None:
+    """What the cache holds of an object: its bytes, compressed (about a third), when it
+    carries a decision (the only objects a re-evaluation decides), else None (a few bytes
+    per object)."""
+    if DECISION not in meta_of(obj).annotations:
+        return None
+    return zlib.compress(orjson.dumps(obj), 1)
+
+
+def _labels(obj: Mapping[str, Any], _before: Mapping[str, str] | None) -> Mapping[str, str]:
+    """A Namespace as the cache holds it: its labels."""
+    return dict(strings(meta_of(obj).labels))
+
+
+class Follower(KeyedController[Key]):
     """Re-evaluates and rewrites managed objects while this replica leads."""
 
     name = "reevaluate"
+    workers = 4
+    """Objects decided at once (their writes overlap; decisions take turns on the loop)."""
 
     def __init__(
         self,
@@ -93,150 +136,188 @@ class Follower(Controller):
         are decided without a forecast. ``overlays``: the watched cache of carbonshift's
         NodeOverlays (:func:`webhook.controllers.overlays.watched`); without it no carbon
         price is kept."""
+        self.api = api
         self.objects = client.CustomObjectsApi(api)
-        self.core = client.CoreV1Api(api)
         self.config = config
         self.context = context
         self.gate = gate
         self.events = events
         self.targets = targets() if followed is None else followed
+        self._by_kind = {t.row.kind: t for t in self.targets}
         for target in self.targets:  # the kinds' gauges are exported from the start, at 0
             if (tally := target.following.tally) is not None:
                 metrics.tally(tally.name, tally.documentation)
         self.rules = Reevaluation(config, outlook)
         self.interval = config.reevaluate.interval_seconds
-        self.rebalancer = (
-            Rebalancer(api, config, gate, events=events) if config.rebalance.enabled else None
-        )
-        self.overlays = OverlayKeeper(api, config, gate, events=events, cache=overlays)
-        self._standing = Standing()
-        self._held: dict[tuple[str, str], tuple[tuple[object, ...], follow.Action]] = {}
-        """(kind, uid) -> the inputs and the ``kept`` action of the last pass: an object
-        whose inputs did not change is kept again without deciding (see :meth:`_decide`)."""
-        self._seen: dict[tuple[str, str], tuple[tuple[object, ...], follow.Action]] = {}
-        """Kind -> the objects this pass listed, as they stand after it (for the rebalancer
-        and the carbon price overlays; a kind not listed has no entry)."""
-
-    # --- one pass -------------------------------------------------------------------------
-
-    async def reconcile(self) -> int:
-        """Re-evaluate every managed object once; the number written."""
-        started = time.monotonic()
-        written = 0
-        standing = self._standing = Standing()
-        self._seen = {}
-        try:
-            namespaces = await self._namespaces()
-            for target in self.targets:
-                if not self.gate.leading:
-                    break
-                if namespaces is not None:
-                    written += await self._kind(target, namespaces)
-                elif not target.row.namespaced:  # a cluster-scoped kind reads no namespace
-                    written += await self._kind(target, EMPTY)
-            if self.rebalancer is not None and self.gate.leading:
-                ranked = self.rules.ranked(self.context())
-                await self.rebalancer.rebalance(standing.fills, ranked, standing.rewritten)
-            metrics.LAZY_POLICIES.set(standing.lazy)
-            if standing.pools is not None and self.gate.leading:
-                written += await self.overlays.keep(standing.pools, self.context())
-        except NotLeader:
-            pass
-        finally:
-            self._held, self._seen = self._seen, {}  # objects gone since drop out
-            metrics.REEVALUATION_SECONDS.observe(time.monotonic() - started)
-        return written
-
-    async def _namespaces(self) -> dict[str, Mapping[str, str]] | None:
-        """Opted-in namespaces and their labels (carbonshift's own namespace excluded);
-        None when they cannot be listed now."""
-        if not any(t.row.namespaced for t in self.targets):
-            return {}
-        try:
-            found = await self.core.list_namespace(
-                label_selector=f"{ENABLED}=true", _request_timeout=REQUEST_TIMEOUT
+        self.stored: dict[str, WatchedCache[bytes | None]] = {
+            t.row.kind: WatchedCache(
+                (t.row.group, t.row.version, t.row.resource),
+                _every if t.row.kind == POOLS else _managed,
+                kind=t.row.kind.lower(),
+                on_keys=functools.partial(self._objects_changed, t.row.kind),
             )
-        except ApiException as exc:  # namespaced kinds wait for the next pass
-            if not refused(exc, "list", "namespaces"):
-                log.warning("reevaluate_list_failed", resource="namespaces", error=error_name(exc))
-            return None
-        own = self.config.service.namespace
-        return {
-            ns.metadata.name: dict(strings(ns.metadata.labels))
-            for ns in found.items
-            if ns.metadata.name != own
+            for t in self.targets
         }
+        self.namespaces: WatchedCache[Mapping[str, str]] | None = None
+        if any(t.row.namespaced for t in self.targets):
+            self.namespaces = WatchedCache(
+                ("", "v1", "namespaces"),
+                _labels,
+                kind="namespace",
+                objects=CoreObjects.of("list_namespace"),
+                label_selector=f"{ENABLED}=true",
+                on_keys=self._namespaces_changed,
+            )
+        self.caches = (*self.stored.values(), *([self.namespaces] if self.namespaces else []))
+        self.standing = Standing()
+        self.keepers = Keepers(self, overlays)
+        self.queue = WorkQueue()
+        self.written = 0
+        """Objects written since the replica started (for tests and benchmarks)."""
+        self._held: dict[Key, tuple[tuple[object, ...], follow.Action]] = {}
+        """Key -> the inputs and the ``kept`` action it was last decided with: an object
+        whose inputs did not change is kept again without deciding (see :meth:`_decide`)."""
+        self._inputs: tuple[object, ...] | None = None
+        """What every decision reads besides the object, as :meth:`poll` last saw it."""
 
-    async def _kind(self, target: Target, namespaces: Mapping[str, Mapping[str, str]]) -> int:
-        row = target.row
-        resource = f"{row.resource}.{row.group}"
-        written = counted = 0
-        try:  # a page at a time: a pass never holds every object of a kind
-            async for page in pages(self.objects, row.group, row.version, row.resource):
-                for obj in page:
-                    done, stands = await self._each(target, obj, namespaces)
-                    if stands is not None:
-                        written += done
-                        counted += _counts(target, stands)
-                        self._stand(row, stands, rewritten=done > 0)
-        except ApiException as exc:
-            if not (refused(exc, "list", resource) or absent(exc, resource)):
-                log.warning("reevaluate_list_failed", resource=resource, error=error_name(exc))
-            return written
-        tally = target.following.tally
-        if tally is not None:
-            metrics.tally(tally.name, tally.documentation).set(counted)
-        return written
+    # --- which keys ----------------------------------------------------------------------
 
-    async def _each(
-        self, target: Target, obj: Obj, namespaces: Mapping[str, Mapping[str, str]]
-    ) -> tuple[int, Obj | None]:
-        """:meth:`_one` for a listed object, a failure logged and counted (the object
-        then stands as listed); None: not opted in."""
+    def keys(self) -> list[Key]:
+        return [
+            (kind, key)
+            for kind, cache in self.stored.items()
+            for key, held in cache.items().items()
+            if held is not None
+        ]
+
+    def synced(self) -> bool:
+        """A term starts once a kind's objects are listed: a kind the API server refuses
+        to list (RBAC) or cannot list now holds up no other; its objects are queued when
+        its cache syncs."""
+        return any(cache.synced for cache in self.stored.values())
+
+    def _objects_changed(self, kind: str, keys: Collection[str]) -> None:
+        self.enqueue((kind, key) for key in keys)
+
+    def _namespaces_changed(self, names: Collection[str]) -> None:
+        """A namespace opted in or out, or its labels changed: its objects."""
+        changed = set(names)
+        self.enqueue(
+            (kind, key)
+            for kind, cache in self.stored.items()
+            if self._by_kind[kind].row.namespaced
+            for key in cache.items()
+            if key.partition("/")[0] in changed
+        )
+
+    def poll(self) -> None:
+        """What decisions read besides the object changed (the feed's readings, the fleet,
+        Liqo's peers): decide every object again (those whose inputs did not change for
+        them keep their verdict at once)."""
+        ctx = self.context()
+        peers = id(ctx.peers) if ctx.peers is not None else 0
+        inputs = (ctx.generation, ctx.fleet_generation, peers)
+        if inputs == self._inputs:
+            return
+        if self._inputs is not None:
+            self.enqueue(self.keys())
+        self._inputs = inputs
+
+    def settled(self) -> None:
+        """What this term decided has been written: the keepers look at it now."""
+        self.keepers.wake()
+
+    def lost(self) -> None:
+        self.keepers.overlays.forget()  # a new term reads the overlays as the watch has them
+        self._held.clear()
+        self._inputs = None
+
+    # --- one object ----------------------------------------------------------------------
+
+    async def reconcile(self, key: Key) -> float | None:
+        """Decide one object again and write what the decision asks for; seconds until
+        it is looked at again (a hold ending, else the safety net)."""
+        kind, name = key
+        target = self._by_kind[kind]
         row = target.row
-        if not self.gate.leading:
-            raise NotLeader("not leading")
-        meta = meta_of(obj)
-        if row.namespaced and meta.namespace not in namespaces:
-            return 0, None  # not opted in: never decided by admission either
+        held = self.stored[kind].get(name)
+        if row.namespaced and self.namespaces is not None and not self.namespaces.synced:
+            return NAMESPACES_SECONDS  # which namespaces opted in is not known yet
+        namespaces = self._opted_in()
+        namespace = name.partition("/")[0] if row.namespaced else ""
+        if held is None or (row.namespaced and namespace not in namespaces):
+            self._held.pop(key, None)  # gone, unmanaged or not opted in
+            self.standing.drop(key)
+            return None
+        started = time.monotonic()
+        obj: Obj = orjson.loads(zlib.decompress(held))
         obj.setdefault("apiVersion", row.api_version)
         obj.setdefault("kind", row.kind)
         try:
-            return await self._one(target, obj, namespaces)
-        except (NotLeader, asyncio.CancelledError):
-            raise
+            done, stands, action = await self._one(target, obj, namespaces, key)
+        except NotLeader:
+            return None
         except Exception as exc:
             metrics.REEVALUATIONS.labels(row.kind, "error").inc()
             if not refused(exc, "update", f"{row.resource}.{row.group}"):
                 log.warning(
                     "reevaluate_failed",
                     kind=row.kind,
-                    namespace=meta.namespace,
-                    name=meta.name,
+                    name=_name(obj),
                     error=error_name(exc),
                 )
-            return 0, obj
+            done, stands, action = 0, obj, None
+        finally:
+            metrics.REEVALUATION_SECONDS.observe(time.monotonic() - started)
+        self.written += done
+        self.standing.stand(key, target, stands, rewritten=done > 0)
+        return self._next(action)
 
-    def _stand(self, row: Kind, obj: Obj, *, rewritten: bool) -> None:
-        """Keep what the keepers after the pass read of ``obj`` as it stands: a policy's
-        :class:`~webhook.controllers.rebalancer.Fill`, whether it waits lazily and whether
-        this pass rewrote it, a NodePool whole."""
-        standing = self._standing
-        if row.kind in POLICY_KINDS:
-            standing.lazy += _lazy(obj)
-            if rewritten:
-                standing.rewritten.add(policy_key(obj))
-            fill = self.rebalancer.fill(obj) if self.rebalancer is not None else None
-            if fill is not None:
-                standing.fills.append(fill)
-        elif row.kind == overlays.FOLLOWS:
-            standing.pools = [*(standing.pools or ()), obj]
+    def _next(self, action: follow.Action | None) -> float:
+        """Seconds until the hold ``action`` waits on ends, at most the safety net."""
+        if action is None or action.holds_until is None:
+            return self.interval
+        wait = (action.holds_until - self.context().now).total_seconds()
+        return max(1.0, min(self.interval, wait))
+
+    def _opted_in(self) -> Mapping[str, Mapping[str, str]]:
+        """Opted-in namespaces and their labels (carbonshift's own namespace excluded)."""
+        if self.namespaces is None:
+            return EMPTY
+        own = self.config.service.namespace
+        return {n: labels for n, labels in self.namespaces.items().items() if n != own}
+
+    async def sync(self) -> int:
+        """Decide every object once, as a term's first sync does, then run the keepers;
+        the number written. Caches that do not follow the API server are filled from one
+        list first (a one-off pass: tests, benchmarks, the CLI)."""
+        for cache in self.caches:
+            if not cache.following:
+                try:
+                    await cache.list_once(self.api)
+                except ApiException as exc:  # that kind waits
+                    log.warning("reevaluate_list_failed", resource=str(cache),
+                                error=error_name(exc))  # fmt: skip
+        before = self.written
+        self.begin_term()  # by hand: later changes queue keys (tests, benchmarks)
+        self.poll()  # the inputs this sync decides on
+        for key in self.keys():
+            if not self.gate.leading:
+                break
+            await self.reconcile(key)
+        if self.gate.leading:
+            await self.keepers.reconcile()
+        return self.written - before
 
     def _decide(
-        self, target: Target, obj: Mapping[str, Any], namespaces: Mapping[str, Mapping[str, str]]
+        self,
+        target: Target,
+        obj: Mapping[str, Any],
+        namespaces: Mapping[str, Mapping[str, str]],
+        key: Key,
     ) -> tuple[follow.Action, bool]:
         """The step's action for ``obj``, and False when it is the verdict held from the
-        last pass (nothing it depends on changed)."""
+        last time (nothing it depends on changed)."""
         meta = meta_of(obj)
         labels = namespaces.get(meta.namespace, {})
         ctx = self.context()
@@ -247,32 +328,34 @@ class Follower(Controller):
         # and forecasts (the feed's generation), the fleet, Liqo's peers, the labels.
         peers = id(ctx.peers) if ctx.peers is not None else 0
         inputs = (version, ctx.generation, ctx.fleet_generation, peers, tuple(labels.items()))
-        slot = (target.row.kind, uid)
-        held = self._held.get(slot)
+        held = self._held.get(key)
         if held is not None and held[0] == inputs:
             action = held[1]
             if action.holds_until is None or ctx.now < action.holds_until:
-                self._seen[slot] = held
                 return action, False
         action = self.rules.decide(target, obj, ctx, labels)
         if action.outcome == "kept":
-            self._seen[slot] = (inputs, action)
+            self._held[key] = (inputs, action)
+        else:
+            self._held.pop(key, None)
         return action, True
 
     async def _one(
-        self, target: Target, obj: Obj, namespaces: Mapping[str, Mapping[str, str]]
-    ) -> tuple[int, Obj]:
-        """Re-evaluate one object; 1 when it was written, and the object as it stands."""
+        self, target: Target, obj: Obj, namespaces: Mapping[str, Mapping[str, str]], key: Key
+    ) -> tuple[int, Obj, follow.Action | None]:
+        """Re-evaluate one object; 1 when it was written, the object as it stands and the
+        action decided."""
         row = target.row
         for attempt in range(2):
-            action, fresh = self._decide(target, obj, namespaces)
+            action, fresh = self._decide(target, obj, namespaces, key)
             if action.outcome == "skipped":
-                return 0, obj
+                return 0, obj, action
             if not action.changes:
                 metrics.REEVALUATIONS.labels(row.kind, action.outcome).inc()
                 if fresh:  # a held verdict: this resourceVersion was looked at already
                     await self._announce_missed(row, obj)
-                return 0, obj
+                return 0, obj, action
+            await self.keepers.quiet.wait()  # no write while the keepers plan on a pass
             if not self.gate.leading:
                 raise NotLeader("not leading")
             try:
@@ -284,15 +367,15 @@ class Follower(Controller):
                 if attempt == 1:
                     metrics.REEVALUATIONS.labels(row.kind, "conflict").inc()
                     log.info("reevaluate_conflict", kind=row.kind, name=_name(obj))
-                    return 0, obj
+                    return 0, obj, None
                 obj = await self._read(row, obj)  # someone wrote first: decide again on it
                 continue
             metrics.WRITES.labels(row.kind).inc()
             outcome = "lazy" if action.outcome == "switched" and carry.lazy(stored) else None
             metrics.REEVALUATIONS.labels(row.kind, outcome or action.outcome).inc()
             await self._tell(row, stored, action)
-            return 1, stored
-        return 0, obj  # pragma: no cover - the loop always returns
+            return 1, stored, action
+        return 0, obj, None  # pragma: no cover - the loop always returns
 
     async def _read(self, row: Kind, obj: Mapping[str, Any]) -> Obj:
         meta = meta_of(obj)
@@ -402,10 +485,6 @@ class Follower(Controller):
                 key=key,
             )  # fmt: skip
 
-    def lost(self) -> None:
-        self.overlays.forget()  # a new term reads the overlays as the watch delivered them
-        self._held.clear()
-
     def describe(self) -> dict[str, Any]:
         return {
             "min_interval_seconds": self.config.reevaluate.min_interval_seconds,
@@ -416,15 +495,126 @@ class Follower(Controller):
 
 @dataclasses.dataclass(slots=True)
 class Standing:
-    """What one pass leaves for the keepers after it (the rebalancer, the carbon price
-    overlays and the lazy policies' gauge), kept as each page is decided."""
+    """What the managed objects stand as, per key, for the keepers (the rebalancer, the
+    carbon price overlays, the lazy policies' and the kinds' gauges)."""
 
-    fills: list[Fill] = dataclasses.field(default_factory=list)
-    lazy: int = 0
+    fills: dict[Key, Fill] = dataclasses.field(default_factory=dict)
+    lazy: set[Key] = dataclasses.field(default_factory=set)
+    counted: dict[str, set[Key]] = dataclasses.field(default_factory=dict)
+    """Kind -> the objects its gauge counts."""
+    pools: dict[Key, Obj] = dataclasses.field(default_factory=dict)
     rewritten: set[PolicyKey] = dataclasses.field(default_factory=set)
-    """The policies this pass wrote: Karmada schedules their bindings again by itself."""
-    pools: list[Obj] | None = None
-    """The NodePools as they stand; None: not listed this pass."""
+    """The policies written since the keepers last ran: Karmada schedules their bindings
+    again by itself."""
+    changed: bool = True
+    """Something changed since the keepers last ran."""
+
+    def stand(self, key: Key, target: Target, obj: Obj, *, rewritten: bool) -> None:
+        kind = target.row.kind
+        tally = target.following.tally
+        counted = self.counted.setdefault(kind, set())
+        if tally is not None and tally.counts(obj):
+            counted.add(key)
+        else:
+            counted.discard(key)
+        if kind in POLICY_KINDS:
+            if _lazy(obj):
+                self.lazy.add(key)
+            else:
+                self.lazy.discard(key)
+            if rewritten:
+                self.rewritten.add(policy_key(obj))
+            fill = Fill.of(obj)
+            if fill is not None:
+                if self.fills.get(key) != fill:
+                    self.changed = True
+                self.fills[key] = fill
+            elif self.fills.pop(key, None) is not None:
+                self.changed = True
+        elif kind == overlays.FOLLOWS:
+            if self.pools.get(key) != obj:
+                self.changed = True
+            self.pools[key] = obj
+        self.changed = self.changed or rewritten
+
+    def drop(self, key: Key) -> None:
+        self.changed = self.changed or key in self.fills or key in self.pools
+        self.fills.pop(key, None)
+        self.pools.pop(key, None)
+        self.lazy.discard(key)
+        for counted in self.counted.values():
+            counted.discard(key)
+
+
+class Keepers(Controller):
+    """After the re-evaluation: the rebalancer (moves replicas back to greener tiers), the
+    carbon price overlays of the NodePools, and the gauges over the managed objects. Runs
+    as soon as the follower's queue has settled after a change (the follower wakes it),
+    and every ``reevaluate.interval_seconds``; never while the follower has keys queued
+    or in progress, and the follower's writes wait while a pass runs, so a pass plans on
+    the policies as written and knows which it just rewrote (their bindings are
+    Karmada's to schedule again, as in one sequential pass)."""
+
+    name = "rebalance"
+
+    def __init__(self, follower: Follower, overlays: WatchedCache[Obj] | None) -> None:
+        self.follower = follower
+        self.gate = follower.gate
+        self.interval = follower.interval
+        config = follower.config
+        api = follower.api
+        self.rebalancer = (
+            Rebalancer(api, config, follower.gate, events=follower.events)
+            if config.rebalance.enabled
+            else None
+        )
+        self.overlays = OverlayKeeper(
+            api, config, follower.gate, events=follower.events, cache=overlays
+        )
+        self._inputs: tuple[object, ...] | None = None
+        """The follower's inputs when the keepers last ran."""
+        self.quiet = asyncio.Event()
+        """Set while no pass runs: the follower's writes wait for it."""
+        self.quiet.set()
+
+    def changed(self) -> bool:
+        """The objects, the fleet's room or the intensities changed, and the follower has
+        decided what that changed (its queue is idle)."""
+        follower = self.follower
+        moved = follower.standing.changed or follower._inputs != self._inputs
+        return moved and follower.queue.idle
+
+    async def reconcile(self) -> int:
+        """Run the keepers on the objects as they stand; the number of overlays written."""
+        follower, standing = self.follower, self.follower.standing
+        if not follower.queue.idle:
+            return 0  # the follower is deciding: it wakes the keepers once it has settled
+        self.quiet.clear()
+        try:
+            return await self._keep(follower, standing)
+        finally:
+            self.quiet.set()
+
+    async def _keep(self, follower: Follower, standing: Standing) -> int:
+        standing.changed = False
+        self._inputs = follower._inputs
+        rewritten, standing.rewritten = standing.rewritten, set()
+        written = 0
+        try:
+            if self.rebalancer is not None and self.gate.leading:
+                ranked = follower.rules.ranked(follower.context())
+                await self.rebalancer.rebalance(list(standing.fills.values()), ranked, rewritten)
+            metrics.LAZY_POLICIES.set(len(standing.lazy))
+            for target in follower.targets:
+                if (tally := target.following.tally) is not None:
+                    counted = standing.counted.get(target.row.kind, ())
+                    metrics.tally(tally.name, tally.documentation).set(len(counted))
+            if any(t.row.kind == overlays.FOLLOWS for t in follower.targets) and self.gate.leading:
+                pools = list(standing.pools.values())
+                written += await self.overlays.keep(pools, follower.context())
+        except NotLeader:
+            pass
+        return written
 
 
 def _name(obj: Mapping[str, Any]) -> str:

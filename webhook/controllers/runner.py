@@ -23,6 +23,7 @@ them in reverse, before the elector releases the Lease.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Hashable, Iterable
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -74,6 +75,7 @@ class Controller:
     """Seconds between passes."""
     tick: float = TICK_SECONDS
     _task: asyncio.Task[None] | None = None
+    _woken: asyncio.Event | None = None
 
     async def reconcile(self) -> object:
         """One pass; what it returns is for tests and benchmarks (counts, outcomes)."""
@@ -96,8 +98,24 @@ class Controller:
 
     # --- running (never overridden) ------------------------------------------------------
 
+    def wake(self) -> None:
+        """Look at leadership and :meth:`changed` now instead of at the end of the tick
+        (what another controller calls when it has just changed this one's inputs)."""
+        if self._woken is not None:
+            self._woken.set()
+
+    async def _sleep(self, seconds: float) -> None:
+        """The tick, ended early by :meth:`wake`."""
+        woken = self._woken
+        assert woken is not None, "start() first"
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await woken.wait()
+        woken.clear()
+
     def start(self) -> None:
         """Run in the background until :meth:`stop`."""
+        self._woken = asyncio.Event()
         run = tasks.while_leading(
             self.gate,
             self.interval,
@@ -106,6 +124,7 @@ class Controller:
             lost=self.lost,
             changed=self.changed,
             tick=self.tick,
+            sleep=self._sleep,
         )
         self._task = asyncio.create_task(run, name=f"carbonshift-{self.name}")
         log.info(f"{self.name}_started", interval_seconds=self.interval, **self.describe())
@@ -134,8 +153,11 @@ class Cache(Protocol):
 
     @property
     def synced(self) -> bool: ...
+    @property
+    def following(self) -> bool: ...
     def start(self, api: Any, *, timeout_seconds: int = 300) -> None: ...
     async def stop(self) -> None: ...
+    async def list_once(self, api: Any) -> None: ...
 
 
 class KeyedController(Generic[K]):
@@ -180,6 +202,10 @@ class KeyedController(Generic[K]):
     def lost(self) -> None:
         """This replica does not lead: drop what the term learnt (asked every tick)."""
 
+    def settled(self) -> None:
+        """A reconcile ended and nothing is queued or in progress now (what runs after
+        the keys' changes may start)."""
+
     def describe(self) -> dict[str, Any]:
         """Extra fields of the ``<name>_started`` log line."""
         return {}
@@ -190,6 +216,10 @@ class KeyedController(Generic[K]):
         """Queue ``keys`` (ignored between terms: a term starts with every key)."""
         if self._term:
             self.queue.add_all(keys)
+
+    def begin_term(self) -> None:
+        """Changes queue keys from now on (the runner does this when a term starts)."""
+        self._term = True
 
     def start(self) -> None:
         """Follow the caches and run in the background until :meth:`stop`."""
@@ -275,3 +305,5 @@ class KeyedController(Generic[K]):
             finally:
                 self.queue.done(key)
                 metrics.CONTROLLER_PASSES.labels(self.name).inc()
+            if self.queue.idle:
+                self.settled()

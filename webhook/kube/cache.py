@@ -108,6 +108,11 @@ class WatchedCache(Generic[T]):
         return self._watch is not None and self._watch.synced
 
     @property
+    def following(self) -> bool:
+        """Started: a watch keeps it current (else only :meth:`list_once` fills it)."""
+        return self._task is not None
+
+    @property
     def served(self) -> bool:
         """False while the API server does not serve the resource (its CRD is not
         installed): synced, and empty."""
@@ -182,6 +187,12 @@ class WatchedCache(Generic[T]):
         """Follow the API server in the background (until :meth:`stop`)."""
         self._watch = self._follow(api, timeout_seconds)
         self._task = asyncio.create_task(self._watch.run(), name=f"watch-{self.resource[2]}")
+
+    async def list_once(self, api: client.ApiClient) -> None:
+        """Fill the cache from one list, without following the API server (a one-off
+        pass: the CLI, a benchmark); :attr:`synced` turns True."""
+        self._watch = self._follow(api, 300)
+        await self._watch.list()
 
     def _follow(self, api: client.ApiClient, timeout_seconds: int) -> ListWatch:
         group, version, plural = self.resource

@@ -124,6 +124,17 @@ class ListWatch:
         self.absent_seconds = 60.0
         """How often a resource the API server does not serve is listed again."""
 
+    async def list(self) -> None:
+        """List once (what :meth:`run` does first): a resource the API server does not
+        serve is listed as empty; any other error is raised."""
+        try:
+            await self._list()
+        except ApiException as exc:
+            if not absent(exc, self.resource):
+                raise
+            self.on_list([])
+            self.synced, self.served = True, False
+
     async def _list(self) -> None:
         metrics.KUBE_RELISTS.labels(self.resource).inc()
         if self.paged is None:

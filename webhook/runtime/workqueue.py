@@ -167,5 +167,16 @@ class WorkQueue(Generic[K]):
         return len(self._ready) + len(self._due)
 
     @property
+    def ready(self) -> int:
+        """Keys ready now (not those scheduled for later)."""
+        self._promote()
+        return len(self._ready)
+
+    @property
+    def idle(self) -> bool:
+        """Nothing ready and nothing being processed (keys may be scheduled)."""
+        return not self.ready and not self._processing
+
+    @property
     def processing(self) -> frozenset[K]:
         return frozenset(self._processing)
