@@ -42,6 +42,7 @@ from webhook.model.validation import InvalidInput
 from webhook.serve import certs
 from webhook.serve.server import HttpsServer, ensure_certificates
 from webhook.serve.state import ServerState
+from webhook.world import World
 
 if TYPE_CHECKING:
     from kubernetes_asyncio.client import ApiClient
@@ -169,22 +170,22 @@ async def run(
         log.info("stopped", seconds=round(time.monotonic() - started, 3))
 
 
-async def _fleet(manager: Manager, config: Config, state: ServerState, kube: Settings) -> Fleet:
+async def _fleet(manager: Manager, config: Config, world: World, kube: Settings) -> Fleet:
     """Connect to the API server and start what follows the fleet: the Clusters, Liqo's
-    virtual nodes, the Nodes' zone and the leader elector (into ``state``)."""
+    virtual nodes, the Nodes' zone and the leader elector (into ``world``)."""
     from webhook.kube import client, inventory, karmada, leader, nodes, peers  # noqa: PLC0415
     from webhook.kube.events import EventRecorder  # noqa: PLC0415
     from webhook.runtime.tasks import closed  # noqa: PLC0415
 
     api = await client.connect(kube)  # a bad kubeconfig: one line, a usage error
     await manager.start(Part("kubernetes-client", lambda: None, lambda: closed(api.close())))
-    clusters = state.inventory = inventory.FleetInventory(config)
-    crds = state.crds = karmada.KarmadaCrds()
-    places = state.peers = peers.PeerInventory(config)
-    state.nodes = nodes.NodeZones(config.zone)
+    clusters = world.inventory = inventory.FleetInventory(config)
+    crds = world.crds = karmada.KarmadaCrds()
+    places = world.peers = peers.PeerInventory(config)
+    world.nodes = nodes.NodeZones(config.zone)
     for name, follower in (
         ("fleet-inventory", clusters), ("karmada-crds", crds), ("liqo-peers", places),
-        ("node-zones", state.nodes),
+        ("node-zones", world.nodes),
     ):  # fmt: skip
         await manager.start(Part(name, _starter(follower, api), follower.stop))
     kept = _overlays(config)
@@ -226,7 +227,7 @@ def _starter(follower: Any, api: ApiClient) -> Callable[[], None]:
 
 
 def controllers(
-    config: Config, state: ServerState, fleet: Fleet, kube: Settings
+    config: Config, world: World, fleet: Fleet, kube: Settings
 ) -> list[Controller | KeyedController[Any]]:
     """The leader's controllers this configuration switches on, in start order."""
     from webhook.controllers.accounting import Accountant  # noqa: PLC0415
@@ -238,7 +239,7 @@ def controllers(
     from webhook.controllers.ocm_scores import PlacementScorer  # noqa: PLC0415
 
     api, elector, events = fleet.api, fleet.elector, fleet.events
-    feed = state.feed
+    feed = world.feed
     out: list[Controller | KeyedController[Any]] = []
     if config.labels.enabled:
         out.append(ClusterLabeler(api, config, fleet.inventory, feed, elector, events=events))
@@ -249,7 +250,7 @@ def controllers(
         follower = Follower(
             api,
             config,
-            state.context,
+            world.context,
             elector,
             events=events,
             outlook=feed.outlook,
@@ -257,7 +258,7 @@ def controllers(
         )
         out += [follower, follower.keepers]
     if config.accounting.enabled:
-        out.append(Accountant(api, config, state.context, elector, namespace=kube.namespace))
+        out.append(Accountant(api, config, world.context, elector, namespace=kube.namespace))
     if config.ocm.enabled:
         out.append(PlacementScorer(api, config, feed, elector))
     if config.carry.enabled:

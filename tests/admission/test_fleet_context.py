@@ -14,6 +14,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from tests.support import make_app, make_state
 from webhook import testing
 from webhook.decision.karmada.terms import fill_tiers
+from webhook.kinds.following import Reevaluation
 from webhook.kube.inventory import FleetInventory
 from webhook.model.config import Config, parse
 from webhook.serve import admission
@@ -195,7 +196,7 @@ async def test_admission_ranks_on_the_forecast_mean_the_reevaluation_uses(
 
     monkeypatch.setattr(state.feed, "outlook", outlook)
     state._context = None
-    state._rules = None
+    state.rules = Reevaluation(state.config, state.feed.outlook)  # the outlook as patched
     body = review(uid="u-forecast", strategy="fill")
     outcome = admission.review(body, state.context(), state.memo)
     assert outcome.encoded_patch is not None

@@ -106,10 +106,19 @@ class Reevaluation:
     def ranked(self, ctx: Context) -> Context:
         """``ctx`` with its members' zones read as their forecast means
         (:func:`webhook.decision.forecast.on_forecast`, the simulator's forecast view);
-        ``ctx`` itself without a forecast method. One view per table and fleet."""
+        ``ctx`` itself without a forecast method. One view per table and fleet; a
+        context that carries its ranking (``Context.ranked``: the world's, computed once
+        per snapshot and fleet) is read as it is."""
         method, outlook = self.method, self.outlook
         if method is None or outlook is None:
             return ctx
+        if ctx.ranked is not None:
+            last = self._ranked_last
+            if last is not None and last[0] is ctx:
+                return last[1]
+            view = dataclasses.replace(ctx, table=ctx.ranked, generation=None)
+            self._ranked_last = (ctx, view)
+            return view
         key = (ctx.generation, ctx.fleet_generation)
         if ctx.generation is not None and self._ranked_for[0] == key:
             last = self._ranked_last
