@@ -62,8 +62,8 @@ import orjson
 from bench.harness import RESULTS, SERVER_CPU, machine, write_table
 from webhook import kinds
 from webhook.cli import preview
-from webhook.controllers import rebalancer
 from webhook.controllers.follower import Follower
+from webhook.decision.karmada.bindings import PP_NAME, PP_NAMESPACE
 from webhook.decision.karmada.capacity import tier_fill
 from webhook.decision.karmada.terms import fill_tiers
 from webhook.kube.client import LIST_PAGE
@@ -353,8 +353,8 @@ def _binding(
             "creationTimestamp": meta["creationTimestamp"],
             "labels": {"propagationpolicy.karmada.io/permanent-id": _uid(6, i)},
             "annotations": {
-                rebalancer.PP_NAME: name,
-                rebalancer.PP_NAMESPACE: namespace,
+                PP_NAME: name,
+                PP_NAMESPACE: namespace,
                 "propagationpolicy.karmada.io/permanent-id": _uid(6, i),
             },
             "ownerReferences": [

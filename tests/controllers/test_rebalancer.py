@@ -18,7 +18,8 @@ from tests import kubeapi
 from tests.support import NOW, reading
 from webhook import testing
 from webhook.controllers import rebalancer as rebalancer_module
-from webhook.controllers.rebalancer import Fill, Rebalancer, owner, pending, with_allocating
+from webhook.controllers.rebalancer import Fill, Rebalancer
+from webhook.decision.karmada.bindings import owner, pending, with_allocating
 from webhook.decision.karmada.capacity import assess_move
 from webhook.decision.karmada.terms import GREEN_TERM, TIER_TERM
 from webhook.decision.record import Record

@@ -58,15 +58,6 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
 from webhook import kinds
-from webhook.controllers.rebalancer import (
-    BINDINGS,
-    CLUSTERS,
-    owner,
-    placed,
-    requests,
-    resource_summaries,
-    workload,
-)
 from webhook.controllers.runner import Controller
 from webhook.decision.accounting import (
     Coefficients,
@@ -78,6 +69,15 @@ from webhook.decision.accounting import (
     workload_joules,
 )
 from webhook.decision.karmada.accounting import counterfactual_placement
+from webhook.decision.karmada.bindings import (
+    BINDINGS,
+    CLUSTERS,
+    owner,
+    placed,
+    requests,
+    resource_summaries,
+    workload,
+)
 from webhook.decision.karmada.capacity import room
 from webhook.decision.karmada.division import divide_static
 from webhook.decision.karpenter.accounting import nodepool_zones

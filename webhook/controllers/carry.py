@@ -23,9 +23,9 @@ import structlog
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
-from webhook.controllers.rebalancer import BINDINGS, PolicyKey, owner, placed
 from webhook.controllers.runner import Controller
 from webhook.decision.karmada import carry
+from webhook.decision.karmada.bindings import BINDINGS, PolicyKey, owner, placed
 from webhook.kinds.policies import CLUSTER_PROPAGATION_POLICY, PROPAGATION_POLICY
 from webhook.kube.client import REQUEST_TIMEOUT, error_name, list_objects
 from webhook.kube.events import EventRecorder

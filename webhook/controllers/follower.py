@@ -56,10 +56,11 @@ from kubernetes_asyncio.client.rest import ApiException
 
 from webhook.controllers import overlays
 from webhook.controllers.overlays import OverlayKeeper
-from webhook.controllers.rebalancer import Fill, PolicyKey, Rebalancer, policy_key
+from webhook.controllers.rebalancer import Fill, Rebalancer
 from webhook.controllers.runner import Controller, KeyedController
 from webhook.decision import follow
 from webhook.decision.karmada import carry
+from webhook.decision.karmada.bindings import PolicyKey, policy_key
 from webhook.decision.record import Record, fingerprint, switches
 from webhook.kinds import Context, Kind
 from webhook.kinds.following import Outlook, Reevaluation, Target, targets
