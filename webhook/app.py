@@ -255,6 +255,7 @@ def controllers(
             events=events,
             outlook=feed.outlook,
             overlays=fleet.overlays,
+            rooms=lambda: fleet.inventory.rooms,
         )
         out += [follower, follower.keepers]
     if config.accounting.enabled:

@@ -19,6 +19,7 @@ from tests import kubeapi
 from tests.support import NOW, Clock, eventually, reading
 from webhook import testing
 from webhook.cli.preview import preview
+from webhook.controllers import follower as follower_module
 from webhook.controllers.follower import Follower
 from webhook.decision.record import Record, switches
 from webhook.kinds import Context
@@ -385,3 +386,24 @@ async def test_as_a_controller_it_acts_on_changes_not_on_a_clock(kube: kubeapi.K
                          "the new policy decided", seen=lambda: set(loop._held))  # fmt: skip
     finally:
         await asyncio.wait_for(loop.stop(), 10)
+
+
+async def test_the_keepers_look_again_when_a_members_room_changes(
+    kube: kubeapi.KubeApi, grid: Grid, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(follower_module, "ROOM_SECONDS", 0.0)
+    rooms = [0]
+    gate = kubeapi.Gate()
+    loop = Follower(kube.api, grid.config, grid.context, gate, rooms=lambda: rooms[0])
+    keepers = loop.keepers
+    await loop.sync()  # decides every object, then the keepers run once
+    assert not keepers.changed()  # nothing moved since
+    keepers._took = 0.0  # as if the pass took no time: room may call the next at once
+    rooms[0] += 1  # a Cluster's resource summary changed
+    assert keepers.changed()
+    await keepers.reconcile()
+    keepers._took = 0.0
+    assert not keepers.changed()
+    keepers._took = 3600.0  # a pass that took an hour: room alone waits three
+    rooms[0] += 1
+    assert not keepers.changed()

@@ -21,6 +21,7 @@ four one-CPU replicas, member-fr eight, member-pl 64).
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -225,6 +226,42 @@ def test_the_leader_moves_replicas_back_once_the_greenest_member_has_room(
             more_passes(lambda: leader.metric(PASSES), 5)
             assert metric(leader, "carbonshift_replicas_moved_total") == 3
             assert scheduled(kube, namespace, name) == {GREENEST: 4, MIDDLE: 6}
+    finally:
+        kube.run("delete", "namespace", blocked, "--wait=false")
+
+
+def test_room_returning_is_acted_on_at_once_not_on_the_interval(
+    sandbox: Sandbox, kube: Kube, namespace: str, tmp_path: Path, grid: Grid
+) -> None:
+    # The leader looks at everything again only hourly here: what moves the replicas back
+    # is the greenest member's room changing (its Cluster's resource summary).
+    hourly = {"reevaluate": {"interval_seconds": 3600, "min_interval_seconds": 1,
+                             "forecast": "day-ahead-profile"}}  # fmt: skip
+    blocked = blocker(kube, FULL[GREENEST] - 1)
+    try:
+        wait_rooms(kube, {GREENEST: 1})
+        name = unique("room")
+        fill_policy(kube, name, namespace)
+        kube.apply(deployment(name, namespace, replicas=10, cpu=CPU))
+        settles(kube, namespace, name, {GREENEST: 1, MIDDLE: 8, DIRTIEST: 1})
+        with follower(sandbox, tmp_path, grid, extra=hourly) as leader:
+            eventually(lambda: holder(kube, leader.name), "leadership", timeout=30.0)
+            eventually(
+                lambda: metric(leader, "carbonshift_rebalances_total", outcome="no_room") or None,
+                "the term's first pass, which found no room",
+            )
+            kube.ok("delete", "namespace", blocked, "--wait=false")
+            wait_rooms(kube, {GREENEST: 3}, at_least=True)
+            roomy = time.monotonic()
+            eventually(
+                lambda: metric(leader, "carbonshift_replicas_moved_total") or None,
+                "a move once the room returned",
+                timeout=60.0,
+            )
+            reaction = time.monotonic() - roomy
+            settles(kube, namespace, name, {GREENEST: 4, MIDDLE: 6})
+            assert metric(leader, "carbonshift_replicas_moved_total") == 3
+            print(f"\nroom returned -> move asked in {reaction:.1f} s (interval 3600 s)")
     finally:
         kube.run("delete", "namespace", blocked, "--wait=false")
 

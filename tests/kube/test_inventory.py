@@ -117,3 +117,20 @@ def test_a_status_only_change_keeps_the_snapshot_so_nothing_downstream_rebuilds(
     assert fleet.clusters() is view  # same snapshot: admission keeps its fleet generation
     fleet.event("MODIFIED", testing.cluster("a", labels={"tier": "prod"}, region="eu-north-1"))
     assert fleet.clusters() is not view
+
+
+def test_a_room_change_is_counted_and_a_heartbeat_is_not() -> None:
+    fleet = FleetInventory(CONFIG)
+
+    def summary(allocated: str) -> dict[str, object]:
+        room = {"allocatable": {"cpu": "8"}, "allocated": {"cpu": allocated}}
+        return {"status": {"resourceSummary": room, "kubernetesVersion": "v1.35.4"}}
+
+    fleet.replace([testing.cluster("a", region="eu-north-1") | summary("2")])
+    listed = fleet.rooms
+    view = fleet.clusters()
+    fleet.event("MODIFIED", testing.cluster("a", region="eu-north-1") | summary("2"))
+    assert fleet.rooms == listed  # the same room: nothing to look at again
+    fleet.event("MODIFIED", testing.cluster("a", region="eu-north-1") | summary("6"))
+    assert fleet.rooms == listed + 1
+    assert fleet.clusters() is view  # room is the rebalancer's, not the placement's

@@ -132,11 +132,14 @@ class Follower(KeyedController[Key]):
         followed: tuple[Target, ...] | None = None,
         outlook: Outlook | None = None,
         overlays: WatchedCache[Obj] | None = None,
+        rooms: Callable[[], int] | None = None,
     ) -> None:
         """``outlook``: the feed's (:meth:`IntensityFeed.outlook`); without it NodePools
         are decided without a forecast. ``overlays``: the watched cache of carbonshift's
         NodeOverlays (:func:`webhook.controllers.overlays.watched`); without it no carbon
-        price is kept."""
+        price is kept. ``rooms``: a number that grows whenever a member's room changes
+        (:attr:`webhook.kube.inventory.FleetInventory.rooms`): the rebalancer looks again
+        then."""
         self.api = api
         self.objects = client.CustomObjectsApi(api)
         self.config = config
@@ -171,6 +174,7 @@ class Follower(KeyedController[Key]):
             )
         self.caches = (*self.stored.values(), *([self.namespaces] if self.namespaces else []))
         self.standing = Standing()
+        self.rooms = rooms
         self.keepers = Keepers(self, overlays)
         self.queue = WorkQueue()
         self.written = 0
@@ -574,6 +578,11 @@ class Keepers(Controller):
         )
         self._inputs: tuple[object, ...] | None = None
         """The follower's inputs when the keepers last ran."""
+        self._rooms: int | None = None
+        """The members' room (:attr:`Follower.rooms`) when the keepers last ran."""
+        self._ended = 0.0
+        self._took = 0.0
+        """When the last pass ended and how long it took (monotonic seconds)."""
         self.quiet = asyncio.Event()
         """Set while no pass runs: the follower's writes wait for it."""
         self.quiet.set()
@@ -583,6 +592,12 @@ class Keepers(Controller):
         decided what that changed (its queue is idle)."""
         follower = self.follower
         moved = follower.standing.changed or follower._inputs != self._inputs
+        if not moved and follower.rooms is not None and follower.rooms() != self._rooms:
+            # Room changes all the time in a busy fleet: a pass for it waits three times
+            # as long as the last one took (the rebalancer spends at most a quarter of a
+            # core on room alone), and at least ROOM_SECONDS.
+            rest = max(ROOM_SECONDS, 3 * self._took)
+            moved = time.monotonic() - self._ended >= rest
         return moved and follower.queue.idle
 
     async def reconcile(self) -> int:
@@ -591,10 +606,14 @@ class Keepers(Controller):
         if not follower.queue.idle:
             return 0  # the follower is deciding: it wakes the keepers once it has settled
         self.quiet.clear()
+        started = time.monotonic()
+        self._rooms = follower.rooms() if follower.rooms is not None else None
         try:
             return await self._keep(follower, standing)
         finally:
             self.quiet.set()
+            self._ended = time.monotonic()
+            self._took = self._ended - started
 
     async def _keep(self, follower: Follower, standing: Standing) -> int:
         standing.changed = False
@@ -629,6 +648,8 @@ def _counts(target: Target, obj: Obj) -> int:
 
 
 POLICY_KINDS = ("PropagationPolicy", "ClusterPropagationPolicy")
+ROOM_SECONDS = 1.0
+"""The least time between two rebalancer passes run because a member's room changed."""
 REBALANCED = ("CarbonRebalanced", "Rebalance")
 DROPPED = "CarbonFieldDropped"
 """The API server stored a field carbonshift wrote without a part of it: decided again."""

@@ -6,6 +6,9 @@ relabelled or removed shows within seconds. What a Cluster object means is decid
 pure :func:`webhook.decision.fleet.entry`; a malformed object is skipped with one warning
 (again only if its problem changes). When the API server cannot be reached the inventory
 keeps its last state and :attr:`~FleetInventory.synced` turns False.
+
+:attr:`FleetInventory.rooms` grows whenever a Cluster's ``status.resourceSummary`` (its
+room) changes: the leader's rebalancer looks again then, not only on its interval.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import orjson
 import structlog
 from kubernetes_asyncio import client
 
@@ -22,6 +26,7 @@ from webhook.decision.fleet import ClusterEntry, ZoneSource, entry
 from webhook.kube.cache import WatchedCache
 from webhook.model import vocabulary
 from webhook.model.config import Config
+from webhook.model.objects import dig
 from webhook.runtime import metrics, tasks
 
 log = structlog.get_logger("carbonshift.fleet")
@@ -39,6 +44,9 @@ class FleetInventory:
             (GROUP, VERSION, PLURAL), self._decode, kind="cluster", on_change=self._count
         )
         self._task: asyncio.Task[None] | None = None
+        self._room: dict[str, int] = {}
+        self.rooms = 0
+        """Grows whenever a Cluster's resource summary (its room) changes."""
 
     # --- reading (synchronous) -----------------------------------------------------------
 
@@ -68,6 +76,11 @@ class FleetInventory:
     def _decode(self, obj: Mapping[str, Any], previous: ClusterEntry | None) -> ClusterEntry:
         got = entry(obj, self.config)
         name = got.name
+        summary = dig(obj, "status", "resourceSummary")
+        room = hash(orjson.dumps(summary, option=orjson.OPT_SORT_KEYS)) if summary else 0
+        if self._room.get(name) != room:
+            self._room[name] = room
+            self.rooms += 1
         for problem in got.problems:
             if previous is None or problem not in previous.problems:
                 log.warning("cluster_value_ignored", cluster=name, problem=str(problem))
