@@ -27,9 +27,10 @@ Events (counted), and refuses every other write:
 2. nothing changed: what the first pass kept is kept again without deciding (the
    objects, the intensities and the fleet are the same);
 3. room changed: every cluster's other workloads shrink (allocated drops by 10 to 70 %
-   of what else runs there), so room appears on greener clusters and the rebalancer
-   plans moves back (WorkloadRebalancers and ``CarbonReplicasMoved`` Events) within the
-   shipped move budgets.
+   of what else runs there), so room appears on greener clusters; no policy is decided
+   again (room is not an input of a placement) and the rebalancer plans moves back
+   (WorkloadRebalancers and ``CarbonReplicasMoved`` Events) within the shipped move
+   budgets.
 
 The passes run in a process of their own, pinned to core 0, that parses the four list
 answers (policies, bindings, Clusters before and after) from files, so what admission
@@ -43,7 +44,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import dataclasses
 import gc
 import json
 import os
@@ -519,8 +519,9 @@ async def _passes(
 ) -> list[dict[str, Any]]:
     """The leader's work in each of :data:`PASSES`: the first sync of a term (the caches
     listed, every object decided, the keepers run), then what a tick finds with nothing
-    changed, then what follows when room changed on every cluster (the fleet's
-    generation moves: every object decided again, the keepers run)."""
+    changed, then what follows when room changed on every cluster (the fleet inventory's
+    room count moves: the keepers run; no object is decided again, room is not an input
+    of a placement)."""
     from kubernetes_asyncio import client  # noqa: PLC0415
 
     async with client.ApiClient() as kube:
@@ -532,7 +533,9 @@ async def _passes(
         now = [ctx]
         events = EventRecorder(kube, "bench")
         events.events = api  # type: ignore[assignment]
-        loop = Follower(kube, cfg, lambda: now[0], Leading(), events=events, outlook=outlook)
+        rooms = [0]
+        loop = Follower(kube, cfg, lambda: now[0], Leading(), events=events, outlook=outlook,
+                        rooms=lambda: rooms[0])  # fmt: skip
         for cache in loop.caches:
             cache.objects = lambda _api: api  # type: ignore[attr-defined]
         loop.objects = api  # type: ignore[assignment]
@@ -572,9 +575,10 @@ async def _passes(
 
         results = []
         for n, what in enumerate(PASSES, 1):
-            if n == len(PASSES):
+            if n == len(PASSES):  # the Clusters' resource summaries changed: their room
                 api.clusters = changed
-                now[0] = dataclasses.replace(ctx, fleet_generation=(ctx.fleet_generation or 0) + 1)
+                rooms[0] += 1
+                keepers._ended = float("-inf")  # the rest after the last pass is over
             kept, moved = _kept(), _moved()
             rebalancers, events_before = len(api.rebalancers), api.events
             ran = len(spent)
@@ -713,8 +717,8 @@ def main(bench: str = "reevaluate", record: bool = True, **_: Any) -> dict[str, 
         and peak < TARGET_RSS_MB
         and writes == 0
         and all(p["written"] == 0 for p in passes)
-        and first["kept"] == second["kept"] == POLICIES
-        and steady["kept"] == 0
+        and first["kept"] == POLICIES
+        and steady["kept"] == second["kept"] == 0
         and second["moves"] > 0
     )
     warm = max(steady["cpu_seconds"], second["cpu_seconds"])
@@ -735,9 +739,9 @@ def main(bench: str = "reevaluate", record: bool = True, **_: Any) -> dict[str, 
 |---|---:|---:|
 | CPU seconds on one core, first sync of a term (caches listed, every object decided, keepers) | {cpu(first)} | < {TARGET_CPU_SECONDS:g} s |
 | CPU seconds on one core, a tick with nothing changed | {steady["cpu_seconds"]:.3f} s | ≤ {IDLE_CPU_SECONDS:g} s (1 % of a core at a tick a second) |
-| CPU seconds on one core, room changed on every cluster (every object decided again, rebalancer) | {cpu(second)} | < {TARGET_CPU_SECONDS:g} s |
+| CPU seconds on one core, room changed on every cluster (the rebalancer; no object decided again) | {cpu(second)} | < {TARGET_CPU_SECONDS:g} s |
 | wall time of the three | {first["wall_seconds"]:.2f} s / {steady["wall_seconds"]:.3f} s / {second["wall_seconds"]:.2f} s | |
-| policies kept / writes proposed | {first["kept"]:,} / {writes}, {steady["kept"]:,} / 0 and {second["kept"]:,} / 0 | {POLICIES:,} / 0, 0 / 0, {POLICIES:,} / 0 |
+| policies kept / writes proposed | {first["kept"]:,} / {writes}, {steady["kept"]:,} / 0 and {second["kept"]:,} / 0 | {POLICIES:,} / 0, 0 / 0, 0 / 0 |
 | moves planned, each (WorkloadRebalancers; Events) | {first["moves"]:,} / {steady["moves"]:,} / **{second["moves"]:,}** ({second["events"]:,} Events, {second["replicas_moved"]:,} replicas) | room changed > 0 |
 | bindings by outcome, room changed | {outcomes(second)} | |
 | resident memory after them (peak) | {rss:.0f} MB ({peak:.0f} MB) | < {TARGET_RSS_MB:g} MB |
