@@ -175,7 +175,9 @@ class ReevaluateConfig(Schema, frozen=True):
     enabled: bool = True
     """Re-evaluate managed objects (needs a cluster connection; ignored without one)."""
     interval_seconds: AtLeast1 = 300.0
-    """Pause between passes over the managed objects."""
+    """Each managed object is looked at again at least this often (a safety net: a change
+    of the object, its namespace, the intensities, the fleet or a hold ending is acted on
+    at once)."""
     min_interval_seconds: AtLeast0 = 1800.0
     """At most one write by the re-evaluation per object in this many seconds."""
     forecast: Forecast = "best"
