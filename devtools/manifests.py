@@ -3,7 +3,7 @@
 The mutating webhook registration's ``rules:`` and the ClusterRole's ``rules:`` follow from
 the handled kinds (:data:`webhook.kinds.REGISTRY`: each kind's group, version, resource,
 scope and operations, and its :class:`~webhook.kinds.Grant`\\ s) and the fleet's grants
-(:data:`webhook.kinds.grants.FLEET`). They are written between markers into the kustomize
+(:func:`webhook.integrations.grants`). They are written between markers into the kustomize
 base and the chart's templates, the same text in both::
 
       # BEGIN generated <block> (make generate writes it from webhook/kinds)
@@ -28,7 +28,7 @@ import textwrap
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from webhook import kinds
+from webhook import integrations, kinds
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMAND = "make generate"
@@ -86,7 +86,7 @@ def webhook_rules(registry: kinds.Registry, *, namespaced: bool, indent: str) ->
 def cluster_role(registry: kinds.Registry, *, indent: str) -> list[str]:
     """The ClusterRole's ``rules:`` entries, each under its reasons."""
     lines = []
-    for rule in registry.cluster_role():
+    for rule in integrations.cluster_role(registry):
         for why in rule.whys:
             lines += _comment(why, indent)
         lines += [

@@ -12,9 +12,9 @@ One ordered list of parts (:class:`Part`), started first to last and stopped las
 3. the leader elector (stopping it releases the Lease: another replica takes over at once);
 4. the intensity feed (its refreshes run in the background; ``/readyz`` answers 503 until
    every zone was asked);
-5. the leader's controllers (:mod:`webhook.controllers`), each switched by its config
-   section: they pass only while this replica leads, and are stopped before the Lease is
-   released;
+5. the leader's controllers, as the integrations' rows list them
+   (:func:`webhook.integrations.controllers`), each switched by its config section: they
+   pass only while this replica leads, and are stopped before the Lease is released;
 6. the HTTPS server (:class:`~webhook.serve.server.HttpsServer`), stopped first: requests
    in progress finish before anything they read goes away.
 
@@ -36,7 +36,9 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from webhook import integrations
 from webhook.feed import IntensityFeed
+from webhook.integrations import Fleet, Wiring
 from webhook.model.config import Config
 from webhook.model.validation import InvalidInput
 from webhook.serve import certs
@@ -48,14 +50,8 @@ if TYPE_CHECKING:
     from kubernetes_asyncio.client import ApiClient
 
     from webhook.controllers.overlays import Obj
-    from webhook.controllers.runner import Controller, KeyedController
     from webhook.kube.cache import WatchedCache
     from webhook.kube.client import Settings
-    from webhook.kube.events import EventRecorder
-    from webhook.kube.inventory import FleetInventory
-    from webhook.kube.kueue import Workers
-    from webhook.kube.leader import LeaderElector
-    from webhook.kube.peers import PeerInventory
 
 log = structlog.get_logger("carbonshift.app")
 
@@ -105,22 +101,6 @@ def build_feed(config: Config) -> IntensityFeed:
         raise InvalidInput("CARBONSHIFT_REDIS_URL", str(exc)) from None
 
 
-@dataclasses.dataclass(slots=True)
-class Fleet:
-    """The cluster-facing parts: the client, the elector and the Event recorder the
-    controllers share."""
-
-    api: ApiClient
-    elector: LeaderElector
-    events: EventRecorder
-    inventory: FleetInventory
-    peers: PeerInventory
-    workers: Workers | None = None
-    """Clients of the Kueue MultiKueue workers (``kueue.enabled``)."""
-    overlays: WatchedCache[Obj] | None = None
-    """carbonshift's NodeOverlays (when the re-evaluation follows NodePools)."""
-
-
 async def run(
     config: Config,
     *,
@@ -150,7 +130,7 @@ async def run(
         fleet = await _fleet(manager, config, state, kube) if kube is not None else None
         await manager.start(Part("feed", lambda: feed.start(wait=False), feed.stop))
         if fleet is not None and kube is not None:
-            for controller in controllers(config, state, fleet, kube):
+            for controller in integrations.controllers(Wiring(config, state, fleet, kube)):
                 await manager.start(Part(controller.name, controller.start, controller.stop))
         server = HttpsServer(
             state, host=host, port=port, cert_dir=cert_dir,
@@ -224,51 +204,3 @@ def _overlays(config: Config) -> WatchedCache[Obj] | None:
 
 def _starter(follower: Any, api: ApiClient) -> Callable[[], None]:
     return lambda: follower.start(api)
-
-
-def controllers(
-    config: Config, world: World, fleet: Fleet, kube: Settings
-) -> list[Controller | KeyedController[Any]]:
-    """The leader's controllers this configuration switches on, in start order."""
-    from webhook.controllers.accounting import Accountant  # noqa: PLC0415
-    from webhook.controllers.carbon_window import CarbonWindow  # noqa: PLC0415
-    from webhook.controllers.carry import Carrier  # noqa: PLC0415
-    from webhook.controllers.follower import Follower  # noqa: PLC0415
-    from webhook.controllers.kueue_dispatch import KueueDispatcher  # noqa: PLC0415
-    from webhook.controllers.labels import NODES, ClusterLabeler  # noqa: PLC0415
-    from webhook.controllers.ocm_scores import PlacementScorer  # noqa: PLC0415
-
-    api, elector, events = fleet.api, fleet.elector, fleet.events
-    feed = world.feed
-    out: list[Controller | KeyedController[Any]] = []
-    if config.labels.enabled:
-        out.append(ClusterLabeler(api, config, fleet.inventory, feed, elector, events=events))
-        out.append(
-            ClusterLabeler(api, config, fleet.peers, feed, elector, events=events, resource=NODES)
-        )
-    if config.reevaluate.enabled:
-        follower = Follower(
-            api,
-            config,
-            world.context,
-            elector,
-            events=events,
-            outlook=feed.outlook,
-            overlays=fleet.overlays,
-            rooms=lambda: fleet.inventory.rooms,
-        )
-        out += [follower, follower.keepers]
-    if config.accounting.enabled:
-        out.append(Accountant(api, config, world.context, elector, namespace=kube.namespace))
-    if config.ocm.enabled:
-        out.append(PlacementScorer(api, config, feed, elector))
-    if config.carry.enabled:
-        out.append(Carrier(api, config, elector, events=events))
-    if config.kueue.enabled and fleet.workers is not None:
-        # with dispatch: none it only counts the Workloads nobody nominates
-        out.append(KueueDispatcher(api, config, feed, elector, fleet.workers, events=events))
-        out.append(CarbonWindow(api, config, feed, elector, fleet.workers, events=events))
-    for section in ("labels", "reevaluate", "accounting", "ocm", "carry", "kueue"):
-        if not getattr(config, section).enabled:
-            log.info(f"{section}_disabled", hint=f"{section}.enabled is false")
-    return out

@@ -28,6 +28,7 @@ from webhook.controllers.accounting import Accountant, accounted
 from webhook.decision.liqo import offloading
 from webhook.decision.liqo.peers import REMOTE_ID_LABEL, TYPE_LABEL, VIRTUAL_NODE
 from webhook.decision.record import Record, fingerprint
+from webhook.integrations import EVENT_REASONS
 from webhook.kinds import Context
 from webhook.kube import reads
 from webhook.model.config import ClusterConfig, parse
@@ -182,7 +183,9 @@ async def test_the_report_lists_managed_namespace_offloadings_and_their_events(
             "regarding": {"kind": "NamespaceOffloading", "namespace": "shop",
                           "name": "offloading"},
         }, "events")  # fmt: skip
-    _, events, objects = await reads.collect(kube.api, "carbonshift-accounting", NAMESPACE, "")
+    _, events, objects = await reads.collect(
+        kube.api, "carbonshift-accounting", NAMESPACE, "", EVENT_REASONS
+    )
     assert [(o["kind"], o["metadata"]["namespace"]) for o in objects] == [
         ("NamespaceOffloading", "shop")
     ]

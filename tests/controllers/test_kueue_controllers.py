@@ -35,9 +35,9 @@ from structlog.testing import capture_logs
 
 from tests import kubeapi
 from tests.support import NOW, reading
-from webhook.app import Fleet, controllers
 from webhook.controllers.carbon_window import CarbonWindow
 from webhook.controllers.kueue_dispatch import KueueDispatcher
+from webhook.integrations import Fleet, Wiring, controllers
 from webhook.kinds.following import OutlookMethod
 from webhook.kube import kueue as kube
 from webhook.kube.events import EventRecorder
@@ -619,7 +619,7 @@ def test_the_application_runs_both_kueue_controllers_when_kueue_is_enabled(world
 
     def names(**kueue: Any) -> list[str]:
         config = parse({**off, "kueue": kueue})
-        return [c.name for c in controllers(config, state, fleet, kube_settings)]
+        return [c.name for c in controllers(Wiring(config, state, fleet, kube_settings))]
 
     assert names(enabled=True) == ["kueue_dispatch", "carbon_window"]
     # dispatch: none nominates nothing, the dispatcher only counts who waits

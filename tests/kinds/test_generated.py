@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from devtools import manifests
-from webhook import kinds
+from webhook import integrations, kinds
 from webhook.kinds import policies
 
 BASE = manifests.ROOT / "manifests" / "base"
@@ -70,7 +70,8 @@ def test_a_new_kind_changes_its_webhook_and_its_grants() -> None:
     }
     text = manifests.render((BASE / "rbac.yaml").read_text(), registry)
     assert "  # Widget: it is ours.\n  - apiGroups: [example.carbonshift.io]" in text
-    (namespaces,) = [r for r in registry.cluster_role() if r.resources == ("namespaces",)]
+    role_rules = integrations.cluster_role(registry)
+    (namespaces,) = [r for r in role_rules if r.resources == ("namespaces",)]
     assert namespaces.whys == (
         "PropagationPolicy, ClusterPropagationPolicy, NamespaceOffloading, Widget: "
         "which namespaces opted in",
@@ -100,7 +101,7 @@ def test_grants_on_the_same_resources_are_one_rule_with_every_reason() -> None:
     rules = _cluster_role((BASE / "rbac.yaml").read_text())
     resources = [(r["apiGroups"][0], tuple(r["resources"])) for r in rules]
     assert len(resources) == len(set(resources))
-    (nodes,) = [r for r in kinds.REGISTRY.cluster_role() if r.resources == ("nodes",)]
+    (nodes,) = [r for r in integrations.cluster_role() if r.resources == ("nodes",)]
     assert nodes.verbs == ("get", "list", "watch", "patch")
     assert len(nodes.whys) == 2
     assert nodes.whys[0].startswith("NodePool: ")

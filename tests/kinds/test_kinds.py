@@ -9,11 +9,10 @@ import pytest
 import yaml
 
 from tests.semantics import fleet
-from webhook import kinds
+from webhook import integrations, kinds
 from webhook.cli import preview
 from webhook.kinds import following, policies
 from webhook.kinds.following import Reevaluation, target_of
-from webhook.kinds.grants import FLEET
 from webhook.model.vocabulary import ENABLED
 
 WEBHOOK_YAML = Path(__file__).resolve().parents[2] / "manifests" / "base" / "webhook.yaml"
@@ -84,7 +83,10 @@ def _cluster_role() -> set[tuple[str, str, str]]:
 
 def test_the_cluster_role_grants_exactly_what_the_kinds_and_the_fleet_ask_for() -> None:
     asked = kinds.REGISTRY.grants() | {
-        (g.group, resource, verb) for g in FLEET for resource in g.resources for verb in g.verbs
+        (g.group, resource, verb)
+        for g in integrations.grants()
+        for resource in g.resources
+        for verb in g.verbs
     }
     granted = _cluster_role()
     assert asked - granted == set(), "missing from manifests/base/rbac.yaml (a 403 at run time)"

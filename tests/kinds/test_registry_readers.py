@@ -16,7 +16,8 @@ from tests.serve import crd_values
 from webhook import kinds
 from webhook.cli import preview
 from webhook.controllers.accounting import accounted
-from webhook.report.history import REASONS
+from webhook.integrations import EVENT_REASONS as REASONS
+from webhook.integrations import EVENTS
 
 ANNOTATIONS = Path(__file__).resolve().parents[2] / "docs" / "annotations.md"
 
@@ -34,7 +35,7 @@ def _table() -> list[tuple[str, str, str]]:
 
 
 def test_the_report_knows_every_event_reason_a_kind_or_the_fleet_records() -> None:
-    expected = {r for k in kinds.KINDS for r in k.events} | set(kinds.FLEET_EVENTS)
+    expected = {r for k in kinds.KINDS for r in k.events} | set(EVENTS)
     assert expected == REASONS
 
 
@@ -56,8 +57,8 @@ def test_every_kind_and_every_event_reason_is_in_the_annotations_table() -> None
     assert set(events) == REASONS, "docs/annotations.md: one row per Event reason"
     for reason, where in events.items():
         recorded_on = {k.kind for k in kinds.KINDS if reason in k.events}
-        if reason in kinds.FLEET_EVENTS:
-            recorded_on.add(kinds.FLEET_EVENTS[reason])
+        if reason in EVENTS:
+            recorded_on.add(EVENTS[reason])
         assert where == recorded_on, reason
 
 

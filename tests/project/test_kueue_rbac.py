@@ -1,7 +1,7 @@
-"""The Kueue MultiKueue grants: the ClusterRole's Kueue rules come from the kind registry
-(``make generate``), and Secrets are granted only in Kueue's namespace, only ``get``, only
-when asked for: the chart with ``config.kueue.enabled``, kustomize with the opt-in component
-``manifests/components/kueue``."""
+"""The Kueue MultiKueue grants: the ClusterRole's Kueue rules come from Kueue's row of the
+integrations (``make generate``), and Secrets are granted only in Kueue's namespace, only
+``get``, only when asked for: the chart with ``config.kueue.enabled``, kustomize with the
+opt-in component ``manifests/components/kueue``."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 
 from tests.project.test_chart import ROOT, helm, template  # noqa: F401 - helm: a fixture
-from webhook import kinds
+from webhook.integrations import kueue
 
 COMPONENT = ROOT / "manifests" / "components" / "kueue"
 
@@ -28,7 +28,7 @@ def secret_rules(docs: list[Any]) -> dict[tuple[str, str], list[Any]]:
 
 
 def test_the_cluster_role_grants_what_the_kueue_controllers_use() -> None:
-    rules = {(g.group, r): set(g.verbs) for g in kinds.FLEET for r in g.resources}
+    rules = {(g.group, r): set(g.verbs) for g in kueue.ROW.grants for r in g.resources}
     assert rules[("kueue.x-k8s.io", "workloads/status")] == {"patch"}
     assert rules[("kueue.x-k8s.io", "multikueueconfigs")] == {"get", "list", "update"}
     assert rules[("batch", "jobs")] == {"get"}

@@ -10,6 +10,7 @@ from webhook import testing
 from webhook.decision.accounting import Totals
 from webhook.decision.ledger import Ledger, ObjectTotals
 from webhook.decision.record import Record
+from webhook.integrations import EVENT_REASONS
 from webhook.model.intensity import Signal
 from webhook.model.vocabulary import DECISION
 from webhook.report import data
@@ -74,4 +75,5 @@ def objects() -> list[dict[str, Any]]:
 
 
 def report(since: str = "1d") -> data.Report:
-    return data.build(ledger(), events(), objects(), now=NOW, since=data.duration(since))
+    return data.build(ledger(), events(), objects(), now=NOW, since=data.duration(since),
+                      reasons=EVENT_REASONS)  # fmt: skip

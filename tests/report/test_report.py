@@ -15,6 +15,7 @@ from tests.report.sample import NOW, events, ledger, objects, report
 from webhook.cli import main
 from webhook.decision.accounting import Totals
 from webhook.decision.ledger import Ledger, ObjectTotals
+from webhook.integrations import EVENT_REASONS
 from webhook.model.intensity import Signal
 from webhook.report import data, render
 
@@ -232,7 +233,8 @@ def _one_workload(places: dict[str, dict[str, float]]) -> data.Report:
     point = book.point(NOW)
     point["i"] = {"green": 25.0, "dirty": 150.0, "idle": 50.0}
     book.series = [point]
-    return data.build(book.to_data(), [], [], now=NOW, since=datetime.timedelta(days=1))
+    return data.build(book.to_data(), [], [], now=NOW, since=datetime.timedelta(days=1),
+                      reasons=EVENT_REASONS)  # fmt: skip
 
 
 def test_the_cluster_table_shows_replica_hours_gained_or_lost_and_emissions_there() -> None:

@@ -490,6 +490,7 @@ def _add_mutate(sub: Any) -> None:
 
 
 def _report(args: argparse.Namespace) -> int:
+    from webhook.integrations import EVENT_REASONS  # noqa: PLC0415
     from webhook.kube import reads  # noqa: PLC0415 - keeps `--help` fast
     from webhook.report import data, render  # noqa: PLC0415
 
@@ -514,7 +515,7 @@ def _report(args: argparse.Namespace) -> int:
             return 1
         ledger, where = source.data, source.where
     report = data.build(ledger, events, objects, now=datetime.datetime.now(datetime.UTC),
-                        since=since)  # fmt: skip
+                        since=since, reasons=EVENT_REASONS)  # fmt: skip
     if args.prometheus:
         from webhook.report import prometheus  # noqa: PLC0415
 
@@ -563,6 +564,7 @@ def _objects_in(doc: Mapping[str, Any], key: str) -> list[Any]:
 
 
 async def _report_cluster(args: argparse.Namespace) -> tuple[Any, list[Any], list[Any]]:
+    from webhook.integrations import EVENT_REASONS  # noqa: PLC0415
     from webhook.kube import reads  # noqa: PLC0415 - only with a cluster
     from webhook.kube.client import connect, settings  # noqa: PLC0415
     from webhook.runtime.tasks import closed  # noqa: PLC0415
@@ -580,8 +582,9 @@ async def _report_cluster(args: argparse.Namespace) -> tuple[Any, list[Any], lis
     api = await connect(where, _kubeconfig_flag(args.kubeconfig))
     try:
         return await reads.collect(
-            api, args.configmap or config.accounting.configmap, args.namespace, where.namespace
-        )
+            api, args.configmap or config.accounting.configmap, args.namespace, where.namespace,
+            EVENT_REASONS,
+        )  # fmt: skip
     finally:
         await closed(api.close())
 

@@ -165,6 +165,7 @@ async def _read(
 ) -> tuple[dict[str, Any] | None, list[Any], list[Any], list[Any]]:
     """The managed object (None: none of that name), carbonshift's Events, the Karmada
     Clusters and Liqo's virtual nodes."""
+    from webhook.integrations import EVENT_REASONS  # noqa: PLC0415
     from webhook.kube import reads  # noqa: PLC0415 - only with a cluster
     from webhook.kube.client import connect, settings  # noqa: PLC0415
     from webhook.runtime.tasks import closed  # noqa: PLC0415
@@ -176,7 +177,7 @@ async def _read(
     api = await connect(kube, flag)
     try:
         _, events, objects = await reads.collect(
-            api, config.accounting.configmap, kube.namespace, kube.namespace
+            api, config.accounting.configmap, kube.namespace, kube.namespace, EVENT_REASONS
         )
         try:
             (clusters, nodes, _), _missing = await reads.fleet(api)

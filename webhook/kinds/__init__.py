@@ -9,8 +9,9 @@ the re-evaluation (:mod:`webhook.kinds.following`) follows the kinds it says are
 followed, ``carbonshift mutate`` builds reviews from it, the accounting and the report
 iterate it, and ``make generate`` (:mod:`devtools.manifests`) writes the webhook
 registration's ``rules:`` (:meth:`Registry.webhook_rules`) and the ClusterRole's rules
-(:meth:`Registry.cluster_role`: the kinds' grants and the fleet's,
-:mod:`webhook.kinds.grants`) into ``manifests/base/`` and the chart's templates.
+(:meth:`Registry.cluster_role`: the kinds' grants and the integrations',
+:func:`webhook.integrations.cluster_role`) into ``manifests/base/`` and the chart's
+templates. Each kind belongs to one integration (:mod:`webhook.integrations`).
 
 Adding a kind: one module here with its :class:`Kind` and a row in :data:`REGISTRY`,
 ``make generate``, and tests.
@@ -22,15 +23,11 @@ import dataclasses
 from collections.abc import Iterable, Iterator, Mapping
 
 from webhook.kinds.base import Context, Decider, Following, Grant, Kind, Tally
-from webhook.kinds.grants import FLEET, FLEET_EVENTS
 from webhook.kinds.nodepools import NODEPOOL
 from webhook.kinds.offloadings import NAMESPACE_OFFLOADING
 from webhook.kinds.policies import CLUSTER_PROPAGATION_POLICY, PROPAGATION_POLICY
 
 __all__ = [
-    "EVENT_REASONS",
-    "FLEET",
-    "FLEET_EVENTS",
     "KARMADA",
     "KARPENTER",
     "KINDS",
@@ -109,11 +106,11 @@ class Registry:
             for verb in g.verbs
         }
 
-    def cluster_role(self, fleet: Iterable[Grant] = FLEET) -> list[Rule]:
+    def cluster_role(self, fleet: Iterable[Grant]) -> list[Rule]:
         """The ClusterRole's rules: every kind's grants (in registry order), then
-        ``fleet``'s; grants on the same group and resources merged into one rule (the
-        union of their verbs, each reason kept, a kind's reason once however many kinds
-        share it)."""
+        ``fleet``'s (the integrations', :func:`webhook.integrations.grants`); grants on the
+        same group and resources merged into one rule (the union of their verbs, each
+        reason kept, a kind's reason once however many kinds share it)."""
         asked: list[tuple[str, Grant]] = []
         for k in self.rows:
             asked.extend((k.kind, g) for g in k.grants)
@@ -153,9 +150,6 @@ REGISTRY = Registry(
 )
 """Every kind carbonshift handles."""
 KINDS: tuple[Kind, ...] = REGISTRY.rows
-EVENT_REASONS = REGISTRY.events() | frozenset(FLEET_EVENTS)
-"""Event reasons carbonshift records: every handled kind's
-(:attr:`webhook.kinds.base.Kind.events`) and the fleet's (:data:`FLEET_EVENTS`)."""
 
 
 def find(group: str, kind: str) -> Kind | None:

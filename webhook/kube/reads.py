@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+from collections.abc import Collection
 from typing import Any, cast
 
 import aiohttp
@@ -152,21 +153,30 @@ def _said(data: dict[str, str] | None, what: str, how: str) -> str:
 
 
 async def collect(
-    api: client.ApiClient, configmap: str, namespace: str | None, fallback: str
+    api: client.ApiClient,
+    configmap: str,
+    namespace: str | None,
+    fallback: str,
+    reasons: Collection[str],
 ) -> tuple[Source, list[dict[str, Any]], list[dict[str, Any]]]:
-    """The ledger (:func:`ledger`), carbonshift's Events, the managed objects. A request
+    """The ledger (:func:`ledger`), carbonshift's Events (those whose reason is one of
+    ``reasons``: :data:`webhook.integrations.EVENT_REASONS`), the managed objects. A request
     without an answer, or refused, raises :class:`ClusterUnreachable`."""
     try:
-        return await _collect(api, configmap, namespace, fallback)
+        return await _collect(api, configmap, namespace, fallback, reasons)
     except (ApiException, *NETWORK_ERRORS) as exc:
         raise unreachable(api, exc) from None
 
 
 async def _collect(
-    api: client.ApiClient, configmap: str, namespace: str | None, fallback: str
+    api: client.ApiClient,
+    configmap: str,
+    namespace: str | None,
+    fallback: str,
+    reasons: Collection[str],
 ) -> tuple[Source, list[dict[str, Any]], list[dict[str, Any]]]:
     source = await ledger(api, configmap, namespace, fallback)
-    events = [e for e in await _events(api) if e.get("reason") in kinds.EVENT_REASONS]
+    events = [e for e in await _events(api) if e.get("reason") in reasons]
     objects: list[dict[str, Any]] = []
     custom = client.CustomObjectsApi(api)
     for row in kinds.REGISTRY:

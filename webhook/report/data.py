@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from webhook.decision.accounting import Method, Totals
@@ -177,6 +177,7 @@ def build(
     *,
     now: datetime.datetime,
     since: datetime.timedelta,
+    reasons: Collection[str],
 ) -> Report:
     """The report over ``[now - since, now]``, every section over the same window.
 
@@ -192,7 +193,7 @@ def build(
             f"since accounting began: the ledger's totals cannot be cut to the last "
             f"{_span(since)}; --prometheus URL gives figures over --since"
         )
-    history = [e for e in entries(events, objects) if e.at >= start]
+    history = [e for e in entries(events, objects, reasons) if e.at >= start]
     moves = _moves(history)
     workloads: list[Row] = []
     clusters: dict[tuple[str, str], Row] = {}

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
-from webhook import kinds
 from webhook.decision.accounting import record_of
 from webhook.decision.record import switches
 from webhook.model.objects import dig, mapping, meta_of
 from webhook.model.vocabulary import parse_time
 
-REASONS = kinds.EVENT_REASONS
 MOVES = frozenset({"CarbonRebalanced", "CarbonReplicasMoved", "switch"})
 
 
@@ -52,16 +50,19 @@ def _when(*values: object) -> datetime.datetime | None:
 
 
 def entries(
-    events: Iterable[Mapping[str, Any]], objects: Iterable[Mapping[str, Any]]
+    events: Iterable[Mapping[str, Any]],
+    objects: Iterable[Mapping[str, Any]],
+    reasons: Collection[str],
 ) -> list[Entry]:
-    """The audit log, oldest first: carbonshift's Events, and every switch a decision
+    """The audit log, oldest first: carbonshift's Events (those whose reason is one of
+    ``reasons``: :data:`webhook.integrations.EVENT_REASONS`), and every switch a decision
     annotation keeps that no ``CarbonRebalanced`` Event tells already (Events expire after
     an hour by default; the annotation keeps the last five switches)."""
     out: list[Entry] = []
     told: set[tuple[str, str]] = set()
     for event in events:
         reason = str(event.get("reason") or "")
-        if reason not in REASONS:
+        if reason not in reasons:
             continue
         regarding = mapping(event, "regarding") or mapping(event, "involvedObject")
         at = _when(

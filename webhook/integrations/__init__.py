@@ -1,0 +1,82 @@
+"""The technologies carbonshift works with, one row each (:class:`Integration`): Karmada,
+Karpenter, Liqo, Open Cluster Management, Kueue, and what they share (``carbonshift``:
+the re-evaluation, the accounting, the Events).
+
+A row carries its handled kinds, the leader's controllers it runs (each switched by its
+config section), the ClusterRole rules it needs besides its kinds' own, and the Event
+reasons it records about objects that are no handled kind. The application manager
+(:mod:`webhook.app`) starts :func:`controllers`; ``make generate``
+(:mod:`devtools.manifests`) writes :func:`cluster_role`; the report and
+``carbonshift explain`` read :data:`EVENT_REASONS`. Adding a technology: one module here
+with its row, listed in :data:`INTEGRATIONS`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from webhook import kinds
+from webhook.integrations import core, karmada, karpenter, kueue, liqo, ocm
+from webhook.integrations.base import Fleet, Integration, Run, Wiring
+
+if TYPE_CHECKING:
+    from webhook.controllers.runner import Controller, KeyedController
+
+__all__ = [
+    "EVENTS",
+    "EVENT_REASONS",
+    "INTEGRATIONS",
+    "Fleet",
+    "Integration",
+    "Run",
+    "Wiring",
+    "cluster_role",
+    "controllers",
+    "grants",
+]
+
+log = structlog.get_logger("carbonshift.app")
+
+INTEGRATIONS: tuple[Integration, ...] = (
+    karmada.ROW,
+    karpenter.ROW,
+    liqo.ROW,
+    ocm.ROW,
+    kueue.ROW,
+    core.ROW,
+)
+"""Every integration, in the order their controllers start and their rules are written."""
+
+EVENTS: dict[str, str] = {r: on for row in INTEGRATIONS for r, on in row.events.items()}
+"""Event reasons recorded about no handled kind -> what they are recorded about."""
+EVENT_REASONS = kinds.REGISTRY.events() | frozenset(EVENTS)
+"""Every Event reason carbonshift records: the handled kinds' and the integrations'."""
+
+
+def grants() -> tuple[kinds.Grant, ...]:
+    """The ClusterRole rules the integrations need besides their kinds' own."""
+    return tuple(g for row in INTEGRATIONS for g in row.grants)
+
+
+def cluster_role(registry: kinds.Registry = kinds.REGISTRY) -> list[kinds.Rule]:
+    """The ClusterRole's rules: ``registry``'s kinds' grants, then the integrations'."""
+    return registry.cluster_role(grants())
+
+
+def controllers(wiring: Wiring) -> list[Controller | KeyedController[Any]]:
+    """The leader's controllers the configuration switches on, row by row, in start order;
+    a section switched off is logged once (``<section>_disabled``)."""
+    config = wiring.config
+    out: list[Controller | KeyedController[Any]] = []
+    sections: dict[str, None] = {}
+    for row in INTEGRATIONS:
+        for run in row.runs:
+            sections[run.section] = None
+            if getattr(config, run.section).enabled:
+                out.extend(run.make(wiring))
+    for section in sections:
+        if not getattr(config, section).enabled:
+            log.info(f"{section}_disabled", hint=f"{section}.enabled is false")
+    return out

@@ -1,0 +1,77 @@
+"""What an integration row is: a technology carbonshift works with, and what it brings."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from webhook.kinds import Grant, Kind
+from webhook.model.config import Config
+from webhook.world import World
+
+if TYPE_CHECKING:
+    from kubernetes_asyncio.client import ApiClient
+
+    from webhook.controllers.overlays import Obj
+    from webhook.controllers.runner import Controller, KeyedController
+    from webhook.kube.cache import WatchedCache
+    from webhook.kube.client import Settings
+    from webhook.kube.events import EventRecorder
+    from webhook.kube.inventory import FleetInventory
+    from webhook.kube.kueue import Workers
+    from webhook.kube.leader import LeaderElector
+    from webhook.kube.peers import PeerInventory
+
+
+@dataclasses.dataclass(slots=True)
+class Fleet:
+    """The cluster-facing parts: the client, the elector and the Event recorder the
+    controllers share."""
+
+    api: ApiClient
+    elector: LeaderElector
+    events: EventRecorder
+    inventory: FleetInventory
+    peers: PeerInventory
+    workers: Workers | None = None
+    """Clients of the Kueue MultiKueue workers (``kueue.enabled``)."""
+    overlays: WatchedCache[Obj] | None = None
+    """carbonshift's NodeOverlays (when the re-evaluation follows NodePools)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Wiring:
+    """What a controller is built from: the configuration, the world every decision reads,
+    the cluster-facing parts and the connection settings."""
+
+    config: Config
+    world: World
+    fleet: Fleet
+    kube: Settings
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Run:
+    """Controllers an integration runs while its config section is enabled."""
+
+    section: str
+    """The config section whose ``enabled`` switches them (``labels``, ``ocm``...)."""
+    make: Callable[[Wiring], Sequence[Controller | KeyedController[Any]]]
+    """Builds them, in start order (none when what they need is absent)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Integration:
+    """One technology: the kinds carbonshift handles for it, the controllers the leader
+    runs for it, the RBAC it needs besides its kinds' own, and the Event reasons recorded
+    about objects that are no handled kind."""
+
+    name: str
+    kinds: tuple[Kind, ...] = ()
+    """Its handled kinds (rows of :data:`webhook.kinds.REGISTRY`)."""
+    runs: tuple[Run, ...] = ()
+    grants: tuple[Grant, ...] = ()
+    """ClusterRole rules besides its kinds' (:attr:`webhook.kinds.Kind.grants`)."""
+    events: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """Event reason -> what it is recorded about, for reasons about no handled kind."""

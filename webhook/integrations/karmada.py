@@ -1,0 +1,56 @@
+"""Karmada: the (Cluster)PropagationPolicies admission and the leader place by carbon, the
+Clusters' intensity labels, the non-workloads carried to every cluster replicas may use, and
+what the Karmada policy CRDs keep (which placement shape carbonshift writes)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from webhook.integrations.base import Integration, Run, Wiring
+from webhook.kinds import Grant
+from webhook.kinds.policies import CLUSTER_PROPAGATION_POLICY, PROPAGATION_POLICY
+
+if TYPE_CHECKING:
+    from webhook.controllers.runner import Controller
+
+
+def _labels(w: Wiring) -> Sequence[Controller]:
+    from webhook.controllers.labels import ClusterLabeler  # noqa: PLC0415
+
+    f = w.fleet
+    return [ClusterLabeler(f.api, w.config, f.inventory, w.world.feed, f.elector, events=f.events)]
+
+
+def _carry(w: Wiring) -> Sequence[Controller]:
+    from webhook.controllers.carry import Carrier  # noqa: PLC0415
+
+    f = w.fleet
+    return [Carrier(f.api, w.config, f.elector, events=f.events)]
+
+
+ROW = Integration(
+    "karmada",
+    kinds=(PROPAGATION_POLICY, CLUSTER_PROPAGATION_POLICY),
+    runs=(Run("labels", _labels), Run("carry", _carry)),
+    grants=(
+        Grant(
+            "cluster.karmada.io",
+            ("clusters",),
+            ("get", "list", "watch", "patch"),
+            "the fleet inventory watches Clusters; the leader applies their carbonshift.io/* "
+            "labels and annotations (server-side apply, field manager carbonshift: RBAC cannot "
+            "narrow a patch to fields, the apply sends only those keys)",
+        ),
+        Grant(
+            "apiextensions.k8s.io",
+            ("customresourcedefinitions",),
+            ("get", "list", "watch"),
+            "what the Karmada policy API keeps: the propagationpolicies and "
+            "clusterpropagationpolicies CRDs' schemas say whether overflowAffinities are stored "
+            "(Karmada 1.18 on) or pruned, and so which placement shape carbonshift writes "
+            "(each listed and watched by name)",
+        ),
+    ),
+    events={"IntensityClassChanged": "Karmada Cluster", "IntensityDataMissing": "Karmada Cluster"},
+)

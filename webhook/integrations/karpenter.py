@@ -1,0 +1,9 @@
+"""Karpenter: NodePools paused, resumed and steered to greener instances by carbon, with
+carbon prices on NodeOverlays (kept by the leader's re-evaluation)."""
+
+from __future__ import annotations
+
+from webhook.integrations.base import Integration
+from webhook.kinds.nodepools import NODEPOOL
+
+ROW = Integration("karpenter", kinds=(NODEPOOL,))
