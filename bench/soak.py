@@ -61,6 +61,10 @@ def mixed(
         return admissions.result(), scores.result()
 
 
+TOP_SECONDS = 10
+"""Length of each run that measures a maximum before the soak."""
+
+
 def main(seconds: int = 60, minutes: int = MINUTES, **_: Any) -> dict[str, Any]:
     """Run the soak (``seconds`` per segment, ``minutes`` segments), record and plot it."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -69,8 +73,8 @@ def main(seconds: int = 60, minutes: int = MINUTES, **_: Any) -> dict[str, Any]:
         score_file.write_bytes(body(SCORE_CLUSTERS))
         with server(CONFIG) as srv:
             wrk(srv, "/mutate", seconds=2, bodies_file=reviews_file)  # warm-up
-            top_mutate = wrk(srv, "/mutate", seconds=10, bodies_file=reviews_file)
-            top_score = wrk(srv, ENDPOINT, seconds=10, body_file=score_file)
+            top_mutate = wrk(srv, "/mutate", seconds=TOP_SECONDS, bodies_file=reviews_file)
+            top_score = wrk(srv, ENDPOINT, seconds=TOP_SECONDS, body_file=score_file)
             rates = (top_mutate.rps / 4, top_score.rps / 4)
             print(
                 f"[soak] maxima: {top_mutate.rps:.0f} admissions/s, {top_score.rps:.0f} scores/s;"
