@@ -2,7 +2,7 @@
 themselves are `make bench`'s, on an idle machine; here nothing is recorded): the leader's
 passes at 300 policies, the admission and score runs a second each, the soak in two
 one-second segments. The fleet and scheduler benchmarks, which need the sandbox's binaries,
-run short among the end-to-end tests (tests/e2e/test_bench_short.py)."""
+run short among the end-to-end tests (tests/e2e/test_bench_sandbox.py)."""
 
 from __future__ import annotations
 
