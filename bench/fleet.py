@@ -30,6 +30,7 @@ from devtools.sandbox import Layout, Sandbox
 from webhook.kube import client as kube_client
 from webhook.kube.inventory import FleetInventory
 from webhook.model import config as config_mod
+from webhook.runtime.tasks import closed
 
 CLUSTERS = 5_000
 PLACES = [
@@ -79,7 +80,7 @@ async def create(kubeconfig: Path, count: int) -> float:
     try:
         await asyncio.gather(*(worker() for _ in range(16)))
     finally:
-        await api.close()
+        await closed(api.close())
     return time.monotonic() - started
 
 
@@ -99,7 +100,7 @@ async def sync_time(kubeconfig: Path, count: int) -> float:
         return time.monotonic() - started
     finally:
         await inventory.stop()
-        await api.close()
+        await closed(api.close())
 
 
 def readyz(srv: Server) -> dict[str, Any]:

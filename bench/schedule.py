@@ -20,6 +20,7 @@ p99 of the time from creation to placement both ways.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import statistics
 import tempfile
@@ -31,6 +32,7 @@ from typing import Any
 from bench.harness import RESULTS, machine, write_table
 from devtools.sandbox import Layout, Sandbox
 from webhook.kube import client as kube_client
+from webhook.runtime.tasks import closed
 
 CLUSTERS = 1_000
 BINDINGS = 500
@@ -143,7 +145,7 @@ async def create_clusters(kubeconfig: Path, count: int) -> None:
     try:
         await _gather(16, [one(i) for i in range(count)])
     finally:
-        await api.close()
+        await closed(api.close())
 
 
 async def schedule(kubeconfig: Path, namespace: str, count: int) -> dict[str, float]:
@@ -197,7 +199,9 @@ async def schedule(kubeconfig: Path, namespace: str, count: int) -> dict[str, fl
         await asyncio.wait_for(done.wait(), timeout=600)
     finally:
         follower.cancel()
-        await api.close()
+        with contextlib.suppress(asyncio.CancelledError):
+            await follower  # its watch connection closed before the client
+        await closed(api.close())
     latencies = sorted(placed[n] - created[n] for n in placed)
     makespan = max(placed.values()) - started
     return {

@@ -81,13 +81,25 @@ def pending(kube: Kube, namespace: str) -> dict[str, list[str]]:
     return out
 
 
+def binding(kube: Kube, namespace: str, name: str) -> dict[str, Any]:
+    """The Deployment's ResourceBinding ({} while there is none)."""
+    result = kube.run("get", BINDINGS, f"{name}-deployment", "-n", namespace, "-o", "json")
+    found: dict[str, Any] = json.loads(result.stdout) if result.returncode == 0 else {}
+    return found
+
+
 def scheduled(kube: Kube, namespace: str, name: str) -> dict[str, int]:
     """The ResourceBinding's ``spec.clusters``."""
-    result = kube.run("get", BINDINGS, f"{name}-deployment", "-n", namespace, "-o", "json")
-    if result.returncode != 0:
-        return {}
-    clusters = json.loads(result.stdout)["spec"].get("clusters") or []
+    clusters = binding(kube, namespace, name).get("spec", {}).get("clusters") or []
     return {c["name"]: c["replicas"] for c in clusters}
+
+
+def healthy(found: Mapping[str, Any]) -> set[str]:
+    """The members a binding's ``status.aggregatedStatus`` reports Healthy: karmada-scheduler
+    counts the replicas it assigned to a member as taking room there (its overcommit
+    protection) until then, whatever the Cluster's resource summary already says."""
+    items = (found.get("status") or {}).get("aggregatedStatus") or []
+    return {i["clusterName"] for i in items if i.get("health") == "Healthy"}
 
 
 def running(kube: Kube, namespace: str, name: str) -> dict[str, int]:
@@ -102,13 +114,19 @@ def running(kube: Kube, namespace: str, name: str) -> dict[str, int]:
 
 
 def settles(kube: Kube, namespace: str, name: str, want: Mapping[str, int]) -> None:
-    """Until Karmada scheduled ``want`` and the members run exactly that; no Pod Pending."""
+    """Until Karmada scheduled ``want``, the members run exactly that and Karmada reports
+    it Healthy on each (so its scheduler no longer counts those replicas as arriving);
+    no Pod Pending."""
     seen: list[Any] = []
 
     def there() -> bool | None:
-        now = (scheduled(kube, namespace, name), running(kube, namespace, name))
-        seen[:] = [now]
-        return True if now == (dict(want), dict(want)) else None
+        found = binding(kube, namespace, name)
+        clusters = (found.get("spec") or {}).get("clusters") or []
+        placed = {c["name"]: c["replicas"] for c in clusters}
+        now = (placed, running(kube, namespace, name))
+        well = healthy(found)
+        seen[:] = [(*now, sorted(well))]
+        return True if now == (dict(want), dict(want)) and set(want) <= well else None
 
     try:
         eventually(there, f"{namespace}/{name} at {dict(want)}", timeout=120.0)
