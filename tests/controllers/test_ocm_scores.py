@@ -27,7 +27,7 @@ from webhook.model.config import parse
 from webhook.model.intensity import IntensityTable
 from webhook.model.vocabulary import ZONE
 
-GROUP, _, SCORES = ocm.SCORES
+GROUP, SCORES = ocm.SCORES.group, ocm.SCORES.plural
 
 
 def managed(name: str, zone: str | None) -> dict[str, Any]:

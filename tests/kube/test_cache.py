@@ -6,7 +6,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.kube.cache import WatchedCache
+from webhook.model.resources import Resource
 from webhook.model.validation import InvalidInput
+
+THINGS = Resource("example.io", "v1", "things", "Thing")
 
 
 def _obj(name: str, zone: str | None, heartbeat: int = 0) -> dict[str, Any]:
@@ -22,7 +25,7 @@ def _zone(obj: Mapping[str, Any], _previous: str | None) -> str:
 
 
 def _cache(seen: list[Mapping[str, str]]) -> WatchedCache[str]:
-    return WatchedCache(("example.io", "v1", "things"), _zone, kind="thing", on_change=seen.append)
+    return WatchedCache(THINGS, _zone, kind="thing", on_change=seen.append)
 
 
 def test_a_list_replaces_everything_and_bad_objects_are_left_out() -> None:
@@ -59,7 +62,7 @@ def test_events_publish_a_new_view_only_when_the_decoded_value_changes() -> None
 def test_namespaced_objects_are_keyed_by_namespace_and_name_and_changed_keys_are_told() -> None:
     told: list[set[str]] = []
     cache: WatchedCache[str] = WatchedCache(
-        ("example.io", "v1", "things"), _zone, kind="thing", on_keys=lambda k: told.append(set(k))
+        THINGS, _zone, kind="thing", on_keys=lambda k: told.append(set(k))
     )
 
     def obj(namespace: str, name: str, zone: str | None, beat: int = 0) -> dict[str, Any]:

@@ -107,6 +107,7 @@ from webhook.model.config import ClusterConfig, Config
 from webhook.model.errors import AccountingError, QueryError
 from webhook.model.intensity import utcnow
 from webhook.model.objects import dig, items, mapping, meta_of, strings
+from webhook.model.resources import Resource
 from webhook.model.vocabulary import DECISION
 from webhook.prometheus.kepler import Kepler
 from webhook.runtime import metrics
@@ -267,11 +268,11 @@ class Accountant(Controller):
                 managed[row.kind, meta.namespace, meta.name] = policy
         if not managed:
             return []
-        clusters = await self._list(*CLUSTERS)
+        clusters = await self._list(CLUSTERS)
         summaries = resource_summaries(clusters)
         out: list[tuple[ObjectKey, Interval, Mapping[str, float]]] = []
-        for group, version, plural in BINDINGS:
-            for binding in await self._list(group, version, plural):
+        for bindings in BINDINGS:
+            for binding in await self._list(bindings):
                 made_by = owner(binding)
                 if made_by is None or made_by not in managed:
                     continue
@@ -469,14 +470,12 @@ class Accountant(Controller):
 
     async def _managed(self, row: Kind) -> list[Obj]:
         """The objects of ``row``'s kind carbonshift decided (``carbonshift.io/decision``)."""
-        listed = await self._list(row.group, row.version, row.resource)
+        listed = await self._list(row.api)
         return [o for o in listed if DECISION in meta_of(o).annotations]
 
-    async def _list(self, group: str, version: str, plural: str) -> list[Obj]:
+    async def _list(self, resource: Resource) -> list[Obj]:
         """Every object of the resource; none when it cannot be listed now."""
-        listed = await list_objects(
-            self.api, group, version, plural, event="accounting_list_failed"
-        )
+        listed = await list_objects(self.api, resource, event="accounting_list_failed")
         return listed if listed is not None else []  # none this pass
 
     async def _load(self) -> Ledger | None:

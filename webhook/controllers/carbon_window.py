@@ -212,8 +212,7 @@ class CarbonWindow(KueueController):
             recorded = {**decision_of(workload), **rules.record(checked=checked)}
             try:
                 await apply_metadata(
-                    self.api, self.gate, group=kube.GROUP, version=kube.VERSION,
-                    plural=kube.WORKLOADS, kind="Workload", name=meta.name,
+                    self.api, self.gate, kube.WORKLOAD, name=meta.name,
                     namespace=meta.namespace,
                     annotations={vocabulary.DECISION: json.dumps(recorded, sort_keys=True)},
                 )  # fmt: skip

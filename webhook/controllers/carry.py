@@ -32,6 +32,7 @@ from webhook.kube.events import EventRecorder
 from webhook.kube.writes import Gate, NotLeader, update
 from webhook.model.config import Config
 from webhook.model.objects import Obj, dig, mapping, meta_of
+from webhook.model.resources import Resource
 from webhook.model.vocabulary import DECISION
 from webhook.runtime import metrics
 
@@ -120,12 +121,12 @@ class Carrier(Controller):
         outcomes: collections.Counter[str] = collections.Counter()
         policies: dict[PolicyKey, list[str]] = {}
         for row in POLICIES:
-            for policy in await self._list(row.group, row.version, row.resource):
+            for policy in await self._list(row.api):
                 clusters = tiered(policy)
                 if clusters is not None:
                     meta = meta_of(policy)
                     policies[(row.kind, meta.namespace, meta.name)] = clusters
-        bindings = [b for kind in BINDINGS for b in await self._list(*kind)]
+        bindings = [b for kind in BINDINGS for b in await self._list(kind)]
         for step in plan(policies, bindings):
             if not self.gate.leading:
                 raise NotLeader("not leading")
@@ -142,8 +143,8 @@ class Carrier(Controller):
                 await self._announce(step)
         return outcomes
 
-    async def _list(self, group: str, version: str, plural: str) -> list[Raw]:
-        listed = await list_objects(self.api, group, version, plural, event="carry_list_failed")
+    async def _list(self, resource: Resource) -> list[Raw]:
+        listed = await list_objects(self.api, resource, event="carry_list_failed")
         return listed if listed is not None else []  # nothing to carry this pass
 
     async def _write(self, step: Carry) -> None:

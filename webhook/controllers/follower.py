@@ -76,6 +76,7 @@ from webhook.kube.watch import CoreObjects
 from webhook.kube.writes import Gate, NotLeader
 from webhook.model.config import Config
 from webhook.model.objects import EMPTY, meta_of, strings
+from webhook.model.resources import Resource
 from webhook.model.vocabulary import DECISION, ENABLED, parse_time
 from webhook.runtime import metrics
 from webhook.runtime.workqueue import WorkQueue
@@ -155,7 +156,7 @@ class Follower(KeyedController[Key]):
         self.interval = config.reevaluate.interval_seconds
         self.stored: dict[str, WatchedCache[bytes | None]] = {
             t.row.kind: WatchedCache(
-                (t.row.group, t.row.version, t.row.resource),
+                t.row.api,
                 _every if t.row.kind == POOLS else _managed,
                 kind=t.row.kind.lower(),
                 on_keys=functools.partial(self._objects_changed, t.row.kind),
@@ -165,7 +166,7 @@ class Follower(KeyedController[Key]):
         self.namespaces: WatchedCache[Mapping[str, str]] | None = None
         if any(t.row.namespaced for t in self.targets):
             self.namespaces = WatchedCache(
-                ("", "v1", "namespaces"),
+                Resource("", "v1", "namespaces", "Namespace"),
                 _labels,
                 kind="namespace",
                 objects=CoreObjects.of("list_namespace"),

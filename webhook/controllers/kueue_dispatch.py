@@ -302,8 +302,7 @@ class KueueDispatcher(KueueController):
         meta = meta_of(workload)
         try:
             await apply_metadata(
-                self.api, self.gate, group=kube.GROUP, version=kube.VERSION,
-                plural=kube.WORKLOADS, kind="Workload", name=meta.name,
+                self.api, self.gate, kube.WORKLOAD, name=meta.name,
                 namespace=meta.namespace,
                 annotations={vocabulary.DECISION: json.dumps(recorded, sort_keys=True)},
             )  # fmt: skip

@@ -27,15 +27,16 @@ import structlog
 from kubernetes_asyncio import client
 
 from webhook.controllers.runner import Controller
+from webhook.decision.karmada.bindings import CLUSTERS
 from webhook.decision.labels import Current, Rule, decide
 from webhook.kube.client import REQUEST_TIMEOUT, error_name, refused
 from webhook.kube.events import EventRecorder
-from webhook.kube.inventory import GROUP, PLURAL, VERSION
 from webhook.kube.writes import Gate, NotLeader, apply_metadata
 from webhook.model import vocabulary
 from webhook.model.config import Config
 from webhook.model.intensity import IntensityTable, Reading, utcnow
 from webhook.model.objects import meta_of
+from webhook.model.resources import Resource
 from webhook.runtime import metrics
 
 if TYPE_CHECKING:
@@ -45,34 +46,19 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("carbonshift.labels")
 
-KIND = "Cluster"
+
+async def read(api: client.ApiClient, resource: Resource, name: str) -> Mapping[str, Any]:
+    """One object of a cluster-scoped kind the labeler labels (a Node in the core API)."""
+    if not resource.group:
+        node = await client.CoreV1Api(api).read_node(name, _request_timeout=REQUEST_TIMEOUT)
+        found: Mapping[str, Any] = api.sanitize_for_serialization(node)
+        return found
+    objects = client.CustomObjectsApi(api)
+    return await objects.get_cluster_custom_object(  # type: ignore[no-any-return]
+        resource.group, resource.version, resource.plural, name, _request_timeout=REQUEST_TIMEOUT
+    )
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Resource:
-    """What the labeler labels: a cluster-scoped kind."""
-
-    group: str
-    version: str
-    plural: str
-    kind: str
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
-
-    async def read(self, api: client.ApiClient, name: str) -> Mapping[str, Any]:
-        if not self.group:
-            node = await client.CoreV1Api(api).read_node(name, _request_timeout=REQUEST_TIMEOUT)
-            found: Mapping[str, Any] = api.sanitize_for_serialization(node)
-            return found
-        objects = client.CustomObjectsApi(api)
-        return await objects.get_cluster_custom_object(  # type: ignore[no-any-return]
-            self.group, self.version, self.plural, name, _request_timeout=REQUEST_TIMEOUT
-        )
-
-
-CLUSTERS = Resource(GROUP, VERSION, PLURAL, KIND)
 NODES = Resource("", "v1", "nodes", "Node")
 """Liqo virtual nodes (:class:`~webhook.kube.peers.PeerInventory`)."""
 
@@ -192,7 +178,7 @@ class ClusterLabeler(Controller):
             except Exception as exc:
                 metrics.CLUSTER_LABEL_WRITES.labels("failed").inc()
                 self._held.pop(name, None)  # read it again next pass
-                if not refused(exc, "patch", f"{self.resource.plural}.{self.resource.group}"):
+                if not refused(exc, "patch", self.resource.name):
                     log.warning(
                         "cluster_label_failed",
                         kind=self.resource.kind,
@@ -218,7 +204,7 @@ class ClusterLabeler(Controller):
             return
         self._gaps.add(name)
         try:
-            obj = await self.resource.read(self.api, name)
+            obj = await read(self.api, self.resource, name)
             await self.events.emit(
                 {
                     "apiVersion": self.resource.api_version,
@@ -240,7 +226,7 @@ class ClusterLabeler(Controller):
     async def _label(self, name: str, reading: Reading) -> int:
         held = self._held.get(name)
         if held is None:
-            held = self._held[name] = _ours(await self.resource.read(self.api, name))
+            held = self._held[name] = _ours(await read(self.api, self.resource, name))
         marks = decide(held.current, reading, self.rule, self.clock())
         if marks.klass is None or marks.annotations is None:
             return 0
@@ -252,10 +238,7 @@ class ClusterLabeler(Controller):
         stored = await apply_metadata(
             self.api,
             self.gate,
-            group=self.resource.group,
-            version=self.resource.version,
-            plural=self.resource.plural,
-            kind=self.resource.kind,
+            self.resource,
             name=name,
             labels=labels,
             annotations=annotations,

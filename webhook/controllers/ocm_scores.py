@@ -200,8 +200,8 @@ class PlacementScorer(KeyedController[str]):
     async def _write(self, namespace: str, new: ocm.Scores) -> str | None:
         """Apply the object, then its status; the stored resourceVersion, or None (logged)
         when the API server refused."""
-        group, version, plural = ocm.SCORES
-        resource = f"{plural}.{group}"
+        group, version, plural = ocm.SCORES.group, ocm.SCORES.version, ocm.SCORES.plural
+        resource = ocm.SCORES.name
         body = ocm.score_object(namespace)
         options = apply_options()
         try:

@@ -54,6 +54,7 @@ from webhook.kube.events import EventRecorder
 from webhook.kube.writes import Gate, NotLeader
 from webhook.model.config import Config
 from webhook.model.objects import items, meta_of, text
+from webhook.model.resources import Resource
 from webhook.model.vocabulary import knobs
 from webhook.runtime import metrics
 
@@ -70,7 +71,10 @@ def watched() -> WatchedCache[Obj]:
     """The cache of carbonshift's NodeOverlays (label ``carbonshift.io/overlay=price``),
     the objects as stored, by name."""
     return WatchedCache(
-        (GROUP, VERSION, RESOURCE), _as_stored, kind="node_overlay", label_selector=SELECTOR
+        Resource(GROUP, VERSION, RESOURCE, KIND),
+        _as_stored,
+        kind="node_overlay",
+        label_selector=SELECTOR,
     )
 
 

@@ -84,6 +84,7 @@ from webhook.kube.events import EventRecorder
 from webhook.kube.writes import Gate, NotLeader
 from webhook.model.config import Config
 from webhook.model.objects import dig, items, meta_of
+from webhook.model.resources import Resource
 from webhook.model.vocabulary import DECISION
 from webhook.runtime import metrics
 
@@ -93,8 +94,8 @@ Obj = dict[str, Any]
 Counter = collections.Counter[str]
 Outcome = Literal["moved", "not_worth_it", "over_budget", "no_room", "in_flight", "lazy", "error"]
 
-REBALANCERS = ("apps.karmada.io", "v1alpha1", "workloadrebalancers")
-REBALANCER_RESOURCE = "workloadrebalancers.apps.karmada.io"
+REBALANCERS = Resource("apps.karmada.io", "v1alpha1", "workloadrebalancers", "WorkloadRebalancer")
+REBALANCER_RESOURCE = REBALANCERS.name
 MANAGED_BY = ("app.kubernetes.io/managed-by", "carbonshift")
 TTL_SECONDS = 600
 """``ttlSecondsAfterFinished`` of our WorkloadRebalancers."""
@@ -431,8 +432,8 @@ class Rebalancer:
             await self._tell(fill, binding, move, intensities, key=rebalancer, rebalancer=None)
             return
         body = {
-            "apiVersion": f"{REBALANCERS[0]}/{REBALANCERS[1]}",
-            "kind": "WorkloadRebalancer",
+            "apiVersion": REBALANCERS.api_version,
+            "kind": REBALANCERS.kind,
             "metadata": {"name": rebalancer, "labels": dict([MANAGED_BY])},
             "spec": {
                 "workloads": [{"apiVersion": api_version, "kind": kind, "name": name,
@@ -443,7 +444,12 @@ class Rebalancer:
         if not self.gate.leading:
             raise NotLeader("not leading")
         await self.objects.create_cluster_custom_object(
-            *REBALANCERS, body, field_manager=FIELD_MANAGER, _request_timeout=REQUEST_TIMEOUT
+            REBALANCERS.group,
+            REBALANCERS.version,
+            REBALANCERS.plural,
+            body,
+            field_manager=FIELD_MANAGER,
+            _request_timeout=REQUEST_TIMEOUT,
         )
         await self._tell(fill, binding, move, intensities, key=rebalancer, rebalancer=rebalancer)
 
@@ -585,12 +591,12 @@ class Rebalancer:
             return None
         return clusters, bindings, rebalancers
 
-    async def _list(self, kind: tuple[str, str, str], **options: Any) -> list[Obj] | None:
+    async def _list(self, kind: Resource, **options: Any) -> list[Obj] | None:
         """Every object of ``kind``, a page (:data:`~webhook.kube.client.LIST_PAGE`) at a
         time, each cut down to the fields the rebalancer reads (:func:`slim`), so a pass
         never holds whole bindings (their placements and per-cluster statuses)."""
-        group, version, plural = kind
-        resource = f"{plural}.{group}"
+        group, version, plural = kind.group, kind.version, kind.plural
+        resource = kind.name
         found: list[Obj] = []
         try:
             async for page in pages(self.objects, group, version, plural, **options):

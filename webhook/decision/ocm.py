@@ -41,15 +41,16 @@ from webhook.decision.ranking import CEILING
 from webhook.model.config import Config
 from webhook.model.intensity import Reading
 from webhook.model.objects import items, mapping, meta_of
+from webhook.model.resources import Resource
 from webhook.model.validation import InvalidInput
 from webhook.model.vocabulary import format_time, parse_time
 
 GROUP = "cluster.open-cluster-management.io"
-CLUSTERS = (GROUP, "v1", "managedclusters")
-"""group, version, plural of ``ManagedCluster`` (cluster-scoped)."""
-SCORES = (GROUP, "v1alpha1", "addonplacementscores")
-"""group, version, plural of ``AddOnPlacementScore`` (namespaced; status subresource)."""
+CLUSTERS = Resource(GROUP, "v1", "managedclusters", "ManagedCluster")
+"""``ManagedCluster`` (cluster-scoped)."""
 SCORE_KIND = "AddOnPlacementScore"
+SCORES = Resource(GROUP, "v1alpha1", "addonplacementscores", SCORE_KIND)
+"""``AddOnPlacementScore`` (namespaced; status subresource)."""
 RESOURCE = "carbon"
 """The AddOnPlacementScore's name: a Placement's ``addOn.resourceName``."""
 INTENSITY_SCORE = "intensity"
@@ -211,9 +212,8 @@ def status(new: Scores) -> dict[str, Any]:
 def score_object(namespace: str) -> dict[str, Any]:
     """An empty AddOnPlacementScore :data:`RESOURCE` in ``namespace`` (its status is
     written through the status subresource)."""
-    group, version, _ = SCORES
     return {
-        "apiVersion": f"{group}/{version}",
+        "apiVersion": SCORES.api_version,
         "kind": SCORE_KIND,
         "metadata": {
             "name": RESOURCE,

@@ -24,6 +24,7 @@ from webhook.decision.outcome import Decision, Path
 from webhook.model.config import ClusterConfig, Config
 from webhook.model.intensity import IntensityTable
 from webhook.model.objects import EMPTY, meta_of
+from webhook.model.resources import Resource
 from webhook.model.vocabulary import Scope
 
 
@@ -194,3 +195,8 @@ class Kind:
     def api_version(self) -> str:
         """``group/version``."""
         return f"{self.group}/{self.version}"
+
+    @property
+    def api(self) -> Resource:
+        """Where the API server serves it."""
+        return Resource(self.group, self.version, self.resource, self.kind)

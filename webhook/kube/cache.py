@@ -27,6 +27,7 @@ from kubernetes_asyncio import client
 
 from webhook.kube.watch import ListWatch
 from webhook.model.objects import meta_of
+from webhook.model.resources import Resource
 from webhook.model.validation import InvalidInput
 from webhook.runtime import tasks
 
@@ -50,7 +51,7 @@ class WatchedCache(Generic[T]):
 
     def __init__(
         self,
-        resource: tuple[str, str, str],
+        resource: Resource,
         decode: Decode[T],
         *,
         kind: str,
@@ -60,7 +61,7 @@ class WatchedCache(Generic[T]):
         field_selector: str | None = None,
         on_keys: Callable[[Collection[str]], None] | None = None,
     ) -> None:
-        """``resource``: (group, version, plural); ``kind``: how logs name one object;
+        """``resource``: its API coordinates; ``kind``: how logs name one object;
         ``on_change``: called with each new view (metrics); ``objects``: what lists and
         watches, given the client (default: the custom objects API, all namespaces of a
         namespaced resource); ``label_selector``, ``field_selector``: only the objects
@@ -83,8 +84,7 @@ class WatchedCache(Generic[T]):
 
     def __str__(self) -> str:
         """The resource, as logs and metrics name it (``plural.group``)."""
-        group, _, plural = self.resource
-        return f"{plural}.{group}" if group else plural
+        return self.resource.name
 
     # --- reading (synchronous) -----------------------------------------------------------
 
@@ -186,7 +186,7 @@ class WatchedCache(Generic[T]):
     def start(self, api: client.ApiClient, *, timeout_seconds: int = 300) -> None:
         """Follow the API server in the background (until :meth:`stop`)."""
         self._watch = self._follow(api, timeout_seconds)
-        self._task = asyncio.create_task(self._watch.run(), name=f"watch-{self.resource[2]}")
+        self._task = asyncio.create_task(self._watch.run(), name=f"watch-{self.resource.plural}")
 
     async def list_once(self, api: client.ApiClient) -> None:
         """Fill the cache from one list, without following the API server (a one-off
@@ -195,12 +195,12 @@ class WatchedCache(Generic[T]):
         await self._watch.list()
 
     def _follow(self, api: client.ApiClient, timeout_seconds: int) -> ListWatch:
-        group, version, plural = self.resource
+        resource = self.resource
         return ListWatch(
             api,
-            group,
-            version,
-            plural,
+            resource.group,
+            resource.version,
+            resource.plural,
             on_list=self.replace,
             on_event=self.event,
             timeout_seconds=timeout_seconds,

@@ -30,6 +30,7 @@ from kubernetes_asyncio import config as kube_config
 from kubernetes_asyncio.client.rest import ApiException
 
 from webhook.model.objects import items, text
+from webhook.model.resources import Resource
 from webhook.model.validation import InvalidInput
 from webhook.runtime import metrics
 
@@ -203,13 +204,14 @@ def absent(exc: BaseException, resource: str) -> bool:
 
 
 async def list_objects(
-    api: client.ApiClient, group: str, version: str, plural: str, *, event: str
+    api: client.ApiClient, listed_resource: Resource, *, event: str
 ) -> list[dict[str, Any]] | None:
     """Every object of a custom resource, each with its ``apiVersion``; None when it
     cannot be listed now (the caller's next pass tries again). RBAC's 403 and a resource
     the API server does not serve are said once (:func:`refused`, :func:`absent`); any
     other failure is logged as ``event``, warning level."""
-    resource = f"{plural}.{group}"
+    group, version, plural = listed_resource.group, listed_resource.version, listed_resource.plural
+    resource = listed_resource.name
     try:
         listed = await client.CustomObjectsApi(api).list_cluster_custom_object(
             group, version, plural, _request_timeout=REQUEST_TIMEOUT
@@ -222,7 +224,7 @@ async def list_objects(
     found = listed.get("items") if isinstance(listed, dict) else None
     out = [dict(o) for o in found if isinstance(o, dict)] if isinstance(found, list) else []
     for obj in out:
-        obj.setdefault("apiVersion", f"{group}/{version}")
+        obj.setdefault("apiVersion", listed_resource.api_version)
     return out
 
 

@@ -23,6 +23,7 @@ import structlog
 from kubernetes_asyncio import client
 
 from webhook.decision.fleet import ClusterEntry, ZoneSource, entry
+from webhook.decision.karmada.bindings import CLUSTERS
 from webhook.kube.cache import WatchedCache
 from webhook.model import vocabulary
 from webhook.model.config import Config
@@ -31,7 +32,6 @@ from webhook.runtime import metrics, tasks
 
 log = structlog.get_logger("carbonshift.fleet")
 
-GROUP, VERSION, PLURAL = "cluster.karmada.io", "v1alpha1", "clusters"
 SOURCES: tuple[ZoneSource, ...] = ("label", "annotation", "config", "region-table", "unknown")
 
 
@@ -41,7 +41,7 @@ class FleetInventory:
     def __init__(self, config: Config) -> None:
         self.config = config
         self.cache: WatchedCache[ClusterEntry] = WatchedCache(
-            (GROUP, VERSION, PLURAL), self._decode, kind="cluster", on_change=self._count
+            CLUSTERS, self._decode, kind="cluster", on_change=self._count
         )
         self._task: asyncio.Task[None] | None = None
         self._room: dict[str, int] = {}

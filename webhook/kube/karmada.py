@@ -28,11 +28,14 @@ from kubernetes_asyncio.client.rest import ApiException
 
 from webhook.decision.karmada.api import POLICY_CRDS, KarmadaApi, crd_overflow, from_crds
 from webhook.kube.cache import WatchedCache
+from webhook.model.resources import Resource
 from webhook.runtime import metrics
 
 log = structlog.get_logger("carbonshift.karmada")
 
-RESOURCE = ("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+RESOURCE = Resource(
+    "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition"
+)
 FIRST_READ_SECONDS = 5.0
 """How long starting waits for the CRDs' first answer."""
 

@@ -25,6 +25,7 @@ from kubernetes_asyncio.client.rest import ApiException
 from webhook.kube.client import FIELD_MANAGER, REQUEST_TIMEOUT, error_name, refused
 from webhook.kube.writes import Gate, NotLeader, apply_options
 from webhook.model.objects import dig, items, meta_of, text
+from webhook.model.resources import Resource
 from webhook.model.vocabulary import format_time
 from webhook.runtime import metrics
 
@@ -34,6 +35,7 @@ GROUP = "kueue.x-k8s.io"
 VERSION = "v1beta2"
 API_VERSION = f"{GROUP}/{VERSION}"
 WORKLOADS = "workloads"
+WORKLOAD = Resource(GROUP, VERSION, WORKLOADS, "Workload")
 CLUSTER_QUEUES = "clusterqueues"
 LOCAL_QUEUES = "localqueues"
 ADMISSION_CHECKS = "admissionchecks"

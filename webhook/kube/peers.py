@@ -21,6 +21,7 @@ from webhook.kube.cache import WatchedCache
 from webhook.kube.watch import CoreObjects
 from webhook.model import vocabulary
 from webhook.model.config import ClusterConfig, Config
+from webhook.model.resources import Resource
 
 log = structlog.get_logger("carbonshift.peers")
 
@@ -32,7 +33,7 @@ class PeerInventory:
     def __init__(self, config: Config) -> None:
         self.config = config
         self.cache: WatchedCache[Peer] = WatchedCache(
-            ("", "v1", "nodes"),
+            Resource("", "v1", "nodes", "Node"),
             self._decode,
             kind="virtual_node",
             objects=CoreObjects.of("list_node"),

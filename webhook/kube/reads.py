@@ -222,7 +222,10 @@ async def fleet(api: client.ApiClient) -> tuple[Listed, ApiException | None]:
         virtual = list(items(api.sanitize_for_serialization(nodes), "items"))
     with contextlib.suppress(ApiException):
         hub = await custom.list_cluster_custom_object(
-            *ocm.CLUSTERS, _request_timeout=REQUEST_TIMEOUT
+            ocm.CLUSTERS.group,
+            ocm.CLUSTERS.version,
+            ocm.CLUSTERS.plural,
+            _request_timeout=REQUEST_TIMEOUT,
         )
         managed = list(items(hub, "items"))
     return (list(items(listed, "items")), virtual, managed), missing

@@ -20,6 +20,7 @@ from kubernetes_asyncio.client.rest import ApiException
 
 from webhook.kube.client import FIELD_MANAGER, REQUEST_TIMEOUT, refused
 from webhook.model.errors import NotLeader as NotLeader  # noqa: PLC0414 - callers import it here
+from webhook.model.resources import Resource
 from webhook.runtime import metrics
 
 Obj = dict[str, Any]
@@ -51,19 +52,16 @@ def apply_options() -> Obj:
 async def apply_metadata(
     api: client.ApiClient,
     gate: Gate | None,
+    resource: Resource,
     *,
-    group: str,
-    version: str,
-    plural: str,
-    kind: str,
     name: str,
     namespace: str | None = None,
     labels: Mapping[str, str] | None = None,
     annotations: Mapping[str, str] | None = None,
     resource_version: str | None = None,
 ) -> Obj:
-    """Server-side apply of labels/annotations on an existing custom object (or a Node:
-    ``group`` empty, ``plural`` ``nodes``); returns it.
+    """Server-side apply of labels/annotations on an existing object of ``resource`` (a
+    custom resource, or a Node: the core API's ``nodes``); returns it.
 
     A 403 is logged once (verb ``patch``) and raised; so is anything else."""
     metadata: Obj = {"name": name}
@@ -75,8 +73,8 @@ async def apply_metadata(
         metadata["annotations"] = dict(annotations)
     if resource_version:
         metadata["resourceVersion"] = resource_version
-    api_version = f"{group}/{version}" if group else version
-    body: Obj = {"apiVersion": api_version, "kind": kind, "metadata": metadata}
+    group, version, plural = resource.group, resource.version, resource.plural
+    body: Obj = {"apiVersion": resource.api_version, "kind": resource.kind, "metadata": metadata}
     objects = client.CustomObjectsApi(api)
     options = apply_options()
     _check(gate)
@@ -94,11 +92,11 @@ async def apply_metadata(
             )
     except ApiException as exc:
         if exc.status == 409:
-            metrics.KUBE_CONFLICTS.labels(f"{plural}.{group}").inc()
-        refused(exc, "patch", f"{plural}.{group}")
+            metrics.KUBE_CONFLICTS.labels(resource.name).inc()
+        refused(exc, "patch", resource.name)
         raise
     if result is None:  # 201 Created: the client maps only 200 to a body
-        raise ApiException(status=404, reason=f"{plural}.{group} {name} did not exist")
+        raise ApiException(status=404, reason=f"{resource.name} {name} did not exist")
     got: Obj = result
     return got
 

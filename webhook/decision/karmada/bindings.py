@@ -12,17 +12,18 @@ from typing import Any
 
 from webhook.decision.quantity import quantity
 from webhook.model.objects import dig, items, mapping, meta_of
+from webhook.model.resources import Resource
 from webhook.model.vocabulary import parse_time
 
-CLUSTERS = ("cluster.karmada.io", "v1alpha1", "clusters")
+CLUSTERS = Resource("cluster.karmada.io", "v1alpha1", "clusters", "Cluster")
 POLICY_GROUP, POLICY_VERSION = "policy.karmada.io", "v1alpha1"
 POLICY_PLURALS = {
     "PropagationPolicy": "propagationpolicies",
     "ClusterPropagationPolicy": "clusterpropagationpolicies",
 }
 BINDINGS = (
-    ("work.karmada.io", "v1alpha2", "resourcebindings"),
-    ("work.karmada.io", "v1alpha2", "clusterresourcebindings"),
+    Resource("work.karmada.io", "v1alpha2", "resourcebindings", "ResourceBinding"),
+    Resource("work.karmada.io", "v1alpha2", "clusterresourcebindings", "ClusterResourceBinding"),
 )
 
 # Karmada's links from a binding to the policy that made it (well_known_constants.go).
