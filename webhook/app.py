@@ -193,7 +193,7 @@ def _overlays(config: Config) -> WatchedCache[Obj] | None:
     """The cache of carbonshift's NodeOverlays, when the re-evaluation follows NodePools
     (whose strategy ``price`` they carry); None otherwise."""
     from webhook.controllers import overlays  # noqa: PLC0415
-    from webhook.kinds.following import targets  # noqa: PLC0415
+    from webhook.kinds.reevaluation import targets  # noqa: PLC0415
 
     if not config.reevaluate.enabled:
         return None

@@ -18,7 +18,7 @@ from webhook.decision.fleet import ClusterEntry, placement_clusters
 from webhook.decision.karmada.api import KarmadaApi, resolve
 from webhook.feed import IntensityFeed, Snapshot
 from webhook.kinds import Context
-from webhook.kinds.following import Reevaluation
+from webhook.kinds.reevaluation import Reevaluation
 from webhook.model.config import ClusterConfig, Config
 from webhook.model.intensity import IntensityTable, utcnow
 

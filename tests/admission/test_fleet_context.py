@@ -14,7 +14,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from tests.support import make_app, make_state
 from webhook import testing
 from webhook.decision.karmada.terms import fill_tiers
-from webhook.kinds.following import Reevaluation
+from webhook.kinds.reevaluation import Reevaluation
 from webhook.kube.inventory import FleetInventory
 from webhook.model.config import Config, parse
 from webhook.serve import admission

@@ -133,7 +133,7 @@ def test_without_any_namespace_the_reason_says_it_assumed_one(ctx: Context) -> N
 
 
 def test_re_evaluation_reads_the_namespace_in_the_input_too(ctx: Context) -> None:
-    from webhook.kinds.following import Reevaluation  # noqa: PLC0415
+    from webhook.kinds.reevaluation import Reevaluation  # noqa: PLC0415
 
     [admitted] = preview.preview([policy()], ctx)
     rules = Reevaluation(ctx.config, None)

@@ -38,7 +38,7 @@ from tests.support import NOW, reading
 from webhook.controllers.carbon_window import CarbonWindow
 from webhook.controllers.kueue_dispatch import KueueDispatcher
 from webhook.integrations import Fleet, Wiring, controllers
-from webhook.kinds.following import OutlookMethod
+from webhook.kinds.reevaluation import OutlookMethod
 from webhook.kube import kueue as kube
 from webhook.kube.events import EventRecorder
 from webhook.model import vocabulary

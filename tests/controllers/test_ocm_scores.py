@@ -22,7 +22,7 @@ from tests import kubeapi
 from tests.support import NOW, eventually, reading
 from webhook.controllers.ocm_scores import PlacementScorer
 from webhook.decision import ocm
-from webhook.kinds.following import OutlookMethod
+from webhook.kinds.reevaluation import OutlookMethod
 from webhook.model.config import parse
 from webhook.model.intensity import IntensityTable
 from webhook.model.vocabulary import ZONE

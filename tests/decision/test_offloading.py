@@ -18,7 +18,7 @@ from webhook.decision.hysteresis import Hysteresis
 from webhook.decision.labels import Rule
 from webhook.decision.liqo import offloading
 from webhook.decision.record import Record
-from webhook.kinds.following import Reevaluation, target_of
+from webhook.kinds.reevaluation import Reevaluation, target_of
 from webhook.model.config import ClusterConfig, Config, HysteresisConfig
 from webhook.model.intensity import IntensityTable
 from webhook.model.vocabulary import DECISION

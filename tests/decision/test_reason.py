@@ -14,7 +14,7 @@ from webhook.cli.preview import preview
 from webhook.decision.reason import EXCLUDED, LIMIT, WEIGHT, WHY, line
 from webhook.decision.record import Record
 from webhook.kinds import Context
-from webhook.kinds.following import Reevaluation, target_of
+from webhook.kinds.reevaluation import Reevaluation, target_of
 from webhook.model.config import ClusterConfig, parse
 from webhook.model.vocabulary import DECISION, REASON
 

@@ -63,7 +63,7 @@ from devtools.sandbox.kueue import (
 from webhook.controllers.carbon_window import CarbonWindow
 from webhook.controllers.kueue_dispatch import KueueDispatcher
 from webhook.controllers.runner import Controller
-from webhook.kinds.following import OutlookMethod
+from webhook.kinds.reevaluation import OutlookMethod
 from webhook.kube.events import EventRecorder
 from webhook.kube.kueue import Workers
 from webhook.model import vocabulary

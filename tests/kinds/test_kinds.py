@@ -11,8 +11,8 @@ import yaml
 from tests.semantics import fleet
 from webhook import integrations, kinds
 from webhook.cli import preview
-from webhook.kinds import following, policies
-from webhook.kinds.following import Reevaluation, target_of
+from webhook.kinds import policies, reevaluation
+from webhook.kinds.reevaluation import Reevaluation, target_of
 from webhook.model.vocabulary import ENABLED
 
 WEBHOOK_YAML = Path(__file__).resolve().parents[2] / "manifests" / "base" / "webhook.yaml"
@@ -155,7 +155,7 @@ def test_a_kind_of_ones_own_is_admitted_followed_and_granted(registry: kinds.Reg
 
     target = target_of("example.carbonshift.io/v1", "Widget")
     assert target is not None
-    assert target in following.targets()
+    assert target in reevaluation.targets()
     action = Reevaluation(fleet.CONFIG).decide(target, admitted.stored, ctx, {ENABLED: "true"})
     assert action.outcome in {"kept", "too_soon"}, action.reason
 

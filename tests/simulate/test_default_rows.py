@@ -11,7 +11,7 @@ import pytest
 
 from webhook.cli import simulate as cli
 from webhook.decision.forecast import RANK_HOURS
-from webhook.kinds.following import METHODS, replayed
+from webhook.kinds.reevaluation import METHODS, replayed
 from webhook.model.config import Config, ReevaluateConfig, overlay
 from webhook.model.vocabulary import DEFAULT_MAX_PAUSE
 from webhook.simulate import report

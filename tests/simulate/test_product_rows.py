@@ -11,7 +11,7 @@ import pytest
 from tests.simulate.grids import MakeGrid, MakeScenario
 from webhook.decision.forecast import DAYS, RANK_HOURS
 from webhook.decision.karmada import placement
-from webhook.kinds.following import METHODS, replayed
+from webhook.kinds.reevaluation import METHODS, replayed
 from webhook.model.config import Config, HysteresisConfig, ReevaluateConfig, overlay
 from webhook.simulate.engine import simulate_spatial
 from webhook.simulate.policies import spatial_policies

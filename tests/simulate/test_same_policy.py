@@ -4,7 +4,7 @@ re-evaluate through the leader's step.
 The same intensities go through the webhook (an AdmissionReview for the policy's
 PropagationPolicy, :func:`webhook.serve.admission.admit`) and through the simulator's
 policy; the stored placements and decision annotations must be identical. Re-evaluation is
-the leader's own step (:class:`webhook.kinds.following.Reevaluation`), so the tests
+the leader's own step (:class:`webhook.kinds.reevaluation.Reevaluation`), so the tests
 below check what it does with the product's defaults, not a second copy of it.
 """
 

@@ -367,7 +367,7 @@ async def _preview(
     from webhook.cli import preview, preview_kueue  # noqa: PLC0415
     from webhook.decision.karmada.api import resolve  # noqa: PLC0415
     from webhook.kinds import Context  # noqa: PLC0415
-    from webhook.kinds.following import Reevaluation  # noqa: PLC0415
+    from webhook.kinds.reevaluation import Reevaluation  # noqa: PLC0415
     from webhook.model.intensity import utcnow  # noqa: PLC0415
 
     namespaces, read = await preview.cluster_namespaces(kubeconfig) if kubeconfig else (None, None)

@@ -13,7 +13,7 @@ The API server calls the webhook for a namespaced object only when its namespace
 object's reason.
 ``carbonshift mutate --reevaluate`` instead treats each manifest as stored (e.g. from
 ``kubectl get -o yaml``) and runs the leader's re-evaluation on it
-(:class:`webhook.kinds.following.Reevaluation`, the reconciler's own code), printing what
+(:class:`webhook.kinds.reevaluation.Reevaluation`, the reconciler's own code), printing what
 the leader would write.
 
 Offline, Liqo's remote clusters are the config's ``clusters:`` and the virtual-node
@@ -42,7 +42,7 @@ from webhook.decision.liqo.peers import Peer, is_virtual, peer, place
 from webhook.decision.optin import SELECTED, not_opted_in
 from webhook.decision.outcome import Change
 from webhook.decision.record import Record, user_fields
-from webhook.kinds.following import Reevaluation, target_of
+from webhook.kinds.reevaluation import Reevaluation, target_of
 from webhook.model.config import ClusterConfig, Config
 from webhook.model.objects import Obj, items, mapping
 from webhook.model.validation import InvalidInput

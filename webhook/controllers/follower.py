@@ -2,14 +2,14 @@
 
 A keyed controller (:class:`~webhook.controllers.runner.KeyedController`): the key is an
 object (its kind and ``namespace/name``). For each kind in
-:func:`~webhook.kinds.following.targets` a watched cache holds the objects that carry a
+:func:`~webhook.kinds.reevaluation.targets` a watched cache holds the objects that carry a
 decision (compactly: their stored bytes), and one holds the opted-in Namespaces. An object
 is decided again when it changes (a watch event), when its namespace's labels change, when
 what decisions read changes (the feed's readings and forecasts, the fleet and its room,
 Liqo's peers: :meth:`Follower.poll`), when a hold it waits on ends (a dwell, the minimum
 interval), and every ``reevaluate.interval_seconds`` as a safety net (an object whose
 inputs did not change keeps its verdict without being decided: that costs microseconds).
-Each decision goes through :class:`webhook.kinds.following.Reevaluation` (the kind's pure
+Each decision goes through :class:`webhook.kinds.reevaluation.Reevaluation` (the kind's pure
 step, :func:`webhook.decision.follow.step`: the kind's own decider, as a refresh runs it,
 on the forecast, behind hysteresis, dwell, staleness and the minimum interval) and what it
 asks for is written by replace with the ``resourceVersion`` read (optimistic concurrency:
@@ -63,7 +63,7 @@ from webhook.decision.karmada import carry
 from webhook.decision.karmada.bindings import PolicyKey, policy_key
 from webhook.decision.record import Record, fingerprint, switches
 from webhook.kinds import Context, Kind
-from webhook.kinds.following import Outlook, Reevaluation, Target, targets
+from webhook.kinds.reevaluation import Outlook, Reevaluation, Target, targets
 from webhook.kube.cache import WatchedCache
 from webhook.kube.client import (
     FIELD_MANAGER,

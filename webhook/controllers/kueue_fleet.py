@@ -26,7 +26,7 @@ from kubernetes_asyncio import client
 
 from webhook.controllers.runner import Controller, Feed
 from webhook.decision import kueue as rules
-from webhook.kinds.following import Reevaluation
+from webhook.kinds.reevaluation import Reevaluation
 from webhook.kube import kueue as kube
 from webhook.kube.client import REQUEST_TIMEOUT, error_name
 from webhook.kube.events import EventRecorder

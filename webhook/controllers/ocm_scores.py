@@ -34,7 +34,7 @@ from kubernetes_asyncio.client.rest import ApiException
 from webhook.controllers.runner import Feed, KeyedController
 from webhook.decision import ocm
 from webhook.decision.fleet import ClusterEntry
-from webhook.kinds.following import Reevaluation
+from webhook.kinds.reevaluation import Reevaluation
 from webhook.kube.cache import WatchedCache
 from webhook.kube.client import error_name, refused
 from webhook.kube.writes import Gate, apply_options

@@ -29,7 +29,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import structlog
 
-from webhook.kinds.following import Outlook
+from webhook.kinds.reevaluation import Outlook
 from webhook.kube.writes import Gate
 from webhook.model.intensity import IntensityTable
 from webhook.runtime import metrics, tasks

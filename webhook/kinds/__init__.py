@@ -5,7 +5,7 @@ Each kind is a :class:`~webhook.kinds.base.Kind` in its own module
 :mod:`~webhook.kinds.offloadings`): its group/version/kind and resource, its admission
 decider, its scope and opt-in rule, how the leader follows it, the Events and the gauge
 it feeds, and the RBAC it needs. :data:`REGISTRY` lists them; admission dispatches on it,
-the re-evaluation (:mod:`webhook.kinds.following`) follows the kinds it says are
+the re-evaluation (:mod:`webhook.kinds.reevaluation`) follows the kinds it says are
 followed, ``carbonshift mutate`` builds reviews from it, the accounting and the report
 iterate it, and ``make generate`` (:mod:`devtools.manifests`) writes the webhook
 registration's ``rules:`` (:meth:`Registry.webhook_rules`) and the ClusterRole's rules

@@ -3,7 +3,7 @@
 A simulated pool is a Karpenter NodePool (``carbonshift.io/strategy: pause`` or
 ``ladder``) in the scenario's zone. It is admitted by the kind's decider (what the webhook
 writes on CREATE) and then re-evaluated every hour by the leader's step
-(:class:`webhook.kinds.following.Reevaluation`,
+(:class:`webhook.kinds.reevaluation.Reevaluation`,
 :func:`webhook.decision.karpenter.nodepool_step.step`,
 :func:`webhook.decision.karpenter.nodepool.reevaluate`, :func:`webhook.decision.pause.step` /
 :func:`webhook.decision.karpenter.ladder.step`), its state kept where the product keeps it: in the
@@ -28,7 +28,7 @@ from webhook.decision import pause
 from webhook.decision.forecast import DAYS, Method, history_needed, outlook
 from webhook.decision.quantity import quantity
 from webhook.decision.record import Record
-from webhook.kinds.following import OutlookMethod, Reevaluation, Target, target_of
+from webhook.kinds.reevaluation import OutlookMethod, Reevaluation, Target, target_of
 from webhook.model.config import Config
 from webhook.model.intensity import Reading, Signal
 from webhook.model.objects import dig

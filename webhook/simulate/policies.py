@@ -12,7 +12,7 @@ policy goes with the hour's intensities to the kind's decider, the one admission
 (:data:`webhook.kinds.KINDS`, :func:`webhook.decision.karmada.placement.decide`), and the
 simulator stores what the webhook stores: the placement written and the
 ``carbonshift.io/decision`` annotation. Every re-evaluation then runs the leader's step
-on that stored object (:class:`webhook.kinds.following.Reevaluation`,
+on that stored object (:class:`webhook.kinds.reevaluation.Reevaluation`,
 :func:`webhook.decision.follow.step`: hysteresis, dwell, ``min_interval_seconds``),
 and the placement it keeps or writes is read back as Karmada reads it
 (:meth:`Members.intent`). The move-back of an ordered fill is the leader's
@@ -40,7 +40,7 @@ from webhook.decision.karmada.division import static_weights
 from webhook.decision.karmada.view import PlacementView
 from webhook.decision.ranking import order_greenest
 from webhook.decision.selectors import allowed_clusters
-from webhook.kinds.following import Reevaluation, Target, target_of
+from webhook.kinds.reevaluation import Reevaluation, Target, target_of
 from webhook.model.config import ClusterConfig, Config, KarmadaConfig
 from webhook.model.intensity import Reading, Signal
 from webhook.model.objects import items

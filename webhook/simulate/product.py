@@ -9,7 +9,7 @@ from typing import Any
 from webhook import kinds
 from webhook.decision import follow
 from webhook.decision.outcome import stored
-from webhook.kinds.following import Target
+from webhook.kinds.reevaluation import Target
 
 EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 """Simulated hour 0 (decisions depend on elapsed time only)."""

@@ -47,7 +47,7 @@ import msgspec
 import yaml
 
 from webhook.decision.forecast import DAYS, RANK_HOURS, Method
-from webhook.kinds.following import METHODS, replayed
+from webhook.kinds.reevaluation import METHODS, replayed
 from webhook.model.config import Config, overlay
 from webhook.model.traces import Column
 from webhook.model.validation import (
