@@ -20,6 +20,7 @@ from kubernetes_asyncio.client import ApiClient
 
 from devtools.sandbox import Sandbox
 from devtools.sandbox.layout import free_port
+from webhook.decision.karmada.bindings import CLUSTERS
 from webhook.kube.client import Settings, connect
 from webhook.kube.events import REPORTING_CONTROLLER, EventRecorder
 from webhook.kube.inventory import FleetInventory
@@ -180,14 +181,14 @@ async def test_labels_are_applied_by_the_leader_only_as_field_manager_carbonshif
     name = unique("fleet-ssa")
     kube.apply(karmada_cluster(name, {"team": "a"}, provider="aws", region="eu-west-3"))
     _, (elector,) = await _electors(sandbox, unique("carbonshift-leader"), 1)
-    target = {"group": "cluster.karmada.io", "version": "v1alpha1", "plural": "clusters",
-              "kind": "Cluster", "name": name}  # fmt: skip
     try:
         with pytest.raises(NotLeader):
-            await apply_metadata(api, elector, labels={vocabulary.ZONE: "FR"}, **target)
+            await apply_metadata(api, elector, CLUSTERS, name=name, labels={vocabulary.ZONE: "FR"})
         elector.start()
         await eventually(lambda: elector.leading)
-        stored = await apply_metadata(api, elector, labels={vocabulary.ZONE: "FR"}, **target)
+        stored = await apply_metadata(
+            api, elector, CLUSTERS, name=name, labels={vocabulary.ZONE: "FR"}
+        )
         assert stored["metadata"]["labels"] == {"team": "a", vocabulary.ZONE: "FR"}
         managers = {m["manager"]: m["operation"] for m in stored["metadata"]["managedFields"]}
         assert managers["carbonshift"] == "Apply"
