@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 import yaml
-from e2e_support import Kube, unique
+from e2e_support import Kube, more_passes, unique
 
 from devtools.sandbox import Sandbox
 from devtools.sandbox.layout import free_port
@@ -219,7 +219,8 @@ def test_labels_switched_off_write_nothing(
 ) -> None:
     with replicas(sandbox, tmp_path, 1, enabled=False) as (lease, (replica,)):
         eventually(lambda: holder(kube, lease) == replica.name, what="leadership")
-        time.sleep(4.0)
+        # the leader's other controllers run their passes; a labeler would have written by now
+        more_passes(lambda: replica.metric("carbonshift_controller_passes_total"), 3)
         labels, annotations = marks(kube, cluster)
         assert vocabulary.INTENSITY_CLASS not in labels
         assert not [k for k in annotations if k.startswith("carbonshift.io/")]
