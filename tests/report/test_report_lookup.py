@@ -99,6 +99,18 @@ async def test_a_refused_lookup_reads_the_fallback_namespace_and_says_so() -> No
     assert "listing ConfigMaps across namespaces was refused; pass --namespace NS" in source.where
 
 
+def kubeconfig_for(kube: Any, tmp_path: Path) -> Path:
+    """A kubeconfig naming the test API server."""
+    path = tmp_path / "kubeconfig"
+    path.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: x\n"
+        f"clusters: [{{name: c, cluster: {{server: '{kube.api.configuration.host}'}}}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: x, context: {cluster: c, user: u}}]\n"
+    )
+    return path
+
+
 async def test_the_command_reads_the_leaders_ledger_and_says_where_on_stderr(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -106,13 +118,7 @@ async def test_the_command_reads_the_leaders_ledger_and_says_where_on_stderr(
     monkeypatch.delenv("POD_NAMESPACE", raising=False)
     async with kubeapi.serve() as kube:
         kube.add(configmap(LEADER), "configmaps")
-        kubeconfig = tmp_path / "kubeconfig"
-        kubeconfig.write_text(
-            "apiVersion: v1\nkind: Config\ncurrent-context: x\n"
-            f"clusters: [{{name: c, cluster: {{server: '{kube.api.configuration.host}'}}}}]\n"
-            "users: [{name: u, user: {token: t}}]\n"
-            "contexts: [{name: x, context: {cluster: c, user: u}}]\n"
-        )
+        kubeconfig = kubeconfig_for(kube, tmp_path)
         argv = ["report", "--kubeconfig", str(kubeconfig), "-o", "json", "--since", "30d"]
         code = await asyncio.to_thread(main, argv)  # the command runs its own event loop
     out, err = capsys.readouterr()
@@ -122,3 +128,24 @@ async def test_the_command_reads_the_leaders_ledger_and_says_where_on_stderr(
         f"carbonshift report: accounting read from ConfigMap {LEADER}/{NAME} "
         "(found by its labels)\n"
     )
+
+
+async def test_a_broken_ledger_in_the_cluster_is_said_not_read_as_zeros(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.delenv("POD_NAMESPACE", raising=False)
+    broken = configmap(LEADER)
+    name = sorted(broken["data"])[0]
+    broken["data"][name] = "{not json"
+    async with kubeapi.serve() as kube:
+        kube.add(broken, "configmaps")
+        kubeconfig = kubeconfig_for(kube, tmp_path)
+        argv = ["report", "--kubeconfig", str(kubeconfig), "--since", "30d"]
+        code = await asyncio.to_thread(main, argv)
+    out, err = capsys.readouterr()
+    assert code == 1, (out, err)
+    assert out == ""
+    assert err.startswith(f"carbonshift report: accounting read from ConfigMap {LEADER}/{NAME}")
+    assert f'ledger["{name}"]: not JSON text' in err, err
+    assert err.count("\n") == 1, err

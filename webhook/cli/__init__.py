@@ -514,6 +514,11 @@ def _report(args: argparse.Namespace) -> int:
             print(f"carbonshift: {exc}", file=sys.stderr)
             return 1
         ledger, where = source.data, source.where
+        try:  # a broken ledger is said, never read as "no accounting yet" or as zeros
+            check_ledger(ledger or {})
+        except InputProblem as exc:
+            print(f"carbonshift report: {where}: {exc}", file=sys.stderr)
+            return 1
     report = data.build(ledger, events, objects, now=datetime.datetime.now(datetime.UTC),
                         since=since, reasons=EVENT_REASONS)  # fmt: skip
     if args.prometheus:
