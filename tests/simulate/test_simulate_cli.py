@@ -58,13 +58,14 @@ def test_table_output(setup: tuple[Path, Path], capsys: pytest.CaptureFixture[st
     for word in ("baseline", "greedy-top1", "green-first", "oracle", "pause-forecast", "run-now"):
         assert word in out
     assert "Electricity Maps" in out
-    # The free and the constrained oracle place every hour afresh and count no moves nor
-    # updates: n/a, not 0.00; the budget oracle counts its moves, within the budget.
+    # The oracles write no policy (updates n/a) and show the moves their hour-to-hour
+    # placements need: the free and the constrained oracle at least the budget oracle's.
     spatial = out.split("\n\n")[1]
     oracles = [line.split() for line in spatial.splitlines() if line.startswith("oracle")]
     assert [row[0] for row in oracles] == ["oracle-budget", "oracle-free", "oracle"]
-    assert all(row[6:8] == ["n/a", "n/a"] for row in oracles[1:])
-    assert oracles[0][7] == "n/a"
+    assert all(row[7] == "n/a" for row in oracles), oracles
+    moves = [float(row[6]) for row in oracles]  # a number for each: no n/a
+    assert moves[0] <= moves[2], oracles
     assert oracles[0][5] == "100.0"  # of itself
     assert "budget oracle: at most 10% of greedy's moves" in spatial
     baseline = next(line.split() for line in spatial.splitlines() if line.startswith("baseline"))
@@ -83,7 +84,7 @@ def test_json_output(setup: tuple[Path, Path], capsys: pytest.CaptureFixture[str
     assert doc["spatial"][-2]["free_oracle_captured_pct"] == 100.0
     assert oracle["free_oracle_captured_pct"] <= 100.0
     assert all(r["kg_co2eq"] >= oracle["kg_co2eq"] for r in doc["spatial"])
-    assert [r["moves_per_day"] for r in doc["spatial"][-2:]] == [None, None]
+    assert all(isinstance(r["moves_per_day"], float) for r in doc["spatial"][-2:])
     assert [r["updates_per_day"] for r in doc["spatial"][-3:]] == [None, None, None]
     budget = doc["spatial"][-3]
     assert budget["budget_oracle_captured_pct"] == 100.0

@@ -55,7 +55,7 @@ from webhook.decision.karmada.division import divide_available, divide_static, n
 from webhook.simulate import budget as budget_mod
 from webhook.simulate.batch import PausePolicy, PoolMoment, batch_policies
 from webhook.simulate.grid import Grid
-from webhook.simulate.metrics import Role, Run, moved
+from webhook.simulate.metrics import Role, Run, fewest_moves, moved
 from webhook.simulate.policies import (
     Fill,
     Held,
@@ -392,6 +392,8 @@ class _Oracle:
 
     def __init__(self, clusters: Sequence[str], caps: Mapping[str, int], hours: int) -> None:
         self.caps = caps
+        self.last = dict.fromkeys(clusters, 0)
+        """The last hour's replicas per cluster (its moves are counted from them)."""
         days = (hours + 23) // 24
         self.run = Run(
             FREE_ORACLE,
@@ -407,14 +409,18 @@ class _Oracle:
         day = t // 24
         total = 0.0
         left = replicas
+        used = dict.fromkeys(self.last, 0)
         for c in sorted(current, key=lambda n: (current[n], n)):
             if not left:
                 break
             n = min(left, self.caps[c])
             left -= n
             total += n * current[c]
+            used[c] = n
             self.run.daily_share[c][day] += n
         self.run.hourly[t] = total * kw
+        self.run.moves += fewest_moves(list(self.last.values()), list(used.values()))
+        self.last = used
 
 
 class _ConstrainedOracle:
@@ -453,6 +459,8 @@ class _ConstrainedOracle:
             for v in values
         ]
         self.pinned = [[0] * len(clusters) for _ in range(hours)]
+        self.last = [0] * len(clusters)
+        """The last hour's replicas per cluster (its moves are counted from them)."""
         days = (hours + 23) // 24
         self.run = Run(
             ORACLE,
@@ -536,6 +544,8 @@ class _ConstrainedOracle:
                 total += n * v[i]
                 self.run.daily_share[self.clusters[i]][day] += n
         self.run.hourly[t] = total * kw
+        self.run.moves += fewest_moves(self.last, used)
+        self.last = used
 
 
 def _filled(

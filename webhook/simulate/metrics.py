@@ -93,11 +93,11 @@ class Row:
     captured_budget_pct: float | None
     """Share of the budget oracle's saving (spatial); None when it saves nothing or did
     not run."""
-    moves_per_day: float | None
+    moves_per_day: float
+    """Replica moves a day; the constrained and the free oracle, which re-place every hour,
+    count the fewest their hour-to-hour placements need (:func:`fewest_moves`)."""
     changes_per_day: float | None
-    """Both None for the constrained and the free oracle: they place every hour afresh,
-    as no policy object records, and count neither moves nor updates; the budget oracle
-    counts its moves, not updates."""
+    """None for the oracles: they write no policy object (the budget oracle neither)."""
     misses: int
     jobs: int
     mean_wait_hours: float
@@ -111,6 +111,15 @@ def moved(before: Mapping[K, N], after: Mapping[K, N], removed: N) -> N:
         (max(n - n, n - after.get(c, n - n)) for c, n in before.items()), removed - removed
     )
     return max(shrank - shrank, shrank - removed)
+
+
+def fewest_moves(before: Sequence[int], after: Sequence[int]) -> int:
+    """The fewest replicas that change cluster from per-cluster counts ``before`` to
+    ``after`` (same cluster order), replicas being alike: what the placement gained
+    anywhere, less what new replicas can fill (how the oracles' moves are counted; they
+    re-place every hour and name no replica)."""
+    gained = sum(max(0, a - b) for a, b in zip(after, before, strict=True))
+    return gained - max(0, sum(after) - sum(before))
 
 
 def compare(runs: Sequence[Run], hours: int) -> list[Row]:
@@ -130,9 +139,7 @@ def compare(runs: Sequence[Run], hours: int) -> list[Row]:
     rows = []
     for run in runs:
         total = run.total
-        # The oracles place every hour afresh and count neither moves nor updates; the
-        # budget oracle counts its moves (within the budget) but writes no policy.
-        counts_moves = run.role not in (Role.ORACLE, Role.FREE_ORACLE)
+        # The oracles write no policy: they count moves, not updates.
         counts_updates = run.role in (Role.BASELINE, Role.POLICY)
         saved = 100.0 * (1 - total / baseline) if baseline else 0.0
         rows.append(
@@ -146,7 +153,7 @@ def compare(runs: Sequence[Run], hours: int) -> list[Row]:
                 captured_pct=share(total, oracle),
                 captured_free_pct=share(total, free),
                 captured_budget_pct=share(total, budget),
-                moves_per_day=run.moves / days if counts_moves else None,
+                moves_per_day=run.moves / days,
                 changes_per_day=run.changes / days if counts_updates else None,
                 misses=run.misses,
                 jobs=run.jobs,

@@ -111,7 +111,7 @@ def _cells(row: Row, temporal: bool, unit: Unit = UNITS[0]) -> tuple[str, ...]:
 
 
 def _per_day(value: float | None) -> str:
-    """A count per day; ``n/a`` for the oracles, which count none."""
+    """A count per day; ``n/a`` where none is counted (the oracles write no policy)."""
     return "n/a" if value is None else f"{value:.2f}"
 
 
