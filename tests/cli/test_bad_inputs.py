@@ -227,6 +227,12 @@ CASES: list[tuple[str, list[str], int, str]] = [
         "config",
     ),
     ("mutate-output", ["mutate", "-f", "{tmp}/m.yaml", "-o", "xml"], USAGE, "--output"),
+    (
+        "mutate-kubeconfig-unreachable",
+        ["mutate", "-f", "{tmp}/m.yaml", "--kubeconfig", "{tmp}/closed.kubeconfig"],
+        RUNTIME,
+        "carbonshift: cannot reach the API server https://127.0.0.1:",
+    ),
     ("mutate-no-file", ["mutate"], USAGE, "--filename"),
     # intensity
     ("intensity-config-missing", ["intensity", "--config", "{tmp}/nowhere"], USAGE, "config"),

@@ -394,7 +394,15 @@ def _mutate(args: argparse.Namespace) -> int:
     docs, problems = _read_documents(args.filename, recursive=args.recursive)
     for problem in problems:
         sys.stderr.write(f"carbonshift: {problem}\n")
-    results = asyncio.run(_preview(config, docs, again=args.reevaluate, kubeconfig=args.kubeconfig))
+    from webhook.kube.reads import ClusterUnreachable  # noqa: PLC0415
+
+    try:
+        results = asyncio.run(
+            _preview(config, docs, again=args.reevaluate, kubeconfig=args.kubeconfig)
+        )
+    except ClusterUnreachable as exc:  # a runtime failure, as report and explain say it
+        print(f"carbonshift: {exc}", file=sys.stderr)
+        return 1
     code = 1 if problems else 0
     from webhook.cli.preview import fill_lines, notes_and_warnings  # noqa: PLC0415
 

@@ -326,7 +326,11 @@ async def cluster_namespaces(kubeconfig: str) -> tuple[dict[str, Labels], Karmad
     """Every namespace of the cluster ``kubeconfig`` names, with its labels (what the
     webhook registration's ``namespaceSelector`` reads), and what its Karmada policy CRDs
     keep (None: not read); raises :class:`~webhook.model.validation.InvalidInput`
-    (``--kubeconfig``) when the namespaces cannot be listed."""
+    (``--kubeconfig``) for a file that is not there and
+    :class:`~webhook.kube.reads.ClusterUnreachable` (one line naming the server) when the
+    API server does not answer or refuses the list."""
+    from kubernetes_asyncio.client.rest import ApiException  # noqa: PLC0415
+
     from webhook.kube import client, reads  # noqa: PLC0415 - only with a cluster
     from webhook.runtime.tasks import closed  # noqa: PLC0415
 
@@ -339,10 +343,8 @@ async def cluster_namespaces(kubeconfig: str) -> tuple[dict[str, Labels], Karmad
     try:
         items = await reads.namespaces(api)
         karmada = await reads.karmada_api(api)
-    except Exception as exc:  # unreachable, refused
-        raise InvalidInput(
-            "--kubeconfig", f"cannot list namespaces via {kubeconfig}: {exc}"[:400]
-        ) from None
+    except (*reads.NETWORK_ERRORS, ApiException) as exc:  # unreachable, refused
+        raise reads.unreachable(api, exc) from None
     finally:
         await closed(api.close())
     listed = namespaces_in({"apiVersion": "v1", "kind": "Namespace", **item} for item in items)
