@@ -28,6 +28,7 @@ from webhook.cli import intensity as cli_intensity
 from webhook.cli import simulate as simulate_cli
 from webhook.model.config import Config, error_line, load
 from webhook.model.errors import UsageError
+from webhook.model.objects import EMPTY
 from webhook.model.objects import items as dig_items
 from webhook.model.validation import InvalidInput, yaml_reason
 from webhook.report.inputs import InputProblem, check_ledger
@@ -523,7 +524,7 @@ def _report(args: argparse.Namespace) -> int:
             return 1
         ledger, where = source.data, source.where
         try:  # a broken ledger is said, never read as "no accounting yet" or as zeros
-            check_ledger(ledger or {})
+            check_ledger(EMPTY if ledger is None else ledger)
         except InputProblem as exc:
             print(f"carbonshift report: {where}: {exc}", file=sys.stderr)
             return 1

@@ -329,8 +329,6 @@ async def cluster_namespaces(kubeconfig: str) -> tuple[dict[str, Labels], Karmad
     (``--kubeconfig``) for a file that is not there and
     :class:`~webhook.kube.reads.ClusterUnreachable` (one line naming the server) when the
     API server does not answer or refuses the list."""
-    from kubernetes_asyncio.client.rest import ApiException  # noqa: PLC0415
-
     from webhook.kube import client, reads  # noqa: PLC0415 - only with a cluster
     from webhook.runtime.tasks import closed  # noqa: PLC0415
 
@@ -343,7 +341,7 @@ async def cluster_namespaces(kubeconfig: str) -> tuple[dict[str, Labels], Karmad
     try:
         items = await reads.namespaces(api)
         karmada = await reads.karmada_api(api)
-    except (*reads.NETWORK_ERRORS, ApiException) as exc:  # unreachable, refused
+    except reads.UNANSWERED as exc:  # unreachable, refused
         raise reads.unreachable(api, exc) from None
     finally:
         await closed(api.close())

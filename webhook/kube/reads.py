@@ -71,6 +71,8 @@ def unreachable(api: client.ApiClient, exc: BaseException) -> ClusterUnreachable
 
 
 NETWORK_ERRORS = (aiohttp.ClientError, OSError, TimeoutError)
+UNANSWERED = (*NETWORK_ERRORS, ApiException)
+"""A request that got no answer or a refusal: what :func:`unreachable` says in one line."""
 
 
 async def _events(api: client.ApiClient) -> list[dict[str, Any]]:
