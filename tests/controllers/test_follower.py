@@ -277,10 +277,12 @@ class Fed(Grid):
     """A grid whose contexts carry the feed's generation (what the leader's memo keys on)."""
 
     generation = 1
+    fleet_generation = 1
 
     def context(self) -> Context:
         ctx = super().context()
-        return Context(ctx.config, ctx.table, ctx.now, generation=self.generation, fleet=ctx.fleet)
+        return Context(ctx.config, ctx.table, ctx.now, generation=self.generation,
+                       fleet=ctx.fleet, fleet_generation=self.fleet_generation)  # fmt: skip
 
 
 def counting(loop: Follower) -> list[int]:
@@ -309,11 +311,47 @@ async def test_unchanged_inputs_are_kept_without_deciding_again(kube: kubeapi.Ku
     assert made[0] == 1  # same object, intensities and fleet: the kept verdict holds
     grid.generation = 2
     assert await loop.sync() == 0
-    assert made[0] == 2  # new intensities: decided again
+    assert made[0] == 1  # a refresh that changed none of its zones' readings
+    grid.values["PL"] += 1.0
+    grid.generation = 3
+    assert await loop.sync() == 0
+    assert made[0] == 2  # a reading it read changed: decided again
     stored["metadata"]["labels"] = {"team": "web"}
     kube.add(stored)  # a new resourceVersion
     assert await loop.sync() == 0
     assert made[0] == 3
+
+
+async def test_a_refresh_decides_again_only_the_objects_that_read_a_changed_zone(
+    kube: kubeapi.KubeApi,
+) -> None:
+    grid = Fed(settings(), ADMITTED)
+    kube.add(namespace("shop", enabled=True))
+    for name, clusters in (("everywhere", None), ("fr-de", ["a", "b"]), ("de-pl", ["b", "c"])):
+        policy = testing.propagation_policy(
+            name, namespace="shop", strategy="weighted", created=grid.clock(), clusters=clusters
+        )
+        kube.add(admitted(grid, policy))
+    loop = leader(kube, grid)
+    await loop.sync()
+    queued: list[Any] = []
+    loop.enqueue = queued.extend  # type: ignore[method-assign]
+    grid.generation = 2
+    grid.values["FR"] += 5.0  # only France's reading changed
+    loop.poll()
+    assert sorted(name for _, name in queued) == ["shop/everywhere", "shop/fr-de"]
+    queued.clear()
+    grid.generation = 3
+    loop.poll()  # a refresh with no reading changed
+    assert queued == []
+    grid.generation = 4
+    grid.values["JP-TK"] = 500.0  # a zone no policy reads
+    loop.poll()
+    assert queued == []
+    grid.fleet = {**grid.fleet, "d": ClusterConfig(name="d", zone="JP-TK")}
+    grid.fleet_generation = 2
+    loop.poll()  # the fleet changed: everything
+    assert len(queued) == 3, queued
 
 
 async def test_a_verdict_kept_by_the_dwell_is_decided_again_when_the_dwell_ends(

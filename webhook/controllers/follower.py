@@ -75,6 +75,7 @@ from webhook.kube.events import EventRecorder
 from webhook.kube.watch import CoreObjects
 from webhook.kube.writes import Gate, NotLeader
 from webhook.model.config import Config
+from webhook.model.intensity import IntensityTable
 from webhook.model.objects import EMPTY, meta_of, strings
 from webhook.model.resources import Resource
 from webhook.model.vocabulary import DECISION, ENABLED, parse_time
@@ -113,6 +114,22 @@ def _managed(obj: Mapping[str, Any], _before: bytes | None) -> bytes | None:
 def _labels(obj: Mapping[str, Any], _before: Mapping[str, str] | None) -> Mapping[str, str]:
     """A Namespace as the cache holds it: its labels."""
     return dict(strings(meta_of(obj).labels))
+
+
+def _changed_zones(before: IntensityTable | None, after: IntensityTable | None) -> set[str]:
+    """Zones whose entry differs between two intensity tables (a reading replaced or
+    turned stale, a forecast mean moved)."""
+    if before is after:
+        return set()
+    old = EMPTY if before is None else before
+    new = EMPTY if after is None else after
+    return {z for z in old.keys() | new.keys() if old.get(z) != new.get(z)}
+
+
+def _zone_state(zones: tuple[str, ...], ctx: Context) -> tuple[object, ...]:
+    """What a decision that read ``zones`` saw of them: their readings and ranking."""
+    table, ranked = ctx.table, EMPTY if ctx.ranked is None else ctx.ranked
+    return tuple((table.get(z), ranked.get(z)) for z in zones)
 
 
 class Follower(KeyedController[Key]):
@@ -180,11 +197,16 @@ class Follower(KeyedController[Key]):
         self.queue = WorkQueue()
         self.written = 0
         """Objects written since the replica started (for tests and benchmarks)."""
-        self._held: dict[Key, tuple[tuple[object, ...], follow.Action]] = {}
+        self._held: dict[Key, tuple[tuple[object, ...], tuple[object, ...], follow.Action]] = {}
         """Key -> the inputs and the ``kept`` action it was last decided with: an object
         whose inputs did not change is kept again without deciding (see :meth:`_decide`)."""
         self._inputs: tuple[object, ...] | None = None
         """What every decision reads besides the object, as :meth:`poll` last saw it."""
+        self._tables: tuple[IntensityTable, IntensityTable | None] | None = None
+        """The intensities and the forecast ranking :meth:`poll` last saw."""
+        self._reads: dict[Key, tuple[str, ...]] = {}
+        """Key -> the zones its last decision read (sorted; one tuple shared per set)."""
+        self._zonesets: dict[frozenset[str], tuple[str, ...]] = {}
 
     # --- which keys ----------------------------------------------------------------------
 
@@ -217,17 +239,29 @@ class Follower(KeyedController[Key]):
         )
 
     def poll(self) -> None:
-        """What decisions read besides the object changed (the feed's readings, the fleet,
-        Liqo's peers): decide every object again (those whose inputs did not change for
-        them keep their verdict at once)."""
+        """What decisions read besides the object changed: after a feed refresh, decide
+        again the objects whose last decision read a zone whose reading or forecast
+        changed (and those not decided yet); after a change of the fleet or of Liqo's
+        peers, every object (those whose inputs did not change keep their verdict)."""
         ctx = self.context()
         peers = id(ctx.peers) if ctx.peers is not None else 0
         inputs = (ctx.generation, ctx.fleet_generation, peers)
         if inputs == self._inputs:
             return
-        if self._inputs is not None:
+        before, tables = self._inputs, self._tables
+        self._inputs, self._tables = inputs, (ctx.table, ctx.ranked)
+        if before is None:
+            return
+        if before[1:] != inputs[1:] or tables is None:
             self.enqueue(self.keys())
-        self._inputs = inputs
+            return
+        changed = _changed_zones(tables[0], ctx.table) | _changed_zones(tables[1], ctx.ranked)
+        if changed:
+            reads = self._reads
+            self.enqueue(
+                key for key in self.keys()
+                if (zones := reads.get(key)) is None or not changed.isdisjoint(zones)
+            )  # fmt: skip
 
     def settled(self) -> None:
         """What this term decided has been written: the keepers look at it now."""
@@ -236,7 +270,8 @@ class Follower(KeyedController[Key]):
     def lost(self) -> None:
         self.keepers.overlays.forget()  # a new term reads the overlays as the watch has them
         self._held.clear()
-        self._inputs = None
+        self._reads.clear()
+        self._inputs = self._tables = None
 
     # --- one object ----------------------------------------------------------------------
 
@@ -253,6 +288,7 @@ class Follower(KeyedController[Key]):
         namespace = name.partition("/")[0] if row.namespaced else ""
         if held is None or (row.namespaced and namespace not in namespaces):
             self._held.pop(key, None)  # gone, unmanaged or not opted in
+            self._reads.pop(key, None)
             self.standing.drop(key)
             return None
         started = time.monotonic()
@@ -330,18 +366,22 @@ class Follower(KeyedController[Key]):
         uid, version = meta.uid, meta.resource_version
         if not uid or not version or ctx.generation is None:
             return self.rules.decide(target, obj, ctx, labels), True
-        # What the decision reads besides the clock: the object as stored, the intensities
-        # and forecasts (the feed's generation), the fleet, Liqo's peers, the labels.
+        # What the decision reads besides the clock: the object as stored, the fleet,
+        # Liqo's peers, the labels, and the readings and forecasts of the zones it read.
         peers = id(ctx.peers) if ctx.peers is not None else 0
-        inputs = (version, ctx.generation, ctx.fleet_generation, peers, tuple(labels.items()))
+        inputs = (version, ctx.fleet_generation, peers, tuple(labels.items()))
         held = self._held.get(key)
-        if held is not None and held[0] == inputs:
-            action = held[1]
+        zones = self._reads.get(key, ())
+        if held is not None and held[0] == inputs and held[1] == _zone_state(zones, ctx):
+            action = held[2]
             if action.holds_until is None or ctx.now < action.holds_until:
                 return action, False
-        action = self.rules.decide(target, obj, ctx, labels)
+        read: set[str] = set()
+        action = self.rules.decide(target, obj, ctx, labels, read)
+        zones = self._zonesets.setdefault(frozenset(read), tuple(sorted(read)))
+        self._reads[key] = zones
         if action.outcome == "kept":
-            self._held[key] = (inputs, action)
+            self._held[key] = (inputs, _zone_state(zones, ctx), action)
         else:
             self._held.pop(key, None)
         return action, True

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 from webhook import kinds
@@ -46,6 +46,33 @@ METHODS: Mapping[str, OutlookMethod] = {
     "best": "best",
 }
 """``reevaluate.forecast`` -> the feed's outlook method."""
+
+
+class ZonesRead(Mapping[str, Any]):
+    """An intensity table that notes each zone a decision looks up in it (iterating it
+    notes every zone): what :meth:`Reevaluation.decide` reports as the zones a decision
+    read, so the leader decides an object again only when one of them changed."""
+
+    __slots__ = ("_seen", "_table")
+
+    def __init__(self, table: Mapping[str, Any], seen: set[str]) -> None:
+        self._table, self._seen = table, seen
+
+    def __getitem__(self, zone: str) -> Any:
+        self._seen.add(zone)
+        return self._table[zone]
+
+    def __contains__(self, zone: object) -> bool:
+        if isinstance(zone, str):
+            self._seen.add(zone)
+        return zone in self._table
+
+    def __iter__(self) -> Iterator[str]:
+        self._seen.update(self._table)
+        return iter(self._table)
+
+    def __len__(self) -> int:
+        return len(self._table)
 
 
 def replayed(method: OutlookMethod) -> Method:
@@ -160,14 +187,21 @@ class Reevaluation:
         obj: Mapping[str, Any],
         ctx: Context,
         namespace_labels: Mapping[str, str] | None,
+        reads: set[str] | None = None,
     ) -> follow.Action:
         """The step's action for ``obj`` (``namespace_labels``: its namespace's labels,
-        None for cluster-scoped kinds)."""
+        None for cluster-scoped kinds). ``reads``, when given, gains every zone whose
+        reading or forecast the decision looked at (:class:`ZonesRead`)."""
         row, following = target.row, target.following
         local = following.local
         if local is None:
             ctx = self.ranked(ctx)
         zone = ctx.local_zone if local is not None else None
+        if reads is not None:
+            ranked = None if ctx.ranked is None else ZonesRead(ctx.ranked, reads)
+            ctx = dataclasses.replace(ctx, table=ZonesRead(ctx.table, reads), ranked=ranked)
+            if zone is not None:
+                reads.add(zone)  # its outlook
         outlook = self.local_outlook(obj, zone, row.scope) if local is not None else None
         decide_on = None
         if local is not None:
