@@ -45,13 +45,17 @@ def test_the_leaders_benchmark_runs_in_its_short_mode(monkeypatch: pytest.Monkey
     for name in ("POLICIES", "CLUSTERS", "TARGET_CPU_SECONDS", "TARGET_RSS_MB"):
         monkeypatch.setattr(reevaluate, name, getattr(reevaluate, name))  # restored after
     result = reevaluate.short()
-    first, idle, changed = result["passes"]
+    first, idle, zone, changed = result["passes"]
     # The first sync decides every object, a tick with nothing changed none; room changing
     # on every cluster decides none again (room is no input of a placement) and the
     # rebalancer plans moves; no write is proposed.
     assert (first["kept"], idle["kept"], changed["kept"]) == (300, 0, 0), result["passes"]
     assert result["writes_proposed"] == 0
     assert changed["moves"] > 0, changed
+    # A refresh that changed one zone's reading decides again only the policies that can
+    # place there, each once.
+    reach = sum(1 for zones in reevaluate.reachable() if reevaluate.CHANGED_ZONE in zones)
+    assert 0 < zone["decided"] == reach < 300, zone
     assert idle["cpu_seconds"] <= 0.05, idle
 
 
