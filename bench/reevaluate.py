@@ -624,6 +624,8 @@ async def _passes(
                 now[0] = _one_zone_changed(ctx, values)
             if n == len(PASSES):  # the Clusters' resource summaries changed: their room
                 api.clusters = changed
+                if mover.watched is not None:  # as the watch delivers them
+                    mover.watched.clusters.replace(changed)
                 rooms[0] += 1
                 keepers._ended = float("-inf")  # the rest after the last pass is over
             kept, moved = _kept(), _moved()

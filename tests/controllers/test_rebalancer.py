@@ -137,15 +137,40 @@ class Clock:
         return self.now
 
 
+class Relisted(Rebalancer):
+    """A rebalancer reading watched caches, each brought up to date before a pass (as a
+    watch keeps them)."""
+
+    api: client.ApiClient
+
+    async def rebalance(self, *args: Any, **kwargs: Any) -> Any:
+        assert self.watched is not None
+        for cache in self.watched.caches:
+            await cache.list_once(self.api)
+        return await super().rebalance(*args, **kwargs)
+
+
+@pytest.fixture(params=["listed", "watched"])
+def reading_from(request: pytest.FixtureRequest) -> str:
+    """Whether the rebalancer lists on each pass or reads watched caches."""
+    return str(request.param)
+
+
 def rebalancer(
     api: client.ApiClient,
     gate: kubeapi.Gate | None = None,
     clock: Clock | None = None,
+    watched: bool = False,
     **rules: Any,
 ) -> tuple[Rebalancer, Config]:
     config = parse({"rebalance": rules})
     gate = gate or kubeapi.Gate()
     events = EventRecorder(api, "test", gate)
+    if watched:
+        planner = Relisted(api, config, gate, events=events, clock=clock or Clock(),
+                           watched=rebalancer_module.Watched.of())  # fmt: skip
+        planner.api = api
+        return planner, config
     return Rebalancer(api, config, gate, events=events, clock=clock or Clock()), config
 
 
@@ -187,14 +212,14 @@ async def test_a_move_back_is_one_workload_rebalancer_and_one_event(
 
 
 async def test_bindings_of_one_pass_share_the_room_and_moves_in_flight_wait(
-    karmada: tuple[Karmada, client.ApiClient],
+    karmada: tuple[Karmada, client.ApiClient], reading_from: str
 ) -> None:
     fake, api = karmada
     fake.seed(
         [cluster("green", 4, used=1), cluster("mid", 8, used=6), cluster("dirty", 64)],
         [binding("a", {"mid": 3}), binding("b", {"mid": 3})],
     )
-    planner, config = rebalancer(api)
+    planner, config = rebalancer(api, watched=reading_from == "watched")
     policies = [fill_policy("a"), fill_policy("b")]
     # green has room for 3: the first binding takes it all, the second finds none.
     assert await planner.rebalance(policies, context(config)) == {"moved": 1, "no_room": 1}
@@ -209,7 +234,7 @@ async def test_bindings_of_one_pass_share_the_room_and_moves_in_flight_wait(
 
 
 async def test_a_binding_is_planned_again_only_when_what_its_plan_read_changed(
-    karmada: tuple[Karmada, client.ApiClient], monkeypatch: pytest.MonkeyPatch
+    karmada: tuple[Karmada, client.ApiClient], monkeypatch: pytest.MonkeyPatch, reading_from: str
 ) -> None:
     fake, api = karmada
     fake.seed(
@@ -225,7 +250,7 @@ async def test_a_binding_is_planned_again_only_when_what_its_plan_read_changed(
 
     monkeypatch.setattr(rebalancer_module, "assess_move", counted)
     clock = Clock()
-    planner, config = rebalancer(api, clock=clock)
+    planner, config = rebalancer(api, clock=clock, watched=reading_from == "watched")
     policies = [fill_policy("a"), fill_policy("b")]
     assert await planner.rebalance(policies, context(config)) == {"no_room": 2}
     assert len(plans) == 2
@@ -471,3 +496,31 @@ async def test_failover_groups_written_since_the_pass_listed_them_wait(
     assert await planner.rebalance([stored], context(config)) == {"in_flight": 1}
     assert fake.kube.calls("PUT", "propagationpolicies") == []
     assert fake.events == []
+
+
+async def test_watched_caches_are_read_not_listed_and_a_move_asked_is_in_flight_until_seen(
+    karmada: tuple[Karmada, client.ApiClient],
+) -> None:
+    fake, api = karmada
+    fake.seed(
+        [cluster("green", 4, used=1), cluster("mid", 8, used=6), cluster("dirty", 64)],
+        [binding("a", {"mid": 3})],
+    )
+    clock = Clock()
+    planner = Rebalancer(api, parse({}), kubeapi.Gate(), clock=clock,
+                         watched=rebalancer_module.Watched.of())  # fmt: skip
+    policies = [fill_policy("a")]
+    config = parse({})
+    assert planner.watched is not None
+    assert await planner.rebalance(policies, context(config)) == {}  # not synced: no pass
+    for cache in planner.watched.caches:
+        await cache.list_once(api)
+    lists = len(fake.kube.calls("GET", BINDINGS))
+    assert await planner.rebalance(policies, context(config)) == {"moved": 1}
+    # The watch has not delivered the WorkloadRebalancer just created: the workload is in
+    # flight all the same, and the pass listed nothing.
+    assert await planner.rebalance(policies, context(config)) == {"in_flight": 1}
+    assert len(fake.kube.calls("GET", BINDINGS)) == lists
+    assert len(fake.rebalancers) == 1
+    clock.now += 31  # never delivered: in flight no longer than a claim's grace
+    assert await planner.rebalance(policies, context(config)) != {"in_flight": 1}

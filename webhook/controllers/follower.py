@@ -56,7 +56,7 @@ from kubernetes_asyncio.client.rest import ApiException
 
 from webhook.controllers import overlays
 from webhook.controllers.overlays import OverlayKeeper
-from webhook.controllers.rebalancer import Fill, Rebalancer
+from webhook.controllers.rebalancer import Fill, Rebalancer, Watched
 from webhook.controllers.runner import Controller, KeyedController
 from webhook.decision import follow
 from webhook.decision.karmada import carry
@@ -194,6 +194,8 @@ class Follower(KeyedController[Key]):
         self.standing = Standing()
         self.rooms = rooms
         self.keepers = Keepers(self, overlays)
+        if (mover := self.keepers.rebalancer) is not None and mover.watched is not None:
+            self.caches = (*self.caches, *mover.watched.caches)
         self.queue = WorkQueue()
         self.written = 0
         """Objects written since the replica started (for tests and benchmarks)."""
@@ -609,8 +611,16 @@ class Keepers(Controller):
         self.interval = follower.interval
         config = follower.config
         api = follower.api
+        self.placed = 0
+        """Grows whenever a member Cluster or a binding changed (what a plan reads)."""
         self.rebalancer = (
-            Rebalancer(api, config, follower.gate, events=follower.events)
+            Rebalancer(
+                api,
+                config,
+                follower.gate,
+                events=follower.events,
+                watched=Watched.of(on_keys=self._placed),
+            )  # fmt: skip
             if config.rebalance.enabled
             else None
         )
@@ -619,8 +629,9 @@ class Keepers(Controller):
         )
         self._inputs: tuple[object, ...] | None = None
         """The follower's inputs when the keepers last ran."""
-        self._rooms: int | None = None
-        """The members' room (:attr:`Follower.rooms`) when the keepers last ran."""
+        self._rooms: tuple[int, int] | None = None
+        """The members' room (:attr:`Follower.rooms`) and the bindings' placements
+        (:attr:`placed`) when the keepers last ran."""
         self._ended = 0.0
         self._took = 0.0
         """When the last pass ended and how long it took (monotonic seconds)."""
@@ -628,15 +639,25 @@ class Keepers(Controller):
         """Set while no pass runs: the follower's writes wait for it."""
         self.quiet.set()
 
+    def _placed(self, _keys: Collection[str]) -> None:
+        """A Cluster or a binding changed: a pass looks at it within a tick, no sooner
+        than a room change would be."""
+        self.placed += 1
+
+    def _room(self) -> tuple[int, int] | None:
+        """The members' room and the bindings' placements, as counters."""
+        rooms = self.follower.rooms
+        return (rooms() if rooms is not None else 0, self.placed)
+
     def changed(self) -> bool:
-        """The objects, the fleet's room or the intensities changed, and the follower has
-        decided what that changed (its queue is idle)."""
+        """The objects, the fleet's room, the bindings or the intensities changed, and the
+        follower has decided what that changed (its queue is idle)."""
         follower = self.follower
         moved = follower.standing.changed or follower._inputs != self._inputs
-        if not moved and follower.rooms is not None and follower.rooms() != self._rooms:
-            # Room changes all the time in a busy fleet: a pass for it waits three times
-            # as long as the last one took (the rebalancer spends at most a quarter of a
-            # core on room alone), and at least ROOM_SECONDS.
+        if not moved and self._room() != self._rooms:
+            # Room and bindings change all the time in a busy fleet: a pass for them waits
+            # three times as long as the last one took (the rebalancer spends at most a
+            # quarter of a core on them alone), and at least ROOM_SECONDS.
             rest = max(ROOM_SECONDS, 3 * self._took)
             moved = time.monotonic() - self._ended >= rest
         return moved and follower.queue.idle
@@ -648,7 +669,7 @@ class Keepers(Controller):
             return 0  # the follower is deciding: it wakes the keepers once it has settled
         self.quiet.clear()
         started = time.monotonic()
-        self._rooms = follower.rooms() if follower.rooms is not None else None
+        self._rooms = self._room()
         try:
             return await self._keep(follower, standing)
         finally:
@@ -662,9 +683,14 @@ class Keepers(Controller):
         rewritten, standing.rewritten = standing.rewritten, set()
         written = 0
         try:
-            if self.rebalancer is not None and self.gate.leading:
-                ranked = follower.rules.ranked(follower.context())
-                await self.rebalancer.rebalance(list(standing.fills.values()), ranked, rewritten)
+            mover = self.rebalancer
+            if mover is not None and self.gate.leading:
+                if mover.watched is not None and not mover.watched.synced:
+                    standing.changed = True  # looked at once the caches synced
+                    standing.rewritten |= rewritten
+                else:
+                    ranked = follower.rules.ranked(follower.context())
+                    await mover.rebalance(list(standing.fills.values()), ranked, rewritten)
             metrics.LAZY_POLICIES.set(len(standing.lazy))
             for target in follower.targets:
                 if (tally := target.following.tally) is not None:

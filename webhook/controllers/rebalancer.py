@@ -80,6 +80,7 @@ from webhook.kube.client import (
     pages,
     refused,
 )
+from webhook.kube.cache import WatchedCache
 from webhook.kube.events import EventRecorder
 from webhook.kube.writes import Gate, NotLeader
 from webhook.model.config import Config
@@ -243,6 +244,44 @@ def _rooms(
     return out
 
 
+def _slim(obj: Mapping[str, Any], _before: Obj | None) -> Obj:
+    """What a watched cache holds of a Cluster, a binding or a WorkloadRebalancer."""
+    return slim(obj)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Watched:
+    """The watched caches a pass reads instead of listing: the Clusters, the bindings of
+    both kinds and carbonshift's WorkloadRebalancers, each held slim (:func:`slim`)."""
+
+    clusters: WatchedCache[Obj]
+    bindings: tuple[WatchedCache[Obj], ...]
+    rebalancers: WatchedCache[Obj]
+
+    @classmethod
+    def of(cls, on_keys: Callable[[Collection[str]], None] | None = None) -> Watched:
+        """The three caches; ``on_keys`` is told of every change of a Cluster or a binding
+        (what a plan reads)."""
+        return cls(
+            WatchedCache(CLUSTERS, _slim, kind="cluster", on_keys=on_keys),
+            tuple(
+                WatchedCache(kind, _slim, kind=kind.kind.lower(), on_keys=on_keys)
+                for kind in BINDINGS
+            ),
+            WatchedCache(
+                REBALANCERS, _slim, kind="workloadrebalancer", label_selector="=".join(MANAGED_BY)
+            ),  # fmt: skip
+        )
+
+    @property
+    def caches(self) -> tuple[WatchedCache[Obj], ...]:
+        return (self.clusters, *self.bindings, self.rebalancers)
+
+    @property
+    def synced(self) -> bool:
+        return all(cache.synced for cache in self.caches)
+
+
 class Rebalancer:
     """Plans and asks for moves back to greener tiers; writes only while leading."""
 
@@ -254,8 +293,15 @@ class Rebalancer:
         *,
         events: EventRecorder | None = None,
         clock: Callable[[], float] = time.monotonic,
+        watched: Watched | None = None,
     ) -> None:
+        """``watched``: the caches a pass reads (a pass waits until they synced); without
+        them each pass lists the Clusters, bindings and WorkloadRebalancers."""
         self.objects = client.CustomObjectsApi(api)
+        self.watched = watched
+        self._asked: dict[str, tuple[Workload, float]] = {}
+        """WorkloadRebalancers this replica created that its cache has not shown yet:
+        name -> (the workload, when)."""
         self.gate = gate
         self.events = events
         self.settings = config.rebalance
@@ -451,6 +497,8 @@ class Rebalancer:
             field_manager=FIELD_MANAGER,
             _request_timeout=REQUEST_TIMEOUT,
         )
+        if self.watched is not None:
+            self._asked[rebalancer] = (target, self.clock())
         await self._tell(fill, binding, move, intensities, key=rebalancer, rebalancer=rebalancer)
 
     async def _tell(
@@ -581,8 +629,19 @@ class Rebalancer:
     # --- reading --------------------------------------------------------------------------
 
     async def _list_all(self) -> tuple[list[Obj], list[Obj], list[Obj]] | None:
-        """Clusters, bindings of both kinds, our WorkloadRebalancers; None when any of
-        them cannot be listed now (the next pass tries again)."""
+        """Clusters, bindings of both kinds, our WorkloadRebalancers (from the watched
+        caches, else listed); None when any of them cannot be read now (the next pass
+        tries again)."""
+        watched = self.watched
+        if watched is not None:
+            if not watched.synced:
+                return None
+            asked = watched.rebalancers.items()
+            return (
+                list(watched.clusters.items().values()),
+                [b for cache in watched.bindings for b in cache.items().values()],
+                [*asked.values(), *self._unseen(asked)],
+            )
         clusters = await self._list(CLUSTERS)
         bindings = [b for kind in BINDINGS for b in items(await self._list(kind))]
         selector = "=".join(MANAGED_BY)
@@ -590,6 +649,17 @@ class Rebalancer:
         if clusters is None or rebalancers is None:
             return None
         return clusters, bindings, rebalancers
+
+    def _unseen(self, cached: Mapping[str, Obj]) -> list[Obj]:
+        """The WorkloadRebalancers this replica asked for that the watch has not delivered
+        yet (for :data:`CLAIM_GRACE_SECONDS` at most), as unfinished ones: their workload
+        is in flight, never asked to move twice."""
+        now = self.clock()
+        self._asked = {
+            name: (target, at) for name, (target, at) in self._asked.items()
+            if name not in cached and now - at < CLAIM_GRACE_SECONDS
+        }  # fmt: skip
+        return [_asked_for(target) for target, _ in self._asked.values()]
 
     async def _list(self, kind: Resource, **options: Any) -> list[Obj] | None:
         """Every object of ``kind``, a page (:data:`~webhook.kube.client.LIST_PAGE`) at a
@@ -663,6 +733,13 @@ def _managed(policy: Mapping[str, Any]) -> tuple[list[list[str]], bool] | None:
     if not tiers:
         return None
     return [list(t) for t in tiers], shape == "groups"
+
+
+def _asked_for(target: Workload) -> Obj:
+    """An unfinished WorkloadRebalancer for ``target``, as :func:`_targets` reads one."""
+    api_version, kind, namespace, name = target
+    return {"spec": {"workloads": [{"apiVersion": api_version, "kind": kind, "name": name,
+                                    **({"namespace": namespace} if namespace else {})}]}}  # fmt: skip
 
 
 def _finished(rebalancer: Mapping[str, Any]) -> bool:
