@@ -620,7 +620,7 @@ class Keepers(Controller):
                 follower.gate,
                 events=follower.events,
                 watched=Watched.of(on_keys=self._placed),
-            )  # fmt: skip
+            )
             if config.rebalance.enabled
             else None
         )

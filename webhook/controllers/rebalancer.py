@@ -72,6 +72,7 @@ from webhook.decision.karmada.view import fill_of
 from webhook.decision.quantity import quantity
 from webhook.decision.record import Record, fingerprint
 from webhook.kinds import Context
+from webhook.kube.cache import WatchedCache
 from webhook.kube.client import (
     FIELD_MANAGER,
     REQUEST_TIMEOUT,
@@ -80,7 +81,6 @@ from webhook.kube.client import (
     pages,
     refused,
 )
-from webhook.kube.cache import WatchedCache
 from webhook.kube.events import EventRecorder
 from webhook.kube.writes import Gate, NotLeader
 from webhook.model.config import Config
@@ -270,7 +270,7 @@ class Watched:
             ),
             WatchedCache(
                 REBALANCERS, _slim, kind="workloadrebalancer", label_selector="=".join(MANAGED_BY)
-            ),  # fmt: skip
+            ),
         )
 
     @property
@@ -738,8 +738,8 @@ def _managed(policy: Mapping[str, Any]) -> tuple[list[list[str]], bool] | None:
 def _asked_for(target: Workload) -> Obj:
     """An unfinished WorkloadRebalancer for ``target``, as :func:`_targets` reads one."""
     api_version, kind, namespace, name = target
-    return {"spec": {"workloads": [{"apiVersion": api_version, "kind": kind, "name": name,
-                                    **({"namespace": namespace} if namespace else {})}]}}  # fmt: skip
+    named = {"apiVersion": api_version, "kind": kind, "name": name}
+    return {"spec": {"workloads": [{**named, **({"namespace": namespace} if namespace else {})}]}}
 
 
 def _finished(rebalancer: Mapping[str, Any]) -> bool:
