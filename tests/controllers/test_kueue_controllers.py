@@ -34,7 +34,7 @@ from prometheus_client import REGISTRY
 from structlog.testing import capture_logs
 
 from tests import kubeapi
-from tests.support import NOW, reading
+from tests.support import NOW, eventually, reading
 from webhook.controllers.carbon_window import CarbonWindow
 from webhook.controllers.kueue_dispatch import KueueDispatcher
 from webhook.integrations import Fleet, Wiring, controllers
@@ -242,14 +242,17 @@ async def world() -> AsyncIterator[World]:
             await workers.close()
 
 
-def dispatcher(world: World, feed: Feed, clock: Any = lambda: NOW, **kueue: Any) -> KueueDispatcher:
+def dispatcher(
+    world: World, feed: Feed, clock: Any = lambda: NOW, caches: Any = None, **kueue: Any
+) -> KueueDispatcher:
     config = parse(
         {"kueue": {"enabled": True, **kueue}, "hysteresis": {"margin": 0.1, "dwell_hours": 1}}
     )
     events = EventRecorder(world.manager.api, "replica-0", world.gate)
     return KueueDispatcher(
-        world.manager.api, config, feed, world.gate, world.workers, events=events, clock=clock
-    )
+        world.manager.api, config, feed, world.gate, world.workers, events=events, clock=clock,
+        caches=caches,
+    )  # fmt: skip
 
 
 CREATED = vocabulary.parse_time(kubeapi.CREATED)
@@ -258,12 +261,15 @@ SOON = CREATED + timedelta(hours=1)
 """The carbon window's clock: an hour after the Workloads were created."""
 
 
-def window(world: World, feed: Feed, clock: Any = lambda: SOON, **kueue: Any) -> CarbonWindow:
+def window(
+    world: World, feed: Feed, clock: Any = lambda: SOON, caches: Any = None, **kueue: Any
+) -> CarbonWindow:
     config = parse({"kueue": {"enabled": True, **kueue}})
     events = EventRecorder(world.manager.api, "replica-0", world.gate)
     return CarbonWindow(
-        world.manager.api, config, feed, world.gate, world.workers, events=events, clock=clock
-    )
+        world.manager.api, config, feed, world.gate, world.workers, events=events, clock=clock,
+        caches=caches,
+    )  # fmt: skip
 
 
 GREEN = Feed({"PL": 700.0, "SE-SE3": 30.0})
@@ -648,3 +654,94 @@ async def test_a_young_workload_waits_a_pass_for_the_feed_to_know_its_zones(worl
     assert await window(world, unknown, clock=lambda: old).reconcile() == {"Ready": 1}
     assert "no forecast" in check_of(world, "wl-1")["message"]
     assert await dispatcher(world, unknown, clock=lambda: old).reconcile() == {"nominated": 2}
+
+
+# --- started: watched caches ------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Fed(Feed):
+    """A feed whose snapshot has a generation (as the real one's)."""
+
+    generation: int = 0
+
+    def snapshot(self) -> Any:
+        table = {z: reading(z, v) for z, v in self.values.items()}
+        return SimpleNamespace(table=table, generation=self.generation)
+
+
+async def test_a_started_dispatcher_waits_for_its_caches_then_a_workload_event_wakes_it(
+    world: World,
+) -> None:
+    """Started, the dispatcher passes only once its watched caches have synced; a new
+    Workload is nominated on its watch event, long before the interval (an hour)."""
+    world.manager.fail("GET", "workloads", 500)  # the first list fails
+    world.manager.add(workload("early"))
+    leader = dispatcher(world, Fed(GREEN.values), interval_seconds=3600)
+    leader.tick = 0.01
+    leader.start()
+    try:
+        caches = leader.reader.caches
+        await eventually(lambda: caches.synced, "the caches synced")
+        await eventually(lambda: stored(world, "early")["status"].get("nominatedClusterNames"),
+                         "the Workload there before the sync nominated")  # fmt: skip
+        world.manager.add(workload("job-1"))
+        nominated = await eventually(
+            lambda: stored(world, "job-1")["status"].get("nominatedClusterNames"),
+            "the new Workload nominated on its watch event",
+        )
+        assert nominated == ["worker-b"]
+    finally:
+        await leader.stop()
+    assert not leader.reader.caches.following
+
+
+async def test_nothing_is_decided_before_the_caches_have_synced(world: World) -> None:
+    world.manager.add(workload("job-1"))
+    world.manager.fail("GET", "workloads", 500, times=1000)
+    leader = dispatcher(world, GREEN)
+    leader.reader.caches.start(world.manager.api)
+    try:
+        await eventually(lambda: world.manager.calls("GET", "workloads"), "a list asked")
+        assert not leader.reader.caches.synced
+        assert await leader.reconcile() == {}
+        assert not leader.changed()  # woken by nothing until they sync
+        assert world.manager.writes() == []
+    finally:
+        await leader.reader.caches.stop()
+
+
+async def test_a_pass_with_nothing_changed_makes_no_api_call(world: World) -> None:
+    with_window(world)
+    world.manager.add(workload("job-1", checks={WINDOW: "Ready", CHECK: "Pending"}))
+    feed = Fed(GREEN.values)
+    leader = dispatcher(world, feed)
+    holder = window(world, feed, caches=leader.reader.caches)
+    caches = leader.reader.caches
+    caches.start(world.manager.api)
+    caches.start(world.manager.api)  # shared: followed once
+    try:
+        await eventually(lambda: caches.synced, "the caches synced")
+        assert await holder.reconcile() == {"active": 1}
+        assert await leader.reconcile() == {"nominated": 1}
+        await eventually(lambda: caches.generation and leader.changed(), "the writes seen")
+        await leader.reconcile()  # the nomination as stored: decided again, nothing to add
+        await holder.reconcile()
+        assert not leader.changed()
+        assert not holder.changed()
+        before, listed = len(world.manager.requests), world.manager.calls("GET")
+        assert await leader.reconcile() == {}
+        assert await holder.reconcile() == {}
+        assert world.manager.requests[before:] == []  # no list, no get, no write
+        assert waiting() == 0
+        feed.generation += 1  # a feed refresh: decided again, nothing to write
+        assert leader.changed()
+        written = len(world.manager.writes())
+        assert await leader.reconcile() == {}
+        assert len(world.manager.writes()) == written
+        assert not any(c.query.get("watch", "").lower() != "true" and not c.where.name
+                       for c in world.manager.calls("GET")[len(listed):])  # fmt: skip
+    finally:
+        await caches.stop()
+        await caches.stop()
+    assert not caches.following

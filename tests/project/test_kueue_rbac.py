@@ -30,7 +30,10 @@ def secret_rules(docs: list[Any]) -> dict[tuple[str, str], list[Any]]:
 def test_the_cluster_role_grants_what_the_kueue_controllers_use() -> None:
     rules = {(g.group, r): set(g.verbs) for g in kueue.ROW.grants for r in g.resources}
     assert rules[("kueue.x-k8s.io", "workloads/status")] == {"patch"}
-    assert rules[("kueue.x-k8s.io", "multikueueconfigs")] == {"get", "list", "update"}
+    assert rules[("kueue.x-k8s.io", "multikueueconfigs")] == {"get", "list", "watch", "update"}
+    for watched in ("workloads", "clusterqueues", "admissionchecks", "multikueueclusters"):
+        assert "watch" in rules[("kueue.x-k8s.io", watched)], watched
+    assert "watch" in rules[("carbonshift.io", "carbonwindows")]
     assert rules[("batch", "jobs")] == {"get"}
     assert not any(r == "secrets" for _, r in rules)
 

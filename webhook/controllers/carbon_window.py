@@ -1,6 +1,8 @@
 """The leader's carbon window: the Kueue admission check that holds a Job for a greener start.
 
-Every ``kueue.interval_seconds`` while this replica leads, for the AdmissionChecks whose
+On each pass while this replica leads (as the dispatcher's: over the watched caches, woken
+by their changes, a Pending Workload looked at again at the next hour or its deadline,
+:class:`webhook.controllers.kueue_fleet.KueueController`), for the AdmissionChecks whose
 ``spec.controllerName`` is ``kueue.admission_check_controller``:
 
 - each is kept ``Active`` (status condition ``Active`` True): Kueue treats a check no
@@ -35,21 +37,19 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import structlog
-from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
 from webhook.controllers.kueue_fleet import (
+    RESYNC_SECONDS,
     KueueController,
     decision_of,
     finished,
-    in_flight,
     job_opted_out,
-    namespace_labels,
 )
 from webhook.decision import kueue as rules
 from webhook.decision.optin import not_opted_in
 from webhook.kube import kueue as kube
-from webhook.kube.client import REQUEST_TIMEOUT, error_name
+from webhook.kube.client import error_name
 from webhook.kube.writes import NotLeader, apply_metadata
 from webhook.model import vocabulary
 from webhook.model.objects import condition, items, meta_of, text
@@ -66,6 +66,14 @@ PARAMETERS_PLURAL = "carbonwindows"
 PENDING = "CarbonWindowPending"
 READY = "CarbonWindowReady"
 ACTIVE_MESSAGE = "carbonshift answers this check (the carbon window)"
+
+
+def _next_change(now: datetime, deadline: datetime | None) -> float:
+    """Seconds until a held window may end: the next hour (forecasts are hourly) or the
+    deadline, whichever comes first."""
+    hour = now.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+    until = hour if deadline is None else min(hour, deadline)
+    return (until - now).total_seconds()
 
 
 def max_delay_of(parameters: Mapping[str, Any] | None) -> float | None:
@@ -89,49 +97,96 @@ class CarbonWindow(KueueController):
         """The ``spec.controllerName`` of the AdmissionChecks it answers."""
         return self.config.kueue.admission_check_controller
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._activated: dict[str, Obj] = {}
+        """Check -> the object it was marked Active from (until the cache shows the write)."""
+        self._said_parameters: set[tuple[str, str]] = set()
+
+    def lost(self) -> None:
+        super().lost()
+        self._activated = {}
+
     async def reconcile(self) -> dict[str, int]:
         """One pass; state -> Workloads written (``Pending``, ``Ready``, ``active``,
         ``error``)."""
-        checks = await kube.listed(self.api, kube.ADMISSION_CHECKS)
-        if checks is None:
+        if not await self._begin():
             return {}
-        ours = {meta_of(c).name: c for c in checks
+        checks = self.reader.caches.admission_checks.items()
+        ours = {name: c for name, c in checks.items()
                 if text(c, "spec", "controllerName") == self.controller}  # fmt: skip
         outcomes: dict[str, int] = {}
-        activated = [c for c in ours.values() if condition(c, "Active") != "True"]
+        activated = [c for name, c in ours.items() if condition(c, "Active") != "True"
+                     and self._activated.get(name) != c]  # fmt: skip
         if activated:
             outcomes["active"] = sum([await self._activate(c) for c in activated])
+        workloads = self.reader.workloads()
         if not ours:
+            self.settle(())
             return outcomes
-        workloads = await kube.listed(self.api, kube.WORKLOADS)
-        namespaces = await namespace_labels(self.api)
-        if workloads is None or namespaces is None or not await self.reader.begin():
-            return outcomes
-        delays = {name: await self._max_delay(check) for name, check in ours.items()}
-        flying = in_flight(workloads, self.config.kueue.default_runtime_seconds)
-        for workload in workloads:
+        namespaces = self.reader.namespaces()
+        delays = {name: self._max_delay(check) for name, check in ours.items()}
+        flying = self.reader.in_flight()
+        for key in sorted(workloads):
+            workload = workloads[key]
             if finished(workload) or condition(workload, "QuotaReserved") != "True":
                 continue
-            for entry in items(workload, "status", "admissionChecks"):
-                name = text(entry, "name")
-                if name not in ours or text(entry, "state") == "Ready":
-                    continue
-                if not self.gate.leading:
-                    return outcomes
-                try:
-                    state = await self._decide(workload, entry, delays[name], namespaces, flying)
-                except NotLeader:
-                    return outcomes
-                except ApiException as exc:
-                    state = "error"
-                    metrics.KUEUE_WINDOWS.labels("error").inc()
-                    log.warning("kueue_window_failed", workload=meta_of(workload).name,
-                                error=error_name(exc))  # fmt: skip
-                if state:
-                    outcomes[state] = outcomes.get(state, 0) + 1
+            entries = [e for e in items(workload, "status", "admissionChecks")
+                       if text(e, "name") in ours and text(e, "state") != "Ready"]  # fmt: skip
+            if not entries or self.held(key, workload):
+                continue
+            self._again = RESYNC_SECONDS
+            try:
+                failed = await self._decide_all(workload, entries, delays, namespaces, flying,
+                                                outcomes=outcomes)  # fmt: skip
+            except NotLeader:
+                return outcomes
+            if failed is None:
+                return outcomes
+            if failed:
+                self.forget(key)
+            else:
+                self.hold(key, workload, self._again)
+        self.settle(workloads)
         return outcomes
 
-    async def _max_delay(self, check: Mapping[str, Any]) -> float | None:
+    async def _decide_all(
+        self,
+        workload: Obj,
+        entries: list[Obj],
+        delays: Mapping[str, float | None],
+        namespaces: Mapping[str, Mapping[str, str]],
+        flying: list[rules.Job],
+        *,
+        outcomes: dict[str, int],
+    ) -> bool | None:
+        """Decide each of ``workload``'s checks ``entries`` (counted into ``outcomes``):
+        whether one failed; None: this replica stopped leading."""
+        failed = False
+        for entry in entries:
+            if not self.gate.leading:
+                return None
+            try:
+                state = await self._decide(
+                    workload, entry, delays[text(entry, "name")], namespaces, flying
+                )
+            except ApiException as exc:
+                state, failed = "error", True
+                metrics.KUEUE_WINDOWS.labels("error").inc()
+                log.warning("kueue_window_failed", workload=meta_of(workload).name,
+                            error=error_name(exc))  # fmt: skip
+            if state:
+                outcomes[state] = outcomes.get(state, 0) + 1
+        return failed
+
+    _again: float = 0.0
+    """Seconds until the Workload being decided is due again (:meth:`_soon`)."""
+
+    def _soon(self, seconds: float) -> None:
+        """The Workload being decided is due again within ``seconds``."""
+        self._again = max(1.0, min(self._again, seconds))
+
+    def _max_delay(self, check: Mapping[str, Any]) -> float | None:
         """The per-check default delay: its CarbonWindow's ``spec.maxDelay``."""
         parameters = "spec", "parameters"
         if (text(check, *parameters, "apiGroup"), text(check, *parameters, "kind")) != (
@@ -139,16 +194,12 @@ class CarbonWindow(KueueController):
         ):  # fmt: skip
             return None
         name = text(check, *parameters, "name")
-        try:
-            found = await client.CustomObjectsApi(self.api).get_cluster_custom_object(
-                PARAMETERS_GROUP, PARAMETERS_VERSION, PARAMETERS_PLURAL, name,
-                _request_timeout=REQUEST_TIMEOUT,
-            )  # fmt: skip
-        except ApiException as exc:
+        found = self.reader.caches.carbon_windows.get(name)
+        if found is None and (meta_of(check).name, name) not in self._said_parameters:
+            self._said_parameters.add((meta_of(check).name, name))
             log.warning("carbon_window_parameters_unreadable", check=meta_of(check).name,
-                        parameters=name, error=error_name(exc))  # fmt: skip
-            return None
-        return max_delay_of(found if isinstance(found, Mapping) else None)
+                        parameters=name, error="404")  # fmt: skip
+        return max_delay_of(found)
 
     async def _activate(self, check: Obj) -> bool:
         now = self.clock()
@@ -165,6 +216,7 @@ class CarbonWindow(KueueController):
             log.warning("carbon_window_not_activated", check=meta_of(check).name,
                         error=error_name(exc))  # fmt: skip
             return False
+        self._activated[meta_of(check).name] = check
         log.info("carbon_window_active", check=meta_of(check).name)
         return True
 
@@ -196,10 +248,15 @@ class CarbonWindow(KueueController):
                                            action="Admit", type="Warning")  # fmt: skip
             else:
                 checked, zone, known = await self._window(workload, job, flying, now)
-                young = now - job.created < timedelta(seconds=self.config.kueue.round_seconds)
+                round_seconds = self.config.kueue.round_seconds
+                young = now - job.created < timedelta(seconds=round_seconds)
                 if not known and job.max_delay is not None and young:
+                    self._soon(min(self.interval, (job.created - now).total_seconds()
+                                   + round_seconds))  # fmt: skip
                     return ""  # the feed was just asked for the zone: decide next pass
                 state = "Ready" if checked.ready else "Pending"
+                if not checked.ready:
+                    self._soon(_next_change(now, job.deadline))
                 message = checked.reason + (f" (grid {zone})" if zone and known else "")
         if (text(entry, "state"), text(entry, "message")) == (state, message):
             return ""

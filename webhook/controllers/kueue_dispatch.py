@@ -1,6 +1,9 @@
 """The leader's Kueue MultiKueue dispatcher: where a Job's Workload goes.
 
-Every ``kueue.interval_seconds`` while this replica leads, with ``kueue.dispatch``:
+While this replica leads, on each pass (every ``kueue.interval_seconds``, and at once when
+a watched Workload or MultiKueue object changes or a decision falls due: see
+:class:`webhook.controllers.kueue_fleet.KueueController`; a pass reads the watched caches),
+with ``kueue.dispatch``:
 
 ``external`` (Kueue's ``multiKueue.dispatcherName`` set to ``kueue.dispatcher_name``, so
 nobody else nominates): for each Workload on the manager that has quota reserved, no
@@ -56,12 +59,11 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
 from webhook.controllers.kueue_fleet import (
+    RESYNC_SECONDS,
     KueueController,
     decision_of,
     finished,
-    in_flight,
     job_opted_out,
-    namespace_labels,
     since_of,
 )
 from webhook.decision import kueue as rules
@@ -103,6 +105,13 @@ class KueueDispatcher(KueueController):
     """The warning about another dispatcher's nominations was given (once a process)."""
     _said_waiting: tuple[str, ...] = ()
     """The Workloads the last ``kueue_workloads_waiting`` warning named."""
+    _again: float = 0.0
+    """Seconds until the Workload being decided is due again (:meth:`_soon`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._recent: dict[str, rules.Job] = {}
+        """Key -> the Workload as this replica nominated it, until the cache shows it."""
 
     @property
     def hysteresis(self) -> Hysteresis:
@@ -113,36 +122,38 @@ class KueueDispatcher(KueueController):
         ``ordered``, ``error``). Every mode then counts the Workloads waiting for a
         nomination longer than a round (``carbonshift_kueue_workloads_waiting``)."""
         mode = self.config.kueue.dispatch
-        workloads = await kube.listed(self.api, kube.WORKLOADS)
-        namespaces = await namespace_labels(self.api) if mode == "external" else {}
-        if workloads is None or namespaces is None or not await self.reader.begin():
+        if not await self._begin():
             return {}
+        workloads = self.reader.workloads()
         written: set[str] = set()
         if mode == "order":
             outcomes = await self._order_pass()
         elif mode == "external":
-            outcomes = await self._dispatch_pass(workloads, namespaces, written)
+            outcomes = await self._dispatch_pass(workloads, written)
         else:
             outcomes = {}
         self._measure(workloads, written)
+        self.settle(workloads)
         return outcomes
 
     def lost(self) -> None:
+        super().lost()
+        self._recent = {}
         metrics.KUEUE_WAITING.set(0)  # the new leader counts them
 
-    def _measure(self, workloads: list[Obj], written: set[str]) -> None:
+    def _measure(self, workloads: Mapping[str, Obj], written: set[str]) -> None:
         """``carbonshift_kueue_workloads_waiting``: the Workloads :func:`webhook.decision.
         kueue.waiting_since` more than a round ago (not counting those nominated now)."""
         now = self.clock()
         round_seconds = timedelta(seconds=self.config.kueue.round_seconds)
         waiting = []
-        for workload in workloads:
-            meta = meta_of(workload)
-            if f"{meta.namespace}/{meta.name}" in written:
+        for key, workload in workloads.items():
+            if key in written or key in self._recent:
                 continue
             since = rules.waiting_since(workload, self.reader.multikueue_check(workload))
             if since is not None and now - since > round_seconds:
-                waiting.append(f"{meta.namespace}/{meta.name}")
+                waiting.append(key)
+        waiting.sort()
         metrics.KUEUE_WAITING.set(len(waiting))
         if waiting and tuple(waiting) != self._said_waiting:
             log.warning("kueue_workloads_waiting", count=len(waiting), workloads=waiting[:10],
@@ -155,24 +166,36 @@ class KueueDispatcher(KueueController):
 
     # --- external: nominate -----------------------------------------------------------------
 
+    def _in_flight(self, workloads: Mapping[str, Obj]) -> list[rules.Job]:
+        """The Workloads nominated and not admitted yet, with what this replica nominated
+        that the cache does not show yet (a watch event lags the write)."""
+        flying = self.reader.in_flight()
+        for key, job in list(self._recent.items()):
+            held = workloads.get(key)
+            shown = held is not None and (
+                finished(held) or text(held, "status", "clusterName")
+                or set(job.nominated) <= set(items(held, "status", "nominatedClusterNames"))
+            )  # fmt: skip
+            if held is None or shown:
+                del self._recent[key]
+            else:
+                flying = [j for j in flying if j.key != job.key] + [job]
+        return flying
+
     async def _dispatch_pass(
-        self, workloads: list[Obj], namespaces: Mapping[str, Mapping[str, str]],
-        written: set[str],
-    ) -> dict[str, int]:  # fmt: skip
-        flying = in_flight(workloads, self.config.kueue.default_runtime_seconds)
+        self, workloads: Mapping[str, Obj], written: set[str]
+    ) -> dict[str, int]:
+        flying = self._in_flight(workloads)
+        namespaces = self.reader.namespaces()
         outcomes: dict[str, int] = {}
-        for workload in workloads:
+        for key in sorted(workloads):
+            workload = workloads[key]
             meta = meta_of(workload)
-            if finished(workload) or text(workload, "status", "clusterName"):
-                continue
-            if condition(workload, "QuotaReserved") != "True":
-                continue
-            if condition(workload, "Evicted") == "True":
-                continue  # as Kueue's dispatchers: its eviction ends first (quota released)
-            if waiting_on_checks(workload, self.reader.multikueue_check(workload)):
+            if not self._dispatchable(workload) or self.held(key, workload):
                 continue
             if not self.gate.leading:
                 break
+            self._again = RESYNC_SECONDS
             try:
                 outcome, job = await self._dispatch(
                     workload, namespaces.get(meta.namespace, {}), flying
@@ -189,11 +212,32 @@ class KueueDispatcher(KueueController):
                             "pass reads it again" if problem == "409" else None)  # fmt: skip
             if job is not None:
                 flying = [j for j in flying if j.key != job.key] + [job]
+                self._recent[key] = job
+            if outcome == "error":
+                self.forget(key)
+            else:
+                self.hold(key, workload, self._again)
             if outcome:
                 outcomes[outcome] = outcomes.get(outcome, 0) + 1
                 if outcome != "error":
-                    written.add(f"{meta.namespace}/{meta.name}")
+                    written.add(key)
         return outcomes
+
+    def _dispatchable(self, workload: Obj) -> bool:
+        """Quota reserved, not admitted anywhere nor finished nor evicted (as Kueue's
+        dispatchers: its eviction ends first), every other check Ready."""
+        if finished(workload) or text(workload, "status", "clusterName"):
+            return False
+        if condition(workload, "QuotaReserved") != "True":
+            return False
+        if condition(workload, "Evicted") == "True":
+            return False
+        return not waiting_on_checks(workload, self.reader.multikueue_check(workload))
+
+    def _soon(self, seconds: float) -> None:
+        """The Workload being decided is due again within ``seconds`` (a round ends, the
+        feed may know its zones)."""
+        self._again = max(1.0, min(self._again, seconds))
 
     async def _dispatch(
         self, workload: Obj, namespace: Mapping[str, str], flying: list[rules.Job]
@@ -229,6 +273,7 @@ class KueueDispatcher(KueueController):
         round_seconds = self.config.kueue.round_seconds
         waited = 0.0 if since is None else (now - since).total_seconds()
         rounds = max(0, math.floor(waited / round_seconds))
+        self._soon((rounds + 1) * round_seconds - waited)  # the next round
         outlooks, readings = self.reader.outlooks((w.zone for w in workers), job.hours)
         nomination = rules.nominate(
             job, workers, outlooks, flying, rounds=rounds, step=self.config.kueue.step,
@@ -238,6 +283,7 @@ class KueueDispatcher(KueueController):
             return await self._all_at_once(workload, nomination.reason), None
         young = now - job.created < timedelta(seconds=round_seconds)
         if young and not any(v is not None for v in nomination.means.values()):
+            self._soon(min(self.interval, (job.created - now).total_seconds() + round_seconds))
             return "", None  # the feed was just asked for the workers' zones: next pass
         added = [n for n in nomination.names if n not in job.nominated]
         if not added:
@@ -328,11 +374,9 @@ class KueueDispatcher(KueueController):
     # --- order: MultiKueueConfig.spec.clusters ---------------------------------------------
 
     async def _order_pass(self) -> dict[str, int]:
-        configs = await kube.listed(
-            self.api, kube.MULTIKUEUE_CONFIGS, label_selector=f"{vocabulary.ENABLED}=true"
-        )
+        configs = self.reader.caches.multikueue_configs.items()
         outcomes: dict[str, int] = {}
-        for found in () if configs is None else configs:
+        for _, found in sorted(configs.items()):
             if not_opted_in(found, None) is not None:
                 continue
             if not self.gate.leading:
@@ -355,8 +399,11 @@ class KueueDispatcher(KueueController):
         name = meta_of(found).name
         hours = rules.hours_of(timedelta(seconds=self.config.kueue.default_runtime_seconds))
         decided: dict[str, Any] = {}
+        held: list[Obj] = [found]
 
         async def read() -> Obj:
+            if held:
+                return held.pop()  # as the cache holds it; read again after a conflict
             got = await kube.get(self.api, kube.MULTIKUEUE_CONFIGS, name)
             if got is None:
                 raise ApiException(status=404, reason=f"MultiKueueConfig {name} is gone")

@@ -16,15 +16,19 @@ if TYPE_CHECKING:
 def _kueue(w: Wiring) -> Sequence[Controller]:
     from webhook.controllers.carbon_window import CarbonWindow  # noqa: PLC0415
     from webhook.controllers.kueue_dispatch import KueueDispatcher  # noqa: PLC0415
+    from webhook.controllers.kueue_fleet import KueueCaches  # noqa: PLC0415
 
     f, feed = w.fleet, w.world.feed
     if f.workers is None:
         return []
+    caches = KueueCaches()  # one watch per resource, read by both
     # with dispatch: none it only counts the Workloads nobody nominates
     return [
-        KueueDispatcher(f.api, w.config, feed, f.elector, f.workers, events=f.events),
-        CarbonWindow(f.api, w.config, feed, f.elector, f.workers, events=f.events),
-    ]
+        KueueDispatcher(f.api, w.config, feed, f.elector, f.workers, events=f.events,
+                        caches=caches),
+        CarbonWindow(f.api, w.config, feed, f.elector, f.workers, events=f.events,
+                     caches=caches),
+    ]  # fmt: skip
 
 
 ROW = Integration(
@@ -33,16 +37,22 @@ ROW = Integration(
     grants=(
         Grant(
             "kueue.x-k8s.io",
-            ("clusterqueues", "admissionchecks", "multikueueclusters", "localqueues"),
-            ("get", "list"),
+            ("clusterqueues", "admissionchecks", "multikueueclusters"),
+            ("get", "list", "watch"),
             "Kueue MultiKueue (docs/kueue.md, kueue.enabled): the manager's queues and checks and "
             "the workers its MultiKueueClusters name (their kubeconfig Secrets: a Role in Kueue's "
-            "namespace)",
+            "namespace), followed by watched caches",
+        ),
+        Grant(
+            "kueue.x-k8s.io",
+            ("localqueues",),
+            ("get", "list"),
+            "a Workload's LocalQueue (on the workers, with the credentials Kueue uses)",
         ),
         Grant(
             "kueue.x-k8s.io",
             ("workloads",),
-            ("get", "list", "patch"),
+            ("get", "list", "watch", "patch"),
             "the Workloads carbonshift nominates workers for or holds for a carbon window, and "
             "their carbonshift.io/decision annotation (server-side apply, only that key)",
         ),
@@ -62,14 +72,14 @@ ROW = Integration(
         Grant(
             "kueue.x-k8s.io",
             ("multikueueconfigs",),
-            ("get", "list", "update"),
+            ("get", "list", "watch", "update"),
             "dispatch: order writes opted-in MultiKueueConfigs' spec.clusters in carbon order, an "
             "update guarded by the resourceVersion it read",
         ),
         Grant(
             "carbonshift.io",
             ("carbonwindows",),
-            ("get", "list"),
+            ("get", "list", "watch"),
             "the carbon window's parameters (CarbonWindow: the default max-delay of a check)",
         ),
         Grant(
