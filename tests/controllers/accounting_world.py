@@ -13,7 +13,7 @@ from kubernetes_asyncio import client
 
 from tests import kubeapi
 from tests.support import NOW, reading
-from webhook import testing
+from webhook import integrations, testing
 from webhook.controllers.accounting import Accountant
 from webhook.decision.karmada.terms import GREEN_TERM, TIER_TERM
 from webhook.decision.ledger import LEDGER_LABELS, Ledger
@@ -167,7 +167,7 @@ def accountant(
     })  # fmt: skip
     return Accountant(
         api, config, lambda: context(config), gate or kubeapi.Gate(), namespace=NAMESPACE,
-        clock=clock,
+        accounts=integrations.accounts(), clock=clock,
     )  # fmt: skip
 
 

@@ -23,12 +23,13 @@ from tests.controllers.accounting_world import (
     seed,
 )
 from tests.support import NOW, reading
-from webhook import kinds
-from webhook.controllers.accounting import Accountant, accounted
+from webhook import integrations, kinds
+from webhook.controllers.accounting import Accountant
+from webhook.controllers.accounting_liqo import OffloadedPods
 from webhook.decision.liqo import offloading
 from webhook.decision.liqo.peers import REMOTE_ID_LABEL, TYPE_LABEL, VIRTUAL_NODE
 from webhook.decision.record import Record, fingerprint
-from webhook.integrations import EVENT_REASONS
+from webhook.integrations import EVENT_REASONS, liqo
 from webhook.kinds import Context
 from webhook.kube import reads
 from webhook.model.config import ClusterConfig, parse
@@ -91,7 +92,10 @@ def accountant(api: Any, clock: Clock) -> Accountant:
         table = {z: reading(z, v) for z, v in VALUES.items()}
         return Context(config, table, NOW, fleet={}, peers=PEERS)
 
-    return Accountant(api, config, context, kubeapi.Gate(), namespace=NAMESPACE, clock=clock)
+    return Accountant(
+        api, config, context, kubeapi.Gate(), namespace=NAMESPACE,
+        accounts=integrations.accounts(), clock=clock,
+    )  # fmt: skip
 
 
 def world(kube: kubeapi.KubeApi, user: dict[str, Any] | None = None) -> None:
@@ -120,8 +124,10 @@ async def two_passes(kube: kubeapi.KubeApi) -> Accountant:
 
 
 def test_namespace_offloadings_are_accounted_by_their_offloaded_pods() -> None:
-    assert [k.kind for k in accounted("offloaded-pods")] == ["NamespaceOffloading"]
-    assert {k.kind for k in kinds.REGISTRY.accounted()} == {k.kind for k in kinds.KINDS}
+    offloaded = [h for h in integrations.accounts() if isinstance(h, OffloadedPods)]
+    assert offloaded == list(liqo.ROW.accounting)
+    assert [k.kind for h in offloaded for k in h.kinds] == ["NamespaceOffloading"]
+    assert {k.kind for k in integrations.accounted()} == {k.kind for k in kinds.KINDS}
 
 
 async def test_the_offloaded_pods_count_against_every_remote_cluster_the_user_allows(

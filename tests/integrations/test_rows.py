@@ -65,3 +65,24 @@ def test_with_every_section_off_the_leader_runs_no_controller() -> None:
                                             "ocm", "kueue")}  # fmt: skip
     wiring = Wiring(parse(off), cast(Any, None), cast(Any, None), cast(Any, None))
     assert integrations.controllers(wiring) == []
+
+
+def test_the_manager_hands_the_rows_accounting_hooks_to_the_controllers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    handed: list[tuple[Any, ...]] = []
+
+    def make(wiring: Wiring) -> list[Any]:
+        handed.append(wiring.accounts)
+        return []
+
+    hooks = [cast(Any, object()) for _ in range(3)]
+    rows = (
+        Integration("a", accounting=(hooks[0], hooks[1])),
+        Integration("b", runs=(Run("accounting", make),)),
+        Integration("c", accounting=(hooks[2],)),
+    )
+    monkeypatch.setattr(integrations, "INTEGRATIONS", rows)
+    wiring = Wiring(Config(), cast(Any, None), cast(Any, None), cast(Any, None))
+    integrations.controllers(wiring)
+    assert handed == [tuple(hooks)]  # every row's, in row order

@@ -13,9 +13,8 @@ from hypothesis import strategies as st
 from devtools.sandbox.layout import SandboxError
 from tests.semantics import fleet
 from tests.serve import crd_values
-from webhook import kinds
+from webhook import integrations, kinds
 from webhook.cli import preview
-from webhook.controllers.accounting import accounted
 from webhook.integrations import EVENT_REASONS as REASONS
 from webhook.integrations import EVENTS
 
@@ -40,7 +39,7 @@ def test_the_report_knows_every_event_reason_a_kind_or_the_fleet_records() -> No
 
 
 def test_every_kind_is_accounted_one_way() -> None:
-    ways = [accounted("bindings"), accounted("nodes"), accounted("offloaded-pods")]
+    ways = [hook.kinds for hook in integrations.accounts()]
     assert sorted(k.kind for way in ways for k in way) == sorted(k.kind for k in kinds.KINDS)
 
 

@@ -3,34 +3,29 @@
 Every ``accounting.interval_seconds`` while this replica leads, the leader reads where the
 replicas of every managed object really ran and adds the interval since its last pass to
 that object's totals (:mod:`webhook.decision.accounting`, at the intensity the feed
-holds for each zone at the end of the interval):
+holds for each zone at the end of the interval).
 
-- a managed (Cluster)PropagationPolicy (``carbonshift.io/decision``): its
-  ResourceBindings (``spec.clusters``: replicas per member cluster; ``spec.replicas``,
-  ``replicaRequirements`` cpu per replica); the counterfactual divides the same replicas
-  as the user's own placement would
-  (:func:`~webhook.decision.karmada.accounting.counterfactual_placement`, room from the Clusters'
-  resource summaries);
-- a managed NodePool: its Nodes (label ``karpenter.sh/nodepool``, ``status.capacity.cpu``)
-  per topology zone (``nodepools.topology_zones`` -> grid zone, else ``zone``); the
-  counterfactual spreads the same vCPUs evenly over the zones the user's own requirements
-  allow;
-- a managed Liqo NamespaceOffloading: the Running pods of its namespace on Liqo virtual
-  nodes (``liqo.io/type=virtual-node``), per remote cluster (``liqo.io/remote-cluster-id``,
-  its grid zone as the peers give it), at their containers' cpu requests; the
-  counterfactual spreads the same vCPUs evenly over the remote clusters the user's own
-  ``clusterSelector`` allows (:func:`webhook.kinds.offloadings.counterfactual`). Its
-  energy is always estimated: the leader's Kepler does not see the remote clusters'
-  machines. Pods running locally are not the object's doing and are not accounted.
+This module is the loop, and names no technology: which kinds are accounted, and how, is
+each integration row's accounting hooks (:attr:`webhook.integrations.Integration.accounting`,
+one :class:`Accounts` each, handed to the :class:`Accountant` in row order). Each pass
+lists the managed objects (``carbonshift.io/decision``) of every hook's kinds and hands a
+hook with any the :class:`Pass` (the context, the interval, the coefficients, Kepler's
+joules, the list helpers); the hook answers one :class:`Accounted` per object it could
+account, which the loop adds to the ledger and the metrics. The hooks:
 
-Which kinds are accounted, and how, is each kind's
-:attr:`~webhook.kinds.base.Kind.accounting` in the registry (:data:`webhook.kinds.REGISTRY`).
+- Karmada (:mod:`webhook.controllers.accounting_karmada`): a (Cluster)PropagationPolicy by
+  its ResourceBindings' replicas per member cluster, against the user's own placement;
+- Karpenter (:mod:`webhook.controllers.accounting_karpenter`): a NodePool by its Nodes'
+  vCPUs per topology zone, against an even spread over the zones the user allows;
+- Liqo (:mod:`webhook.controllers.accounting_liqo`): a NamespaceOffloading by its
+  namespace's Running pods on virtual nodes per remote cluster, against an even spread
+  over the remote clusters the user allows (always estimated).
 
 Energy is estimated with the coefficient unless ``accounting.prometheus_url`` is set:
 then each pass asks that Prometheus for Kepler's joules of the interval
-(:mod:`webhook.prometheus.kepler`, one energy zone), and a policy's figure is measured (method
-``kepler``) when Kepler covers every cluster its replicas ran in; a NodePool's is its
-nodes' joules per zone.
+(:mod:`webhook.prometheus.kepler`, one energy zone), and hands them to the hooks (a
+policy's figure is measured when Kepler covers every cluster its replicas ran in; a
+NodePool's is its nodes' joules per zone).
 
 Totals survive restarts and leader changes: the leader keeps them in the ConfigMap
 ``accounting.configmap`` of the lease namespace (``totals.json``: per object, per signal
@@ -48,39 +43,17 @@ when carbonshift's placement emits more). A replica that stops leading drops its
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
-from collections.abc import Callable, Iterable, Mapping
-from decimal import Decimal
-from typing import Any, cast
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Protocol, cast
 
 import structlog
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
-from webhook import kinds
 from webhook.controllers.runner import Controller
-from webhook.decision.accounting import (
-    Coefficients,
-    Intensity,
-    Interval,
-    PodJoules,
-    account,
-    measured,
-    workload_joules,
-)
-from webhook.decision.karmada.accounting import counterfactual_placement
-from webhook.decision.karmada.bindings import (
-    BINDINGS,
-    CLUSTERS,
-    owner,
-    placed,
-    requests,
-    resource_summaries,
-    workload,
-)
-from webhook.decision.karmada.capacity import room
-from webhook.decision.karmada.division import divide_static
-from webhook.decision.karpenter.accounting import nodepool_zones
+from webhook.decision.accounting import Coefficients, Intensity, Interval, PodJoules
 from webhook.decision.ledger import (
     LEDGER_LABELS,
     Ledger,
@@ -89,12 +62,7 @@ from webhook.decision.ledger import (
     key_text,
     parse_key,
 )
-from webhook.decision.liqo.peers import REMOTE_ID_LABEL
-from webhook.decision.liqo.peers import SELECTOR as VIRTUAL_NODES
-from webhook.decision.quantity import quantity
 from webhook.kinds import Context, Kind
-from webhook.kinds.base import Accounting
-from webhook.kinds.offloadings import counterfactual as offloaded_counterfactual
 from webhook.kube.client import (
     FIELD_MANAGER,
     REQUEST_TIMEOUT,
@@ -106,7 +74,7 @@ from webhook.kube.writes import Gate
 from webhook.model.config import ClusterConfig, Config
 from webhook.model.errors import AccountingError, QueryError
 from webhook.model.intensity import utcnow
-from webhook.model.objects import dig, items, mapping, meta_of, strings
+from webhook.model.objects import meta_of
 from webhook.model.resources import Resource
 from webhook.model.vocabulary import DECISION
 from webhook.prometheus.kepler import Kepler
@@ -114,16 +82,97 @@ from webhook.runtime import metrics
 
 log = structlog.get_logger("carbonshift.accounting")
 
-NODEPOOL_LABEL = "karpenter.sh/nodepool"
-ZONE_LABEL = "topology.kubernetes.io/zone"
 MILLI = 0.001
+"""vCPUs per millicore: hooks that account millicores pass it as the vCPUs per "replica"."""
 
 Obj = dict[str, Any]
+Managed = tuple[Kind, Obj]
+"""A managed object (``carbonshift.io/decision``) and the kind it was listed as."""
 
 
-def accounted(how: Accounting) -> tuple[Kind, ...]:
-    """The registered kinds accounted ``how`` (:attr:`webhook.kinds.base.Kind.accounting`)."""
-    return tuple(k for k in kinds.REGISTRY if k.accounting == how)
+@dataclasses.dataclass(frozen=True, slots=True)
+class Accounted:
+    """One managed object's interval, as a hook accounted it."""
+
+    key: ObjectKey
+    """The object's ledger key: ``(kind, namespace, name)``."""
+    interval: Interval
+    """What it used and emitted over the interval, and what the counterfactual would have."""
+    places: Mapping[str, float]
+    """Where it ran: per place (member cluster, topology zone, remote cluster), what ran
+    there (replicas, vCPUs, pods; the ledger's per-place hours)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Pass:
+    """What one accounting pass hands each hook: the inputs every object is accounted on,
+    Kepler's joules of the interval, and the reads of the API server."""
+
+    api: client.ApiClient
+    core: client.CoreV1Api
+    config: Config
+    """The accountant's configuration."""
+    ctx: Context
+    """The context of the pass (intensities, fleet, peers), read once."""
+    hours: float
+    """The interval's length."""
+    coefficients: Coefficients
+    intensities: Mapping[str, Intensity]
+    """Member cluster -> the intensity of its grid zone now (clusters without one left out)."""
+    pod_joules: Sequence[PodJoules] = ()
+    """Kepler's joules of every pod over the interval (none: estimated)."""
+    node_joules: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    """Kepler's joules of every node over the interval, by node name (none: estimated)."""
+
+    async def objects(self, resource: Resource) -> list[Obj]:
+        """Every object of the custom resource; none when it cannot be listed now."""
+        listed = await list_objects(self.api, resource, event="accounting_list_failed")
+        return listed if listed is not None else []  # none this pass
+
+    async def nodes(self, selector: str) -> list[client.V1Node] | None:
+        """The Nodes ``selector`` selects; None when they cannot be listed now (RBAC's 403
+        said once, any other failure logged as ``accounting_list_failed``)."""
+        try:
+            listed = await self.core.list_node(
+                label_selector=selector, _request_timeout=REQUEST_TIMEOUT
+            )
+        except ApiException as exc:
+            if not refused(exc, "list", "nodes"):
+                log.warning("accounting_list_failed", resource="nodes", error=error_name(exc))
+            return None
+        return list(listed.items)
+
+    async def pods(self, namespace: str) -> list[client.V1Pod] | None:
+        """The pods of ``namespace``; None when they cannot be listed now."""
+        try:
+            listed = await self.core.list_namespaced_pod(
+                namespace, _request_timeout=REQUEST_TIMEOUT
+            )
+        except ApiException as exc:
+            if not refused(exc, "list", "pods"):
+                log.warning("accounting_list_failed", resource="pods", error=error_name(exc))
+            return None
+        return list(listed.items)
+
+
+class Accounts(Protocol):
+    """An integration's accounting hook: how the managed objects of its kinds are accounted."""
+
+    @property
+    def kinds(self) -> tuple[Kind, ...]:
+        """The kinds whose managed objects it accounts."""
+        ...
+
+    @property
+    def replicas(self) -> bool:
+        """Whether its :attr:`Accounted.places` are replicas on member clusters (the
+        fleet's replicas gauge and the hourly points' ``r`` count them)."""
+        ...
+
+    async def account(self, books: Pass, managed: Sequence[Managed]) -> Sequence[Accounted]:
+        """The objects of ``managed`` (never empty) it accounts this pass, each once; an
+        object it cannot account (nothing ran, no cpu request, no intensity) left out."""
+        ...
 
 
 class Accountant(Controller):
@@ -139,6 +188,7 @@ class Accountant(Controller):
         gate: Gate,
         *,
         namespace: str,
+        accounts: Iterable[Accounts],
         clock: Callable[[], datetime.datetime] = utcnow,
     ) -> None:
         self.api = api
@@ -148,6 +198,7 @@ class Accountant(Controller):
         self.context = context
         self.gate = gate
         self.namespace = namespace
+        self.accounts = tuple(accounts)
         self.clock = clock
         self.coefficients = Coefficients(
             watts_per_vcpu=self.settings.watts_per_vcpu,
@@ -200,38 +251,36 @@ class Accountant(Controller):
 
     async def _account(self, ledger: Ledger, now: datetime.datetime, hours: float) -> int:
         ctx = self.context()
-        intensities = _cluster_intensities(ctx)
+        clusters = intensities(ctx.clusters, ctx)
         point = ledger.point(now)
-        point["i"].update({c: round(i.value, 1) for c, i in intensities.items()})
+        point["i"].update({c: round(i.value, 1) for c, i in clusters.items()})
         replicas: dict[str, float] = {}
         done = 0
         pods, nodes = await self._measured(hours)
-        for key, interval, counts in await self._policies(intensities, hours, pods):
-            for c, n in counts.items():
-                replicas[c] = replicas.get(c, 0) + n
-            done += self._add(ledger, point, key, interval, hours, counts)
-        for key, interval, counts in await self._nodepools(ctx, hours, nodes):
-            done += self._add(ledger, point, key, interval, hours, counts)
-        for key, interval, counts in await self._offloaded(ctx, hours):
-            done += self._add(ledger, point, key, interval, hours, counts)
+        books = Pass(self.api, self.core, self.config, ctx, hours, self.coefficients, clusters,
+                     pods, nodes)  # fmt: skip
+        for hook in self.accounts:
+            managed = [(k, obj) for k in hook.kinds for obj in await _managed(books, k)]
+            if not managed:
+                continue
+            # Each hook's objects are added once it answered: its reads and log lines
+            # come before its objects' ledger entries, as one pass of it.
+            for got in await hook.account(books, managed):
+                if hook.replicas:
+                    for c, n in got.places.items():
+                        replicas[c] = replicas.get(c, 0) + n
+                done += self._add(ledger, point, got, hours)
         point["r"] = replicas
         metrics.ACCOUNTED_REPLICAS.clear()
         for cluster, n in replicas.items():
             metrics.ACCOUNTED_REPLICAS.labels(cluster).set(n)
         return done
 
-    def _add(  # noqa: PLR0917 - one call site
-        self,
-        ledger: Ledger,
-        point: dict[str, Any],
-        key: ObjectKey,
-        interval: Interval,
-        hours: float,
-        counts: Mapping[str, float],
-    ) -> int:
+    def _add(self, ledger: Ledger, point: dict[str, Any], got: Accounted, hours: float) -> int:
+        key, interval = got.key, got.interval
         entry = ledger.objects.setdefault(key_text(key), ObjectTotals())
         try:
-            totals = entry.add(interval, hours, counts)
+            totals = entry.add(interval, hours, got.places)
         except AccountingError as exc:
             log.warning("accounting_refused", object=key_text(key), error=str(exc))
             return 0
@@ -258,225 +307,7 @@ class Accountant(Controller):
             log.warning("kepler_query_failed", url=self.kepler.url, error=str(exc))
             return [], {}
 
-    async def _policies(
-        self, intensities: Mapping[str, Intensity], hours: float, pods: list[PodJoules]
-    ) -> list[tuple[ObjectKey, Interval, Mapping[str, float]]]:
-        managed: dict[ObjectKey, Obj] = {}
-        for row in accounted("bindings"):
-            for policy in await self._managed(row):
-                meta = meta_of(policy)
-                managed[row.kind, meta.namespace, meta.name] = policy
-        if not managed:
-            return []
-        clusters = await self._list(CLUSTERS)
-        summaries = resource_summaries(clusters)
-        out: list[tuple[ObjectKey, Interval, Mapping[str, float]]] = []
-        for bindings in BINDINGS:
-            for binding in await self._list(bindings):
-                made_by = owner(binding)
-                if made_by is None or made_by not in managed:
-                    continue
-                got = self._binding(managed[made_by], binding, summaries, intensities, hours, pods)
-                if got is not None:
-                    out.append((made_by, *got))
-        return out
-
-    def _binding(  # noqa: PLR0917 - one call site
-        self,
-        policy: Mapping[str, Any],
-        binding: Mapping[str, Any],
-        summaries: Mapping[str, object],
-        intensities: Mapping[str, Intensity],
-        hours: float,
-        pods: list[PodJoules],
-    ) -> tuple[Interval, Mapping[str, float]] | None:
-        actual = placed(binding)
-        if not actual:
-            return None
-        need = requests(binding)
-        cpu = quantity(need.get("cpu"))
-        if cpu is None or cpu <= 0:
-            return None  # no cpu request: no energy to estimate
-        spec = mapping(binding, "spec")
-        replicas = spec.get("replicas")
-        if not isinstance(replicas, int) or replicas <= 0:
-            replicas = sum(actual.values())
-        target = workload(binding)
-        uid = str(dig(spec, "resource", "uid") or "") if target else ""
-        room_now = {
-            name: (room(summary, need) or 0) + actual.get(name, 0)
-            for name, summary in summaries.items()
-        }
-        counterfactual = counterfactual_placement(policy, replicas, uid=uid, room=room_now)
-        joules = None
-        if target is not None and pods:
-            _, kind, namespace, name = target
-            joules = measured(workload_joules(pods, kind, namespace, name), actual)
-        try:
-            interval = account(
-                actual,
-                actual if counterfactual is None else counterfactual,
-                intensities,
-                vcpu_per_replica=float(cpu),
-                hours=hours,
-                coefficients=self.coefficients,
-                joules=joules,
-            )
-        except AccountingError as exc:
-            log.info(
-                "accounting_skipped", binding=meta_of(binding).namespaced_name, reason=str(exc)
-            )
-            return None
-        return interval, actual
-
-    async def _nodepools(
-        self, ctx: Context, hours: float, node_joules: Mapping[str, float]
-    ) -> list[tuple[ObjectKey, Interval, Mapping[str, float]]]:
-        pools = [(row.kind, p) for row in accounted("nodes") for p in await self._managed(row)]
-        if not pools:
-            return []
-        try:
-            nodes = await self.core.list_node(
-                label_selector=NODEPOOL_LABEL, _request_timeout=REQUEST_TIMEOUT
-            )
-        except ApiException as exc:
-            if not refused(exc, "list", "nodes"):
-                log.warning("accounting_list_failed", resource="nodes", error=error_name(exc))
-            return []
-        topology = dict(self.config.nodepools.topology_zones)
-        millicores: dict[str, dict[str, int]] = {}
-        joules: dict[str, dict[str, float]] = {}
-        for node in nodes.items:
-            labels = strings(node.metadata.labels)
-            owner_pool, zone = labels.get(NODEPOOL_LABEL), labels.get(ZONE_LABEL) or "local"
-            cpu = quantity(strings(node.status.capacity if node.status else None).get("cpu"))
-            if owner_pool and cpu is not None and cpu > 0:
-                per = millicores.setdefault(str(owner_pool), {})
-                per[zone] = per.get(zone, 0) + int(cpu * 1000)
-                used = joules.setdefault(str(owner_pool), {})
-                used[zone] = used.get(zone, 0.0) + node_joules.get(node.metadata.name, 0.0)
-        out: list[tuple[ObjectKey, Interval, Mapping[str, float]]] = []
-        for kind, pool in pools:
-            name = meta_of(pool).name
-            actual = millicores.get(name)
-            if not actual:
-                continue
-            places = set(actual) | set(topology)
-            intensities = _zone_intensities(ctx, places, topology, self.config.zone)
-            allowed = nodepool_zones(pool, topology)
-            counterfactual = (
-                divide_static(sum(actual.values()), dict.fromkeys(allowed, 1))
-                if allowed
-                else actual
-            )
-            try:
-                interval = account(
-                    actual,
-                    counterfactual,
-                    intensities,
-                    vcpu_per_replica=MILLI,
-                    hours=hours,
-                    coefficients=self.coefficients,
-                    joules=measured(joules.get(name, {}), actual) if node_joules else None,
-                )
-            except AccountingError as exc:
-                log.info("accounting_skipped", nodepool=name, reason=str(exc))
-                continue
-            vcpus = {z: m * MILLI for z, m in actual.items()}
-            out.append(((kind, "", name), interval, vcpus))
-        return out
-
-    async def _offloaded(
-        self, ctx: Context, hours: float
-    ) -> list[tuple[ObjectKey, Interval, Mapping[str, float]]]:
-        offloadings = [
-            (row.kind, o) for row in accounted("offloaded-pods") for o in await self._managed(row)
-        ]
-        if not offloadings:
-            return []
-        try:
-            virtual = await self.core.list_node(
-                label_selector=VIRTUAL_NODES, _request_timeout=REQUEST_TIMEOUT
-            )
-        except ApiException as exc:
-            if not refused(exc, "list", "nodes"):
-                log.warning("accounting_list_failed", resource="nodes", error=error_name(exc))
-            return []
-        remote = {
-            node.metadata.name: str(cluster_id)
-            for node in virtual.items
-            if (cluster_id := strings(node.metadata.labels).get(REMOTE_ID_LABEL))
-        }
-        peers = ctx.known_peers
-        intensities = _intensities(peers, ctx)
-        out: list[tuple[ObjectKey, Interval, Mapping[str, float]]] = []
-        for kind, obj in offloadings:
-            meta = meta_of(obj)
-            got = await self._offloaded_pods(meta.namespace, remote)
-            if got is None:
-                return out
-            millicores, pods = got
-            if not millicores:
-                continue
-            try:
-                interval = account(
-                    millicores,
-                    offloaded_counterfactual(obj, millicores, peers),
-                    intensities,
-                    vcpu_per_replica=MILLI,
-                    hours=hours,
-                    coefficients=self.coefficients,
-                )
-            except AccountingError as exc:
-                log.info("accounting_skipped", offloading=meta.namespaced_name, reason=str(exc))
-                continue
-            out.append(((kind, meta.namespace, meta.name), interval, pods))
-        return out
-
-    async def _offloaded_pods(
-        self, namespace: str, remote: Mapping[str, str]
-    ) -> tuple[dict[str, int], dict[str, float]] | None:
-        """Millicores requested and pods per remote cluster of the Running pods of
-        ``namespace`` on virtual nodes; None when the pods cannot be listed."""
-        try:
-            listed = await self.core.list_namespaced_pod(
-                namespace, _request_timeout=REQUEST_TIMEOUT
-            )
-        except ApiException as exc:
-            if not refused(exc, "list", "pods"):
-                log.warning("accounting_list_failed", resource="pods", error=error_name(exc))
-            return None
-        millicores: dict[str, int] = {}
-        pods: dict[str, float] = {}
-        for pod in listed.items:
-            cluster_id = remote.get((pod.spec.node_name if pod.spec else None) or "")
-            if cluster_id is None or (pod.status.phase if pod.status else None) != "Running":
-                continue
-            cpu = sum(
-                (
-                    quantity(strings(c.resources.requests if c.resources else None).get("cpu"))
-                    or Decimal(0)
-                    for c in items(pod.spec.containers)
-                ),
-                Decimal(0),
-            )
-            if cpu <= 0:
-                continue  # no cpu request: no energy to estimate
-            millicores[cluster_id] = millicores.get(cluster_id, 0) + int(cpu * 1000)
-            pods[cluster_id] = pods.get(cluster_id, 0) + 1
-        return millicores, pods
-
     # --- reading and writing --------------------------------------------------------------
-
-    async def _managed(self, row: Kind) -> list[Obj]:
-        """The objects of ``row``'s kind carbonshift decided (``carbonshift.io/decision``)."""
-        listed = await self._list(row.api)
-        return [o for o in listed if DECISION in meta_of(o).annotations]
-
-    async def _list(self, resource: Resource) -> list[Obj]:
-        """Every object of the resource; none when it cannot be listed now."""
-        listed = await list_objects(self.api, resource, event="accounting_list_failed")
-        return listed if listed is not None else []  # none this pass
 
     async def _load(self) -> Ledger | None:
         """The persisted ledger (empty when there is none); None when it cannot be read."""
@@ -594,30 +425,19 @@ def _publish_all(ledger: Ledger) -> None:
             metrics.AVOIDED_GRAMS.labels(*labels).set(totals.avoided_grams)
 
 
-def _cluster_intensities(ctx: Context) -> dict[str, Intensity]:
-    """Member cluster -> the intensity of its grid zone now (clusters without one left out)."""
-    return _intensities(ctx.clusters, ctx)
+async def _managed(books: Pass, kind: Kind) -> list[Obj]:
+    """The objects of ``kind`` carbonshift decided (``carbonshift.io/decision``)."""
+    listed = await books.objects(kind.api)
+    return [o for o in listed if DECISION in meta_of(o).annotations]
 
 
-def _intensities(places: Mapping[str, ClusterConfig], ctx: Context) -> dict[str, Intensity]:
-    """Place (member cluster, remote cluster id) -> the intensity of its grid zone now."""
+def intensities(places: Mapping[str, ClusterConfig], ctx: Context) -> dict[str, Intensity]:
+    """Place (member cluster, remote cluster id) -> the intensity of its grid zone now
+    (places without one left out)."""
     out = {}
     for name, member in places.items():
         zone = member.grid_zone
         reading = ctx.table.get(zone) if zone else None
         if reading is not None:
             out[name] = Intensity(reading.value, reading.signal, reading.source)
-    return out
-
-
-def _zone_intensities(
-    ctx: Context, places: Iterable[str], topology: Mapping[str, str], local: str | None
-) -> dict[str, Intensity]:
-    """Topology zone -> the intensity of its grid zone (``local``: the config's zone)."""
-    out = {}
-    for place in places:
-        zone = topology.get(place) or local
-        reading = ctx.table.get(zone) if zone else None
-        if reading is not None:
-            out[place] = Intensity(reading.value, reading.signal, reading.source)
     return out

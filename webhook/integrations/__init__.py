@@ -3,9 +3,10 @@ Karpenter, Liqo, Open Cluster Management, Kueue, and what they share (``carbonsh
 the re-evaluation, the accounting, the Events).
 
 A row carries its handled kinds, the leader's controllers it runs (each switched by its
-config section), the ClusterRole rules it needs besides its kinds' own, and the Event
-reasons it records about objects that are no handled kind. The application manager
-(:mod:`webhook.app`) starts :func:`controllers`; ``make generate``
+config section), the ClusterRole rules it needs besides its kinds' own, its accounting
+hooks (how the leader accounts its kinds' emissions) and the Event reasons it records
+about objects that are no handled kind. The application manager (:mod:`webhook.app`)
+starts :func:`controllers` (the accountant runs :func:`accounts`); ``make generate``
 (:mod:`devtools.manifests`) writes :func:`cluster_role`; the report and
 ``carbonshift explain`` read :data:`EVENT_REASONS`. Adding a technology: one module here
 with its row, listed in :data:`INTEGRATIONS`.
@@ -13,6 +14,7 @@ with its row, listed in :data:`INTEGRATIONS`.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -22,6 +24,7 @@ from webhook.integrations import core, karmada, karpenter, kueue, liqo, ocm
 from webhook.integrations.base import Fleet, Integration, Run, Wiring
 
 if TYPE_CHECKING:
+    from webhook.controllers.accounting import Accounts
     from webhook.controllers.runner import Controller, KeyedController
 
 __all__ = [
@@ -32,6 +35,8 @@ __all__ = [
     "Integration",
     "Run",
     "Wiring",
+    "accounted",
+    "accounts",
     "cluster_role",
     "controllers",
     "grants",
@@ -65,9 +70,21 @@ def cluster_role(registry: kinds.Registry = kinds.REGISTRY) -> list[kinds.Rule]:
     return registry.cluster_role(grants())
 
 
+def accounts() -> tuple[Accounts, ...]:
+    """Every row's accounting hooks, in row order (the order the accountant runs them)."""
+    return tuple(hook for row in INTEGRATIONS for hook in row.accounting)
+
+
+def accounted() -> tuple[kinds.Kind, ...]:
+    """The kinds whose managed objects the leader accounts (a hook of their row names them)."""
+    return tuple(kind for hook in accounts() for kind in hook.kinds)
+
+
 def controllers(wiring: Wiring) -> list[Controller | KeyedController[Any]]:
-    """The leader's controllers the configuration switches on, row by row, in start order;
-    a section switched off is logged once (``<section>_disabled``)."""
+    """The leader's controllers the configuration switches on, row by row, in start order
+    (built with the rows' accounting hooks, :func:`accounts`); a section switched off is
+    logged once (``<section>_disabled``)."""
+    wiring = dataclasses.replace(wiring, accounts=accounts())
     config = wiring.config
     out: list[Controller | KeyedController[Any]] = []
     sections: dict[str, None] = {}

@@ -13,6 +13,7 @@ from webhook.world import World
 if TYPE_CHECKING:
     from kubernetes_asyncio.client import ApiClient
 
+    from webhook.controllers.accounting import Accounts
     from webhook.controllers.overlays import Obj
     from webhook.controllers.runner import Controller, KeyedController
     from webhook.kube.cache import WatchedCache
@@ -43,12 +44,15 @@ class Fleet:
 @dataclasses.dataclass(frozen=True, slots=True)
 class Wiring:
     """What a controller is built from: the configuration, the world every decision reads,
-    the cluster-facing parts and the connection settings."""
+    the cluster-facing parts, the connection settings and the accounting hooks."""
 
     config: Config
     world: World
     fleet: Fleet
     kube: Settings
+    accounts: tuple[Accounts, ...] = ()
+    """The integrations' accounting hooks, in row order (:func:`webhook.integrations.controllers`
+    hands the rows' :attr:`Integration.accounting`; the accountant runs them)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -64,8 +68,9 @@ class Run:
 @dataclasses.dataclass(frozen=True, slots=True)
 class Integration:
     """One technology: the kinds carbonshift handles for it, the controllers the leader
-    runs for it, the RBAC it needs besides its kinds' own, and the Event reasons recorded
-    about objects that are no handled kind."""
+    runs for it, the RBAC it needs besides its kinds' own, how the leader accounts its
+    kinds' emissions, and the Event reasons recorded about objects that are no handled
+    kind."""
 
     name: str
     kinds: tuple[Kind, ...] = ()
@@ -73,5 +78,8 @@ class Integration:
     runs: tuple[Run, ...] = ()
     grants: tuple[Grant, ...] = ()
     """ClusterRole rules besides its kinds' (:attr:`webhook.kinds.Kind.grants`)."""
+    accounting: tuple[Accounts, ...] = ()
+    """Its accounting hooks (:class:`webhook.controllers.accounting.Accounts`): each says
+    which of its kinds it accounts and how; a kind no hook names is not accounted."""
     events: Mapping[str, str] = dataclasses.field(default_factory=dict)
     """Event reason -> what it is recorded about, for reasons about no handled kind."""

@@ -30,7 +30,8 @@ def _accounting(w: Wiring) -> Sequence[Controller]:
     from webhook.controllers.accounting import Accountant  # noqa: PLC0415
 
     f = w.fleet
-    return [Accountant(f.api, w.config, w.world.context, f.elector, namespace=w.kube.namespace)]
+    return [Accountant(f.api, w.config, w.world.context, f.elector, namespace=w.kube.namespace,
+                       accounts=w.accounts)]  # fmt: skip
 
 
 ROW = Integration(

@@ -1,12 +1,14 @@
 """Karmada: the (Cluster)PropagationPolicies admission and the leader place by carbon, the
-Clusters' intensity labels, the non-workloads carried to every cluster replicas may use, and
-what the Karmada policy CRDs keep (which placement shape carbonshift writes)."""
+Clusters' intensity labels, the non-workloads carried to every cluster replicas may use,
+what the Karmada policy CRDs keep (which placement shape carbonshift writes), and the
+policies' accounting by their ResourceBindings' replicas."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from webhook.controllers.accounting_karmada import Bindings
 from webhook.integrations.base import Integration, Run, Wiring
 from webhook.kinds import Grant
 from webhook.kinds.policies import CLUSTER_PROPAGATION_POLICY, PROPAGATION_POLICY
@@ -29,10 +31,13 @@ def _carry(w: Wiring) -> Sequence[Controller]:
     return [Carrier(f.api, w.config, f.elector, events=f.events)]
 
 
+KINDS = (PROPAGATION_POLICY, CLUSTER_PROPAGATION_POLICY)
+
 ROW = Integration(
     "karmada",
-    kinds=(PROPAGATION_POLICY, CLUSTER_PROPAGATION_POLICY),
+    kinds=KINDS,
     runs=(Run("labels", _labels), Run("carry", _carry)),
+    accounting=(Bindings(KINDS),),
     grants=(
         Grant(
             "cluster.karmada.io",

@@ -1,11 +1,13 @@
 """Liqo: NamespaceOffloadings placed on the greenest remote clusters, read from Liqo's
-virtual nodes, which the leader labels with their intensity."""
+virtual nodes, which the leader labels with their intensity; the offloadings are accounted
+by their namespace's pods running on those virtual nodes."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from webhook.controllers.accounting_liqo import OffloadedPods
 from webhook.integrations.base import Integration, Run, Wiring
 from webhook.kinds import Grant
 from webhook.kinds.offloadings import NAMESPACE_OFFLOADING
@@ -27,6 +29,7 @@ ROW = Integration(
     "liqo",
     kinds=(NAMESPACE_OFFLOADING,),
     runs=(Run("labels", _labels),),
+    accounting=(OffloadedPods((NAMESPACE_OFFLOADING,)),),
     grants=(
         Grant(
             "",

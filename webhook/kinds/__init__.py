@@ -6,12 +6,13 @@ Each kind is a :class:`~webhook.kinds.base.Kind` in its own module
 decider, its scope and opt-in rule, how the leader follows it, the Events and the gauge
 it feeds, and the RBAC it needs. :data:`REGISTRY` lists them; admission dispatches on it,
 the re-evaluation (:mod:`webhook.kinds.reevaluation`) follows the kinds it says are
-followed, ``carbonshift mutate`` builds reviews from it, the accounting and the report
-iterate it, and ``make generate`` (:mod:`devtools.manifests`) writes the webhook
-registration's ``rules:`` (:meth:`Registry.webhook_rules`) and the ClusterRole's rules
-(:meth:`Registry.cluster_role`: the kinds' grants and the integrations',
-:func:`webhook.integrations.cluster_role`) into ``manifests/base/`` and the chart's
-templates. Each kind belongs to one integration (:mod:`webhook.integrations`).
+followed, ``carbonshift mutate`` builds reviews from it, the report iterates it, and
+``make generate`` (:mod:`devtools.manifests`) writes the webhook registration's ``rules:``
+(:meth:`Registry.webhook_rules`) and the ClusterRole's rules (:meth:`Registry.cluster_role`:
+the kinds' grants and the integrations', :func:`webhook.integrations.cluster_role`) into
+``manifests/base/`` and the chart's templates. Each kind belongs to one integration
+(:mod:`webhook.integrations`), whose row also says how the leader accounts it (its
+accounting hooks).
 
 Adding a kind: one module here with its :class:`Kind` and a row in :data:`REGISTRY`,
 ``make generate``, and tests.
@@ -135,10 +136,6 @@ class Registry:
     def events(self) -> frozenset[str]:
         """Every Event reason recorded about a handled kind."""
         return frozenset(reason for k in self.rows for reason in k.events)
-
-    def accounted(self) -> tuple[Kind, ...]:
-        """The kinds whose managed objects the leader accounts."""
-        return tuple(k for k in self.rows if k.accounting is not None)
 
     def with_(self, *rows: Kind) -> Registry:
         """This registry and ``rows`` besides (a test's own kind)."""

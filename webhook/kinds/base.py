@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from webhook.decision import follow
 from webhook.decision.karmada import following
@@ -150,19 +150,6 @@ class Following:
     tally: Tally | None = None
 
 
-Accounting = Literal["bindings", "nodes", "offloaded-pods"]
-"""How the leader accounts a managed object's emissions (:mod:`webhook.controllers.accounting`):
-
-- ``bindings``: the replicas its Karmada ResourceBindings place per member cluster, at
-  their cpu request, against the user's own placement;
-- ``nodes``: the vCPUs of the Nodes it launched (label ``karpenter.sh/nodepool``) per
-  topology zone, against an even spread over the zones the user's requirements allow;
-- ``offloaded-pods``: the cpu requests of its namespace's pods running on Liqo virtual
-  nodes, per remote cluster, against an even spread over the remote clusters the user's
-  own selector allows (always estimated: the local Kepler does not see remote pods).
-"""
-
-
 @dataclasses.dataclass(frozen=True, slots=True)
 class Kind:
     """One handled kind."""
@@ -186,8 +173,6 @@ class Kind:
     following touches besides)."""
     events: tuple[str, ...] = ()
     """Every Event reason recorded about objects of this kind or on their behalf."""
-    accounting: Accounting | None = None
-    """How the leader accounts its managed objects' emissions; None: not accounted."""
     operations: tuple[str, ...] = ("CREATE", "UPDATE")
     """The admission operations its webhook rule registers."""
 

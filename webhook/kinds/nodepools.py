@@ -103,5 +103,4 @@ NODEPOOL = Kind(
         "CarbonPriceNotApplied",
         "CarbonZoneUnknown",
     ),
-    accounting="nodes",
 )

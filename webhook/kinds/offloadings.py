@@ -3,15 +3,15 @@
 Admission narrows ``spec.clusterSelector`` to the greenest remote clusters
 (:func:`webhook.decision.liqo.offloading.decide`); the leader follows the grid alike.
 
-Accounting (``offloaded-pods``): what the object decides is where its namespace's pods
-run remotely, so the leader accounts the pods of the namespace that run on Liqo virtual
-nodes, per remote cluster (``liqo.io/remote-cluster-id``), at their cpu requests, like a
-policy's replicas: energy is estimated with the coefficient, never measured, since the
-leader's Kepler sees the virtual node, not the remote cluster's machines. The
-counterfactual spreads the same vCPUs evenly over the remote clusters the user's own
-``clusterSelector`` allows (:func:`counterfactual`), as a NodePool's spreads over its
-allowed zones: Liqo's scheduler has no fixed division to replay. Pods running locally are
-not the object's doing and are not accounted.
+Accounting (Liqo's hook, :mod:`webhook.controllers.accounting_liqo`): what the object
+decides is where its namespace's pods run remotely, so the leader accounts the pods of the
+namespace that run on Liqo virtual nodes, per remote cluster (``liqo.io/remote-cluster-id``),
+at their cpu requests, like a policy's replicas: energy is estimated with the coefficient,
+never measured, since the leader's Kepler sees the virtual node, not the remote cluster's
+machines. The counterfactual spreads the same vCPUs evenly over the remote clusters the
+user's own ``clusterSelector`` allows (:func:`counterfactual`), as a NodePool's spreads over
+its allowed zones: Liqo's scheduler has no fixed division to replay. Pods running locally
+are not the object's doing and are not accounted.
 """
 
 from __future__ import annotations
@@ -92,5 +92,4 @@ NAMESPACE_OFFLOADING = Kind(
         ),
     ),
     events=("CarbonRebalanced", "CarbonFieldReleased"),
-    accounting="offloaded-pods",
 )

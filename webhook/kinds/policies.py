@@ -80,7 +80,6 @@ def _policy(kind: str, resource: str, *, namespaced: bool) -> Kind:
         following=Following(),
         grants=GRANTS,
         events=EVENTS,
-        accounting="bindings",
     )
 
 
