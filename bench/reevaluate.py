@@ -64,7 +64,7 @@ from bench.harness import RESULTS, SERVER_CPU, machine, write_table
 from webhook import kinds
 from webhook.cli import preview
 from webhook.controllers.follower import Follower
-from webhook.controllers.rebalancer import Rebalancer
+from webhook.controllers.rebalancer import Rebalancer, Rebalancing
 from webhook.decision.karmada.bindings import PP_NAME, PP_NAMESPACE
 from webhook.decision.karmada.capacity import tier_fill
 from webhook.decision.karmada.terms import fill_tiers
@@ -534,8 +534,7 @@ def _answered_by(loop: Follower, api: Memory) -> Rebalancer:
     for cache in loop.caches:
         cache.objects = lambda _api: api  # type: ignore[attr-defined]
     loop.objects = api  # type: ignore[assignment]
-    loop.keepers.overlays.objects = api  # type: ignore[assignment]  # no NodePools: none
-    mover = loop.keepers.rebalancer
+    mover = next(k.rebalancer for k in loop.keepers if isinstance(k, Rebalancing))
     if mover is None:
         raise RuntimeError("rebalance is not enabled in the config")
     mover.objects = api  # type: ignore[assignment]
@@ -584,9 +583,8 @@ async def _passes(
         events = EventRecorder(kube, "bench")
         events.events = api  # type: ignore[assignment]
         rooms = [0]
-        loop = Follower(kube, cfg, lambda: now[0], Leading(), events=events, outlook=outlook,
-                        rooms=lambda: rooms[0])  # fmt: skip
-        keepers = loop.keepers
+        loop = Follower(kube, cfg, lambda: now[0], Leading(), events=events, outlook=outlook)
+        keepers = Rebalancing(loop, rooms=lambda: rooms[0])
         mover = _answered_by(loop, api)
         inner = mover.rebalance
         spent: list[tuple[float, collections.Counter[str]]] = []

@@ -19,8 +19,9 @@ from tests import kubeapi
 from tests.support import NOW, Clock, eventually, reading
 from webhook import testing
 from webhook.cli.preview import preview
-from webhook.controllers import follower as follower_module
+from webhook.controllers import keeper as keeper_module
 from webhook.controllers.follower import Follower
+from webhook.controllers.rebalancer import Rebalancing
 from webhook.decision.record import Record, switches
 from webhook.kinds import Context
 from webhook.kube.events import EventRecorder
@@ -429,11 +430,11 @@ async def test_as_a_controller_it_acts_on_changes_not_on_a_clock(kube: kubeapi.K
 async def test_the_keepers_look_again_when_a_members_room_changes(
     kube: kubeapi.KubeApi, grid: Grid, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(follower_module, "ROOM_SECONDS", 0.0)
+    monkeypatch.setattr(keeper_module, "MOVED_SECONDS", 0.0)
     rooms = [0]
     gate = kubeapi.Gate()
-    loop = Follower(kube.api, grid.config, grid.context, gate, rooms=lambda: rooms[0])
-    keepers = loop.keepers
+    loop = Follower(kube.api, grid.config, grid.context, gate)
+    keepers = Rebalancing(loop, rooms=lambda: rooms[0])
     await loop.sync()  # decides every object, then the keepers run once
     assert not keepers.changed()  # nothing moved since
     keepers._took = 0.0  # as if the pass took no time: room may call the next at once

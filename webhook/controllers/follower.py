@@ -29,19 +29,16 @@ a warning log line and ``carbonshift_fields_dropped_total{kind,field}`` say so. 
 ``carbonshift_writes_total{kind}``, ``carbonshift_reevaluation_duration_seconds`` (one
 object) and ``carbonshift_paused_nodepools``.
 
-What the objects stand as is kept per key (:class:`Standing`) for the
-:class:`Keepers` controller, which runs after changes settle: the
-:class:`~webhook.controllers.rebalancer.Rebalancer` (``rebalance.enabled``) asks Karmada
-to move replicas of managed ordered fills back to greener tiers where that is worth it,
-and the :class:`~webhook.controllers.overlays.OverlayKeeper` prices the NodePools listed
-with NodeOverlays.
+After each decision the keepers of the object's kind hear how it stands
+(:class:`~webhook.controllers.keeper.Keeper`, registered by the integrations' rows: Karmada's
+rebalancer, Karpenter's carbon prices) and run once the queue has settled. A switch a
+keeper says otherwise (Karmada's lazy activation) is counted, logged and recorded as the
+keeper says. This module names no technology.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import dataclasses
 import datetime
 import functools
 import time
@@ -54,13 +51,9 @@ import structlog
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
-from webhook.controllers import overlays
-from webhook.controllers.overlays import OverlayKeeper
-from webhook.controllers.rebalancer import Fill, Rebalancer, Watched
-from webhook.controllers.runner import Controller, KeyedController
+from webhook.controllers.keeper import Keeper, Switched
+from webhook.controllers.runner import Cache, KeyedController
 from webhook.decision import follow
-from webhook.decision.karmada import carry
-from webhook.decision.karmada.bindings import PolicyKey, policy_key
 from webhook.decision.record import Record, fingerprint, switches
 from webhook.kinds import Context, Kind
 from webhook.kinds.reevaluation import Outlook, Reevaluation, Target, targets
@@ -92,13 +85,9 @@ NAMESPACES_SECONDS = 5.0
 be listed."""
 
 
-POOLS = overlays.FOLLOWS
-"""The kind the carbon price keeper reads every object of (NodePool)."""
-
-
 def _every(obj: Mapping[str, Any], _before: bytes | None) -> bytes:
-    """A NodePool as the cache holds it, managed or not: the carbon price keeper reads
-    every NodePool (compressed bytes, as :func:`_managed`)."""
+    """An object as the cache holds it, managed or not, for a kind a keeper reads every
+    object of (compressed bytes, as :func:`_managed`)."""
     return zlib.compress(orjson.dumps(obj), 1)
 
 
@@ -149,15 +138,10 @@ class Follower(KeyedController[Key]):
         events: EventRecorder | None = None,
         followed: tuple[Target, ...] | None = None,
         outlook: Outlook | None = None,
-        overlays: WatchedCache[Obj] | None = None,
-        rooms: Callable[[], int] | None = None,
     ) -> None:
         """``outlook``: the feed's (:meth:`IntensityFeed.outlook`); without it NodePools
-        are decided without a forecast. ``overlays``: the watched cache of carbonshift's
-        NodeOverlays (:func:`webhook.controllers.overlays.watched`); without it no carbon
-        price is kept. ``rooms``: a number that grows whenever a member's room changes
-        (:attr:`webhook.kube.inventory.FleetInventory.rooms`): the rebalancer looks again
-        then."""
+        are decided without a forecast. The keepers register themselves
+        (:class:`~webhook.controllers.keeper.Keeper`)."""
         self.api = api
         self.objects = client.CustomObjectsApi(api)
         self.config = config
@@ -174,7 +158,7 @@ class Follower(KeyedController[Key]):
         self.stored: dict[str, WatchedCache[bytes | None]] = {
             t.row.kind: WatchedCache(
                 t.row.api,
-                _every if t.row.kind == POOLS else _managed,
+                _managed,
                 kind=t.row.kind.lower(),
                 on_keys=functools.partial(self._objects_changed, t.row.kind),
             )
@@ -190,12 +174,13 @@ class Follower(KeyedController[Key]):
                 label_selector=f"{ENABLED}=true",
                 on_keys=self._namespaces_changed,
             )
-        self.caches = (*self.stored.values(), *([self.namespaces] if self.namespaces else []))
-        self.standing = Standing()
-        self.rooms = rooms
-        self.keepers = Keepers(self, overlays)
-        if (mover := self.keepers.rebalancer) is not None and mover.watched is not None:
-            self.caches = (*self.caches, *mover.watched.caches)
+        self._caches: tuple[Cache, ...] = (
+            *self.stored.values(),
+            *([self.namespaces] if self.namespaces else []),
+        )
+        self.counted: dict[str, set[Key]] = {}
+        """Kind -> the objects its gauge counts (:attr:`~webhook.kinds.base.Following.tally`)."""
+        self.keepers: list[Keeper] = []
         self.queue = WorkQueue()
         self.written = 0
         """Objects written since the replica started (for tests and benchmarks)."""
@@ -209,6 +194,23 @@ class Follower(KeyedController[Key]):
         self._reads: dict[Key, tuple[str, ...]] = {}
         """Key -> the zones its last decision read (sorted; one tuple shared per set)."""
         self._zonesets: dict[frozenset[str], tuple[str, ...]] = {}
+
+    def add(self, keeper: Keeper) -> None:
+        """Tell ``keeper`` how the objects of its kinds stand from now on (its caches are
+        started with the follower's)."""
+        self.keepers.append(keeper)
+        for kind in keeper.every & self.stored.keys():
+            self.stored[kind].decode = _every
+
+    @property
+    def caches(self) -> tuple[Cache, ...]:  # type: ignore[override]
+        """The follower's watched caches and its keepers'."""
+        return (*self._caches, *(c for keeper in self.keepers for c in keeper.caches))
+
+    @property
+    def inputs(self) -> tuple[object, ...] | None:
+        """What every decision reads besides the object, as :meth:`poll` last saw it."""
+        return self._inputs
 
     # --- which keys ----------------------------------------------------------------------
 
@@ -266,11 +268,19 @@ class Follower(KeyedController[Key]):
             )  # fmt: skip
 
     def settled(self) -> None:
-        """What this term decided has been written: the keepers look at it now."""
-        self.keepers.wake()
+        """What this term decided has been written: the kinds' gauges say it, and the
+        keepers look at it now."""
+        self._tallies()
+        for keeper in self.keepers:
+            keeper.wake()
+
+    def _tallies(self) -> None:
+        for target in self.targets:
+            if (tally := target.following.tally) is not None:
+                counted = self.counted.get(target.row.kind, ())
+                metrics.tally(tally.name, tally.documentation).set(len(counted))
 
     def lost(self) -> None:
-        self.keepers.overlays.forget()  # a new term reads the overlays as the watch has them
         self._held.clear()
         self._reads.clear()
         self._inputs = self._tables = None
@@ -291,7 +301,7 @@ class Follower(KeyedController[Key]):
         if held is None or (row.namespaced and namespace not in namespaces):
             self._held.pop(key, None)  # gone, unmanaged or not opted in
             self._reads.pop(key, None)
-            self.standing.drop(key)
+            self._drop(key)
             return None
         started = time.monotonic()
         obj: Obj = orjson.loads(zlib.decompress(held))
@@ -314,8 +324,28 @@ class Follower(KeyedController[Key]):
         finally:
             metrics.REEVALUATION_SECONDS.observe(time.monotonic() - started)
         self.written += done
-        self.standing.stand(key, target, stands, rewritten=done > 0)
+        self._stand(key, target, stands, rewritten=done > 0)
         return self._next(action)
+
+    def _stand(self, key: Key, target: Target, obj: Obj, *, rewritten: bool) -> None:
+        """How ``obj`` stands now: its kind's gauge and the keepers of its kind."""
+        kind = target.row.kind
+        tally = target.following.tally
+        counted = self.counted.setdefault(kind, set())
+        if tally is not None and tally.counts(obj):
+            counted.add(key)
+        else:
+            counted.discard(key)
+        for keeper in self.keepers:
+            if kind in keeper.kinds and keeper.stand(key, obj, rewritten=rewritten):
+                keeper.changes = True
+
+    def _drop(self, key: Key) -> None:
+        for counted in self.counted.values():
+            counted.discard(key)
+        for keeper in self.keepers:
+            if key[0] in keeper.kinds and keeper.drop(key):
+                keeper.changes = True
 
     def _next(self, action: follow.Action | None) -> float:
         """Seconds until the hold ``action`` waits on ends, at most the safety net."""
@@ -349,8 +379,10 @@ class Follower(KeyedController[Key]):
             if not self.gate.leading:
                 break
             await self.reconcile(key)
-        if self.gate.leading:
-            await self.keepers.reconcile()
+        self._tallies()
+        for keeper in self.keepers:
+            if self.gate.leading:
+                await keeper.reconcile()
         return self.written - before
 
     def _decide(
@@ -403,7 +435,8 @@ class Follower(KeyedController[Key]):
                 if fresh:  # a held verdict: this resourceVersion was looked at already
                     await self._announce_missed(row, obj)
                 return 0, obj, action
-            await self.keepers.quiet.wait()  # no write while the keepers plan on a pass
+            for keeper in self.keepers:  # no write while a keeper plans on a pass
+                await keeper.quiet.wait()
             if not self.gate.leading:
                 raise NotLeader("not leading")
             try:
@@ -419,8 +452,8 @@ class Follower(KeyedController[Key]):
                 obj = await self._read(row, obj)  # someone wrote first: decide again on it
                 continue
             metrics.WRITES.labels(row.kind).inc()
-            outcome = "lazy" if action.outcome == "switched" and carry.lazy(stored) else None
-            metrics.REEVALUATIONS.labels(row.kind, outcome or action.outcome).inc()
+            said = self._switched(row, stored) if action.outcome == "switched" else None
+            metrics.REEVALUATIONS.labels(row.kind, said.outcome if said else action.outcome).inc()
             await self._tell(row, stored, action)
             return 1, stored, action
         return 0, obj, None  # pragma: no cover - the loop always returns
@@ -459,6 +492,13 @@ class Follower(KeyedController[Key]):
         result: Obj = got
         return result
 
+    def _switched(self, row: Kind, stored: Obj) -> Switched | None:
+        """How a keeper of the kind has a switch of ``stored`` said (None: as a switch)."""
+        for keeper in self.keepers:
+            if row.kind in keeper.kinds and (said := keeper.switched(stored)) is not None:
+                return said
+        return None
+
     async def _announce_missed(self, row: Kind, obj: Obj) -> None:
         """Record the Event of the object's last switch if it is recent and its Event is
         missing: a leader that died between its write and its Event leaves that to the
@@ -477,8 +517,9 @@ class Follower(KeyedController[Key]):
             named = row.following.events if row.following is not None else {}
             if pause in named:
                 (reason, verb), note = named[pause], f"carbonshift: {pause} at {entry['t']}"
-            elif carry.lazy(obj):
-                (reason, verb), note = LAZY, f"{LAZY_NOTE} (switched at {entry['t']})"
+            elif (said := self._switched(row, obj)) is not None:
+                reason, verb = said.reason, said.verb
+                note = f"{said.note} (switched at {entry['t']})"
             else:
                 reason, verb = REBALANCED
                 note = f"switched at {entry['t']}"
@@ -510,9 +551,9 @@ class Follower(KeyedController[Key]):
                 hint="the API server pruned it (its policy CRD lacks the field): karmada.version "
                 "may name a newer Karmada than the one running",
             )
-        elif action.outcome == "switched" and carry.lazy(stored):
-            (reason, verb), note = LAZY, LAZY_NOTE
-            log.info("placement_deferred", kind=row.kind, name=name, reason=action.reason)
+        elif action.outcome == "switched" and (said := self._switched(row, stored)):
+            reason, verb, note = said.reason, said.verb, said.note
+            log.info(said.log, kind=row.kind, name=name, reason=action.reason)
         elif action.outcome == "switched":
             (reason, verb), note = REBALANCED, "placement switched"
             log.info("placement_switched", kind=row.kind, name=name, reason=action.reason)
@@ -541,169 +582,6 @@ class Follower(KeyedController[Key]):
         }
 
 
-@dataclasses.dataclass(slots=True)
-class Standing:
-    """What the managed objects stand as, per key, for the keepers (the rebalancer, the
-    carbon price overlays, the lazy policies' and the kinds' gauges)."""
-
-    fills: dict[Key, Fill] = dataclasses.field(default_factory=dict)
-    lazy: set[Key] = dataclasses.field(default_factory=set)
-    counted: dict[str, set[Key]] = dataclasses.field(default_factory=dict)
-    """Kind -> the objects its gauge counts."""
-    pools: dict[Key, Obj] = dataclasses.field(default_factory=dict)
-    rewritten: set[PolicyKey] = dataclasses.field(default_factory=set)
-    """The policies written since the keepers last ran: Karmada schedules their bindings
-    again by itself."""
-    changed: bool = True
-    """Something changed since the keepers last ran."""
-
-    def stand(self, key: Key, target: Target, obj: Obj, *, rewritten: bool) -> None:
-        kind = target.row.kind
-        tally = target.following.tally
-        counted = self.counted.setdefault(kind, set())
-        if tally is not None and tally.counts(obj):
-            counted.add(key)
-        else:
-            counted.discard(key)
-        if kind in POLICY_KINDS:
-            if _lazy(obj):
-                self.lazy.add(key)
-            else:
-                self.lazy.discard(key)
-            if rewritten:
-                self.rewritten.add(policy_key(obj))
-            fill = Fill.of(obj)
-            if fill is not None:
-                if self.fills.get(key) != fill:
-                    self.changed = True
-                self.fills[key] = fill
-            elif self.fills.pop(key, None) is not None:
-                self.changed = True
-        elif kind == overlays.FOLLOWS:
-            if self.pools.get(key) != obj:
-                self.changed = True
-            self.pools[key] = obj
-        self.changed = self.changed or rewritten
-
-    def drop(self, key: Key) -> None:
-        self.changed = self.changed or key in self.fills or key in self.pools
-        self.fills.pop(key, None)
-        self.pools.pop(key, None)
-        self.lazy.discard(key)
-        for counted in self.counted.values():
-            counted.discard(key)
-
-
-class Keepers(Controller):
-    """After the re-evaluation: the rebalancer (moves replicas back to greener tiers), the
-    carbon price overlays of the NodePools, and the gauges over the managed objects. Runs
-    as soon as the follower's queue has settled after a change (the follower wakes it),
-    and every ``reevaluate.interval_seconds``; never while the follower has keys queued
-    or in progress, and the follower's writes wait while a pass runs, so a pass plans on
-    the policies as written and knows which it just rewrote (their bindings are
-    Karmada's to schedule again, as in one sequential pass)."""
-
-    name = "rebalance"
-
-    def __init__(self, follower: Follower, overlays: WatchedCache[Obj] | None) -> None:
-        self.follower = follower
-        self.gate = follower.gate
-        self.interval = follower.interval
-        config = follower.config
-        api = follower.api
-        self.placed = 0
-        """Grows whenever a member Cluster or a binding changed (what a plan reads)."""
-        self.rebalancer = (
-            Rebalancer(
-                api,
-                config,
-                follower.gate,
-                events=follower.events,
-                watched=Watched.of(on_keys=self._placed),
-            )
-            if config.rebalance.enabled
-            else None
-        )
-        self.overlays = OverlayKeeper(
-            api, config, follower.gate, events=follower.events, cache=overlays
-        )
-        self._inputs: tuple[object, ...] | None = None
-        """The follower's inputs when the keepers last ran."""
-        self._rooms: tuple[int, int] | None = None
-        """The members' room (:attr:`Follower.rooms`) and the bindings' placements
-        (:attr:`placed`) when the keepers last ran."""
-        self._ended = 0.0
-        self._took = 0.0
-        """When the last pass ended and how long it took (monotonic seconds)."""
-        self.quiet = asyncio.Event()
-        """Set while no pass runs: the follower's writes wait for it."""
-        self.quiet.set()
-
-    def _placed(self, _keys: Collection[str]) -> None:
-        """A Cluster or a binding changed: a pass looks at it within a tick, no sooner
-        than a room change would be."""
-        self.placed += 1
-
-    def _room(self) -> tuple[int, int] | None:
-        """The members' room and the bindings' placements, as counters."""
-        rooms = self.follower.rooms
-        return (rooms() if rooms is not None else 0, self.placed)
-
-    def changed(self) -> bool:
-        """The objects, the fleet's room, the bindings or the intensities changed, and the
-        follower has decided what that changed (its queue is idle)."""
-        follower = self.follower
-        moved = follower.standing.changed or follower._inputs != self._inputs
-        if not moved and self._room() != self._rooms:
-            # Room and bindings change all the time in a busy fleet: a pass for them waits
-            # three times as long as the last one took (the rebalancer spends at most a
-            # quarter of a core on them alone), and at least ROOM_SECONDS.
-            rest = max(ROOM_SECONDS, 3 * self._took)
-            moved = time.monotonic() - self._ended >= rest
-        return moved and follower.queue.idle
-
-    async def reconcile(self) -> int:
-        """Run the keepers on the objects as they stand; the number of overlays written."""
-        follower, standing = self.follower, self.follower.standing
-        if not follower.queue.idle:
-            return 0  # the follower is deciding: it wakes the keepers once it has settled
-        self.quiet.clear()
-        started = time.monotonic()
-        self._rooms = self._room()
-        try:
-            return await self._keep(follower, standing)
-        finally:
-            self.quiet.set()
-            self._ended = time.monotonic()
-            self._took = self._ended - started
-
-    async def _keep(self, follower: Follower, standing: Standing) -> int:
-        standing.changed = False
-        self._inputs = follower._inputs
-        rewritten, standing.rewritten = standing.rewritten, set()
-        written = 0
-        try:
-            mover = self.rebalancer
-            if mover is not None and self.gate.leading:
-                if mover.watched is not None and not mover.watched.synced:
-                    standing.changed = True  # looked at once the caches synced
-                    standing.rewritten |= rewritten
-                else:
-                    ranked = follower.rules.ranked(follower.context())
-                    await mover.rebalance(list(standing.fills.values()), ranked, rewritten)
-            metrics.LAZY_POLICIES.set(len(standing.lazy))
-            for target in follower.targets:
-                if (tally := target.following.tally) is not None:
-                    counted = standing.counted.get(target.row.kind, ())
-                    metrics.tally(tally.name, tally.documentation).set(len(counted))
-            if any(t.row.kind == overlays.FOLLOWS for t in follower.targets) and self.gate.leading:
-                pools = list(standing.pools.values())
-                written += await self.overlays.keep(pools, follower.context())
-        except NotLeader:
-            pass
-        return written
-
-
 def _name(obj: Mapping[str, Any]) -> str:
     return meta_of(obj).namespaced_name
 
@@ -714,22 +592,9 @@ def _counts(target: Target, obj: Obj) -> int:
     return int(tally is not None and tally.counts(obj))
 
 
-POLICY_KINDS = ("PropagationPolicy", "ClusterPropagationPolicy")
-ROOM_SECONDS = 1.0
-"""The least time between two rebalancer passes run because a member's room changed."""
 REBALANCED = ("CarbonRebalanced", "Rebalance")
 DROPPED = "CarbonFieldDropped"
 """The API server stored a field carbonshift wrote without a part of it: decided again."""
-LAZY = ("CarbonPolicyLazy", "Defer")
-LAZY_NOTE = (
-    "placement rewritten, not applied yet: activationPreference Lazy makes Karmada wait for "
-    "a change of the resource template"
-)
-
-
-def _lazy(policy: Obj) -> bool:
-    """A managed policy Karmada applies only once its resource template changes."""
-    return DECISION in meta_of(policy).annotations and carry.lazy(policy)
 
 
 def _last_switch(obj: Obj) -> dict[str, Any] | None:

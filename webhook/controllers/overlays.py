@@ -35,13 +35,14 @@ every priced pool.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Hashable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import structlog
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from webhook.controllers.keeper import Keeper
 from webhook.decision import optin
 from webhook.decision.karpenter import carbonprice
 from webhook.decision.karpenter.carbonprice import GROUP, KIND, RESOURCE, SELECTOR, VERSION, Pool
@@ -59,6 +60,9 @@ from webhook.model.vocabulary import knobs
 from webhook.runtime import metrics
 
 log = structlog.get_logger("carbonshift.overlays")
+
+if TYPE_CHECKING:
+    from webhook.controllers.follower import Follower
 
 Obj = dict[str, Any]
 OVERLAYS = f"{RESOURCE}.{GROUP}"
@@ -323,3 +327,35 @@ class OverlayKeeper:
 
 def _version(obj: Mapping[str, Any] | None) -> str | None:
     return meta_of(obj).resource_version or None if obj is not None else None
+
+
+class Pricing(Keeper):
+    """Karpenter's keeper: prices every NodePool that asks for it with carbonshift's
+    NodeOverlays (:class:`OverlayKeeper`), on the NodePools as they stand (every one,
+    managed or not: a pool admission left alone still hears why it is not priced)."""
+
+    name = "carbon_prices"
+    kinds = frozenset({FOLLOWS})
+    every = kinds
+
+    def __init__(self, follower: Follower, *, cache: WatchedCache[Obj] | None) -> None:
+        """``cache``: carbonshift's NodeOverlays (:func:`watched`, started with the
+        application); None: nothing is priced."""
+        super().__init__(follower)
+        self.overlays = OverlayKeeper(
+            follower.api, follower.config, follower.gate, events=follower.events, cache=cache
+        )
+        self.pools: dict[Hashable, Obj] = {}
+
+    def stand(self, key: Hashable, obj: Obj, *, rewritten: bool) -> bool:
+        before, self.pools[key] = self.pools.get(key), obj
+        return before != obj
+
+    def drop(self, key: Hashable) -> bool:
+        return self.pools.pop(key, None) is not None
+
+    def lost(self) -> None:
+        self.overlays.forget()  # a new term reads the overlays as the watch has them
+
+    async def keep(self, ctx: Context) -> int | None:
+        return await self.overlays.keep(list(self.pools.values()), ctx)

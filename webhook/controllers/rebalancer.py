@@ -39,14 +39,15 @@ import dataclasses
 import datetime
 import sys
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
 from decimal import Decimal
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import structlog
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
+from webhook.controllers.keeper import Keeper, Switched
 from webhook.decision.karmada import carry
 from webhook.decision.karmada.bindings import (
     BINDINGS,
@@ -88,6 +89,9 @@ from webhook.model.objects import dig, items, meta_of
 from webhook.model.resources import Resource
 from webhook.model.vocabulary import DECISION
 from webhook.runtime import metrics
+
+if TYPE_CHECKING:
+    from webhook.controllers.follower import Follower
 
 log = structlog.get_logger("carbonshift.rebalance")
 
@@ -782,3 +786,92 @@ def _arriving(
                 amounts[str(resource)] = amount * extra
         out[cluster] = amounts
     return out
+
+
+POLICY_KINDS = frozenset({"PropagationPolicy", "ClusterPropagationPolicy"})
+LAZY = Switched(
+    "lazy",
+    "CarbonPolicyLazy",
+    "Defer",
+    "placement rewritten, not applied yet: activationPreference Lazy makes Karmada wait for "
+    "a change of the resource template",
+    "placement_deferred",
+)
+"""How a switch of a policy Karmada applies only once its resource template changes is
+said (``activationPreference: Lazy``)."""
+
+
+class Rebalancing(Keeper):
+    """Karmada's keeper: moves replicas of managed ordered fills back to greener tiers
+    (:class:`Rebalancer`, ``rebalance.enabled``) and counts the lazy policies, on the
+    policies as the re-evaluation left them. A member's room changing
+    (``rooms``: :attr:`webhook.kube.inventory.FleetInventory.rooms`) or a Cluster or a
+    binding changing in its watched caches brings a pass."""
+
+    name = "rebalance"
+    kinds = POLICY_KINDS
+
+    def __init__(self, follower: Follower, *, rooms: Callable[[], int] | None = None) -> None:
+        super().__init__(follower)
+        self.rooms = rooms
+        self.placed = 0
+        """Grows whenever a member Cluster or a binding changed (what a plan reads)."""
+        config = follower.config
+        self.rebalancer = (
+            Rebalancer(
+                follower.api,
+                config,
+                follower.gate,
+                events=follower.events,
+                watched=Watched.of(on_keys=self._placed),
+            )
+            if config.rebalance.enabled
+            else None
+        )
+        watched = self.rebalancer.watched if self.rebalancer is not None else None
+        self.caches = watched.caches if watched is not None else ()
+        self.fills: dict[Hashable, Fill] = {}
+        self.lazy: set[Hashable] = set()
+        self.rewritten: set[PolicyKey] = set()
+        """The policies written since the last pass: Karmada schedules their bindings
+        again by itself."""
+
+    def _placed(self, _keys: Collection[str]) -> None:
+        """A Cluster or a binding changed: a pass looks at it within a tick."""
+        self.placed += 1
+
+    def moved(self) -> tuple[int, ...]:
+        return (self.rooms() if self.rooms is not None else 0, self.placed)
+
+    def stand(self, key: Hashable, obj: Obj, *, rewritten: bool) -> bool:
+        if DECISION in meta_of(obj).annotations and carry.lazy(obj):
+            self.lazy.add(key)
+        else:
+            self.lazy.discard(key)
+        if rewritten:
+            self.rewritten.add(policy_key(obj))
+        fill = Fill.of(obj)
+        if fill is None:
+            return self.fills.pop(key, None) is not None or rewritten
+        before, self.fills[key] = self.fills.get(key), fill
+        return before != fill or rewritten
+
+    def drop(self, key: Hashable) -> bool:
+        self.lazy.discard(key)
+        return self.fills.pop(key, None) is not None
+
+    def switched(self, stored: Mapping[str, Any]) -> Switched | None:
+        return LAZY if carry.lazy(stored) else None
+
+    async def keep(self, ctx: Context) -> int | None:
+        metrics.LAZY_POLICIES.set(len(self.lazy))
+        mover = self.rebalancer
+        if mover is None:
+            return 0
+        rewritten, self.rewritten = self.rewritten, set()
+        if mover.watched is not None and not mover.watched.synced:
+            self.rewritten |= rewritten
+            return None
+        ranked = self.follower.rules.ranked(ctx)
+        await mover.rebalance(list(self.fills.values()), ranked, rewritten)
+        return 0

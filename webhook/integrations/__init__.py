@@ -84,7 +84,8 @@ def controllers(wiring: Wiring) -> list[Controller | KeyedController[Any]]:
     """The leader's controllers the configuration switches on, row by row, in start order
     (built with the rows' accounting hooks, :func:`accounts`); a section switched off is
     logged once (``<section>_disabled``)."""
-    wiring = dataclasses.replace(wiring, accounts=accounts())
+    keepers = tuple(keep for row in INTEGRATIONS for keep in row.keepers)
+    wiring = dataclasses.replace(wiring, accounts=accounts(), keepers=keepers)
     config = wiring.config
     out: list[Controller | KeyedController[Any]] = []
     sections: dict[str, None] = {}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from webhook.kinds import Grant, Kind
 from webhook.model.config import Config
@@ -14,6 +14,8 @@ if TYPE_CHECKING:
     from kubernetes_asyncio.client import ApiClient
 
     from webhook.controllers.accounting import Accounts
+    from webhook.controllers.follower import Follower
+    from webhook.controllers.keeper import Keeper
     from webhook.controllers.overlays import Obj
     from webhook.controllers.runner import Controller, KeyedController
     from webhook.kube.cache import WatchedCache
@@ -50,9 +52,16 @@ class Wiring:
     world: World
     fleet: Fleet
     kube: Settings
+    keepers: tuple[Keep, ...] = ()
+    """The integrations' keepers, in row order (:func:`webhook.integrations.controllers`
+    hands the rows' :attr:`Integration.keepers`; the re-evaluation builds them)."""
     accounts: tuple[Accounts, ...] = ()
     """The integrations' accounting hooks, in row order (:func:`webhook.integrations.controllers`
     hands the rows' :attr:`Integration.accounting`; the accountant runs them)."""
+
+
+Keep: TypeAlias = "Callable[[Follower, Wiring], Keeper | None]"
+"""Builds a keeper for the follower (None: not while the configuration leaves it off)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -81,5 +90,9 @@ class Integration:
     accounting: tuple[Accounts, ...] = ()
     """Its accounting hooks (:class:`webhook.controllers.accounting.Accounts`): each says
     which of its kinds it accounts and how; a kind no hook names is not accounted."""
+    keepers: tuple[Keep, ...] = ()
+    """What it runs after the re-evaluation settles, on its kinds' objects as they stand
+    (:class:`webhook.controllers.keeper.Keeper`): built with the follower, while it
+    follows those kinds."""
     events: Mapping[str, str] = dataclasses.field(default_factory=dict)
     """Event reason -> what it is recorded about, for reasons about no handled kind."""

@@ -18,12 +18,12 @@ def _reevaluate(w: Wiring) -> Sequence[Controller | KeyedController[Any]]:
     from webhook.controllers.follower import Follower  # noqa: PLC0415
 
     f = w.fleet
-    inventory = f.inventory
     follower = Follower(
         f.api, w.config, w.world.context, f.elector, events=f.events,
-        outlook=w.world.feed.outlook, overlays=f.overlays, rooms=lambda: inventory.rooms,
+        outlook=w.world.feed.outlook,
     )  # fmt: skip
-    return [follower, follower.keepers]
+    keepers = [keeper for keep in w.keepers if (keeper := keep(follower, w)) is not None]
+    return [follower, *keepers]
 
 
 def _accounting(w: Wiring) -> Sequence[Controller]:

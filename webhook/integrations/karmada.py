@@ -14,6 +14,8 @@ from webhook.kinds import Grant
 from webhook.kinds.policies import CLUSTER_PROPAGATION_POLICY, PROPAGATION_POLICY
 
 if TYPE_CHECKING:
+    from webhook.controllers.follower import Follower
+    from webhook.controllers.keeper import Keeper
     from webhook.controllers.runner import Controller
 
 
@@ -31,12 +33,24 @@ def _carry(w: Wiring) -> Sequence[Controller]:
     return [Carrier(f.api, w.config, f.elector, events=f.events)]
 
 
+def _rebalancing(follower: Follower, w: Wiring) -> Keeper | None:
+    """The moves back to greener tiers and the lazy policies' count, while policies are
+    followed."""
+    from webhook.controllers.rebalancer import Rebalancing  # noqa: PLC0415
+
+    if not any(t.row.kind in Rebalancing.kinds for t in follower.targets):
+        return None
+    inventory = w.fleet.inventory
+    return Rebalancing(follower, rooms=lambda: inventory.rooms)
+
+
 KINDS = (PROPAGATION_POLICY, CLUSTER_PROPAGATION_POLICY)
 
 ROW = Integration(
     "karmada",
     kinds=KINDS,
     runs=(Run("labels", _labels), Run("carry", _carry)),
+    keepers=(_rebalancing,),
     accounting=(Bindings(KINDS),),
     grants=(
         Grant(

@@ -4,8 +4,26 @@ of the Nodes they launched."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from webhook.controllers.accounting_karpenter import Nodes
-from webhook.integrations.base import Integration
+from webhook.integrations.base import Integration, Wiring
 from webhook.kinds.nodepools import NODEPOOL
 
-ROW = Integration("karpenter", kinds=(NODEPOOL,), accounting=(Nodes((NODEPOOL,)),))
+if TYPE_CHECKING:
+    from webhook.controllers.follower import Follower
+    from webhook.controllers.keeper import Keeper
+
+
+def _pricing(follower: Follower, w: Wiring) -> Keeper | None:
+    """The carbon prices on NodeOverlays, while NodePools are followed."""
+    from webhook.controllers.overlays import Pricing  # noqa: PLC0415
+
+    if not any(t.row.kind in Pricing.kinds for t in follower.targets):
+        return None
+    return Pricing(follower, cache=w.fleet.overlays)
+
+
+ROW = Integration(
+    "karpenter", kinds=(NODEPOOL,), keepers=(_pricing,), accounting=(Nodes((NODEPOOL,)),)
+)
