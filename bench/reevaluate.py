@@ -15,7 +15,7 @@ the rest overflows. The 100 Karmada Clusters carry ``status.resourceSummary``
 (allocatable; allocated: the bindings' replicas plus what else runs there).
 
 The leader's loop (:class:`webhook.controllers.follower.Follower`, with its
-:class:`~webhook.controllers.rebalancer.Rebalancer`, ``rebalance`` as shipped) then runs
+:class:`~webhook.controllers.karmada.rebalancer.Rebalancer`, ``rebalance`` as shipped) then runs
 :meth:`reconcile` three times against an in-memory API that answers the list calls with
 those objects, exactly as the loop receives them, accepts WorkloadRebalancer creates and
 Events (counted), and refuses every other write:
@@ -64,7 +64,7 @@ from bench.harness import RESULTS, SERVER_CPU, machine, write_table
 from webhook import kinds
 from webhook.cli import preview
 from webhook.controllers.follower import Follower
-from webhook.controllers.rebalancer import Rebalancer, Rebalancing
+from webhook.controllers.karmada.rebalancer import Rebalancer, Rebalancing
 from webhook.decision.karmada.bindings import PP_NAME, PP_NAMESPACE
 from webhook.decision.karmada.capacity import tier_fill
 from webhook.decision.karmada.terms import fill_tiers

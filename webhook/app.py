@@ -8,7 +8,7 @@ One ordered list of parts (:class:`Part`), started first to last and stopped las
    (:class:`~webhook.kube.karmada.KarmadaCrds`), Liqo's virtual nodes
    (:class:`~webhook.kube.peers.PeerInventory`), the Nodes' grid zone
    (:class:`~webhook.kube.nodes.NodeZones`) and, when the re-evaluation follows NodePools,
-   carbonshift's carbon price NodeOverlays (:func:`webhook.controllers.overlays.watched`);
+   carbonshift's carbon price NodeOverlays (:func:`webhook.controllers.karpenter.prices.watched`);
 3. the leader elector (stopping it releases the Lease: another replica takes over at once);
 4. the intensity feed (its refreshes run in the background; ``/readyz`` answers 503 until
    every zone was asked);
@@ -49,7 +49,7 @@ from webhook.world import World
 if TYPE_CHECKING:
     from kubernetes_asyncio.client import ApiClient
 
-    from webhook.controllers.overlays import Obj
+    from webhook.controllers.karpenter.prices import Obj
     from webhook.kube.cache import WatchedCache
     from webhook.kube.client import Settings
 
@@ -192,7 +192,7 @@ async def _fleet(manager: Manager, config: Config, world: World, kube: Settings)
 def _overlays(config: Config) -> WatchedCache[Obj] | None:
     """The cache of carbonshift's NodeOverlays, when the re-evaluation follows NodePools
     (whose strategy ``price`` they carry); None otherwise."""
-    from webhook.controllers import overlays  # noqa: PLC0415
+    from webhook.controllers.karpenter import prices as overlays  # noqa: PLC0415
     from webhook.kinds.reevaluation import targets  # noqa: PLC0415
 
     if not config.reevaluate.enabled:

@@ -25,7 +25,7 @@ from tests.controllers.accounting_world import (
 from tests.support import NOW, reading
 from webhook import integrations, kinds
 from webhook.controllers.accounting import Accountant
-from webhook.controllers.accounting_liqo import OffloadedPods
+from webhook.controllers.liqo.pod_accounts import OffloadedPods
 from webhook.decision.liqo import offloading
 from webhook.decision.liqo.peers import REMOTE_ID_LABEL, TYPE_LABEL, VIRTUAL_NODE
 from webhook.decision.record import Record, fingerprint

@@ -21,7 +21,7 @@ from webhook import testing
 from webhook.cli.preview import preview
 from webhook.controllers import keeper as keeper_module
 from webhook.controllers.follower import Follower
-from webhook.controllers.rebalancer import Rebalancing
+from webhook.controllers.karmada.rebalancer import Rebalancing
 from webhook.decision.record import Record, switches
 from webhook.kinds import Context
 from webhook.kube.events import EventRecorder

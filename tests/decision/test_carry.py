@@ -8,7 +8,7 @@ import pytest
 
 from tests.decision.placements import mutate
 from tests.support import FLEET, reading
-from webhook.controllers.carry import plan, tiered
+from webhook.controllers.karmada.carrier import plan, tiered
 from webhook.decision.karmada import carry
 from webhook.decision.karmada.placement import PolicyInputs, decide
 from webhook.decision.karmada.terms import fill_tiers

@@ -4,8 +4,8 @@ a manager and two workers, Kueue v0.19.2 on each, Jobs that run on KWOK Nodes).
 The manager's Kueue hands nomination to carbonshift (``multiKueue.dispatcherName:
 carbonshift.io/carbon-dispatcher``) and its ClusterQueue lists the carbon window check
 (controller ``carbonshift.io/carbon-window``) before MultiKueue's. carbonshift's real
-controllers (:class:`~webhook.controllers.kueue_dispatch.KueueDispatcher`,
-:class:`~webhook.controllers.carbon_window.CarbonWindow`) run in-process against the
+controllers (:class:`~webhook.controllers.kueue.dispatch.KueueDispatcher`,
+:class:`~webhook.controllers.kueue.carbon_window.CarbonWindow`) run in-process against the
 manager's API server as carbonshift's service account with the RBAC an install grants
 (``manifests/base`` and ``manifests/components/kueue``; nothing may be refused), reading
 the workers through the kubeconfig Secrets the MultiKueueClusters name, on a static
@@ -60,8 +60,8 @@ from devtools.sandbox.kueue import (
     KueueSandbox,
     queue_objects,
 )
-from webhook.controllers.carbon_window import CarbonWindow
-from webhook.controllers.kueue_dispatch import KueueDispatcher
+from webhook.controllers.kueue.carbon_window import CarbonWindow
+from webhook.controllers.kueue.dispatch import KueueDispatcher
 from webhook.controllers.runner import Controller
 from webhook.kinds.reevaluation import OutlookMethod
 from webhook.kube.events import EventRecorder

@@ -2,12 +2,12 @@
 
 carbonshift's webhook does not admit Kueue objects: its leader keeps an opted-in
 ``MultiKueueConfig``'s ``spec.clusters`` in carbon order (``kueue.dispatch: order``,
-:mod:`webhook.controllers.kueue_dispatch`), nominates a Job's workers (``external``) and
+:mod:`webhook.controllers.kueue.dispatch`), nominates a Job's workers (``external``) and
 answers the carbon window admission check of its Workload
-(:mod:`webhook.controllers.carbon_window`). ``carbonshift mutate`` shows what they would
+(:mod:`webhook.controllers.kueue.carbon_window`). ``carbonshift mutate`` shows what they would
 decide, through the rules they call (:mod:`webhook.decision.kueue`: :func:`order`,
 :func:`nominate`, :func:`window_zone`, :func:`window`) and the reader's own job and
-outlook code (:class:`webhook.controllers.kueue_fleet.KueueReader`), on what the preview
+outlook code (:class:`webhook.controllers.kueue.fleet.KueueReader`), on what the preview
 holds: the config, the feed, and the objects in the input (``MultiKueueCluster`` labels
 give workers' grid zones, a ``MultiKueueConfig`` the Job's workers). What only the live
 manager and workers know (each worker's room, the Workload's state, a ``CarbonWindow``'s
@@ -25,8 +25,8 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any, cast
 
-from webhook.controllers.kueue_dispatch import ORDERED_AT
-from webhook.controllers.kueue_fleet import KueueReader, decision_of, since_of, zone_label
+from webhook.controllers.kueue.dispatch import ORDERED_AT
+from webhook.controllers.kueue.fleet import KueueReader, decision_of, since_of, zone_label
 from webhook.controllers.runner import Feed
 from webhook.decision import kueue as rules
 from webhook.decision.optin import not_opted_in

@@ -1,16 +1,23 @@
 """The leader's controllers: each keeps one concern current while this replica holds the
-Lease, as one :meth:`~webhook.controllers.runner.Controller.reconcile` method that the
-one periodic runner (:mod:`webhook.controllers.runner`) calls.
+Lease, as one ``reconcile`` method run by :mod:`webhook.controllers.runner` (periodic
+passes, or one key at a time from a work queue fed by watched caches).
 
-- :mod:`~webhook.controllers.follower`: managed objects re-decided and rewritten, with
-  the move back to greener tiers (:mod:`~webhook.controllers.rebalancer`) and the
-  NodePools' carbon price overlays (:mod:`~webhook.controllers.overlays`);
-- :mod:`~webhook.controllers.carry`: non-workloads carried to every tier of the fill;
-- :mod:`~webhook.controllers.labels`: intensity labels on Clusters and Liqo virtual nodes;
-- :mod:`~webhook.controllers.accounting`: energy, emissions and what was avoided;
-- :mod:`~webhook.controllers.ocm_scores`: Open Cluster Management placement scores.
+Generic, naming no technology:
 
-The application manager (:mod:`webhook.app`) builds them from the configuration. They
-reach the API server with the adapters of :mod:`webhook.kube` (the connection, list
+- :mod:`~webhook.controllers.follower`: managed objects re-decided and rewritten;
+- :mod:`~webhook.controllers.keeper`: what runs once the follower has settled, on the
+  objects of its kinds as they stand;
+- :mod:`~webhook.controllers.accounting`: energy, emissions and what was avoided, over the
+  hooks the integrations' rows carry;
+- :mod:`~webhook.controllers.labels`: intensity labels on Clusters and Liqo virtual nodes.
+
+A sub-package per technology: :mod:`~webhook.controllers.karmada` (the rebalancer, the
+carrier, the bindings' accounting), :mod:`~webhook.controllers.karpenter` (carbon prices,
+the Nodes' accounting), :mod:`~webhook.controllers.liqo` (the offloaded pods' accounting),
+:mod:`~webhook.controllers.ocm` (placement scores) and :mod:`~webhook.controllers.kueue`
+(the dispatcher and the carbon window).
+
+The integrations' rows (:mod:`webhook.integrations`) build them from the configuration.
+They reach the API server with the adapters of :mod:`webhook.kube` (the connection, list
 helpers, leader-gated writes, Events) and the client's typed API classes.
 """

@@ -13,11 +13,11 @@ hook with any the :class:`Pass` (the context, the interval, the coefficients, Ke
 joules, the list helpers); the hook answers one :class:`Accounted` per object it could
 account, which the loop adds to the ledger and the metrics. The hooks:
 
-- Karmada (:mod:`webhook.controllers.accounting_karmada`): a (Cluster)PropagationPolicy by
+- Karmada (:mod:`webhook.controllers.karmada.binding_accounts`): a (Cluster)PropagationPolicy by
   its ResourceBindings' replicas per member cluster, against the user's own placement;
-- Karpenter (:mod:`webhook.controllers.accounting_karpenter`): a NodePool by its Nodes'
+- Karpenter (:mod:`webhook.controllers.karpenter.node_accounts`): a NodePool by its Nodes'
   vCPUs per topology zone, against an even spread over the zones the user allows;
-- Liqo (:mod:`webhook.controllers.accounting_liqo`): a NamespaceOffloading by its
+- Liqo (:mod:`webhook.controllers.liqo.pod_accounts`): a NamespaceOffloading by its
   namespace's Running pods on virtual nodes per remote cluster, against an even spread
   over the remote clusters the user allows (always estimated).
 

@@ -15,8 +15,8 @@ if TYPE_CHECKING:
 
     from webhook.controllers.accounting import Accounts
     from webhook.controllers.follower import Follower
+    from webhook.controllers.karpenter.prices import Obj
     from webhook.controllers.keeper import Keeper
-    from webhook.controllers.overlays import Obj
     from webhook.controllers.runner import Controller, KeyedController
     from webhook.kube.cache import WatchedCache
     from webhook.kube.client import Settings

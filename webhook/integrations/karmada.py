@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from webhook.controllers.accounting_karmada import Bindings
+from webhook.controllers.karmada.binding_accounts import Bindings
 from webhook.integrations.base import Integration, Run, Wiring
 from webhook.kinds import Grant
 from webhook.kinds.policies import CLUSTER_PROPAGATION_POLICY, PROPAGATION_POLICY
@@ -27,7 +27,7 @@ def _labels(w: Wiring) -> Sequence[Controller]:
 
 
 def _carry(w: Wiring) -> Sequence[Controller]:
-    from webhook.controllers.carry import Carrier  # noqa: PLC0415
+    from webhook.controllers.karmada.carrier import Carrier  # noqa: PLC0415
 
     f = w.fleet
     return [Carrier(f.api, w.config, f.elector, events=f.events)]
@@ -36,7 +36,7 @@ def _carry(w: Wiring) -> Sequence[Controller]:
 def _rebalancing(follower: Follower, w: Wiring) -> Keeper | None:
     """The moves back to greener tiers and the lazy policies' count, while policies are
     followed."""
-    from webhook.controllers.rebalancer import Rebalancing  # noqa: PLC0415
+    from webhook.controllers.karmada.rebalancer import Rebalancing  # noqa: PLC0415
 
     if not any(t.row.kind in Rebalancing.kinds for t in follower.targets):
         return None

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from webhook.controllers.accounting_karpenter import Nodes
+from webhook.controllers.karpenter.node_accounts import Nodes
 from webhook.integrations.base import Integration, Wiring
 from webhook.kinds.nodepools import NODEPOOL
 
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 def _pricing(follower: Follower, w: Wiring) -> Keeper | None:
     """The carbon prices on NodeOverlays, while NodePools are followed."""
-    from webhook.controllers.overlays import Pricing  # noqa: PLC0415
+    from webhook.controllers.karpenter.prices import Pricing  # noqa: PLC0415
 
     if not any(t.row.kind in Pricing.kinds for t in follower.targets):
         return None

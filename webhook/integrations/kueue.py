@@ -14,9 +14,9 @@ if TYPE_CHECKING:
 
 
 def _kueue(w: Wiring) -> Sequence[Controller]:
-    from webhook.controllers.carbon_window import CarbonWindow  # noqa: PLC0415
-    from webhook.controllers.kueue_dispatch import KueueDispatcher  # noqa: PLC0415
-    from webhook.controllers.kueue_fleet import KueueCaches  # noqa: PLC0415
+    from webhook.controllers.kueue.carbon_window import CarbonWindow  # noqa: PLC0415
+    from webhook.controllers.kueue.dispatch import KueueDispatcher  # noqa: PLC0415
+    from webhook.controllers.kueue.fleet import KueueCaches  # noqa: PLC0415
 
     f, feed = w.fleet, w.world.feed
     if f.workers is None:

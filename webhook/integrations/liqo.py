@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from webhook.controllers.accounting_liqo import OffloadedPods
+from webhook.controllers.liqo.pod_accounts import OffloadedPods
 from webhook.integrations.base import Integration, Run, Wiring
 from webhook.kinds import Grant
 from webhook.kinds.offloadings import NAMESPACE_OFFLOADING

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 
 def _scores(w: Wiring) -> Sequence[KeyedController[Any]]:
-    from webhook.controllers.ocm_scores import PlacementScorer  # noqa: PLC0415
+    from webhook.controllers.ocm.scores import PlacementScorer  # noqa: PLC0415
 
     f = w.fleet
     return [PlacementScorer(f.api, w.config, w.world.feed, f.elector)]

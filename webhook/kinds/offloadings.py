@@ -3,7 +3,7 @@
 Admission narrows ``spec.clusterSelector`` to the greenest remote clusters
 (:func:`webhook.decision.liqo.offloading.decide`); the leader follows the grid alike.
 
-Accounting (Liqo's hook, :mod:`webhook.controllers.accounting_liqo`): what the object
+Accounting (Liqo's hook, :mod:`webhook.controllers.liqo.pod_accounts`): what the object
 decides is where its namespace's pods run remotely, so the leader accounts the pods of the
 namespace that run on Liqo virtual nodes, per remote cluster (``liqo.io/remote-cluster-id``),
 at their cpu requests, like a policy's replicas: energy is estimated with the coefficient,

@@ -22,7 +22,7 @@ price overlay of higher ``weight`` wins for the offerings it selects (NodeOverla
 stack). Prices move only through :func:`due`: by more than the hysteresis margin, and not
 sooner than the minimum interval after the last change (Karpenter consolidates on each).
 
-Pure functions: the leader (:mod:`webhook.controllers.overlays`) lists, writes and deletes.
+Pure functions: the leader (:mod:`webhook.controllers.karpenter.prices`) lists, writes and deletes.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from kubernetes_asyncio import client
 
 from tests import kubeapi
 from tests.support import NOW, eventually, reading
-from webhook.controllers.ocm_scores import PlacementScorer
+from webhook.controllers.ocm.scores import PlacementScorer
 from webhook.decision import ocm
 from webhook.kinds.reevaluation import OutlookMethod
 from webhook.model.config import parse

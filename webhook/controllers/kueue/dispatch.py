@@ -2,7 +2,7 @@
 
 While this replica leads, on each pass (every ``kueue.interval_seconds``, and at once when
 a watched Workload or MultiKueue object changes or a decision falls due: see
-:class:`webhook.controllers.kueue_fleet.KueueController`; a pass reads the watched caches),
+:class:`webhook.controllers.kueue.fleet.KueueController`; a pass reads the watched caches),
 with ``kueue.dispatch``:
 
 ``external`` (Kueue's ``multiKueue.dispatcherName`` set to ``kueue.dispatcher_name``, so
@@ -15,7 +15,7 @@ dispatches only then). One carbon does not place (its namespace is not labelled
 a Warning naming it; no worker's queues can be read) is nominated to every active worker
 of its MultiKueueConfig at once, as Kueue's own all-at-once dispatcher would
 (:func:`webhook.decision.kueue.all_at_once`): no Job waits for carbonshift. For the others
-the dispatcher reads the workers (:mod:`webhook.controllers.kueue_fleet`),
+the dispatcher reads the workers (:mod:`webhook.controllers.kueue.fleet`),
 the jobs nominated and not yet admitted, and the feed's outlook of each worker's zone, and
 writes what :func:`webhook.decision.kueue.nominate` says into
 ``status.nominatedClusterNames``: the greenest worker with room first, the next ones
@@ -58,7 +58,7 @@ import structlog
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
-from webhook.controllers.kueue_fleet import (
+from webhook.controllers.kueue.fleet import (
     RESYNC_SECONDS,
     KueueController,
     decision_of,

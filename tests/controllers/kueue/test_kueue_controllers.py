@@ -35,8 +35,8 @@ from structlog.testing import capture_logs
 
 from tests import kubeapi
 from tests.support import NOW, eventually, reading
-from webhook.controllers.carbon_window import CarbonWindow
-from webhook.controllers.kueue_dispatch import KueueDispatcher
+from webhook.controllers.kueue.carbon_window import CarbonWindow
+from webhook.controllers.kueue.dispatch import KueueDispatcher
 from webhook.integrations import Fleet, Wiring, controllers
 from webhook.kinds.reevaluation import OutlookMethod
 from webhook.kube import kueue as kube

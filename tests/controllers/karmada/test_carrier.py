@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from tests import kubeapi
-from tests.controllers.test_rebalancer import FILL, binding
+from tests.controllers.karmada.test_rebalancer import FILL, binding
 from webhook import testing
-from webhook.controllers.carry import Carrier
+from webhook.controllers.karmada.carrier import Carrier
 from webhook.kube.events import EventRecorder
 from webhook.model.config import parse
 from webhook.model.vocabulary import DECISION

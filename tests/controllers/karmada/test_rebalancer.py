@@ -17,8 +17,8 @@ from kubernetes_asyncio import client
 from tests import kubeapi
 from tests.support import NOW, reading
 from webhook import testing
-from webhook.controllers import rebalancer as rebalancer_module
-from webhook.controllers.rebalancer import Fill, Rebalancer
+from webhook.controllers.karmada import rebalancer as rebalancer_module
+from webhook.controllers.karmada.rebalancer import Fill, Rebalancer
 from webhook.decision.karmada.bindings import owner, pending, with_allocating
 from webhook.decision.karmada.capacity import assess_move
 from webhook.decision.karmada.terms import GREEN_TERM, TIER_TERM

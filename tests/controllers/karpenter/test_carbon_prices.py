@@ -17,8 +17,8 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from tests import kubeapi
 from tests.support import eventually
 from webhook import kinds
-from webhook.controllers import overlays
-from webhook.controllers.overlays import OverlayKeeper
+from webhook.controllers.karpenter import prices as overlays
+from webhook.controllers.karpenter.prices import OverlayKeeper
 from webhook.decision.karpenter.carbonprice import GROUP, RESOURCE, SELECTOR, VERSION
 from webhook.kube.cache import WatchedCache
 from webhook.model.config import parse

@@ -2,7 +2,7 @@
 
 On each pass while this replica leads (as the dispatcher's: over the watched caches, woken
 by their changes, a Pending Workload looked at again at the next hour or its deadline,
-:class:`webhook.controllers.kueue_fleet.KueueController`), for the AdmissionChecks whose
+:class:`webhook.controllers.kueue.fleet.KueueController`), for the AdmissionChecks whose
 ``spec.controllerName`` is ``kueue.admission_check_controller``:
 
 - each is kept ``Active`` (status condition ``Active`` True): Kueue treats a check no
@@ -39,7 +39,7 @@ from typing import Any
 import structlog
 from kubernetes_asyncio.client.rest import ApiException
 
-from webhook.controllers.kueue_fleet import (
+from webhook.controllers.kueue.fleet import (
     RESYNC_SECONDS,
     KueueController,
     decision_of,

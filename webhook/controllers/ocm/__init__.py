@@ -1,0 +1,1 @@
+"""The leader's controllers for Open Cluster Management: the carbon placement scores."""
