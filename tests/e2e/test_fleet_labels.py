@@ -247,6 +247,7 @@ ALLOWED = [
     ("list", "resourcebindings.work.karmada.io", "-A"),
     ("watch", "clusterresourcebindings.work.karmada.io"),
     ("create", "workloadrebalancers.apps.karmada.io"),
+    ("watch", "workloadrebalancers.apps.karmada.io"),  # the rebalancer's watched cache
     ("delete", "workloadrebalancers.apps.karmada.io"),
     ("update", "resourcebindings.work.karmada.io", "-A"),  # requiredBy: non-workloads follow
     ("list", "pods", "-A"),  # NamespaceOffloadings' pods on virtual nodes, accounted

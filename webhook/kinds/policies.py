@@ -53,7 +53,7 @@ GRANTS = (
     Grant(
         "apps.karmada.io",
         ("workloadrebalancers",),
-        ("create", "get", "list", "delete"),
+        ("create", "get", "list", "watch", "delete"),
         "a Fresh reschedule that moves replicas back to greener tiers (labelled "
         "app.kubernetes.io/managed-by: carbonshift, deleted by Karmada 600 s after it finished)",
     ),

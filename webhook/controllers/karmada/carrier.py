@@ -1,22 +1,25 @@
 """The leader carries a managed policy's non-workloads to every cluster its replicas may use.
 
-Every ``carry.interval_seconds`` while this replica leads, the carrier lists the
-(Cluster)PropagationPolicies carbonshift placed in tiers and every (Cluster)ResourceBinding,
-and keeps one ``spec.requiredBy`` snapshot of its own on each non-workload binding of such a
-policy (:func:`webhook.decision.karmada.carry.carried`): every cluster the policy's terms and their
-overflow tiers name, plus wherever a workload of the policy runs now. Karmada's binding
-controller then sends the ConfigMap, Secret or Service to those clusters too, as it does for
-the dependencies of a workload. A binding whose policy carbonshift no longer places in tiers
-loses the snapshot. Each write is an update guarded by the resourceVersion it read, checked
-against the Lease right before it is sent; each time a binding's snapshot is written the
-policy gets an Event ``CarbonResourcesCarried`` naming the resource and the clusters.
+While this replica leads, the carrier follows watched caches of the
+(Cluster)PropagationPolicies (held as the clusters carbonshift's tiers name, or nothing)
+and of every (Cluster)ResourceBinding (held slim: what a plan reads), passes as soon as
+one of them changed (and every ``carry.interval_seconds`` as a safety net), and keeps one
+``spec.requiredBy`` snapshot of its own on each non-workload binding of such a policy
+(:func:`webhook.decision.karmada.carry.carried`): every cluster the policy's terms and
+their overflow tiers name, plus wherever a workload of the policy runs now. Karmada's
+binding controller then sends the ConfigMap, Secret or Service to those clusters too, as
+it does for the dependencies of a workload. A binding whose policy carbonshift no longer
+places in tiers loses the snapshot. Each write is an update guarded by the resourceVersion
+it read, checked against the Lease right before it is sent; each time a binding's
+snapshot is written the policy gets an Event ``CarbonResourcesCarried`` naming the
+resource and the clusters.
 """
 
 from __future__ import annotations
 
 import collections
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import structlog
@@ -27,12 +30,12 @@ from webhook.controllers.runner import Controller
 from webhook.decision.karmada import carry
 from webhook.decision.karmada.bindings import BINDINGS, PolicyKey, owner, placed
 from webhook.kinds.policies import CLUSTER_PROPAGATION_POLICY, PROPAGATION_POLICY
-from webhook.kube.client import REQUEST_TIMEOUT, error_name, list_objects
+from webhook.kube.cache import WatchedCache
+from webhook.kube.client import REQUEST_TIMEOUT, error_name
 from webhook.kube.events import EventRecorder
 from webhook.kube.writes import Gate, NotLeader, update
 from webhook.model.config import Config
 from webhook.model.objects import Obj, dig, mapping, meta_of
-from webhook.model.resources import Resource
 from webhook.model.vocabulary import DECISION
 from webhook.runtime import metrics
 
@@ -97,6 +100,28 @@ def plan(policies: Mapping[PolicyKey, list[str]], bindings: Sequence[Raw]) -> li
     return out
 
 
+_KEEP = {
+    "metadata": ("name", "namespace", "annotations", "labels", "resourceVersion"),
+    "spec": ("resource", "replicas", "replicaRequirements", "components", "clusters",
+             "requiredBy"),
+}  # fmt: skip
+"""What the binding cache holds: what :func:`plan` and a write read of a binding."""
+
+
+def _binding(obj: Mapping[str, Any], _before: Raw | None) -> Raw:
+    out: Raw = {k: obj[k] for k in ("apiVersion", "kind") if k in obj}
+    for part, keys in _KEEP.items():
+        section = obj.get(part)
+        if isinstance(section, Mapping):
+            out[part] = {k: section[k] for k in keys if k in section}
+    return out
+
+
+def _tiers(obj: Mapping[str, Any], _before: tuple[str, ...] | None) -> tuple[str, ...] | None:
+    clusters = tiered(obj)
+    return None if clusters is None else tuple(clusters)
+
+
 class Carrier(Controller):
     """Keeps the requiredBy snapshots of managed policies' non-workload bindings."""
 
@@ -115,18 +140,62 @@ class Carrier(Controller):
         self.gate = gate
         self.events = events
         self.interval = config.carry.interval_seconds
+        self.changes = 0
+        """Grows whenever a policy's tiers or a binding changed in the caches."""
+        self._passed: int | None = None
+        self.policies = {
+            row.kind: WatchedCache(row.api, _tiers, kind=row.kind.lower(), on_keys=self._changed)
+            for row in POLICIES
+        }
+        self.bindings = tuple(
+            WatchedCache(kind, _binding, kind=kind.kind.lower(), on_keys=self._changed)
+            for kind in BINDINGS
+        )
+        self.caches: tuple[WatchedCache[Any], ...] = (*self.policies.values(), *self.bindings)
+        self._following = False
+
+    def _changed(self, _keys: Collection[str]) -> None:
+        self.changes += 1
+
+    def start(self) -> None:
+        """Follow the caches, then pass (at once on a change once they have synced)."""
+        for cache in self.caches:
+            cache.start(self.api)
+        self._following = True
+        super().start()
+
+    async def stop(self) -> None:
+        await super().stop()
+        for cache in self.caches:
+            await cache.stop()
+        self._following = False
+
+    def changed(self) -> bool:
+        return self._following and self.changes != self._passed and self._synced()
+
+    def _synced(self) -> bool:
+        return all(cache.synced for cache in self.caches)
 
     async def reconcile(self) -> collections.Counter[str]:
-        """One pass: the outcomes (``carried``, ``released``, ``error``)."""
+        """One pass: the outcomes (``carried``, ``released``, ``error``). Not started, it
+        lists the caches once first (tests, a one-off pass)."""
         outcomes: collections.Counter[str] = collections.Counter()
+        if not self._following:
+            for cache in self.caches:
+                try:
+                    await cache.list_once(self.api)
+                except ApiException as exc:
+                    log.warning("carry_list_failed", resource=str(cache), error=error_name(exc))
+        if not self._synced():
+            return outcomes  # nothing to carry until every list is known
+        self._passed = self.changes
         policies: dict[PolicyKey, list[str]] = {}
-        for row in POLICIES:
-            for policy in await self._list(row.api):
-                clusters = tiered(policy)
+        for kind, cache in self.policies.items():
+            for key, clusters in cache.items().items():
                 if clusters is not None:
-                    meta = meta_of(policy)
-                    policies[(row.kind, meta.namespace, meta.name)] = clusters
-        bindings = [b for kind in BINDINGS for b in await self._list(kind)]
+                    namespace, _, name = key.rpartition("/")
+                    policies[(kind, namespace, name)] = list(clusters)
+        bindings = [b for cache in self.bindings for b in cache.items().values()]
         for step in plan(policies, bindings):
             if not self.gate.leading:
                 raise NotLeader("not leading")
@@ -142,10 +211,6 @@ class Carrier(Controller):
             if outcome == "carried":
                 await self._announce(step)
         return outcomes
-
-    async def _list(self, resource: Resource) -> list[Raw]:
-        listed = await list_objects(self.api, resource, event="carry_list_failed")
-        return listed if listed is not None else []  # nothing to carry this pass
 
     async def _write(self, step: Carry) -> None:
         """Update the binding's ``requiredBy`` as :meth:`Carry.required_by` says, on what
