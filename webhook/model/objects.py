@@ -75,6 +75,18 @@ def text(raw: object, *keys: Key) -> str:
     return value if isinstance(value, str) else ""
 
 
+def kept(obj: Mapping[str, Any], keep: Mapping[str, Sequence[str]]) -> dict[str, Any]:
+    """``obj`` with only its ``apiVersion``, ``kind`` and, of each part named in ``keep``
+    (``metadata``, ``spec``, ``status``), the keys listed: what a watched cache holds of an
+    object when a controller reads a few of its fields."""
+    out: dict[str, Any] = {k: obj[k] for k in ("apiVersion", "kind") if k in obj}
+    for part, keys in keep.items():
+        section = obj.get(part)
+        if isinstance(section, Mapping):
+            out[part] = {k: section[k] for k in keys if k in section}
+    return out
+
+
 def strings(raw: object) -> Mapping[str, str]:
     """``raw`` as a string map (labels, annotations, a ConfigMap's data): entries whose
     value is not a string are dropped, anything but a mapping is empty. The mapping

@@ -35,7 +35,7 @@ from webhook.kube.client import REQUEST_TIMEOUT, error_name
 from webhook.kube.events import EventRecorder
 from webhook.kube.writes import Gate, NotLeader, update
 from webhook.model.config import Config
-from webhook.model.objects import Obj, dig, mapping, meta_of
+from webhook.model.objects import Obj, dig, kept, mapping, meta_of
 from webhook.model.vocabulary import DECISION
 from webhook.runtime import metrics
 
@@ -109,12 +109,7 @@ _KEEP = {
 
 
 def _binding(obj: Mapping[str, Any], _before: Raw | None) -> Raw:
-    out: Raw = {k: obj[k] for k in ("apiVersion", "kind") if k in obj}
-    for part, keys in _KEEP.items():
-        section = obj.get(part)
-        if isinstance(section, Mapping):
-            out[part] = {k: section[k] for k in keys if k in section}
-    return out
+    return kept(obj, _KEEP)
 
 
 def _tiers(obj: Mapping[str, Any], _before: tuple[str, ...] | None) -> tuple[str, ...] | None:

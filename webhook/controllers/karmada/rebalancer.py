@@ -85,7 +85,7 @@ from webhook.kube.client import (
 from webhook.kube.events import EventRecorder
 from webhook.kube.writes import Gate, NotLeader
 from webhook.model.config import Config
-from webhook.model.objects import dig, items, meta_of
+from webhook.model.objects import dig, items, kept, meta_of
 from webhook.model.resources import Resource
 from webhook.model.vocabulary import DECISION
 from webhook.runtime import metrics
@@ -717,12 +717,7 @@ bindings, Clusters and WorkloadRebalancers."""
 
 def slim(obj: Mapping[str, Any]) -> Obj:
     """``obj`` with only the fields in :data:`_KEEP` (and its apiVersion and kind)."""
-    out: Obj = {k: obj[k] for k in ("apiVersion", "kind") if k in obj}
-    for part, keys in _KEEP.items():
-        section = obj.get(part)
-        if isinstance(section, Mapping):
-            out[part] = {k: section[k] for k in keys if k in section}
-    return out
+    return kept(obj, _KEEP)
 
 
 def _managed(policy: Mapping[str, Any]) -> tuple[list[list[str]], bool] | None:
