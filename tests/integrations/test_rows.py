@@ -4,6 +4,7 @@ follow the configuration, and every grant and Event reason comes from one row.""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
@@ -86,3 +87,29 @@ def test_the_manager_hands_the_rows_accounting_hooks_to_the_controllers(
     wiring = Wiring(Config(), cast(Any, None), cast(Any, None), cast(Any, None))
     integrations.controllers(wiring)
     assert handed == [tuple(hooks)]  # every row's, in row order
+
+
+async def test_karmadas_carrier_and_rebalancer_share_one_cache_per_binding_kind() -> None:
+    from kubernetes_asyncio import client  # noqa: PLC0415
+
+    from tests import kubeapi  # noqa: PLC0415
+    from webhook.controllers.karmada.carrier import Carrier  # noqa: PLC0415
+    from webhook.controllers.karmada.rebalancer import Rebalancing  # noqa: PLC0415
+    from webhook.integrations.base import Fleet  # noqa: PLC0415
+
+    off = {s: {"enabled": False} for s in ("labels", "accounting", "ocm", "kueue")}
+    config = parse(off)
+    world = SimpleNamespace(context=None, feed=SimpleNamespace(outlook=None))
+    inventory = SimpleNamespace(rooms=0)
+    async with client.ApiClient() as api:
+        fleet = Fleet(api, cast(Any, kubeapi.Gate()), cast(Any, None), cast(Any, inventory),
+                      cast(Any, None))  # fmt: skip
+        wiring = Wiring(config, cast(Any, world), fleet, cast(Any, None))
+        started = integrations.controllers(wiring)
+    [carrier] = [c for c in started if isinstance(c, Carrier)]
+    [keeper] = [c for c in started if isinstance(c, Rebalancing)]
+    assert keeper.rebalancer is not None
+    assert keeper.rebalancer.watched is not None
+    assert carrier.bindings is keeper.rebalancer.watched.bindings
+    follower_caches = {id(c) for c in keeper.follower.caches}
+    assert all(id(c) in follower_caches for c in carrier.bindings)  # started once, shared

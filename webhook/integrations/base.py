@@ -41,6 +41,9 @@ class Fleet:
     """Clients of the Kueue MultiKueue workers (``kueue.enabled``)."""
     overlays: WatchedCache[Obj] | None = None
     """carbonshift's NodeOverlays (when the re-evaluation follows NodePools)."""
+    shared: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """What a row's controllers share, by a key of the row's (one set of watched caches
+    for two controllers)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ from webhook.kinds.policies import CLUSTER_PROPAGATION_POLICY, PROPAGATION_POLIC
 
 if TYPE_CHECKING:
     from webhook.controllers.follower import Follower
+    from webhook.controllers.karmada.rebalancer import Watched
     from webhook.controllers.keeper import Keeper
     from webhook.controllers.runner import Controller
 
@@ -26,11 +27,22 @@ def _labels(w: Wiring) -> Sequence[Controller]:
     return [ClusterLabeler(f.api, w.config, f.inventory, w.world.feed, f.elector, events=f.events)]
 
 
+def _watched(w: Wiring) -> Watched:
+    """The Karmada caches the rebalancer and the carrier share (one per application)."""
+    from webhook.controllers.karmada.rebalancer import Watched  # noqa: PLC0415
+
+    shared = w.fleet.shared
+    if "karmada" not in shared:
+        shared["karmada"] = Watched()
+    found: Watched = shared["karmada"]
+    return found
+
+
 def _carry(w: Wiring) -> Sequence[Controller]:
     from webhook.controllers.karmada.carrier import Carrier  # noqa: PLC0415
 
     f = w.fleet
-    return [Carrier(f.api, w.config, f.elector, events=f.events)]
+    return [Carrier(f.api, w.config, f.elector, events=f.events, watched=_watched(w))]
 
 
 def _rebalancing(follower: Follower, w: Wiring) -> Keeper | None:
@@ -41,7 +53,7 @@ def _rebalancing(follower: Follower, w: Wiring) -> Keeper | None:
     if not any(t.row.kind in Rebalancing.kinds for t in follower.targets):
         return None
     inventory = w.fleet.inventory
-    return Rebalancing(follower, rooms=lambda: inventory.rooms)
+    return Rebalancing(follower, rooms=lambda: inventory.rooms, watched=_watched(w))
 
 
 KINDS = (PROPAGATION_POLICY, CLUSTER_PROPAGATION_POLICY)

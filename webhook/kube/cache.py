@@ -184,7 +184,10 @@ class WatchedCache(Generic[T]):
     # --- running --------------------------------------------------------------------------
 
     def start(self, api: client.ApiClient, *, timeout_seconds: int = 300) -> None:
-        """Follow the API server in the background (until :meth:`stop`)."""
+        """Follow the API server in the background (until :meth:`stop`); a cache two
+        controllers share is started once."""
+        if self._task is not None:
+            return
         self._watch = self._follow(api, timeout_seconds)
         self._task = asyncio.create_task(self._watch.run(), name=f"watch-{self.resource.plural}")
 

@@ -14,6 +14,7 @@ from tests import kubeapi
 from tests.controllers.karmada.test_rebalancer import FILL, binding
 from webhook import testing
 from webhook.controllers.karmada.carrier import Carrier
+from webhook.controllers.karmada.rebalancer import Rebalancer, Watched
 from webhook.kube.events import EventRecorder
 from webhook.model.config import parse
 from webhook.model.vocabulary import DECISION
@@ -96,3 +97,23 @@ async def test_nothing_is_written_without_the_lease(kube: kubeapi.KubeApi) -> No
     with pytest.raises(Exception, match="not leading"):
         await carrier(kube, gate).reconcile()
     assert kube.calls("PUT") == []
+
+
+async def test_the_carrier_reads_the_bindings_the_rebalancer_watches_and_is_told_of_them(
+    kube: kubeapi.KubeApi,
+) -> None:
+    kube.add(policy())
+    kube.add(binding("web", {"green": 4, "elsewhere": 2}))
+    kube.add(configmap_binding([DEPS]))
+    shared = Watched()
+    gate = kubeapi.Gate()
+    mover = Rebalancer(kube.api, parse({}), gate, watched=shared)
+    assert mover.watched is shared
+    one = Carrier(kube.api, parse({}), gate, watched=shared)
+    assert one.bindings is shared.bindings  # one cache per binding kind, not two
+    for cache in shared.caches:
+        await cache.list_once(kube.api)
+    assert one.changes > 0  # the shared bindings' list told the carrier
+    assert await one.reconcile() == {"carried": 1}
+    clusters = next(e for e in snapshots(kube) if e["name"].startswith("carbonshift."))
+    assert [c["name"] for c in clusters["clusters"]] == ["dirty", "elsewhere", "green", "mid"]

@@ -26,6 +26,7 @@ import structlog
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
+from webhook.controllers.karmada.rebalancer import Watched
 from webhook.controllers.runner import Controller
 from webhook.decision.karmada import carry
 from webhook.decision.karmada.bindings import BINDINGS, PolicyKey, owner, placed
@@ -129,7 +130,10 @@ class Carrier(Controller):
         gate: Gate,
         *,
         events: EventRecorder | None = None,
+        watched: Watched | None = None,
     ) -> None:
+        """``watched``: the Karmada caches it shares (with the rebalancer): their bindings
+        are read; without, it holds its own."""
         self.api = api
         self.objects = client.CustomObjectsApi(api)
         self.gate = gate
@@ -142,11 +146,19 @@ class Carrier(Controller):
             row.kind: WatchedCache(row.api, _tiers, kind=row.kind.lower(), on_keys=self._changed)
             for row in POLICIES
         }
-        self.bindings = tuple(
-            WatchedCache(kind, _binding, kind=kind.kind.lower(), on_keys=self._changed)
-            for kind in BINDINGS
-        )
+        if watched is not None:
+            self.bindings = watched.bindings
+            watched.listen(self._changed, clusters=False)
+            own: tuple[WatchedCache[Any], ...] = tuple(self.policies.values())
+        else:
+            self.bindings = tuple(
+                WatchedCache(kind, _binding, kind=kind.kind.lower(), on_keys=self._changed)
+                for kind in BINDINGS
+            )
+            own = (*self.policies.values(), *self.bindings)
         self.caches: tuple[WatchedCache[Any], ...] = (*self.policies.values(), *self.bindings)
+        self._own = own
+        """The caches it stops (shared ones are stopped by their other reader)."""
         self._following = False
 
     def _changed(self, _keys: Collection[str]) -> None:
@@ -161,7 +173,7 @@ class Carrier(Controller):
 
     async def stop(self) -> None:
         await super().stop()
-        for cache in self.caches:
+        for cache in self._own:
             await cache.stop()
         self._following = False
 

@@ -253,29 +253,41 @@ def _slim(obj: Mapping[str, Any], _before: Obj | None) -> Obj:
     return slim(obj)
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
 class Watched:
-    """The watched caches a pass reads instead of listing: the Clusters, the bindings of
-    both kinds and carbonshift's WorkloadRebalancers, each held slim (:func:`slim`)."""
+    """The Karmada objects the leader's Karmada controllers read from memory instead of
+    listing: the Clusters, the bindings of both kinds (one cache each, shared by the
+    rebalancer and the carrier) and carbonshift's WorkloadRebalancers, each held slim
+    (:func:`slim`)."""
 
-    clusters: WatchedCache[Obj]
-    bindings: tuple[WatchedCache[Obj], ...]
-    rebalancers: WatchedCache[Obj]
+    def __init__(self) -> None:
+        self._on_clusters: list[Callable[[Collection[str]], None]] = []
+        self._on_bindings: list[Callable[[Collection[str]], None]] = []
+        self.clusters: WatchedCache[Obj] = WatchedCache(
+            CLUSTERS, _slim, kind="cluster", on_keys=lambda keys: _tell(self._on_clusters, keys)
+        )
+        self.bindings: tuple[WatchedCache[Obj], ...] = tuple(
+            WatchedCache(kind, _slim, kind=kind.kind.lower(),
+                         on_keys=lambda keys: _tell(self._on_bindings, keys))
+            for kind in BINDINGS
+        )  # fmt: skip
+        self.rebalancers: WatchedCache[Obj] = WatchedCache(
+            REBALANCERS, _slim, kind="workloadrebalancer", label_selector="=".join(MANAGED_BY)
+        )
 
     @classmethod
     def of(cls, on_keys: Callable[[Collection[str]], None] | None = None) -> Watched:
-        """The three caches; ``on_keys`` is told of every change of a Cluster or a binding
-        (what a plan reads)."""
-        return cls(
-            WatchedCache(CLUSTERS, _slim, kind="cluster", on_keys=on_keys),
-            tuple(
-                WatchedCache(kind, _slim, kind=kind.kind.lower(), on_keys=on_keys)
-                for kind in BINDINGS
-            ),
-            WatchedCache(
-                REBALANCERS, _slim, kind="workloadrebalancer", label_selector="=".join(MANAGED_BY)
-            ),
-        )
+        """The caches; ``on_keys`` is told of every change of a Cluster or a binding."""
+        watched = cls()
+        if on_keys is not None:
+            watched.listen(on_keys, clusters=True)
+        return watched
+
+    def listen(self, on_keys: Callable[[Collection[str]], None], *, clusters: bool) -> None:
+        """Tell ``on_keys`` of every change of a binding (and of a Cluster with
+        ``clusters``)."""
+        self._on_bindings.append(on_keys)
+        if clusters:
+            self._on_clusters.append(on_keys)
 
     @property
     def caches(self) -> tuple[WatchedCache[Obj], ...]:
@@ -284,6 +296,11 @@ class Watched:
     @property
     def synced(self) -> bool:
         return all(cache.synced for cache in self.caches)
+
+
+def _tell(listeners: Sequence[Callable[[Collection[str]], None]], keys: Collection[str]) -> None:
+    for listener in listeners:
+        listener(keys)
 
 
 class Rebalancer:
@@ -698,6 +715,8 @@ _KEEP: dict[str, tuple[str, ...]] = {
         "clusters",
         "replicas",
         "replicaRequirements",
+        "components",
+        "requiredBy",
         "resource",
         "rescheduleTriggeredAt",
         "workloads",
@@ -711,8 +730,8 @@ _KEEP: dict[str, tuple[str, ...]] = {
         "observedWorkloads",
     ),
 }
-"""What :func:`slim` keeps of a listed object: everything the rebalancer reads of
-bindings, Clusters and WorkloadRebalancers."""
+"""What :func:`slim` keeps of a listed object: everything the rebalancer and the carrier
+read of bindings, Clusters and WorkloadRebalancers."""
 
 
 def slim(obj: Mapping[str, Any]) -> Obj:
@@ -806,7 +825,14 @@ class Rebalancing(Keeper):
     name = "rebalance"
     kinds = POLICY_KINDS
 
-    def __init__(self, follower: Follower, *, rooms: Callable[[], int] | None = None) -> None:
+    def __init__(
+        self,
+        follower: Follower,
+        *,
+        rooms: Callable[[], int] | None = None,
+        watched: Watched | None = None,
+    ) -> None:
+        """``watched``: the Karmada caches it shares (with the carrier); its own without."""
         super().__init__(follower)
         self.rooms = rooms
         self.placed = 0
@@ -818,11 +844,13 @@ class Rebalancing(Keeper):
                 config,
                 follower.gate,
                 events=follower.events,
-                watched=Watched.of(on_keys=self._placed),
+                watched=watched if watched is not None else Watched(),
             )
             if config.rebalance.enabled
             else None
         )
+        if self.rebalancer is not None and self.rebalancer.watched is not None:
+            self.rebalancer.watched.listen(self._placed, clusters=True)
         watched = self.rebalancer.watched if self.rebalancer is not None else None
         self.caches = watched.caches if watched is not None else ()
         self.fills: dict[Hashable, Fill] = {}
