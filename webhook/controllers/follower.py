@@ -194,6 +194,11 @@ class Follower(KeyedController[Key]):
         self._reads: dict[Key, tuple[str, ...]] = {}
         """Key -> the zones its last decision read (sorted; one tuple shared per set)."""
         self._zonesets: dict[frozenset[str], tuple[str, ...]] = {}
+        self._states: (
+            tuple[IntensityTable, IntensityTable | None, dict[tuple[str, ...], tuple[object, ...]]]
+            | None
+        ) = None
+        """The zones' readings per set of zones, for the table they were read from."""
 
     def add(self, keeper: Keeper) -> None:
         """Tell ``keeper`` how the objects of its kinds stand from now on (its caches are
@@ -406,7 +411,7 @@ class Follower(KeyedController[Key]):
         inputs = (version, ctx.fleet_generation, peers, tuple(labels.items()))
         held = self._held.get(key)
         zones = self._reads.get(key, ())
-        if held is not None and held[0] == inputs and held[1] == _zone_state(zones, ctx):
+        if held is not None and held[0] == inputs and held[1] == self._state(zones, ctx):
             action = held[2]
             if action.holds_until is None or ctx.now < action.holds_until:
                 return action, False
@@ -415,10 +420,21 @@ class Follower(KeyedController[Key]):
         zones = self._zonesets.setdefault(frozenset(read), tuple(sorted(read)))
         self._reads[key] = zones
         if action.outcome == "kept":
-            self._held[key] = (inputs, _zone_state(zones, ctx), action)
+            self._held[key] = (inputs, self._state(zones, ctx), action)
         else:
             self._held.pop(key, None)
         return action, True
+
+    def _state(self, zones: tuple[str, ...], ctx: Context) -> tuple[object, ...]:
+        """:func:`_zone_state`, one tuple per set of zones and per table: the objects that
+        read the same zones hold the same one."""
+        memo = self._states
+        if memo is None or memo[0] is not ctx.table or memo[1] is not ctx.ranked:
+            memo = self._states = (ctx.table, ctx.ranked, {})
+        found = memo[2].get(zones)
+        if found is None:
+            found = memo[2][zones] = _zone_state(zones, ctx)
+        return found
 
     async def _one(
         self, target: Target, obj: Obj, namespaces: Mapping[str, Mapping[str, str]], key: Key

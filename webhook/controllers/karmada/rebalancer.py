@@ -52,9 +52,12 @@ from webhook.decision.karmada import carry
 from webhook.decision.karmada.bindings import (
     BINDINGS,
     CLUSTERS,
+    CPP_NAME,
     POLICY_GROUP,
     POLICY_PLURALS,
     POLICY_VERSION,
+    PP_NAME,
+    PP_NAMESPACE,
     PolicyKey,
     Workload,
     mean_intensity,
@@ -145,6 +148,36 @@ class _Claim:
     """None while the move is in flight; then when the claim lapses."""
 
 
+class Tiers:
+    """Ordered fills' tiers held once however many policies have them, with the clusters
+    they name: cluster names are one string each, and equal tiers (every open policy's,
+    which name every cluster) one tuple."""
+
+    def __init__(self) -> None:
+        self._held: dict[tuple[tuple[str, ...], ...], frozenset[str]] = {}
+        self._tiers: dict[tuple[tuple[str, ...], ...], tuple[tuple[str, ...], ...]] = {}
+
+    def hold(
+        self, tiers: Sequence[Sequence[str]]
+    ) -> tuple[tuple[tuple[str, ...], ...], frozenset[str]]:
+        """``tiers`` as held, and every cluster they name."""
+        key = tuple(tuple(sys.intern(n) for n in tier) for tier in tiers)
+        held = self._tiers.setdefault(key, key)
+        named = self._held.get(held)
+        if named is None:
+            named = self._held[held] = frozenset(n for tier in held for n in tier)
+        return held, named
+
+    def keep(self, live: Iterable[Fill]) -> None:
+        """Forget tiers no live fill holds (called when more are held than live)."""
+        kept = {fill.tiers for fill in live}
+        self._tiers = {k: v for k, v in self._tiers.items() if v in kept}
+        self._held = {k: v for k, v in self._held.items() if k in kept}
+
+    def __len__(self) -> int:
+        return len(self._tiers)
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Fill:
     """What the rebalancer keeps of a managed ordered-fill policy: who it is, its tiers
@@ -163,8 +196,10 @@ class Fill:
     """Written as failover groups (Karmada before v1.18), not overflow tiers."""
 
     @classmethod
-    def of(cls, policy: Mapping[str, Any]) -> Fill | None:
-        """The policy's fill when carbonshift decided it as an ordered fill, else None."""
+    def of(cls, policy: Mapping[str, Any], shared: Tiers | None = None) -> Fill | None:
+        """The policy's fill when carbonshift decided it as an ordered fill, else None.
+        ``shared``: tiers already held (:class:`Tiers`), so that policies with the same
+        tiers (every open policy names every cluster) hold them once."""
         managed = _managed(policy)
         if managed is None:
             return None
@@ -180,10 +215,8 @@ class Fill:
                 "resourceVersion": meta.resource_version,
             },
         }
-        # Cluster names are shared across policies: one string each, however many name it.
-        shared = tuple(tuple(sys.intern(n) for n in tier) for tier in tiers)
-        named = frozenset(n for tier in shared for n in tier)
-        return cls(policy_key(policy), ref, shared, carry.lazy(policy), named, groups)
+        held, named = (shared or Tiers()).hold(tiers)
+        return cls(policy_key(policy), ref, held, carry.lazy(policy), named, groups)
 
     def reach(self, current: Mapping[str, int]) -> list[list[str]]:
         """The tiers a Fresh reschedule of ``current`` can use, then the clusters holding
@@ -249,8 +282,30 @@ def _rooms(
 
 
 def _slim(obj: Mapping[str, Any], _before: Obj | None) -> Obj:
-    """What a watched cache holds of a Cluster, a binding or a WorkloadRebalancer."""
+    """What a watched cache holds of a Cluster or a WorkloadRebalancer."""
     return slim(obj)
+
+
+OWNED_BY = (PP_NAME, PP_NAMESPACE, CPP_NAME)
+"""The annotations of a binding that name its policy (all :func:`owner` reads of them)."""
+RESOURCE = ("apiVersion", "kind", "namespace", "name")
+
+
+def _slim_binding(obj: Mapping[str, Any], _before: Obj | None) -> Obj:
+    """What a watched cache holds of a binding: :func:`slim`, its annotations cut to those
+    naming its policy, its labels dropped, its resource cut to what names it (a leader
+    holds every binding of the fleet)."""
+    out = slim(obj)
+    meta = out.get("metadata")
+    if isinstance(meta, dict):
+        annotations = meta.get("annotations")
+        if isinstance(annotations, Mapping):
+            meta["annotations"] = {k: annotations[k] for k in OWNED_BY if k in annotations}
+        meta.pop("labels", None)
+    spec = out.get("spec")
+    if isinstance(spec, dict) and isinstance(resource := spec.get("resource"), Mapping):
+        spec["resource"] = {k: resource[k] for k in RESOURCE if k in resource}
+    return out
 
 
 class Watched:
@@ -266,7 +321,7 @@ class Watched:
             CLUSTERS, _slim, kind="cluster", on_keys=lambda keys: _tell(self._on_clusters, keys)
         )
         self.bindings: tuple[WatchedCache[Obj], ...] = tuple(
-            WatchedCache(kind, _slim, kind=kind.kind.lower(),
+            WatchedCache(kind, _slim_binding, kind=kind.kind.lower(),
                          on_keys=lambda keys: _tell(self._on_bindings, keys))
             for kind in BINDINGS
         )  # fmt: skip
@@ -854,6 +909,8 @@ class Rebalancing(Keeper):
         watched = self.rebalancer.watched if self.rebalancer is not None else None
         self.caches = watched.caches if watched is not None else ()
         self.fills: dict[Hashable, Fill] = {}
+        self.tiers = Tiers()
+        """The fills' tiers, held once across policies."""
         self.lazy: set[Hashable] = set()
         self.rewritten: set[PolicyKey] = set()
         """The policies written since the last pass: Karmada schedules their bindings
@@ -873,10 +930,12 @@ class Rebalancing(Keeper):
             self.lazy.discard(key)
         if rewritten:
             self.rewritten.add(policy_key(obj))
-        fill = Fill.of(obj)
+        fill = Fill.of(obj, self.tiers)
         if fill is None:
             return self.fills.pop(key, None) is not None or rewritten
         before, self.fills[key] = self.fills.get(key), fill
+        if len(self.tiers) > 2 * len(self.fills) + 1000:  # tiers no fill holds any more
+            self.tiers.keep(self.fills.values())
         return before != fill or rewritten
 
     def drop(self, key: Hashable) -> bool:
