@@ -20,9 +20,11 @@ GRACE_SECONDS = 30.0
 
 
 async def refused(port: int) -> bool:
+    """Whether the server no longer accepts connections: refused, or reset when the
+    connection raced the listening socket's closing (it sat in the backlog as it closed)."""
     try:
         _, writer = await asyncio.open_connection("127.0.0.1", port)
-    except ConnectionRefusedError:
+    except (ConnectionRefusedError, ConnectionResetError):
         return True
     writer.close()
     await writer.wait_closed()
