@@ -16,7 +16,7 @@ from tests.feed.replicas import Redis, running_redis
 from tests.feed.windowed import WindowedProvider
 from tests.serve.hardening import TIMEOUT_SECONDS, Conn, http_post, patched, review
 from tests.serving import serve_process
-from tests.support import FakeUpstream
+from tests.support import FakeUpstream, eventually
 
 ZONES = {"member-de": {"zone": "DE"}, "member-fr": {"zone": "FR"}, "member-pl": {"zone": "PL"}}
 
@@ -41,10 +41,7 @@ async def test_redis_down_hung_and_flapping_mid_burst(
     }
     env = {"CARBONSHIFT_REDIS_URL": redis.url, "ELECTRICITY_MAPS_API_TOKEN": "test-token"}
     async with serve_process(config, tmp_path, env=env) as server:
-        warm = time.monotonic()  # the first readings are in Redis
-        while not redis.keys():
-            assert time.monotonic() - warm < 30, "the replica never wrote to Redis in 30 s"
-            await asyncio.sleep(0.1)
+        await eventually(redis.keys, "the first readings in Redis", seconds=30.0)
         latencies: list[float] = []
         answers = 0
         stop = asyncio.Event()
