@@ -29,14 +29,14 @@ from kubernetes_asyncio.client.rest import ApiException
 from webhook.controllers.karmada.rebalancer import Watched
 from webhook.controllers.runner import Controller
 from webhook.decision.karmada import carry
-from webhook.decision.karmada.bindings import BINDINGS, PolicyKey, owner, placed
+from webhook.decision.karmada.bindings import PolicyKey, owner, placed
 from webhook.kinds.policies import CLUSTER_PROPAGATION_POLICY, PROPAGATION_POLICY
 from webhook.kube.cache import WatchedCache
 from webhook.kube.client import REQUEST_TIMEOUT, error_name
 from webhook.kube.events import EventRecorder
 from webhook.kube.writes import Gate, NotLeader, update
 from webhook.model.config import Config
-from webhook.model.objects import Obj, dig, kept, mapping, meta_of
+from webhook.model.objects import Obj, dig, mapping, meta_of
 from webhook.model.vocabulary import DECISION
 from webhook.runtime import metrics
 
@@ -101,18 +101,6 @@ def plan(policies: Mapping[PolicyKey, list[str]], bindings: Sequence[Raw]) -> li
     return out
 
 
-_KEEP = {
-    "metadata": ("name", "namespace", "annotations", "labels", "resourceVersion"),
-    "spec": ("resource", "replicas", "replicaRequirements", "components", "clusters",
-             "requiredBy"),
-}  # fmt: skip
-"""What the binding cache holds: what :func:`plan` and a write read of a binding."""
-
-
-def _binding(obj: Mapping[str, Any], _before: Raw | None) -> Raw:
-    return kept(obj, _KEEP)
-
-
 def _tiers(obj: Mapping[str, Any], _before: tuple[str, ...] | None) -> tuple[str, ...] | None:
     clusters = tiered(obj)
     return None if clusters is None else tuple(clusters)
@@ -132,8 +120,8 @@ class Carrier(Controller):
         events: EventRecorder | None = None,
         watched: Watched | None = None,
     ) -> None:
-        """``watched``: the Karmada caches it shares (with the rebalancer): their bindings
-        are read; without, it holds its own."""
+        """``watched``: the Karmada caches it shares with the rebalancer (their bindings
+        are read); without, caches of its own."""
         self.api = api
         self.objects = client.CustomObjectsApi(api)
         self.gate = gate
@@ -146,18 +134,14 @@ class Carrier(Controller):
             row.kind: WatchedCache(row.api, _tiers, kind=row.kind.lower(), on_keys=self._changed)
             for row in POLICIES
         }
-        if watched is not None:
-            self.bindings = watched.bindings
-            watched.listen(self._changed, clusters=False)
-            own: tuple[WatchedCache[Any], ...] = tuple(self.policies.values())
-        else:
-            self.bindings = tuple(
-                WatchedCache(kind, _binding, kind=kind.kind.lower(), on_keys=self._changed)
-                for kind in BINDINGS
-            )
-            own = (*self.policies.values(), *self.bindings)
+        shared = watched is not None
+        watched = watched if watched is not None else Watched()
+        self.bindings = watched.bindings
+        watched.listen(self._changed, clusters=False)
         self.caches: tuple[WatchedCache[Any], ...] = (*self.policies.values(), *self.bindings)
-        self._own = own
+        self._own: tuple[WatchedCache[Any], ...] = (
+            tuple(self.policies.values()) if shared else self.caches
+        )
         """The caches it stops (shared ones are stopped by their other reader)."""
         self._following = False
 
