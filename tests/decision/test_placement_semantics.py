@@ -514,3 +514,22 @@ def test_override_puts_the_greenest_first_and_keeps_the_users_terms() -> None:
     stored, _, _ = check(policy({"clusterAffinities": terms}, **annotations))
     written = stored["spec"]["placement"]["clusterAffinities"]
     assert written == [{"affinityName": GREEN_TERM, "clusterNames": ["member-fr"]}, *terms]
+
+
+def test_a_ceiling_says_it_does_not_check_the_unweighted_clusters_a_fallback_keeps() -> None:
+    """Static weights on member-fr only, max-clusters 1 and a ceiling below every cluster:
+    the fallback keeps member-de (Karmada weighs it 1 when member-fr is infeasible), which
+    was never a candidate, so the warning says the ceiling was not checked there."""
+    placement = {
+        **_divided(weightPreference={"staticWeightList": [
+            {"targetCluster": {"clusterNames": ["member-fr"]}, "weight": 3}]}),
+        "clusterAffinity": {"clusterNames": ["member-fr", "member-de"]},
+    }  # fmt: skip
+    annotations = {
+        "carbonshift.io/max-clusters": "1",
+        "carbonshift.io/override": "true",
+        "carbonshift.io/max-intensity": "50",
+    }
+    stored, warnings, _ = check(policy(placement, **annotations))
+    assert reach(stored["spec"]["placement"]) == [{"member-fr"}, {"member-de"}]
+    assert any("not applied: fallback keeps member-de" in w for w in warnings), warnings

@@ -399,9 +399,17 @@ class _Shape:
         return tiers
 
     def green_first(
-        self, placement: dict[str, Any], order: list[str], n: int, notes: _Notes
+        self,
+        placement: dict[str, Any],
+        order: list[str],
+        n: int,
+        notes: _Notes,
+        limit: float | None = None,
     ) -> bool:
-        """Green-first ``clusterAffinities`` (``max-clusters``); True when written."""
+        """Green-first ``clusterAffinities`` (``max-clusters``); True when written.
+
+        ``limit``: ``max-intensity``, said not to apply to the user's unweighted clusters
+        the fallback keeps (they were never candidates, so never checked against it)."""
         if self.uncarried:
             notes.leave(MAX_CLUSTERS, UNCARRIED_NOTE.format(kinds=self.uncarried))
             return False
@@ -429,7 +437,13 @@ class _Shape:
         if self.reach is not None:
             # Karmada weighs every feasible cluster 1 when none of the weighted ones is
             # feasible: the user's unweighted clusters stay in the fallback for that case.
-            rest = [*rest, *(n for n in named(placement) if n not in order)]
+            unweighted = [name for name in named(placement) if name not in order]
+            if unweighted and limit is not None:
+                which = (
+                    ", ".join(unweighted) if len(unweighted) < 3 else f"{len(unweighted)} clusters"
+                )
+                notes.leave(MAX_INTENSITY, f"fallback keeps {which} (no static weight)")
+            rest = [*rest, *unweighted]
         terms = green_first_terms(placement, order[:size], rest, opened=self.opened)
         placement["clusterAffinities"] = terms
         placement.pop("clusterAffinity", None)
@@ -459,7 +473,9 @@ def _place(
             notes.leave(MAX_CLUSTERS, "the policy has its own clusterAffinities")
         else:
             order = order_greenest(intensities)
-            green = shape.green_first(placement, order, knobs.max_clusters, notes)
+            green = shape.green_first(
+                placement, order, knobs.max_clusters, notes, knobs.max_intensity
+            )
     weights, others = _apply_weights(
         placement, intensities, knobs, shape, green, weighting=weighting, notes=notes
     )
