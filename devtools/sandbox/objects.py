@@ -16,9 +16,13 @@ from webhook.model import config
 CARBONSHIFT_WEBHOOK_CONFIG = "carbonshift"
 KARMADA_WEBHOOK_CONFIG = "karmada-webhook"
 
+LOCAL_ZONE = "PL"
+"""The grid carbonshift runs on in the sandbox (its ``zone``): where the NodePools it
+decides launch unless their own zones say otherwise."""
+
 DEMO_CLUSTERS: Mapping[str, Mapping[str, Any]] = {
     # name -> cloud location, and the grid zone the region table gives it;
-    # intensities ~23, ~99 and ~819 gCO2eq/kWh.
+    # intensities ~20, ~31 and ~565 gCO2eq/kWh (the embedded table, 2025).
     "member-se": {"zone": "SE-SE3", "provider": "aws", "region": "eu-north-1",
                   "zones": ["eu-north-1a"]},
     "member-fr": {"zone": "FR", "provider": "aws", "region": "eu-west-3",
@@ -46,7 +50,9 @@ def user_config(base: Mapping[str, Any], user: Mapping[str, Any]) -> dict[str, A
 
 
 def carbonshift_config(*, quiet: bool = False) -> dict[str, Any]:
-    """carbonshift's config: local zone DE and the demo availability zones for NodePools.
+    """carbonshift's config: local zone PL (a grid that is high, from 400 g/kWh, in every
+    year the embedded table has held, so a NodePool's ``pause`` and ``efficiency`` show at
+    once) and the demo availability zones for NodePools.
 
     No ``clusters:``: carbonshift runs with the sandbox's kubeconfig and discovers the
     members from their Cluster objects (zones from ``spec.provider`` + ``spec.region``
@@ -57,7 +63,7 @@ def carbonshift_config(*, quiet: bool = False) -> dict[str, Any]:
     """
     topology = {az: spec["zone"] for spec in DEMO_CLUSTERS.values() for az in spec["zones"]}
     config: dict[str, Any] = {
-        "zone": "DE",
+        "zone": LOCAL_ZONE,
         "providers": ["static"],
         "nodepools": {"topology_zones": topology},
     }

@@ -45,7 +45,7 @@ from devtools.sandbox.components import (
     kube_controller_manager,
 )
 from devtools.sandbox.layout import KWOK_PROVIDER_CRDS, LOOPBACK, Layout, SandboxError
-from devtools.sandbox.objects import carbonshift_webhook_configuration, user_config
+from devtools.sandbox.objects import LOCAL_ZONE, carbonshift_webhook_configuration, user_config
 from devtools.sandbox.plane import Plane
 from devtools.sandbox.processes import (
     Component,
@@ -83,12 +83,13 @@ taint every new Node gets), Deployments, garbage collection, namespace deletion 
 PodDisruptionBudget status (evictions, and so Karpenter's drains, need it)."""
 
 BASE_CONFIG: Mapping[str, Any] = {
-    "zone": "DE",
+    "zone": LOCAL_ZONE,
     "providers": ["static"],
     "labels": {"enabled": False},  # no Karmada Clusters here
     "reevaluate": {"enabled": True, "interval_seconds": 10, "min_interval_seconds": 60},
 }
-"""carbonshift's config here: local grid DE, NodePools re-evaluated every 10 s."""
+"""carbonshift's config here: the sandbox's local grid (PL), NodePools re-evaluated every
+10 s."""
 
 
 def workload_layout(layout: Layout) -> Layout:

@@ -40,6 +40,18 @@ def test_table_with_static_data() -> None:
     assert "WINDOWS" not in out
 
 
+def test_the_embedded_table_answers_with_its_data_set_and_year() -> None:
+    """With no key, every answer names Electricity Maps' yearly data set and its year."""
+    status, out, err = run("FR", "IN-MH")
+    assert status == 0, err
+    fr, in_mh = out.splitlines()[1:]
+    assert fr.split()[:4] == ["FR", "31.0", "average", "static:electricitymaps-2025-lifecycle"]
+    assert in_mh.split()[3] == "static:electricitymaps-2022-lifecycle"  # retired zone
+    status, out, err = run("--json", "FR")
+    assert status == 0, err
+    assert "static:electricitymaps-2025-lifecycle" in out
+
+
 def test_the_forecasts_block_leaves_out_zones_judged_on_no_window() -> None:
     nothing = Quality(0, 0.0, 0.0, 0.0)
     good = Quality(96, 0.875, 0.8123, 91.0)

@@ -28,10 +28,15 @@ spec:
 """
 
 
-def _comments(tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str) -> list[str]:
+def _comments(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    text: str,
+    config: str = "config/example.yaml",
+) -> list[str]:
     manifest = tmp_path / "in.yaml"
     manifest.write_text(text)
-    assert main(["mutate", "-f", str(manifest), "--config", "config/example.yaml"]) == 0
+    assert main(["mutate", "-f", str(manifest), "--config", config]) == 0
     return [line for line in capsys.readouterr().out.splitlines() if line.startswith("#   ")]
 
 
@@ -40,7 +45,11 @@ def test_a_paused_pool_gets_notes_and_its_strategy_problem_in_full(
 ) -> None:
     text = Path("examples/40-nodepool.yaml").read_text()
     text = text.replace("carbonshift.io/strategy: weight", 'carbonshift.io/strategy: "pause,lader"')
-    lines = _comments(tmp_path, capsys, text)
+    # DE (342 g/kWh in Electricity Maps 2025) is medium: put the pool's zones on a grid the
+    # embedded table calls high (PL, 565), where the pause applies at admission.
+    config = Path("config/example.yaml").read_text().replace(": DE\n", ": PL\n")
+    (tmp_path / "high.yaml").write_text(config)
+    lines = _comments(tmp_path, capsys, text, str(tmp_path / "high.yaml"))
     assert (
         "#   warning: carbonshift: carbonshift.io/strategy ignored: unknown lader (known: price, "
         "efficiency, zones, weight, pause, ladder, none)"

@@ -245,6 +245,7 @@ def workload_cluster(
     token = state / "token"
     token.write_text("e2e\n")
     base = {
+        "zone": "DE",  # the grid this test's fake Electricity Maps turns
         "providers": ["electricitymaps"],
         "electricitymaps": {"url": f"{grid.fake.url}/v3", "token_file": str(token)},
         "feed": {"refresh_seconds": 1, "min_ttl_seconds": 1, "max_ttl_seconds": 1,

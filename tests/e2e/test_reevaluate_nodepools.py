@@ -1,11 +1,12 @@
 """NodePools follow the grid over time: a real ``carbonshift serve --kubeconfig`` replica
 (interval and minimum interval 1 s, no forecast) reading a local Electricity Maps v3 server
-for the local zone DE re-evaluates managed NodePools in the sandbox. A pool the sandbox's
-webhook paused at creation (DE dirty) and a pool that turns ``pause`` on later are paused
-while DE stays dirty and resumed when it turns clean, their limits back byte for byte (or
-absent when there were none), with ``NodePoolPaused`` / ``NodePoolResumed`` Events; over
-time only ``spec.limits`` and ``spec.weight`` change. ``carbonshift.io/max-pause: "1m"``
-ends a pause while DE is still dirty."""
+for the sandbox's local zone re-evaluates managed NodePools in the sandbox. A pool the
+sandbox's webhook paused at creation (the table's reading is high) and a pool that turns
+``pause`` on later are paused while the local grid stays dirty and resumed when it turns
+clean, their limits back byte for byte (or absent when there were none), with
+``NodePoolPaused`` / ``NodePoolResumed`` Events; over time only ``spec.limits`` and
+``spec.weight`` change. ``carbonshift.io/max-pause: "1m"`` ends a pause while the local
+grid is still dirty."""
 
 from __future__ import annotations
 
@@ -21,18 +22,19 @@ from test_fleet_labels import eventually, holder
 from test_reevaluate_policies import Grid, events, follower, metric
 
 from devtools.sandbox import Sandbox
+from devtools.sandbox.objects import LOCAL_ZONE
 from webhook.decision.record import Record, switches
 from webhook.model.vocabulary import DECISION, MAX_PAUSE, REASON, STRATEGY
 
 POOLS = "nodepools.karpenter.sh"
 DIRTY, CLEAN = 480.0, 100.0
-"""DE in gCO2eq/kWh: high (from 400) and low (below 150)."""
+"""The local grid in gCO2eq/kWh: high (from 400) and low (below 150)."""
 
 
 @pytest.fixture
 def grid() -> Iterator[Grid]:
     with Grid() as running:
-        running.values["DE"] = DIRTY
+        running.values[LOCAL_ZONE] = DIRTY
         yield running
 
 
@@ -50,7 +52,7 @@ def record(pool: dict[str, Any]) -> Record:
 
 
 def create(kube: Kube, pools: list[str], strategy: str, limits: dict[str, str] | None) -> str:
-    """A NodePool decided by the sandbox's webhook (DE is high there: ~481 g)."""
+    """A NodePool decided by the sandbox's webhook (its local grid is high in the table)."""
     name = unique("pool")
     manifest = nodepool(name, strategy)
     if limits is None:
@@ -111,13 +113,13 @@ def test_nodepools_pause_while_dirty_and_resume_when_clean_with_their_limits_bac
         assert record(held).body["paused_at"]
         (paused,) = eventually(lambda: pool_events(kube, later, "NodePoolPaused"), 10.0, "Event")
         assert paused["type"] == "Normal"
-        assert "DE is at 480 g/kWh (class high)" in paused["note"]
+        assert f"{LOCAL_ZONE} is at 480 g/kWh (class high)" in paused["note"]
         assert "no forecast" in paused["note"]
         eventually(lambda: metric(replica, "carbonshift_paused_nodepools") >= 2, 10.0, "the gauge")
         count = metric(replica, "carbonshift_paused_nodepools")
         assert kube.get(POOLS, admitted)["spec"]["limits"] == {"cpu": "0", "memory": "64Gi"}
 
-        grid.values["DE"] = CLEAN
+        grid.values[LOCAL_ZONE] = CLEAN
         back = eventually(
             lambda: (p := kube.get(POOLS, admitted))["spec"]["limits"]["cpu"] != "0" and p,
             20.0,
@@ -137,7 +139,7 @@ def test_nodepools_pause_while_dirty_and_resume_when_clean_with_their_limits_bac
             (resumed,) = eventually(resumed_events(kube, name), 10.0, "the Event")
             assert resumed["type"] == "Normal"
             assert "the grid is low now" in resumed["note"]
-            assert "DE at 100 g/kWh" in resumed["note"]
+            assert f"{LOCAL_ZONE} at 100 g/kWh" in resumed["note"]
             assert switches(record(after))[-1]["pause"] == "resumed"
         assert free["spec"]["weight"] == 90  # the weight follows the grid too
         eventually(
@@ -167,7 +169,7 @@ def test_max_pause_ends_a_pause_while_the_grid_is_still_dirty(
             90.0,
             "the resume at max-pause",
         )
-        assert grid.values["DE"] == DIRTY
+        assert grid.values[LOCAL_ZONE] == DIRTY
         assert back["spec"]["limits"] == {"cpu": "8"}
         body = record(back).body
         ended = datetime.fromisoformat(body["resumed_at"].replace("Z", "+00:00"))

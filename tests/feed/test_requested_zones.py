@@ -99,11 +99,12 @@ def test_what_each_provider_serves_for_requests() -> None:
     electricitymaps, watttime = serves["electricitymaps"], serves["watttime"]
     assert electricitymaps is not None
     assert {"FR", "DE", "PL", "US-CAL-CISO", "XX"} <= electricitymaps
-    assert "IN" not in electricitymaps  # the table's value for India is Ember's
+    assert "IN" in electricitymaps  # the table's rows are all Electricity Maps keys
+    assert "IN-MH" not in electricitymaps  # but a zone it retired (2022 row) is not asked
     assert watttime == frozenset({"US-CAL-CISO", "CAISO_NORTH"})
     assert serves["ukgrid"] == frozenset({"GB", *(f"GB-REGION-{i}" for i in range(1, 18))})
     assert serves["static"] is not None
-    assert "IN" in serves["static"]
+    assert {"IN", "IN-MH"} <= serves["static"]
 
 
 def test_the_electricitymaps_zones_option_takes_zone_keys() -> None:
@@ -129,12 +130,12 @@ async def test_a_requested_zone_is_asked_of_the_providers_that_serve_it_only(
     doc = config(fake, "electricitymaps", "static")
     feed = IntensityFeed.from_config(doc, ["XX"], env=ENV, clock=clock)
     try:
-        assert feed.ask("IN") is None  # the table's (Ember's) value: static only
+        assert feed.ask("IN-MH") is None  # a zone Electricity Maps retired: static only
         assert feed.ask("PL") is None  # an Electricity Maps zone
         await feed.refresh_once()
         asked = sorted(s.query["zone"] for s in fake.seen if s.path == LATEST)
         assert asked == ["PL", "XX"]  # XX: the configuration's, asked of the whole chain
-        assert feed.status("IN").provider == "static"
+        assert feed.status("IN-MH").provider == "static"
         assert feed.status("PL").provider == "electricitymaps"
     finally:
         await feed.stop()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from importlib import resources
+
 import pytest
 
 from tests.support import NOW
@@ -26,10 +28,37 @@ async def test_every_cloud_region_zone_has_an_annual_value(
 
 
 def test_every_row_names_its_source() -> None:
+    """One basis for every row; the source names the data set, its year and emission factors."""
     for row in annual_table().values():
-        assert row.source, row.zone
-        assert row.basis in ("lifecycle", "generation", "grid-sales"), row.zone
-        assert 2019 <= row.year <= 2024, row.zone
+        assert row.basis == "lifecycle-consumption", row.zone
+        assert row.source == f"electricitymaps-{row.year}-lifecycle", row.zone
+        assert row.year in (2022, 2025), row.zone
+
+
+def test_rows_carry_the_newest_year_where_one_is_published() -> None:
+    """Electricity Maps 2025 everywhere but the three zones it no longer publishes."""
+    older = {row.zone for row in annual_table().values() if row.year != 2025}
+    assert older == {"IN-MH", "IN-UP", "US-HI-OA"}
+
+
+async def test_a_reading_names_the_data_set_and_its_year() -> None:
+    reading = await StaticProvider(clock=lambda: NOW).latest("FR")
+    assert reading.source == "static:electricitymaps-2025-lifecycle"
+    assert reading.value == 31.0
+    assert reading.estimated
+    older = await StaticProvider(clock=lambda: NOW).latest("IN-MH")
+    assert older.source == "static:electricitymaps-2022-lifecycle"
+
+
+def test_the_table_keeps_its_attribution() -> None:
+    """ODbL: the shipped file says whose data it is and under which licence."""
+    text = (resources.files("webhook") / "data" / "static_intensity.csv").read_text("utf-8")
+    header = "\n".join(line for line in text.splitlines() if line.startswith("#"))
+    assert "Electricity Maps" in header
+    assert "Open Database License (ODbL) v1.0" in header
+    assert "thegreenwebfoundation/co2.js" in header
+    assert "consumption-based" in header
+    assert "market-based" in header
 
 
 def test_static_takes_no_options() -> None:

@@ -42,10 +42,14 @@ CALLS_PER_FETCH = 2
 """HTTP requests one :meth:`ElectricityMapsProvider.latest` may make (latest, then history)."""
 
 
+_NEWEST_YEAR = max(row.year for row in annual_table().values())
 _TABLE_ZONES = frozenset(
-    row.zone for row in annual_table().values() if row.source.startswith("electricitymaps-")
+    row.zone
+    for row in annual_table().values()
+    if row.source.startswith("electricitymaps-") and row.year == _NEWEST_YEAR
 )
-"""Zone keys of the embedded table's rows that come from Electricity Maps."""
+"""Zone keys of the embedded table's rows from Electricity Maps' newest yearly data: the
+zones it publishes today (the older rows are zones it has since retired, such as IN-MH)."""
 
 _GRANULARITY = {
     "5_minutes": timedelta(minutes=5),

@@ -52,7 +52,8 @@ class StaticProvider:
 
     An annual mean is this table's estimate for every hour, so a reading is valid for
     the current hour and flagged ``estimated``; ``source`` names the table row's origin
-    (for example ``static:electricitymaps-2022``).
+    (for example ``static:electricitymaps-2025-lifecycle``: the data set, its year and
+    its emission factors).
     """
 
     name = NAME
