@@ -23,7 +23,7 @@ metadata: {name: web, namespace: shop}
 spec:
   resourceSelectors: [{apiVersion: apps/v1, kind: Deployment, name: web}]
   placement:
-    clusterAffinity: {clusterNames: [member-se, member-fr, member-xx]}
+    clusterAffinity: {clusterNames: [member-ca, member-gb, member-xx]}
     replicaScheduling: {replicaSchedulingType: Divided}
 """
 
@@ -106,8 +106,8 @@ def test_a_policy_the_user_took_over_shows_the_order_as_stored(
     assert main(["mutate", "-f", str(manifest), "--config", "config/example.yaml"]) == 0
     stored = yaml.safe_load(capsys.readouterr().out)
     stored["spec"]["placement"]["clusterAffinities"] = [  # kubectl edit: the user's order
-        {"affinityName": "mine", "clusterNames": ["member-pl"]},
-        {"affinityName": "more", "clusterNames": ["member-pl", "member-de"]},
+        {"affinityName": "mine", "clusterNames": ["member-us"]},
+        {"affinityName": "more", "clusterNames": ["member-us", "member-de"]},
     ]
     manifest.write_text(yaml.safe_dump(stored))
     args = ["mutate", "--reevaluate", "-f", str(manifest), "--config", "config/example.yaml"]
@@ -116,12 +116,12 @@ def test_a_policy_the_user_took_over_shows_the_order_as_stored(
     assert "# carbonshift: PropagationPolicy web: user_owned\n" in out
     (tiers,) = [line for line in out.splitlines() if line.startswith("#   tiers: ")]
     assert re.fullmatch(
-        r"#   tiers: member-pl [\d.]+ g -> member-pl [\d.]+ g, member-de [\d.]+ g \(as stored: "
+        r"#   tiers: member-us [\d.]+ g -> member-us [\d.]+ g, member-de [\d.]+ g \(as stored: "
         r"the user's clusterAffinities, edited since carbonshift wrote them; carbonshift's "
         r"order is not in force\)",
         tiers,
     ), tiers
-    assert "member-se" not in tiers
+    assert "member-ca" not in tiers
     assert "#   shape: " not in out  # carbonshift's shape is not the stored one
 
 
