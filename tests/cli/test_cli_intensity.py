@@ -65,15 +65,26 @@ def test_the_forecasts_block_leaves_out_zones_judged_on_no_window() -> None:
 
 
 def test_forecasts_say_which_forecaster_is_used_and_how_well_each_ranked() -> None:
-    good = Quality(96, 0.875, 0.8123, 91.0)
-    fair = Quality(96, 0.5, 0.4567, 60.0)
+    good = Quality(96, 0.875, 0.8123, 91.0, 12.34)
+    fair = Quality(96, 0.5, 0.4567, 60.0, 20.0)
     judged = Judgement("DE", "electricitymaps", 12, {PROFILE: fair, "provider": good},
                        (fair, good), "provider")  # fmt: skip
     text = cli_intensity.render_forecasts({"DE": judged, "XX": None}, "best", 12)
     _, title, _, profile, provider = text.splitlines()
     assert "best; windows of 12 h ahead" in title
-    assert profile.split() == ["DE", "day-ahead-profile", "no", "50.0", "0.457", "96"]
-    assert provider.split() == ["DE", "provider", "(electricitymaps)", "yes", "87.5", "0.812", "96"]
+    assert profile.split() == [
+        "DE",
+        "day-ahead-profile",
+        "no",
+        "50.0",
+        "0.457",
+        "60.0",
+        "20.0",
+        "96",
+    ]
+    assert provider.split() == [
+        "DE", "provider", "(electricitymaps)", "yes", "87.5", "0.812", "91.0", "12.3", "96"
+    ]  # fmt: skip
     # The setting decides unless it is best; none uses no forecast.
     assert cli_intensity.uses(judged, "day-ahead-profile") == PROFILE
     assert cli_intensity.uses(judged, "provider") == "provider"
@@ -92,7 +103,13 @@ def test_forecasts_in_json_and_the_window_option(tmp_path: Path) -> None:
         "window_hours": 6,
         "judged_provider": "static",
         "forecasters": {
-            name: {"windows": 0, "top_quarter": None, "spearman": None, "captured_percent": None}
+            name: {
+                "windows": 0,
+                "top_quarter": None,
+                "spearman": None,
+                "captured_percent": None,
+                "nmae_percent": None,
+            }
             for name in ("day-ahead-profile", "provider")
         },
     }

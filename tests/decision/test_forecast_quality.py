@@ -14,6 +14,7 @@ from webhook.decision.forecast_quality import (
     ranks,
     score,
     spearman,
+    summed,
     top_share,
     window,
 )
@@ -43,12 +44,15 @@ def test_one_window_of_one_hour_jobs() -> None:
     # hour 4 as the greenest start: 300 - 150 saved of the 300 - 100 possible.
     truth = [300.0, 280.0, 260.0, 200.0, 150.0, 100.0, 120.0, 250.0]
     forecast = [300.0, 270.0, 210.0, 160.0, 110.0, 130.0, 240.0, 290.0]
-    top, rho, saved, possible = window(truth, forecast, length=1, slack=7)
+    top, rho, saved, possible, error, level = window(truth, forecast, length=1, slack=7)
     assert top == pytest.approx(0.5)
     assert rho == pytest.approx(spearman(truth, forecast))
     assert 0.5 < rho < 1.0
     assert [saved, possible] == pytest.approx([150.0, 200.0])
-    assert score(forecast, truth) == Score(top, rho, saved, possible)
+    # The forecast hours only (the first is observed): 10+50+40+40+30+120+40 off 1360.
+    assert [error, level] == pytest.approx([330.0, 1360.0])
+    assert score(forecast, truth) == Score(top, rho, saved, possible, error, level)
+    assert summed([score(forecast, truth)] * 2).nmae == pytest.approx(100 * 330 / 1360)
 
 
 def test_top_share_breaks_ties_like_best_start() -> None:

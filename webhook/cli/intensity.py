@@ -212,6 +212,7 @@ def _quality_json(q: Quality) -> dict[str, Any]:
         "top_quarter": q.top if q.windows else None,
         "spearman": q.spearman if q.windows else None,
         "captured_percent": q.captured if q.windows else None,
+        "nmae_percent": q.nmae if q.windows else None,
     }
 
 
@@ -227,11 +228,24 @@ def _forecast_json(judgement: Judgement | None, forecast: str, window: int) -> d
     }
 
 
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
 def render_forecasts(judged: Mapping[str, Judgement | None], forecast: str, window: int) -> str:
     """The forecasts block: per zone and forecaster, whether the re-evaluation uses it
     and how well it ranked the hours of ``window``-hour windows; a zone whose forecasters
     were judged on no window yet is left out, and so is the block when every zone is."""
-    header = ("ZONE", "FORECASTER", "USED", "TOP QUARTER %", "SPEARMAN", "WINDOWS")
+    header = (
+        "ZONE",
+        "FORECASTER",
+        "USED",
+        "TOP QUARTER %",
+        "SPEARMAN",
+        "SAVING CAPTURED %",
+        "NMAE %",
+        "WINDOWS",
+    )
     rows = [header]
     for zone, judgement in judged.items():
         if judgement is None or not any(q.windows for q in judgement.quality.values()):
@@ -246,6 +260,8 @@ def render_forecasts(judged: Mapping[str, Judgement | None], forecast: str, wind
                     "yes" if chosen == name else "no",
                     f"{100 * q.top:.1f}" if q.windows else "-",
                     f"{q.spearman:.3f}" if q.windows else "-",
+                    _percent(q.captured if q.windows else None),
+                    _percent(q.nmae if q.windows else None),
                     str(q.windows),
                 )
             )

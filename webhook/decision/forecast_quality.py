@@ -12,10 +12,15 @@ truth's). Per window:
 - ``spearman``: Spearman's rank correlation of forecast and truth over the starts (ties
   take their mean rank; 0 when either side is constant);
 - ``saved`` / ``possible``: what starting at the forecast's greenest start saves against
-  starting now, and what the truly greenest start saves.
+  starting now, and what the truly greenest start saves;
+- ``error`` / ``level``: the sum of the forecast's absolute errors over the forecast
+  hours (every hour but the observed first) and the sum of the truth over them.
 
 Over many windows (:class:`Tally`, :func:`measure`): ``top`` and ``spearman`` are means,
-``captured`` the ratio of sums of the savings (in percent). The simulator
+``captured`` the ratio of sums of the savings (in percent), ``nmae`` the ratio of sums of
+the errors to the level (in percent). These are WattTime's three measures of a forecast:
+normalised mean absolute error, mean rank correlation of each window (a day, for a 24 h
+window), and reduction over potential. The simulator
 (:mod:`webhook.simulate.ranking`) judges the past-only forecasts on the traces with it, and
 the feed judges a provider's forecasts against the profile's on the hours it kept
 (:mod:`webhook.feed.judging`). Pure: data in, figures out.
@@ -38,6 +43,8 @@ class Score:
     spearman: float
     saved: float
     possible: float
+    error: float = 0.0
+    level: float = 0.0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -52,6 +59,9 @@ class Quality:
     captured: float | None
     """Saving of the forecast's greenest start over the truly greenest start's, against
     starting now, in percent (ratio of sums; None when starting now is always best)."""
+    nmae: float | None = None
+    """Normalised mean absolute error of the forecast hours, in percent of the mean
+    truth (ratio of sums; None when nothing was forecast or the truth is all zero)."""
 
 
 NO_WINDOWS = Quality(0, 0.0, 0.0, None)
@@ -101,9 +111,10 @@ def _starts(series: Sequence[float], length: int, slack: int) -> list[float]:
 
 def window(
     truth: Sequence[float], forecast: Sequence[float], length: int, slack: int
-) -> tuple[float, float, float, float]:
-    """One window's ``top``, ``spearman``, and the savings (forecast's start, best start)
-    against starting now; ``truth`` and ``forecast`` cover ``slack + length`` hours."""
+) -> tuple[float, float, float, float, float, float]:
+    """One window's ``top``, ``spearman``, the savings (forecast's start, best start)
+    against starting now, and the absolute error and level of the forecast hours;
+    ``truth`` and ``forecast`` cover ``slack + length`` hours."""
     real = _starts(truth, length, slack)
     guess = _starts(forecast, length, slack)
     k = max(1, math.ceil(len(real) / 4))
@@ -114,6 +125,8 @@ def window(
         spearman(real, guess),
         real[0] - real[chosen],
         real[0] - real[best],
+        math.fsum(abs(f - t) for f, t in zip(forecast[1:], truth[1:], strict=True)),
+        math.fsum(truth[1:]),
     )
 
 
@@ -139,6 +152,8 @@ class Tally:
         self._rhos: list[float] = []
         self._got: list[float] = []
         self._best: list[float] = []
+        self._errors: list[float] = []
+        self._levels: list[float] = []
 
     def add(self, s: Score) -> None:
         """Count one window."""
@@ -146,18 +161,30 @@ class Tally:
         self._rhos.append(s.spearman)
         self._got.append(s.saved)
         self._best.append(s.possible)
+        self._errors.append(s.error)
+        self._levels.append(s.level)
+
+    def extend(self, other: Tally) -> None:
+        """Count every window ``other`` counted."""
+        self._tops += other._tops
+        self._rhos += other._rhos
+        self._got += other._got
+        self._best += other._best
+        self._errors += other._errors
+        self._levels += other._levels
 
     def quality(self) -> Quality:
         """The windows added so far, summed up."""
         n = len(self._tops)
         if not n:
             return NO_WINDOWS
-        best = math.fsum(self._best)
+        best, level = math.fsum(self._best), math.fsum(self._levels)
         return Quality(
             n,
             math.fsum(self._tops) / n,
             math.fsum(self._rhos) / n,
             100.0 * math.fsum(self._got) / best if best > 0 else None,
+            100.0 * math.fsum(self._errors) / level if level > 0 else None,
         )
 
 

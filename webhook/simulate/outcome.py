@@ -16,7 +16,7 @@ from webhook.simulate.multikueue import KEYS as MULTIKUEUE_KEYS
 from webhook.simulate.multikueue import simulate_multikueue
 from webhook.simulate.policies import SpatialPolicy, spatial_policies
 from webhook.simulate.progress import Progress
-from webhook.simulate.ranking import Ranking, judge
+from webhook.simulate.ranking import Ranking, judge_each
 from webhook.simulate.scenario import Scenario
 
 
@@ -89,11 +89,16 @@ def simulate(
 
 
 def forecast_ranking(scenario: Scenario, grid: Grid) -> list[Ranking]:
-    """Each forecast's ranking quality over the scenario's batch pools, its own first."""
-    pools = [(grid.values[p.zone], p.length_hours, p.slack_hours) for p in scenario.batch]
+    """Each forecast's ranking quality over the scenario's batch pools, its own first;
+    then the same per zone (``Ranking.zone`` set), zone by zone."""
+    pools = [(p.zone, grid.values[p.zone], p.length_hours, p.slack_hours) for p in scenario.batch]
     first = scenario.compare.forecast
     methods = [first, *(m for m in Method if m is not first)]
-    return [judge(m, pools, days=scenario.compare.forecast_days) for m in methods]
+    judged = [judge_each(m, pools, days=scenario.compare.forecast_days) for m in methods]
+    overall = [rankings[0] for rankings in judged]
+    zones = list(dict.fromkeys(p.zone for p in scenario.batch))
+    per_zone = [r for zone in zones for rankings in judged for r in rankings[1:] if r.zone == zone]
+    return [*overall, *per_zone] if len(zones) > 1 else overall
 
 
 _P = TypeVar("_P", SpatialPolicy, PausePolicy)

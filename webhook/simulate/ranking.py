@@ -39,24 +39,49 @@ class Ranking:
     captured: float | None
     """Saving of the forecast's greenest start over the truly greenest start's, against
     starting now (ratio of sums; None when starting now is always best)."""
+    nmae: float | None = None
+    """Normalised mean absolute error of the forecast hours, in percent (ratio of sums)."""
+    zone: str | None = None
+    """The zone judged; None: every pool together."""
 
 
-def judge(
-    method: Method,
-    pools: Sequence[tuple[Sequence[float], int, int]],
-    *,
-    days: int,
-    stride: int = STRIDE,
-) -> Ranking:
-    """``method``'s ranking quality over ``pools``: (hourly values, length, slack) each."""
+Pool = tuple[str, Sequence[float], int, int]
+"""A batch pool to judge on: its zone, the zone's hourly values, job length and slack."""
+
+
+def _tally(method: Method, pool: Pool, *, days: int, stride: int) -> Tally:
+    _, values, length, slack = pool
     tally = Tally()
-    for values, length, slack in pools:
-        horizon = slack + length - 1
-        need = history_needed(method, horizon, days=days)
-        for t in range(WARM_UP, len(values) - horizon, stride):
-            history = values[max(0, t + 1 - need) : t + 1]
-            forecast = outlook(method, history, horizon, days=days)
-            truth = values[t : t + horizon + 1]
-            tally.add(score(forecast, truth, length=length, slack=slack))
+    horizon = slack + length - 1
+    need = history_needed(method, horizon, days=days)
+    for t in range(WARM_UP, len(values) - horizon, stride):
+        history = values[max(0, t + 1 - need) : t + 1]
+        forecast = outlook(method, history, horizon, days=days)
+        truth = values[t : t + horizon + 1]
+        tally.add(score(forecast, truth, length=length, slack=slack))
+    return tally
+
+
+def _ranking(method: Method, tally: Tally, zone: str | None) -> Ranking:
     q = tally.quality()
-    return Ranking(method.value, q.windows, q.top, q.spearman, q.captured)
+    return Ranking(method.value, q.windows, q.top, q.spearman, q.captured, q.nmae, zone)
+
+
+def judge_each(
+    method: Method, pools: Sequence[Pool], *, days: int, stride: int = STRIDE
+) -> list[Ranking]:
+    """``method``'s ranking quality over all ``pools`` together, then per zone (pools of
+    one zone together, in the order the zones first appear)."""
+    overall = Tally()
+    by_zone: dict[str, Tally] = {}
+    for pool in pools:
+        tally = _tally(method, pool, days=days, stride=stride)
+        overall.extend(tally)
+        by_zone.setdefault(pool[0], Tally()).extend(tally)
+    zones = [_ranking(method, t, zone) for zone, t in by_zone.items()]
+    return [_ranking(method, overall, None), *zones]
+
+
+def judge(method: Method, pools: Sequence[Pool], *, days: int, stride: int = STRIDE) -> Ranking:
+    """``method``'s ranking quality over all ``pools`` together."""
+    return judge_each(method, pools, days=days, stride=stride)[0]

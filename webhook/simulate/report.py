@@ -23,6 +23,7 @@ from webhook.simulate.metrics import Role, Row, Run
 from webhook.simulate.multikueue import DEFAULT_MULTIKUEUE
 from webhook.simulate.outcome import Outcome, Part
 from webhook.simulate.policies import DEFAULT_SPATIAL, GREEDY
+from webhook.simulate.ranking import Ranking
 
 INSTALL_HINT = "pip install 'carbonshift[sim]'"
 
@@ -182,6 +183,8 @@ def text(outcome: Outcome) -> str:
             "forecast ranking (decision windows of the batch pools)",
             _ranking_table(outcome),
         ]
+        if _zone_rows(outcome):
+            out += ["", "forecast ranking by zone", _zone_table(outcome)]
     out += ["", attribution(outcome.grid), f"simulated in {outcome.seconds:.1f} s"]
     return "\n".join(out)
 
@@ -210,10 +213,19 @@ def _budget_json(part: Part | None) -> dict[str, Any] | None:
     return {**run.details, "share_of_greedy": MOVE_BUDGET_SHARE}
 
 
-_RANKING_HEAD = ("forecast", "windows", "top quarter %", "spearman", "start saving %")
+_RANKING_HEAD = (
+    "forecast",
+    "windows",
+    "top quarter %",
+    "spearman",
+    "start saving %",
+    "nMAE %",
+)
+"""WattTime's three measures are ``spearman`` (mean of each window's), ``start saving %``
+(reduction over potential) and ``nMAE %``."""
 
 
-def _ranking_cells(outcome: Outcome) -> list[tuple[str, ...]]:
+def _ranked(outcome: Outcome, rankings: list[Ranking]) -> list[tuple[str, ...]]:
     used = outcome.scenario.compare.forecast.value
     return [
         (
@@ -222,13 +234,28 @@ def _ranking_cells(outcome: Outcome) -> list[tuple[str, ...]]:
             f"{100 * r.top:.1f}",
             f"{r.spearman:.3f}",
             _pct(r.captured),
+            _pct(r.nmae),
         )
-        for r in outcome.ranking
+        for r in rankings
     ]
+
+
+def _ranking_cells(outcome: Outcome) -> list[tuple[str, ...]]:
+    return _ranked(outcome, [r for r in outcome.ranking if r.zone is None])
+
+
+def _zone_rows(outcome: Outcome) -> list[Ranking]:
+    return [r for r in outcome.ranking if r.zone is not None]
 
 
 def _ranking_table(outcome: Outcome) -> str:
     return _grid(_RANKING_HEAD, _ranking_cells(outcome))
+
+
+def _zone_table(outcome: Outcome) -> str:
+    rows = _zone_rows(outcome)
+    cells = [(r.zone or "", *c) for r, c in zip(rows, _ranked(outcome, rows), strict=True)]
+    return _grid(("zone", *_RANKING_HEAD), cells)
 
 
 # --- JSON ------------------------------------------------------------------------------------
@@ -299,6 +326,8 @@ def to_json(outcome: Outcome) -> dict[str, Any]:
                 "top_quarter_share": round(r.top, 4),
                 "spearman": round(r.spearman, 4),
                 "start_saving_captured_pct": _round(r.captured),
+                "nmae_pct": _round(r.nmae),
+                **({"zone": r.zone} if r.zone is not None else {}),
             }
             for r in outcome.ranking
         ],
