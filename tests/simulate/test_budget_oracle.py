@@ -64,6 +64,30 @@ def test_replicas_that_leave_are_taken_where_the_fleet_shrinks(
     assert run.moves == 0
 
 
+def test_the_oracle_chooses_where_pinned_work_goes(
+    make_grid: MakeGrid, make_scenario: MakeScenario
+) -> None:
+    # One movable replica on G (room 1) and a pinned one-hour job at hour 1. The
+    # constrained oracle pins the job on G and moves the replica to D and back for free
+    # (100 + 100 + 300 + 100). Without moves, pinned there, the replica would have to sit
+    # on D all three hours (1,000); any policy can pin the job on D instead (600, no move),
+    # so the budget oracle must too, or it would be no lower bound.
+    grid = make_grid({"G": [100.0] * 3, "D": [300.0] * 3})
+    # ("clean" sorts before "dirty": the constrained oracle's tie goes to the green one.)
+    clusters = [
+        {"name": "clean", "zone": "G", "capacity": {"replicas": 1}},
+        {**TWO[1], "capacity": {"replicas": 2}},
+    ]
+    job = {"name": "job", "replicas": 1, "movable": False, "run_hours": 1, "offset_hours": 1}
+    scenario = make_scenario(3, clusters=clusters, workloads=[*ONE, job])
+    constrained, run = constrained_and_budget(scenario, grid, 0)
+    assert constrained.total == pytest.approx(600.0)
+    assert run.total == pytest.approx(600.0)
+    assert run.moves == 0
+    assert run.details["lower_bound_kg"] == pytest.approx(0.6)
+    assert [run.daily_share[c][0] for c in ("clean", "dirty")] == [3, 1]
+
+
 def test_moves_count_as_the_policies_do() -> None:
     assert moved({"a": 3, "b": 1}, {"a": 1, "b": 3}, 0) == 2
     assert moved({"a": 3, "b": 1}, {"a": 1, "b": 1}, removed=2) == 0
@@ -128,3 +152,20 @@ def test_without_scipy_there_is_no_budget_oracle(
     scenario = make_scenario(2, clusters=TWO, workloads=ONE)
     keys = [r.key for r in simulate_spatial(scenario, grid, policies=[])]
     assert keys == ["oracle-free", "oracle"]
+
+
+def test_a_schedule_not_proven_best_in_time_gives_way_to_the_bound() -> None:
+    # One replica, G greener in hours 0 and 2, two moves allowed: the relaxation moves half
+    # a replica back and forth (900), the best whole schedule emits 1,000. Stopped before
+    # HiGHS proves one, the relaxation's schedule stands, its emissions the lower bound,
+    # so no row's share of it can overstate.
+    room = [[1, 1]] * 4
+    values = [[100.0, 300.0], [500.0, 300.0], [100.0, 300.0], [500.0, 300.0]]
+    work = budget.fleet([(0, [1, 1, 1, 1])], 4)
+    best = budget.schedule(room, values, work, 2)
+    assert (best.cost, best.optimal) == (1000.0, True)
+    stopped = budget.schedule(room, values, work, 2, time_limit=1e-9)
+    assert stopped.optimal is False
+    assert stopped.cost == pytest.approx(900.0)
+    assert stopped.bound == pytest.approx(900.0)
+    assert stopped.counts[1] == pytest.approx([0.5, 0.5])

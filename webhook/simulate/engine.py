@@ -713,19 +713,24 @@ def budget_oracle(
     *,
     greedy: int | None = None,
 ) -> Run:
-    """The budget oracle's run: the pinned replicas where ``oracle`` pinned them, the
-    movable ones scheduled with perfect knowledge and at most ``budget`` moves (None:
-    unlimited) by :func:`webhook.simulate.budget.schedule`."""
+    """The budget oracle's run: the movable replicas scheduled with perfect knowledge and
+    at most ``budget`` moves (None: unlimited), and the immovable ones pinned where that
+    schedule does best, by :func:`webhook.simulate.budget.schedule`; ``oracle`` gives the
+    clusters and their capacities."""
     hours = len(values)
     clusters, caps = oracle.clusters, oracle.caps
     lives: list[budget_mod.Life] = []
+    pinned: list[budget_mod.Pinned] = []
     for inst in items:
         low = 0 if inst.movable else _lowest(inst)
+        if low:
+            pinned.append((inst.arrive, min(inst.leave, hours), low))
         series = [inst.replicas_at(t) - low for t in range(inst.arrive, inst.leave)]
         if any(series):
             lives.append((inst.arrive, series))
-    room = [[caps[i] - row[i] for i in range(len(caps))] for row in oracle.pinned]
-    plan = budget_mod.schedule(room, values, budget_mod.fleet(lives, hours), budget)
+    room = [list(caps) for _ in range(hours)]
+    work = budget_mod.fleet(lives, hours)
+    plan = budget_mod.schedule(room, values, work, budget, pinned=pinned)
     days = (hours + 23) // 24
     allowed = "unlimited" if budget is None else f"{budget} in all"
     run = Run(
@@ -738,12 +743,12 @@ def budget_oracle(
         moves=round(plan.moves),
         daily_share={c: array("d", bytes(8 * days)) for c in clusters},
     )
-    pinned_cost = 0.0
+    nothing = [0.0] * len(clusters)
     for t in range(hours):
-        day, v, row, mine = t // 24, values[t], oracle.pinned[t], plan.counts[t]
+        day, v, mine = t // 24, values[t], plan.counts[t]
+        row = plan.pinned[t] if plan.pinned else nothing
         total = 0.0
         for i, name in enumerate(clusters):
-            pinned_cost += row[i] * v[i]
             n = row[i] + mine[i]
             if n:
                 total += n * v[i]
@@ -754,7 +759,7 @@ def budget_oracle(
         "move_budget": budget,
         "moves": plan.moves,
         "optimal": plan.optimal,
-        "lower_bound_kg": (pinned_cost + plan.bound) * kw / 1000.0,
+        "lower_bound_kg": plan.bound * kw / 1000.0,
     }
     return run
 
