@@ -34,13 +34,12 @@ log = structlog.get_logger("carbonshift.kueue")
 GROUP = "kueue.x-k8s.io"
 VERSION = "v1beta2"
 API_VERSION = f"{GROUP}/{VERSION}"
-WORKLOADS = "workloads"
-WORKLOAD = Resource(GROUP, VERSION, WORKLOADS, "Workload")
-CLUSTER_QUEUES = "clusterqueues"
-LOCAL_QUEUES = "localqueues"
-ADMISSION_CHECKS = "admissionchecks"
-MULTIKUEUE_CONFIGS = "multikueueconfigs"
-MULTIKUEUE_CLUSTERS = "multikueueclusters"
+WORKLOAD = Resource(GROUP, VERSION, "workloads", "Workload")
+CLUSTER_QUEUE = Resource(GROUP, VERSION, "clusterqueues", "ClusterQueue")
+LOCAL_QUEUE = Resource(GROUP, VERSION, "localqueues", "LocalQueue")
+ADMISSION_CHECK = Resource(GROUP, VERSION, "admissionchecks", "AdmissionCheck")
+MULTIKUEUE_CONFIG = Resource(GROUP, VERSION, "multikueueconfigs", "MultiKueueConfig")
+MULTIKUEUE_CLUSTER = Resource(GROUP, VERSION, "multikueueclusters", "MultiKueueCluster")
 MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
 """The ``controllerName`` of MultiKueue's own AdmissionCheck."""
 KUBECONFIG_KEY = "kubeconfig"
@@ -50,62 +49,45 @@ Obj = dict[str, Any]
 
 
 async def get(
-    api: client.ApiClient, plural: str, name: str, namespace: str | None = None
+    api: client.ApiClient, resource: Resource, name: str, namespace: str | None = None
 ) -> Obj | None:
     """One Kueue object (None: absent, refused or unreachable; logged once per cause)."""
     objects = client.CustomObjectsApi(api)
     try:
         if namespace:
             found = await objects.get_namespaced_custom_object(
-                GROUP, VERSION, namespace, plural, name, _request_timeout=REQUEST_TIMEOUT
+                resource.group,
+                resource.version,
+                namespace,
+                resource.plural,
+                name,
+                _request_timeout=REQUEST_TIMEOUT,
             )
         else:
             found = await objects.get_cluster_custom_object(
-                GROUP, VERSION, plural, name, _request_timeout=REQUEST_TIMEOUT
+                resource.group,
+                resource.version,
+                resource.plural,
+                name,
+                _request_timeout=REQUEST_TIMEOUT,
             )
     except ApiException as exc:
         if exc.status != 404:
-            _failed(exc, "get", plural)
+            _failed(exc, "get", resource)
         return None
     except Exception as exc:  # a worker that does not answer
-        _failed(exc, "get", plural)
+        _failed(exc, "get", resource)
         return None
     out: Obj = dict(found)
-    out.setdefault("apiVersion", API_VERSION)
+    out.setdefault("apiVersion", resource.api_version)
     return out
 
 
-async def listed(
-    api: client.ApiClient, plural: str, namespace: str | None = None, **options: Any
-) -> list[Obj] | None:
-    """Every Kueue object of ``plural`` (in ``namespace`` when given); None when it cannot
-    be listed now."""
-    objects = client.CustomObjectsApi(api)
-    try:
-        if namespace:
-            found = await objects.list_namespaced_custom_object(
-                GROUP, VERSION, namespace, plural, _request_timeout=REQUEST_TIMEOUT, **options
-            )
-        else:
-            found = await objects.list_cluster_custom_object(
-                GROUP, VERSION, plural, _request_timeout=REQUEST_TIMEOUT, **options
-            )
-    except Exception as exc:
-        if not (isinstance(exc, ApiException) and exc.status == 404):
-            _failed(exc, "list", plural)
-        return None
-    raw = found.get("items") if isinstance(found, dict) else None
-    out = [dict(o) for o in raw if isinstance(o, dict)] if isinstance(raw, list) else []
-    for obj in out:
-        obj.setdefault("apiVersion", API_VERSION)
-    return out
-
-
-def _failed(exc: BaseException, verb: str, plural: str) -> None:
-    resource = f"{plural}.{GROUP}"
-    metrics.KUBE_ERRORS.labels(resource, error_name(exc)).inc()
-    if not refused(exc, verb, resource):
-        log.warning("kueue_read_failed", verb=verb, resource=resource, error=error_name(exc))
+def _failed(exc: BaseException, verb: str, resource: Resource) -> None:
+    name = resource.name
+    metrics.KUBE_ERRORS.labels(name, error_name(exc)).inc()
+    if not refused(exc, verb, name):
+        log.warning("kueue_read_failed", verb=verb, resource=name, error=error_name(exc))
 
 
 def kubeconfig_secret(cluster: Mapping[str, Any]) -> str | None:
@@ -232,21 +214,25 @@ def admission_status(workload: Mapping[str, Any], nominated: Sequence[str]) -> O
     return out
 
 
-def _status_body(obj: Mapping[str, Any], kind: str, status: Obj) -> Obj:
+def _status_body(obj: Mapping[str, Any], resource: Resource, status: Obj) -> Obj:
     meta = meta_of(obj)
     metadata: Obj = {"name": meta.name, "resourceVersion": meta.resource_version}
     if meta.namespace:
         metadata["namespace"] = meta.namespace
-    return {"apiVersion": API_VERSION, "kind": kind, "metadata": metadata, "status": status}
+    return {
+        "apiVersion": resource.api_version,
+        "kind": resource.kind,
+        "metadata": metadata,
+        "status": status,
+    }
 
 
 async def apply_status(
     api: client.ApiClient,
     gate: Gate | None,
     obj: Mapping[str, Any],
-    plural: str,
+    resource: Resource,
     *,
-    kind: str,
     status: Obj,
     manager: str = FIELD_MANAGER,
 ) -> Obj:
@@ -257,22 +243,28 @@ async def apply_status(
     meta = meta_of(obj)
     objects = client.CustomObjectsApi(api)
     options = {**apply_options(), "field_manager": manager}
-    body = _status_body(obj, kind, status)
+    body = _status_body(obj, resource, status)
     if gate is not None and not gate.leading:
         raise NotLeader("not the leader: carbonshift writes only from the leading replica")
     try:
         if meta.namespace:
             result = await objects.patch_namespaced_custom_object_status(
-                GROUP, VERSION, meta.namespace, plural, meta.name, body, **options
+                resource.group,
+                resource.version,
+                meta.namespace,
+                resource.plural,
+                meta.name,
+                body,
+                **options,
             )
         else:
             result = await objects.patch_cluster_custom_object_status(
-                GROUP, VERSION, plural, meta.name, body, **options
+                resource.group, resource.version, resource.plural, meta.name, body, **options
             )
     except ApiException as exc:
         if exc.status == 409:
-            metrics.KUBE_CONFLICTS.labels(f"{plural}.{GROUP}").inc()
-        refused(exc, "patch", f"{plural}/status.{GROUP}")
+            metrics.KUBE_CONFLICTS.labels(resource.name).inc()
+        refused(exc, "patch", f"{resource.plural}/status.{resource.group}")
         raise
     out: Obj = dict(result) if isinstance(result, Mapping) else {}
     return out

@@ -208,8 +208,7 @@ class CarbonWindow(KueueController):
                 if isinstance(c, Mapping) and c.get("type") != "Active"]  # fmt: skip
         status = {"conditions": [*kept, kube.active_condition(ACTIVE_MESSAGE, now, generation)]}
         try:
-            await kube.apply_status(self.api, self.gate, check, kube.ADMISSION_CHECKS,
-                                    kind="AdmissionCheck", status=status)  # fmt: skip
+            await kube.apply_status(self.api, self.gate, check, kube.ADMISSION_CHECK, status=status)
         except NotLeader:
             return False
         except ApiException as exc:
@@ -262,7 +261,7 @@ class CarbonWindow(KueueController):
             return ""
         name = text(entry, "name")
         new = kube.check_state(name, state, message, now, entry)
-        await kube.apply_status(self.api, self.gate, workload, kube.WORKLOADS, kind="Workload",
+        await kube.apply_status(self.api, self.gate, workload, kube.WORKLOAD,
                                 status={"admissionChecks": [new]})  # fmt: skip
         metrics.KUEUE_WINDOWS.labels(state).inc()
         if checked is not None:

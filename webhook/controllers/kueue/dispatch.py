@@ -342,8 +342,8 @@ class KueueDispatcher(KueueController):
         """The nomination as Kueue's admission status, then its record (the annotation), its
         Event and its count."""
         status = kube.admission_status(workload, names)
-        await kube.apply_status(self.api, self.gate, workload, kube.WORKLOADS, kind="Workload",
-                                status=status, manager=kube.ADMISSION_MANAGER)  # fmt: skip
+        await kube.apply_status(self.api, self.gate, workload, kube.WORKLOAD, status=status,
+                                manager=kube.ADMISSION_MANAGER)  # fmt: skip
         metrics.KUEUE_NOMINATIONS.labels(outcome).inc()
         meta = meta_of(workload)
         try:
@@ -404,7 +404,7 @@ class KueueDispatcher(KueueController):
         async def read() -> Obj:
             if held:
                 return held.pop()  # as the cache holds it; read again after a conflict
-            got = await kube.get(self.api, kube.MULTIKUEUE_CONFIGS, name)
+            got = await kube.get(self.api, kube.MULTIKUEUE_CONFIG, name)
             if got is None:
                 raise ApiException(status=404, reason=f"MultiKueueConfig {name} is gone")
             return got
@@ -435,16 +435,18 @@ class KueueDispatcher(KueueController):
             out["metadata"] = metadata
             return out
 
+        config = kube.MULTIKUEUE_CONFIG
+
         async def write(wanted: Obj) -> Obj:
             result = await client.CustomObjectsApi(self.api).replace_cluster_custom_object(
-                kube.GROUP, kube.VERSION, kube.MULTIKUEUE_CONFIGS, name, wanted,
+                config.group, config.version, config.plural, name, wanted,
                 _request_timeout=REQUEST_TIMEOUT,
             )  # fmt: skip
             stored: Obj = dict(result)
             return stored
 
         stored = await update(read, change, write, gate=self.gate,
-                              resource=f"{kube.MULTIKUEUE_CONFIGS}.{kube.GROUP}")  # fmt: skip
+                              resource=kube.MULTIKUEUE_CONFIG.name)  # fmt: skip
         if stored is None:
             return False
         metrics.KUEUE_ORDERS.labels("changed").inc()

@@ -149,7 +149,7 @@ def slim_workload(obj: Mapping[str, Any], _before: Obj | None = None) -> Obj:
     """A Workload as the cache holds it: what the dispatcher and the carbon window read
     (its metadata, queue, requests and status: the admission status is written back as
     read); a finished one only as finished (nothing reads more of it)."""
-    head = {"apiVersion": kube.API_VERSION, "kind": "Workload"}
+    head = {"apiVersion": kube.WORKLOAD.api_version, "kind": kube.WORKLOAD.kind}
     if finished(obj):
         meta = _metadata(obj, ("name", "namespace"))
         done = {"type": "Finished", "status": "True"}
@@ -169,10 +169,6 @@ def _labels(obj: Mapping[str, Any], _before: Mapping[str, str] | None) -> Mappin
     return dict(strings(meta_of(obj).labels))
 
 
-def _kueue(plural: str, kind: str) -> Resource:
-    return Resource(kube.GROUP, kube.VERSION, plural, kind)
-
-
 CARBON_WINDOWS = Resource("carbonshift.io", "v1alpha1", "carbonwindows", "CarbonWindow")
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace")
 
@@ -190,31 +186,29 @@ class KueueCaches:
         self.workloads: WatchedCache[Obj] = WatchedCache(
             kube.WORKLOAD, slim_workload, kind="kueue_workload", on_keys=self._workloads
         )
-        self.cluster_queues: WatchedCache[Obj] = cache(
-            _kueue(kube.CLUSTER_QUEUES, "ClusterQueue"), "kueue_cluster_queue"
-        )
+        self.cluster_queues: WatchedCache[Obj] = cache(kube.CLUSTER_QUEUE, "kueue_cluster_queue")
         self.admission_checks: WatchedCache[Obj] = cache(
-            _kueue(kube.ADMISSION_CHECKS, "AdmissionCheck"), "kueue_admission_check"
+            kube.ADMISSION_CHECK, "kueue_admission_check"
         )
         self.multikueue_configs: WatchedCache[Obj] = cache(
-            _kueue(kube.MULTIKUEUE_CONFIGS, "MultiKueueConfig"), "multikueue_config"
+            kube.MULTIKUEUE_CONFIG, "multikueue_config"
         )
         self.multikueue_clusters: WatchedCache[Obj] = cache(
-            _kueue(kube.MULTIKUEUE_CLUSTERS, "MultiKueueCluster"), "multikueue_cluster"
+            kube.MULTIKUEUE_CLUSTER, "multikueue_cluster"
         )
         self.carbon_windows: WatchedCache[Obj] = cache(CARBON_WINDOWS, "carbon_window")
         self.namespaces: WatchedCache[Mapping[str, str]] = WatchedCache(
             NAMESPACES, _labels, kind="namespace", objects=CoreObjects.of("list_namespace"),
             on_keys=self._inputs,
         )  # fmt: skip
-        self.by_plural: dict[str, WatchedCache[Obj]] = {
-            kube.CLUSTER_QUEUES: self.cluster_queues,
-            kube.ADMISSION_CHECKS: self.admission_checks,
-            kube.MULTIKUEUE_CONFIGS: self.multikueue_configs,
-            kube.MULTIKUEUE_CLUSTERS: self.multikueue_clusters,
+        self.by_resource: dict[Resource, WatchedCache[Obj]] = {
+            kube.CLUSTER_QUEUE: self.cluster_queues,
+            kube.ADMISSION_CHECK: self.admission_checks,
+            kube.MULTIKUEUE_CONFIG: self.multikueue_configs,
+            kube.MULTIKUEUE_CLUSTER: self.multikueue_clusters,
         }
         self.needed: tuple[WatchedCache[Any], ...] = (
-            self.workloads, *self.by_plural.values(), self.namespaces,
+            self.workloads, *self.by_resource.values(), self.namespaces,
         )  # fmt: skip
         """What a pass cannot do without (the CarbonWindows are optional: without them a
         check's default delay is the config's)."""
@@ -311,8 +305,8 @@ class KueueReader:
                 self.feed.want(zone)
         return True
 
-    def _named(self, plural: str, name: str) -> Obj | None:
-        return self.caches.by_plural[plural].get(name)
+    def _named(self, resource: Resource, name: str) -> Obj | None:
+        return self.caches.by_resource[resource].get(name)
 
     def workloads(self) -> Mapping[str, Obj]:
         """Every Workload on the manager by ``namespace/name`` (as :func:`slim_workload`
@@ -335,14 +329,14 @@ class KueueReader:
 
     def cluster_queue_of(self, workload: Mapping[str, Any]) -> Obj | None:
         name = text(workload, "status", "admission", "clusterQueue")
-        return self._named(kube.CLUSTER_QUEUES, name) if name else None
+        return self._named(kube.CLUSTER_QUEUE, name) if name else None
 
     def checks_of(self, cluster_queue: Mapping[str, Any]) -> list[Obj]:
         """The AdmissionChecks a ClusterQueue lists (both ways Kueue allows)."""
         strategy = items(cluster_queue, "spec", "admissionChecksStrategy", "admissionChecks")
         names = [text(c, "name") for c in strategy]
         names += [n for n in items(cluster_queue, "spec", "admissionChecks") if isinstance(n, str)]
-        found = (self._named(kube.ADMISSION_CHECKS, n) for n in names if n)
+        found = (self._named(kube.ADMISSION_CHECK, n) for n in names if n)
         return [c for c in found if c is not None]
 
     def multikueue_config_of(self, workload: Mapping[str, Any]) -> Obj | None:
@@ -355,7 +349,7 @@ class KueueReader:
                 continue
             name = text(check, "spec", "parameters", "name")
             if text(check, "spec", "parameters", "kind") == "MultiKueueConfig" and name:
-                return self._named(kube.MULTIKUEUE_CONFIGS, name)
+                return self._named(kube.MULTIKUEUE_CONFIG, name)
         return None
 
     def multikueue_check(self, workload: Mapping[str, Any]) -> str | None:
@@ -383,7 +377,7 @@ class KueueReader:
     def zone_of(self, worker: str) -> str | None:
         """A worker's grid zone: its MultiKueueCluster's ``carbonshift.io/zone``, else the
         config's ``clusters.<name>``."""
-        cluster = self._named(kube.MULTIKUEUE_CLUSTERS, worker)
+        cluster = self._named(kube.MULTIKUEUE_CLUSTER, worker)
         found = zone_label(cluster) if cluster is not None else None
         entry = self.config.clusters.get(worker)
         return found or (entry.grid_zone if entry is not None else None)
@@ -415,12 +409,12 @@ class KueueReader:
         if key in self._worker_queues:
             return self._worker_queues[key]
         found: Obj | None = None
-        cluster = self._named(kube.MULTIKUEUE_CLUSTERS, worker)
+        cluster = self._named(kube.MULTIKUEUE_CLUSTER, worker)
         api = await self.workers.client(cluster) if cluster is not None and local_queue else None
         if api is not None:
-            local = await kube.get(api, kube.LOCAL_QUEUES, local_queue, namespace)
+            local = await kube.get(api, kube.LOCAL_QUEUE, local_queue, namespace)
             queue_name = text(local, "spec", "clusterQueue") if local is not None else ""
-            found = await kube.get(api, kube.CLUSTER_QUEUES, queue_name) if queue_name else None
+            found = await kube.get(api, kube.CLUSTER_QUEUE, queue_name) if queue_name else None
         self._worker_queues[key] = found
         return found
 
