@@ -20,7 +20,7 @@ import asyncio
 import dataclasses
 import time
 from collections import Counter, defaultdict
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
@@ -293,3 +293,23 @@ async def eventually(
             saw = seen() if seen is not None else got
             raise AssertionError(f"{what}: not reached in {seconds:g} s; saw {saw!r}")
         await asyncio.sleep(POLL_SECONDS)
+
+
+async def awaited(
+    check: Callable[[], Awaitable[T]],
+    what: str,
+    *,
+    seconds: float = 30.0,
+    every: float = 0.05,
+) -> T:
+    """:func:`eventually` for a check that must be awaited (an HTTP call, a subprocess):
+    its first truthy result, or past ``seconds`` an AssertionError naming ``what`` and the
+    last result seen."""
+    deadline = time.monotonic() + seconds
+    while True:
+        got = await check()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not reached in {seconds:g} s; saw {got!r}")
+        await asyncio.sleep(every)

@@ -5,13 +5,13 @@ within the pod's grace period."""
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 
 from e2e_support import Kube, unique
 
 from devtools.sandbox import Sandbox
 from tests.serving import serve_process
+from tests.support import awaited
 
 GRACE_SECONDS = 30.0
 
@@ -29,10 +29,15 @@ async def test_sigterm_releases_the_lease_and_exits_in_time(
     args = (f"--kubeconfig={sandbox.kubeconfig}", "--lease-namespace=default",
             f"--lease-name={lease}")  # fmt: skip
     async with serve_process({}, tmp_path, *args, env={"POD_NAME": identity}) as server:
-        started = time.monotonic()
-        while await holder(kube, lease) != identity:
-            assert time.monotonic() - started < 30, server.log.read_text()[-2000:]
-            await asyncio.sleep(0.2)
+
+        async def leading() -> bool:
+            return await holder(kube, lease) == identity
+
+        try:
+            await awaited(leading, f"{identity} holding Lease {lease}", every=0.2)
+        except AssertionError:
+            print(server.log.read_text()[-2000:])
+            raise
         code, seconds = await asyncio.to_thread(server.terminate, GRACE_SECONDS)
         assert code == 0, server.log.read_text()[-2000:]
         assert seconds < GRACE_SECONDS / 3

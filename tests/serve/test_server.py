@@ -16,7 +16,7 @@ import pytest
 
 from tests.serve.hardening import REVIEW
 from tests.serving import Running, serving
-from tests.support import FLEET
+from tests.support import FLEET, awaited
 from webhook.model.config import parse
 from webhook.serve import certs, server
 
@@ -92,13 +92,13 @@ async def test_probes_and_metrics(running: Running) -> None:
         ctx = running.client_ssl()
         async with session.get(running.url + "/healthz", ssl=ctx) as resp:
             assert resp.status == 200
-        deadline = time.monotonic() + 30
-        while True:
+
+        async def readiness() -> dict[str, Any] | None:
             async with session.get(running.url + "/readyz", ssl=ctx) as resp:
-                ready = await resp.json()
-            if ready["ready"] or time.monotonic() > deadline:
-                break
-            await asyncio.sleep(0.05)
+                ready: dict[str, Any] = await resp.json()
+            return ready if ready["ready"] else None
+
+        ready = await awaited(readiness, "ready on /readyz")
         assert ready == {"ready": True, "zones": 3, "staleZones": []}, ready
         async with session.get(running.url + "/metrics", ssl=ctx) as resp:
             text = await resp.text()
