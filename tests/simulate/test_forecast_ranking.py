@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from webhook.decision.forecast import Method
-from webhook.simulate.ranking import judge, judge_each
+from webhook.simulate.ranking import judge_each
 
 
 def test_a_perfect_forecast_scores_full_marks_and_persistence_none() -> None:
@@ -14,12 +14,12 @@ def test_a_perfect_forecast_scores_full_marks_and_persistence_none() -> None:
     day = [300.0 - 150.0 * (h in range(10, 16)) + h for h in range(24)]
     values = day * 21
     pools = [("Z", values, 2, 12)]
-    exact = judge(Method.PROFILE_MEAN, pools, days=7, stride=1)
+    exact, _ = judge_each(Method.PROFILE_MEAN, pools, days=7, stride=1)
     assert exact.top == pytest.approx(1.0)
     assert exact.spearman == pytest.approx(1.0)
     assert exact.captured == pytest.approx(100.0)
     assert exact.nmae == pytest.approx(0.0)
-    flat = judge(Method.PERSISTENCE, pools, days=7, stride=1)
+    flat, _ = judge_each(Method.PERSISTENCE, pools, days=7, stride=1)
     assert flat.spearman == 0.0
     assert flat.captured == pytest.approx(0.0)
     assert flat.nmae is not None

@@ -80,8 +80,3 @@ def judge_each(
         by_zone.setdefault(pool[0], Tally()).extend(tally)
     zones = [_ranking(method, t, zone) for zone, t in by_zone.items()]
     return [_ranking(method, overall, None), *zones]
-
-
-def judge(method: Method, pools: Sequence[Pool], *, days: int, stride: int = STRIDE) -> Ranking:
-    """``method``'s ranking quality over all ``pools`` together."""
-    return judge_each(method, pools, days=days, stride=stride)[0]
