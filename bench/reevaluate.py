@@ -72,7 +72,7 @@ from webhook.kube.client import LIST_PAGE
 from webhook.kube.events import EventRecorder
 from webhook.model.config import Config, parse
 from webhook.model.intensity import IntensityTable, Reading, Signal
-from webhook.runtime import logs, metrics
+from webhook.runtime import collector, logs, metrics
 
 POLICIES = 10_000
 CLUSTERS = 100
@@ -676,6 +676,7 @@ def measure(folder: Path) -> dict[str, Any]:
     they measured, with the resident memory at each stage."""
     os.sched_setaffinity(0, {int(SERVER_CPU)})
     _quiet_logs()
+    collector.tune()  # as the app manager does
     cfg = config()
     ctx = kinds.Context(config=cfg, table=table(), now=NOW, generation=1)
     gc.collect()

@@ -41,6 +41,7 @@ from webhook.feed import IntensityFeed
 from webhook.integrations import Fleet, Wiring
 from webhook.model.config import Config
 from webhook.model.validation import InvalidInput
+from webhook.runtime import collector
 from webhook.serve import certs
 from webhook.serve.server import HttpsServer, ensure_certificates
 from webhook.serve.state import ServerState
@@ -125,6 +126,7 @@ async def run(
             hint="trust ca.crt (caBundle) in the webhook configuration",
         )
     manager = Manager()
+    thresholds = collector.tune()
     try:
         state = ServerState(config=config, feed=feed)
         fleet = await _fleet(manager, config, state, kube) if kube is not None else None
@@ -147,6 +149,7 @@ async def run(
     finally:
         started = time.monotonic()
         await manager.stop()
+        gc.set_threshold(*thresholds)
         log.info("stopped", seconds=round(time.monotonic() - started, 3))
 
 
