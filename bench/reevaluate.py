@@ -433,6 +433,21 @@ def _binding(
 # --- the in-memory API --------------------------------------------------------------------
 
 
+@dataclasses.dataclass
+class Answered:
+    """An answer the client hands over unread (``_preload_content=False``), as aiohttp's
+    response: its status and body."""
+
+    data: bytes
+    status: int = 200
+
+    async def read(self) -> bytes:
+        return self.data
+
+    def release(self) -> None:
+        pass
+
+
 class Memory:
     """The API groups the loop calls: lists answered from memory, WorkloadRebalancer
     creates and Events accepted (counted), every other write refused."""
@@ -459,17 +474,18 @@ class Memory:
 
     async def list_cluster_custom_object(
         self, group: str, version: str, plural: str, **options: Any
-    ) -> dict[str, Any]:
+    ) -> dict[str, Any] | Answered:
         pages = self.pages.get((group, plural))
         if pages is not None:
             if options.get("limit") != PAGE:
                 raise RuntimeError(f"{plural} listed without pages of {PAGE}")
-            page = int(options.get("_continue") or 0)
-            more = page + 1 < len(pages)
-            return {
-                "items": orjson.loads(pages[page].read_bytes()) if pages else [],
-                "metadata": {"continue": str(page + 1) if more else "", "resourceVersion": "1"},
-            }
+            if not pages:
+                return {"items": [], "metadata": {"resourceVersion": "1"}}
+            answer = pages[int(options.get("_continue") or 0)].read_bytes()
+            if options.get("_preload_content") is False:
+                return Answered(answer)  # as the client hands it over: unread
+            listed: dict[str, Any] = orjson.loads(answer)
+            return listed
         found = {
             KARMADA_CLUSTERS: self.clusters,
             REBALANCERS: self.rebalancers,
@@ -653,6 +669,15 @@ async def _passes(
         return results
 
 
+def answer(objs: list[dict[str, Any]], n: int, first: int) -> bytes:
+    """Page ``n`` of a list answer, from ``objs[first]`` on, as the API server sends it."""
+    more = first + PAGE < len(objs)
+    continued = {"continue": str(n + 1)} if more else {}
+    metadata = {"resourceVersion": "1"} | continued
+    page = objs[first : first + PAGE]
+    return orjson.dumps({"apiVersion": "v1", "metadata": metadata, "items": page})
+
+
 LISTS = ("policies", "bindings", "clusters", "clusters-changed")
 PAGED = ("policies", "bindings")
 """The lists the API answers a page at a time, from files (another process's memory)."""
@@ -735,8 +760,7 @@ def main(bench: str = "reevaluate", record: bool = True, **_: Any) -> dict[str, 
         for name, objs in zip(LISTS, lists, strict=True):
             if name in PAGED:  # the API server's pages, as it would send them
                 for n, i in enumerate(range(0, len(objs), PAGE)):
-                    page = orjson.dumps(objs[i : i + PAGE])
-                    (folder / f"{name}-{n:04d}.json").write_bytes(page)
+                    (folder / f"{name}-{n:04d}.json").write_bytes(answer(objs, n, i))
                 continue
             (folder / f"{name}.json").write_text(json.dumps(objs))
         del items, lists

@@ -5,7 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from webhook.kube.cache import WatchedCache
+import orjson
+import pytest
+
+from tests import kubeapi
+from webhook.kube import client as kube_client
+from webhook.kube.cache import Head, WatchedCache
 from webhook.model.resources import Resource
 from webhook.model.validation import InvalidInput
 
@@ -79,3 +84,42 @@ def test_namespaced_objects_are_keyed_by_namespace_and_name_and_changed_keys_are
     cache.event("DELETED", obj("b", "web", "FR"))
     cache.replace([obj("a", "web", "PL"), obj("d", "web", "SE")])  # the relist: d is new
     assert told == [{"a/web", "b/web"}, {"a/web"}, {"b/web"}, {"d/web"}]
+
+
+def _zone_listed(data: memoryview, head: Head, _previous: str | None) -> str:
+    zone = orjson.loads(data)["metadata"]["labels"].get("zone")
+    if zone is None:
+        raise InvalidInput("zone", "missing")
+    return f"{zone} (listed, {head.key}, {len(head.annotations)} annotations)"
+
+
+async def test_a_raw_decoder_reads_each_listed_object_from_its_json_page_by_page(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(kube_client, "LIST_PAGE", 2)
+    async with kubeapi.serve() as kube:
+        for name, zone in (("a", "DE"), ("b", None), ("c", "FR"), ("d", "PL"), ("e", "SE")):
+            made = _obj(name, zone)
+            made["apiVersion"], made["kind"] = THINGS.api_version, THINGS.kind
+            made["metadata"] |= {"namespace": "web", "annotations": {"note": name}}
+            kube.add(made)
+        odd = kube.add({**made, "metadata": {"name": "f", "namespace": "web",
+                                             "labels": {"zone": "NO"},
+                                             "annotations": {"count": 3}}})  # fmt: skip
+        cache = WatchedCache(THINGS, _zone, kind="thing", raw=_zone_listed)
+        await cache.list_once(kube.api)
+        lists = kube.calls("GET", THINGS.plural)
+    assert dict(cache.items()) == {
+        "web/a": "DE (listed, web/a, 1 annotations)",
+        "web/c": "FR (listed, web/c, 1 annotations)",
+        "web/d": "PL (listed, web/d, 1 annotations)",
+        "web/e": "SE (listed, web/e, 1 annotations)",
+        "web/f": "NO",  # its head is not the API's (an annotation not a string): parsed
+    }, odd
+    assert cache.skipped() == {"web/b": "zone: missing"}
+    assert len(lists) == 3  # three pages of two
+    cache.event(
+        "MODIFIED",
+        _obj("a", "PL") | {"metadata": {"name": "a", "namespace": "web", "labels": {"zone": "PL"}}},
+    )
+    assert cache.get("web/a") == "PL"  # a watch event is parsed: the plain decoder

@@ -22,6 +22,8 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Generic, TypeVar
 
+import msgspec
+import orjson
 import structlog
 from kubernetes_asyncio import client
 
@@ -38,6 +40,37 @@ T = TypeVar("T")
 Decode = Callable[[Mapping[str, Any], "T | None"], T]
 """What an object means, given what the cache held for it before (to log a problem only
 when it is new); raises :class:`InvalidInput` for an object to leave out."""
+
+
+class _Meta(msgspec.Struct, frozen=True):
+    name: str = ""
+    namespace: str = ""
+    annotations: dict[str, str] = {}
+
+
+class Head(msgspec.Struct, frozen=True):
+    """What an object's JSON says of it before it is parsed: its name, namespace and
+    annotations (:data:`RawDecode`)."""
+
+    metadata: _Meta = _Meta()
+
+    @property
+    def key(self) -> str:
+        """The object's key in a cache (as :func:`key_of`)."""
+        meta = self.metadata
+        return f"{meta.namespace}/{meta.name}" if meta.namespace and meta.name else meta.name
+
+    @property
+    def annotations(self) -> Mapping[str, str]:
+        return self.metadata.annotations
+
+
+_HEAD = msgspec.json.Decoder(Head)
+
+RawDecode = Callable[[memoryview, Head, "T | None"], T]
+"""What a listed object means, from its JSON as the API server sent it and its
+:class:`Head`, given what the cache held for it before: :data:`Decode` for a cache that
+keeps bytes (it then parses only what it reads)."""
 
 
 def key_of(obj: Mapping[str, Any]) -> str:
@@ -60,15 +93,19 @@ class WatchedCache(Generic[T]):
         label_selector: str | None = None,
         field_selector: str | None = None,
         on_keys: Callable[[Collection[str]], None] | None = None,
+        raw: RawDecode[T] | None = None,
     ) -> None:
         """``resource``: its API coordinates; ``kind``: how logs name one object;
         ``on_change``: called with each new view (metrics); ``objects``: what lists and
         watches, given the client (default: the custom objects API, all namespaces of a
         namespaced resource); ``label_selector``, ``field_selector``: only the objects
         they match are held (listed and watched with them); ``on_keys``: called with the
-        keys whose value changed (added, changed or gone) after each list and event."""
+        keys whose value changed (added, changed or gone) after each list and event;
+        ``raw``: decodes the listed objects from their JSON, unparsed (watch events, and
+        an object whose head does not read as the API's, still go through ``decode``)."""
         self.resource = resource
         self.decode = decode
+        self.raw = raw
         self.kind = kind
         self.on_change = on_change
         self.on_keys = on_keys
@@ -160,19 +197,39 @@ class WatchedCache(Generic[T]):
             return  # e.g. a status heartbeat: what readers read is unchanged
         self._publish((key,) if self._held.get(key) != before else ())
 
+    def page_raw(self, objects: Sequence[msgspec.Raw]) -> None:
+        """One page of a list, each object its JSON as the API server sent it (with
+        ``raw``)."""
+        before, known = self._listing
+        raw = self.raw
+        assert raw is not None  # the list asks for raw pages only with a raw decoder
+        for data in objects:
+            view = memoryview(data)
+            try:
+                head = _HEAD.decode(view)
+            except msgspec.ValidationError:
+                self._take(orjson.loads(view), before, known)
+                continue
+            key = head.key
+            try:
+                self._held[key] = raw(view, head, before.get(key))
+            except InvalidInput as exc:
+                self._skip(key, exc, known)
+
     def _take(
         self, obj: Mapping[str, Any], before: Mapping[str, T], known: Mapping[str, str]
     ) -> None:
         key = key_of(obj)
         try:
-            got = self.decode(obj, before.get(key))
+            self._held[key] = self.decode(obj, before.get(key))
         except InvalidInput as exc:
-            self._held.pop(key, None)
-            self._skipped[key] = str(exc)
-            if str(exc) != known.get(key):
-                log.warning(f"{self.kind}_skipped", name=key, problem=str(exc))
-            return
-        self._held[key] = got
+            self._skip(key, exc, known)
+
+    def _skip(self, key: str, exc: InvalidInput, known: Mapping[str, str]) -> None:
+        self._held.pop(key, None)
+        self._skipped[key] = str(exc)
+        if str(exc) != known.get(key):
+            log.warning(f"{self.kind}_skipped", name=key, problem=str(exc))
 
     def _publish(self, changed: Collection[str]) -> None:
         self._view = None
@@ -211,6 +268,7 @@ class WatchedCache(Generic[T]):
             label_selector=self.label_selector,
             field_selector=self.field_selector,
             paged=self,
+            raw=self.page_raw if self.raw is not None else None,
         )
 
     async def stop(self) -> None:

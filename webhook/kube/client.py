@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import structlog
 from kubernetes_asyncio import client
 from kubernetes_asyncio import config as kube_config
@@ -226,6 +227,19 @@ async def list_objects(
     for obj in out:
         obj.setdefault("apiVersion", listed_resource.api_version)
     return out
+
+
+async def body(response: aiohttp.ClientResponse) -> bytes:
+    """What a call made with ``_preload_content=False`` answered, as bytes (the connection
+    released); an answer outside 2xx raises :class:`ApiException` with its status and
+    text, as the client's own calls do."""
+    try:
+        data = await response.read()
+        if not 200 <= response.status <= 299:
+            raise ApiException(status=response.status, reason=data.decode(errors="replace"))
+    finally:
+        response.release()
+    return data
 
 
 class Outage:

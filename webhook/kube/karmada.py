@@ -24,10 +24,10 @@ import aiohttp
 import orjson
 import structlog
 from kubernetes_asyncio import client
-from kubernetes_asyncio.client.rest import ApiException
 
 from webhook.decision.karmada.api import POLICY_CRDS, KarmadaApi, crd_overflow, from_crds
 from webhook.kube.cache import WatchedCache
+from webhook.kube.client import body
 from webhook.model.resources import Resource
 from webhook.runtime import metrics
 
@@ -67,13 +67,7 @@ class _Named:
 async def plain(response: aiohttp.ClientResponse) -> Any:
     """A response's JSON as plain data: a CRD read through the client's models would be
     checked field by field (and refused for any field a newer API server adds)."""
-    try:
-        body = await response.read()
-        if not 200 <= response.status <= 299:
-            raise ApiException(status=response.status, reason=body.decode(errors="replace"))
-    finally:
-        response.release()
-    return orjson.loads(body)
+    return orjson.loads(await body(response))
 
 
 class KarmadaCrds:

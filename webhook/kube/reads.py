@@ -28,7 +28,7 @@ from webhook.decision import ocm
 from webhook.decision.karmada.api import POLICY_CRDS, KarmadaApi, crd_overflow, from_crds
 from webhook.decision.ledger import LEDGER_LABELS
 from webhook.decision.liqo import peers as liqo
-from webhook.kube.client import REQUEST_TIMEOUT, one_line
+from webhook.kube.client import REQUEST_TIMEOUT, body, one_line
 from webhook.kube.karmada import plain
 from webhook.model.errors import UsageError
 from webhook.model.objects import items, meta_of, strings
@@ -86,15 +86,11 @@ async def _events(api: client.ApiClient) -> list[dict[str, Any]]:
             _request_timeout=REQUEST_TIMEOUT, _preload_content=False
         ),
     )
-    try:
-        if response.status in (403, 404):
-            return []
-        body = await response.read()
-        if not 200 <= response.status <= 299:
-            raise ApiException(status=response.status, reason=body.decode(errors="replace"))
-    finally:
+    if response.status in (403, 404):
         response.release()
-    return [dict(e) for e in items(orjson.loads(body), "items") if isinstance(e, dict)]
+        return []
+    answer = orjson.loads(await body(response))
+    return [dict(e) for e in items(answer, "items") if isinstance(e, dict)]
 
 
 async def _read(core: client.CoreV1Api, namespace: str, name: str) -> dict[str, str] | None:

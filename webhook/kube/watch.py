@@ -19,12 +19,13 @@ import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
+import msgspec
 import structlog
 from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.rest import ApiException
 
 from webhook.kube import client as kube_client
-from webhook.kube.client import REQUEST_TIMEOUT, Backoff, Outage, absent
+from webhook.kube.client import REQUEST_TIMEOUT, Backoff, Outage, absent, body
 from webhook.model.objects import items, meta_of, text
 from webhook.runtime import metrics
 
@@ -43,6 +44,25 @@ class Paged(Protocol):
     def begin(self) -> None: ...
     def page(self, objects: Sequence[Mapping[str, Any]]) -> None: ...
     def finish(self) -> None: ...
+
+
+OnRawPage = Callable[[Sequence[msgspec.Raw]], None]
+"""Called with one page of a list as the API server sent its objects: each one's JSON,
+unparsed (a receiver that keeps bytes parses only what it reads)."""
+
+
+class _Continued(msgspec.Struct, frozen=True):
+    resourceVersion: str = ""  # noqa: N815 - the API's field name
+    token: str = msgspec.field(name="continue", default="")
+
+
+class _Page(msgspec.Struct, frozen=True):
+    items: list[msgspec.Raw] = []
+    metadata: _Continued = _Continued()
+
+
+_PAGE = msgspec.json.Decoder(_Page)
+"""A list answer split into its objects' JSON, without parsing them."""
 
 
 class CoreObjects:
@@ -92,12 +112,16 @@ class ListWatch:
         label_selector: str | None = None,
         field_selector: str | None = None,
         paged: Paged | None = None,
+        raw: OnRawPage | None = None,
     ) -> None:
         """``objects``: what lists and watches (default: the API server's custom objects,
         every namespace of a namespaced resource; anything with
         ``CustomObjectsApi.list_cluster_custom_object``'s signature); ``label_selector``,
         ``field_selector``: only the objects they match are listed and watched; ``paged``:
-        list a page at a time into it (instead of ``on_list``)."""
+        list a page at a time into it (instead of ``on_list``); ``raw``: with ``paged``,
+        the pages' objects as the API server sent them, unparsed, in place of
+        ``paged.page`` (the list asked with ``_preload_content=False``; an ``objects``
+        that answers plain data anyway is read as parsed)."""
         self.objects = objects or client.CustomObjectsApi(api)
         self.group, self.version, self.plural = group, version, plural
         self.resource = f"{plural}.{group}"
@@ -112,6 +136,7 @@ class ListWatch:
         self.on_list = on_list
         self.on_event = on_event
         self.paged = paged
+        self.raw = raw
         self.timeout_seconds = timeout_seconds
         self.backoff = backoff or Backoff()
         self.outage = Outage(self.resource, "watch")
@@ -161,6 +186,8 @@ class ListWatch:
             paging: dict[str, Any] = {"limit": kube_client.LIST_PAGE} | (
                 {"_continue": token} if token else {}
             )
+            if self.raw is not None:
+                paging["_preload_content"] = False
             listed = await self.objects.list_cluster_custom_object(
                 self.group,
                 self.version,
@@ -169,9 +196,14 @@ class ListWatch:
                 **self.selector,
                 **paging,
             )
-            paged.page(items(listed, "items"))
-            version = version or str(listed["metadata"]["resourceVersion"])
-            token = text(listed, "metadata", "continue")
+            if self.raw is not None and not isinstance(listed, Mapping):
+                page = _PAGE.decode(await body(listed))
+                self.raw(page.items)
+                version, token = version or page.metadata.resourceVersion, page.metadata.token
+            else:  # parsed (a stand-in for the API that answers plain data)
+                paged.page(items(listed, "items"))
+                version = version or str(listed["metadata"]["resourceVersion"])
+                token = text(listed, "metadata", "continue")
             if not token:
                 break
         paged.finish()
