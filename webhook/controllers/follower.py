@@ -203,6 +203,8 @@ class Follower(KeyedController[Key]):
             *self.stored.values(),
             *([self.namespaces] if self.namespaces else []),
         )
+        self._opted: tuple[Mapping[str, Mapping[str, str]], Mapping[str, Any]] | None = None
+        """The namespaces' view :meth:`_opted_in` last read, and what it made of it."""
         self.counted: dict[str, set[Key]] = {}
         """Kind -> the objects its gauge counts (:attr:`~webhook.kinds.base.Following.tally`)."""
         self.keepers: list[Keeper] = []
@@ -389,8 +391,11 @@ class Follower(KeyedController[Key]):
         """Opted-in namespaces and their labels (carbonshift's own namespace excluded)."""
         if self.namespaces is None:
             return EMPTY
-        own = self.config.service.namespace
-        return {n: labels for n, labels in self.namespaces.items().items() if n != own}
+        view = self.namespaces.items()  # replaced as a whole on each change
+        if self._opted is None or self._opted[0] is not view:
+            own = self.config.service.namespace
+            self._opted = (view, {n: labels for n, labels in view.items() if n != own})
+        return self._opted[1]
 
     async def sync(self) -> int:
         """Decide every object once, as a term's first sync does, then run the keepers;

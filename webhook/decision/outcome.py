@@ -10,7 +10,7 @@ from typing import Any, Final
 from webhook.decision import reason
 from webhook.decision.record import Record, unchanged_text
 from webhook.model.intensity import IntensityTable, Reading
-from webhook.model.objects import meta_of
+from webhook.model.objects import EMPTY, meta_of
 from webhook.model.vocabulary import DECISION, REASON, UNREAD, Scope, format_time, unread
 
 
@@ -76,19 +76,22 @@ class Lookup:
 
     def body(self, weights: Mapping[str, int] | None = None) -> dict[str, Any]:
         """The human-facing part of the decision record."""
-        sources = sorted({r.source for r in self.readings.values()})
-        times = [r.valid_from for r in self.readings.values()]
+        readings, zones = self.readings, self.zones
+        sources = sorted({r.source for r in readings.values()})
+        times = [r.valid_from for r in readings.values()]
         clusters: dict[str, Any] = {}
+        weighed = weights or EMPTY
         for name, value in self.values.items():
-            entry: dict[str, Any] = {"zone": self.zones.get(name)}
-            reading = self.readings.get(name)
-            entry["g"] = round(value, 1) if value is not None else None
-            if reading is not None:
-                entry["est"] = reading.estimated
-                if reading.stale:
-                    entry["stale"] = True
-            if weights is not None and name in weights:
-                entry["w"] = weights[name]
+            reading = readings.get(name)
+            g = round(value, 1) if value is not None else None
+            if reading is None:
+                entry: dict[str, Any] = {"zone": zones.get(name), "g": g}
+            elif reading.stale:
+                entry = {"zone": zones.get(name), "g": g, "est": reading.estimated, "stale": True}
+            else:
+                entry = {"zone": zones.get(name), "g": g, "est": reading.estimated}
+            if name in weighed:
+                entry["w"] = weighed[name]
             clusters[name] = entry
         return {
             "provider": ",".join(sources) or None,

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import difflib
+import functools
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -369,8 +370,10 @@ def timestamp(key: str, raw: str) -> datetime.datetime:
         ) from None
 
 
+@functools.lru_cache(maxsize=64)
 def format_time(at: datetime.datetime) -> str:
-    """What :func:`parse_time` reads: RFC 3339 in UTC, whole seconds, ``Z``."""
+    """What :func:`parse_time` reads: RFC 3339 in UTC, whole seconds, ``Z`` (the last
+    few kept: a pass writes the same instant into every record it makes)."""
     return at.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 

@@ -106,20 +106,20 @@ def _weight(entry: object) -> int | None:
 
 def _stale(previous: Record, new: Record | None, inputs: Inputs) -> list[str]:
     """Clusters of the held or proposed placement whose reading is stale or missing."""
-    names: set[str] = set()
-    for record in (previous, new):
-        if record is not None:
-            names.update(str(name) for name in record.entries)
+    names = {str(name) for name in previous.entries}
+    if new is not None:
+        names.update(str(name) for name in new.entries)
+    clusters, table = inputs.clusters, inputs.table
     out = []
-    for name in sorted(names):
-        cluster = inputs.clusters.get(name)
+    for name in names:
+        cluster = clusters.get(name)
         zone = cluster.grid_zone if cluster is not None else None
         if zone is None:
             continue  # no grid zone: unknown for good, the decider weighs it neutrally
-        reading = inputs.table.get(zone)
+        reading = table.get(zone)
         if reading is None or reading.stale:  # no data yet counts as stale
             out.append(name)
-    return out
+    return sorted(out)
 
 
 def _placement(obj: Mapping[str, Any]) -> Mapping[str, Any]:
