@@ -7,10 +7,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from webhook.decision.forecast_quality import (
+    MIN_ERRORS,
+    MIN_WINDOWS,
     NO_WINDOWS,
+    TIE,
+    Quality,
     Score,
+    Spread,
     Tally,
+    choose,
+    errors_by_horizon,
     measure,
+    prefer_provider,
     ranks,
     score,
     spearman,
@@ -128,3 +136,39 @@ def test_perfect_scores_best_and_reversed_worst(truth: list[float], other: objec
     assert worst.spearman - 1e-9 <= s.spearman <= perfect.spearman + 1e-9
     assert worst.saved <= s.saved <= perfect.saved
     assert measure([(truth, truth)] * 3).spearman == pytest.approx(1.0)
+
+
+def _quality(windows: int, rho: float) -> Quality:
+    return Quality(windows, 0.5, rho, None)
+
+
+def test_choose_takes_the_clearly_better_ranker_on_enough_windows() -> None:
+    base = _quality(MIN_WINDOWS, 0.60)
+    seasonal, provider = _quality(MIN_WINDOWS, 0.70), _quality(MIN_WINDOWS, 0.65)
+    compared = {"profile": base, "seasonal": seasonal, "provider": provider}
+    assert choose("profile", compared) == "seasonal"
+    assert choose("profile", {**compared, "seasonal": _quality(MIN_WINDOWS, 0.605)}) == "provider"
+    # A tie, too few windows, or other windows than the default's: the default stays.
+    assert choose("profile", {"profile": base, "seasonal": _quality(MIN_WINDOWS, 0.6 + TIE)}) == (
+        "profile"
+    )
+    thin = _quality(MIN_WINDOWS - 1, 0.9)
+    assert choose("profile", {"profile": _quality(MIN_WINDOWS - 1, 0.1), "s": thin}) == "profile"
+    assert choose("profile", {"profile": base, "s": _quality(MIN_WINDOWS + 1, 0.9)}) == "profile"
+    assert prefer_provider(base, provider)
+    assert not prefer_provider(provider, base)
+
+
+def test_the_spread_bounds_a_forecast_by_the_errors_quantile() -> None:
+    errors = errors_by_horizon([([0.0, 10.0, 20.0], [0.0, 10.0 - e, 20.0]) for e in range(40)], 2)
+    assert errors[0] == [float(e) for e in range(40)]
+    assert errors[1] == [0.0] * 40
+    spread = Spread.of(reversed(e) for e in errors)
+    # 80 % of the past errors are >= 8: the truth is below forecast - 8 with 80 % odds.
+    assert spread.bound(1, 100.0, 0.8) == 92.0
+    assert spread.bound(1, 100.0, 0.5) == 80.0
+    assert spread.bound(2, 100.0, 0.99) == 100.0
+    assert spread.bound(3, 100.0, 0.8) is None  # nothing measured that far ahead
+    assert Spread.of([[1.0] * (MIN_ERRORS - 1)]).bound(1, 5.0, 0.8) is None
+    with pytest.raises(ValueError, match="confidence"):
+        spread.bound(1, 100.0, 1.0)

@@ -21,8 +21,9 @@ from tests.decision.nodepools import (
 )
 from tests.support import reading
 from webhook.decision import pause
+from webhook.decision.forecast_quality import Spread
 from webhook.decision.karpenter.nodepool import NodePoolInputs, decide, reevaluate
-from webhook.decision.pause import State, step, waits
+from webhook.decision.pause import State, step, surely, waits
 from webhook.model.config import NodePoolConfig
 
 # --- the rule -------------------------------------------------------------------------------
@@ -227,3 +228,45 @@ def test_reevaluation_is_idempotent(outlook: list[float] | None) -> None:
     once = apply(obj, reevaluate(obj, inputs(500, outlook), T0))
     assert once["spec"]["limits"] == {"cpu": "0"}
     assert reevaluate(once, inputs(500, outlook), T0).changes == []
+
+
+# --- holding only for a surely greener hour ---------------------------------------------------
+
+
+def _spread(errors: list[float], hours: int = 3) -> Spread:
+    """Every hour ahead erred by ``errors`` (forecast - truth) in the past."""
+    return Spread.of([errors * 10] * hours)
+
+
+def test_the_hold_waits_only_when_the_greener_hour_clears_the_confidence() -> None:
+    series = [100.0, 90.0, 95.0, 99.0]  # 10 below now one hour ahead
+    # Past errors: 70 % of forecasts were at most 5 too high, 30 % 20 too high.
+    spread = _spread([5.0] * 7 + [20.0] * 3)
+    assert waits(series, 1, 3)  # the plain forecast waits
+    assert waits(series, 1, 3, spread=spread, confidence=0.6)  # 90 - 5 < 100: 70 % >= 60 %
+    assert waits(series, 1, 3, spread=spread, confidence=0.7)
+    # A forecast that ran low: truth is forecast + 15 in 70 % of the past.
+    low = _spread([-15.0] * 7 + [0.0] * 3)
+    assert waits(series, 1, 3, spread=low, confidence=0.3)  # 30 % of errors are >= 0
+    assert not waits(series, 1, 3, spread=low, confidence=0.7)  # 90 + 15 > 100: not sure
+    # No spread, or no setting: the old rule.
+    assert waits(series, 1, 3, spread=low, confidence=None)
+    assert waits(series, 1, 3, spread=None, confidence=0.99)
+    assert pause.CONFIDENCE is None
+
+
+def test_surely_keeps_now_and_unmeasured_hours() -> None:
+    spread = Spread.of([[2.0] * 30])
+    assert surely([100.0, 90.0, 80.0], spread, 0.9) == [100.0, 88.0, 80.0]
+
+
+def test_the_pause_step_holds_only_for_a_surely_greener_hour() -> None:
+    outlook = [400.0, 380.0, 390.0]
+    unsure = _spread([-30.0] * 8 + [0.0] * 2)
+    assert step("high", outlook, State(), T0, DAY).paused
+    held = step("high", outlook, State(), T0, DAY, spread=unsure, confidence=0.8)
+    assert not held.paused
+    assert held.why.startswith("no cleaner hour forecast")
+    paused = State(paused_at=T0)
+    assert step("high", outlook, paused, T0 + H, DAY).paused
+    assert not step("high", outlook, paused, T0 + H, DAY, spread=unsure, confidence=0.8).paused

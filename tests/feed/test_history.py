@@ -9,9 +9,16 @@ from aiohttp import web
 from tests.feed.upstream import ENV, FORECAST, LATEST, config
 from tests.support import Clock, FakeUpstream, Reply, em_latest, reading
 from webhook.decision import forecast
-from webhook.decision.forecast import Method, outlook
+from webhook.decision.forecast import Method, offered, outlook
 from webhook.feed import IntensityFeed
-from webhook.feed.history import DAYS, JUDGE_DAYS, History, enough, provider_outlook
+from webhook.feed.history import (
+    DAYS,
+    JUDGE_DAYS,
+    History,
+    enough,
+    epoch_hour,
+    provider_outlook,
+)
 from webhook.model.intensity import Reading
 
 HISTORY = "/v3/carbon-intensity/history"
@@ -68,8 +75,14 @@ def test_the_outlook_is_the_decision_cores_forecast_over_the_held_hours() -> Non
     for hour, value in enumerate(values):
         history.add("em", hourly(float(value), hour))
     held = [float(v) for v in values[-((forecast.DAYS + 1) * 24 + 1) :]]  # what it reads
-    for method in Method:
-        assert history.outlook("em", "DE", 24, method) == outlook(method, held, 24)
+    now = epoch_hour(T0) + len(values) - 1  # the clock the seasonal forecaster fits daily on
+    for method in offered():
+        assert history.outlook("em", "DE", 24, method) == outlook(method, held, 24, at=now)
+
+
+def test_the_feeds_clock_is_hours_since_the_epoch() -> None:
+    assert epoch_hour(datetime(1970, 1, 2, 5, 59, tzinfo=UTC)) == 29
+    assert epoch_hour(T0) % 24 == 0  # whole days: the seasonal forecaster fits at midnight UTC
 
 
 def test_provider_outlook_is_hourly_up_to_the_first_gap() -> None:

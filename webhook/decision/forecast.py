@@ -17,6 +17,13 @@ Forecasts:
   (e-folding time :data:`ANCHOR_HOURS`): a windy or a still spell moves the next hours
   up or down, the day after less. On the 2023 traces this captures clearly more of the
   perfect-foresight temporal saving than the plain mean (README "Carbon results").
+- :attr:`Method.SEASONAL`: Holt-Winters exponential smoothing with a daily season, fitted
+  by statsmodels on the last week (:mod:`webhook.decision.seasonal`, the optional
+  ``forecast`` extra), anchored on the current reading like the profile. Offered only
+  where the extra is installed (:func:`offered`).
+
+:func:`outlook` takes ``at``, the current hour on a fixed hourly clock, which only the
+seasonal forecaster reads (to fit once a day, not every hour).
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ import math
 from collections.abc import Callable, Sequence
 from enum import StrEnum
 
+from webhook.decision import seasonal
 from webhook.model.intensity import IntensityTable
 
 HOURS_PER_DAY = 24
@@ -43,6 +51,13 @@ class Method(StrEnum):
     PERSISTENCE = "persistence"
     PROFILE_MEAN = "profile-mean"
     PROFILE = "day-ahead-profile"
+    SEASONAL = "seasonal"
+
+
+def offered() -> tuple[Method, ...]:
+    """The methods this installation can run: all but :attr:`Method.SEASONAL` when its
+    library (the ``forecast`` extra) is missing."""
+    return tuple(m for m in Method if m is not Method.SEASONAL or seasonal.available())
 
 
 def persistence(history: Sequence[float], horizon: int) -> list[float]:
@@ -94,15 +109,26 @@ def history_needed(method: Method, horizon: int, *, days: int = DAYS) -> int:
     """How many trailing hours of history ``method`` reads for ``horizon`` (incl. now)."""
     if method is Method.PERSISTENCE:
         return 1
+    if method is Method.SEASONAL:
+        return seasonal.history_needed(horizon)
     return HOURS_PER_DAY * (days + math.ceil(max(horizon, 1) / HOURS_PER_DAY)) + 1
 
 
 def outlook(
-    method: Method, history: Sequence[float], horizon: int, *, days: int = DAYS
+    method: Method,
+    history: Sequence[float],
+    horizon: int,
+    *,
+    days: int = DAYS,
+    at: int | None = None,
 ) -> list[float]:
-    """``[now, now+1, .., now+horizon]``: the observed current value, then the forecast."""
+    """``[now, now+1, .., now+horizon]``: the observed current value, then the forecast.
+    ``at``: the current hour on a fixed hourly clock (read by :attr:`Method.SEASONAL`
+    alone; None: it fits on this call's history)."""
     if method is Method.PERSISTENCE:
         ahead = persistence(history, horizon)
+    elif method is Method.SEASONAL:
+        ahead = seasonal.seasonal(history, horizon, at=at, anchor_hours=ANCHOR_HOURS)
     elif method is Method.PROFILE_MEAN:
         ahead = day_ahead_profile(history, horizon, days=days)
     else:

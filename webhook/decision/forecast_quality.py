@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from webhook.decision.forecast import best_start
 
@@ -220,6 +220,68 @@ def prefer_provider(
     """True when a provider's forecasts ranked the hours better than the profile's on the
     same windows: at least ``min_windows`` of them and a mean Spearman higher by more than
     ``tie``. Ties and too little evidence go to the profile (the default forecaster)."""
-    if provider.windows < min_windows or profile.windows != provider.windows:
-        return False
-    return provider.spearman > profile.spearman + tie
+    return choose("profile", {"profile": profile, "provider": provider}, min_windows, tie) != (
+        "profile"
+    )
+
+
+def choose(
+    default: str,
+    compared: Mapping[str, Quality],
+    min_windows: int = MIN_WINDOWS,
+    tie: float = TIE,
+) -> str:
+    """The forecaster of ``compared`` (name -> its measure over the same windows as the
+    ``default``'s) that ranked the hours best: the highest mean Spearman among those judged
+    on at least ``min_windows`` windows and higher than the default's by more than
+    ``tie``; the ``default`` when none is (ties and too little evidence keep it). Equal
+    Spearmans go to the first named."""
+    base = compared[default]
+    best, best_rho = default, base.spearman + tie
+    for name, q in compared.items():
+        if name == default or q.windows < min_windows or q.windows != base.windows:
+            continue
+        if q.spearman > best_rho:
+            best, best_rho = name, q.spearman
+    return best
+
+
+MIN_ERRORS = 24
+"""Past errors an hour ahead needs before :class:`Spread` bounds it (a day of issues)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Spread:
+    """Signed errors (forecast - truth) of a forecaster's past forecasts, by hours ahead:
+    ``errors[k - 1]`` holds those of the hours forecast ``k`` hours ahead, sorted."""
+
+    errors: tuple[tuple[float, ...], ...] = ()
+
+    @classmethod
+    def of(cls, by_horizon: Sequence[Iterable[float]]) -> Spread:
+        """From the errors observed ``k`` hours ahead (``by_horizon[k - 1]``), any order."""
+        return cls(tuple(tuple(sorted(e)) for e in by_horizon))
+
+    def bound(self, k: int, forecast: float, confidence: float) -> float | None:
+        """A value the truth of an hour forecast ``forecast`` ``k`` hours ahead stays under
+        with probability ``confidence`` by the past errors (``forecast - q``, ``q`` the
+        errors' lower ``1 - confidence`` quantile): None with fewer than
+        :data:`MIN_ERRORS` errors that far ahead."""
+        if not 0.0 < confidence < 1.0:
+            raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+        if k < 1 or k > len(self.errors) or len(self.errors[k - 1]) < MIN_ERRORS:
+            return None
+        errors = self.errors[k - 1]
+        return forecast - errors[math.floor((1.0 - confidence) * len(errors) + 1e-9)]
+
+
+def errors_by_horizon(
+    pairs: Iterable[tuple[Sequence[float], Sequence[float]]], horizon: int
+) -> list[list[float]]:
+    """Signed errors (forecast - truth) ``1 .. horizon`` hours ahead over ``pairs``:
+    (outlook ``[now, now+1 h, ...]``, what was then observed over the same hours)."""
+    out: list[list[float]] = [[] for _ in range(horizon)]
+    for forecast, truth in pairs:
+        for k in range(1, min(len(forecast), len(truth), horizon + 1)):
+            out[k - 1].append(forecast[k] - truth[k])
+    return out

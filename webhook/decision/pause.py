@@ -19,6 +19,13 @@ forecast-driven pause policy (``pause_by_forecast``), on the same forecast
 (:func:`webhook.decision.forecast.outlook`). The simulator's slack is the most urgent
 job's deadline; a NodePool's is what is left of ``max-pause``.
 
+Uncertainty (:data:`CONFIDENCE`): given the forecaster's past errors by hours ahead
+(:class:`~webhook.decision.forecast_quality.Spread`), each forecast hour is read at the
+value its truth stays under with probability ``confidence`` (:func:`surely`), so the pool
+waits only for an hour that is greener than now with at least that probability. Off by
+default: on the 2023 traces it holds less and captures less of the perfect-foresight
+saving than the plain forecast (docs/results.md).
+
 After any resume the pool runs for at least :data:`RUN_AT_LEAST` before a new pause, so
 pending pods get nodes even when the grid stays dirty.
 
@@ -35,6 +42,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from webhook.decision.forecast import best_start
+from webhook.decision.forecast_quality import Spread
 from webhook.model import vocabulary
 from webhook.model.validation import InvalidInput
 
@@ -45,11 +53,48 @@ PAUSED_AT = "paused_at"
 RESUMED_AT = "resumed_at"
 
 
-def waits(series: Sequence[float], length: int, slack: int) -> bool:
+CONFIDENCE: float | None = None
+"""The hold rule's setting: wait only for an hour greener than now with at least this
+probability by the forecaster's past errors (None: the forecast's greenest start decides
+alone, the default)."""
+
+
+def surely(series: Sequence[float], spread: Spread, confidence: float) -> list[float]:
+    """``series`` (``[now, now+1 h, ...]``) with each forecast hour ``k`` at the value its
+    truth stays under with probability ``confidence`` (:meth:`Spread.bound`); hours the
+    spread holds too few errors for keep the forecast, and now stays as observed."""
+    out = [series[0]]
+    for k, value in enumerate(series[1:], start=1):
+        bound = spread.bound(k, value, confidence)
+        out.append(value if bound is None else bound)
+    return out
+
+
+def waits(
+    series: Sequence[float],
+    length: int,
+    slack: int,
+    *,
+    spread: Spread | None = None,
+    confidence: float | None = CONFIDENCE,
+) -> bool:
     """True when a run of ``length`` hours is greener if started later, within ``slack``
-    hours (``series[0]`` is now). The forecast rule the simulator's pause policy and the
-    NodePool pause share."""
-    return best_start(series, length, slack) > 0
+    hours (``series[0]`` is now); with ``spread`` and ``confidence``, greener with at least
+    that probability (:func:`surely`). The forecast rule the simulator's pause policies and
+    the NodePool pause share."""
+    return _greenest(series, length, slack, spread, confidence) > 0
+
+
+def _greenest(
+    series: Sequence[float],
+    length: int,
+    slack: int,
+    spread: Spread | None,
+    confidence: float | None,
+) -> int:
+    if spread is not None and confidence is not None:
+        series = surely(series, spread, confidence)
+    return best_start(series, length, slack)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -93,12 +138,16 @@ def step(
     state: State,
     now: datetime,
     max_pause: timedelta,
+    *,
+    spread: Spread | None = None,
+    confidence: float | None = CONFIDENCE,
 ) -> Step:
     """Whether the pool is paused at ``now``.
 
     ``level``: the local grid's class now (None: no data). ``outlook``:
     ``[now, now+1 h, ...]`` (:func:`webhook.decision.forecast.outlook`, or None without a
-    forecast); only the hours within the slack are read.
+    forecast); only the hours within the slack are read. ``spread`` and ``confidence``:
+    the hold rule under uncertainty (:func:`waits`).
     """
     paused_at = state.paused_at
     if paused_at is not None:
@@ -113,9 +162,8 @@ def step(
             if level == "high":
                 return Step(True, state, "still high (no forecast)", False)
             return _resume(state, now, f"the grid is {level} now (no forecast)")
-        slack = (max_pause - used) // HOUR
-        if waits(outlook, 1, slack):
-            ahead = best_start(outlook, 1, slack)
+        ahead = _greenest(outlook, 1, (max_pause - used) // HOUR, spread, confidence)
+        if ahead > 0:
             return Step(True, state, f"the greenest hour within the slack is in {ahead} h", False)
         return _resume(state, now, "the greenest forecast hour within the slack has come")
 
@@ -129,10 +177,9 @@ def step(
     limit = duration(max_pause)
     if outlook is None:
         return Step(True, started, f"high, no forecast: paused for at most {limit}", True)
-    slack = max_pause // HOUR
-    if not waits(outlook, 1, slack):
+    ahead = _greenest(outlook, 1, max_pause // HOUR, spread, confidence)
+    if ahead == 0:
         return Step(False, state, f"no cleaner hour forecast within max-pause {limit}", False)
-    ahead = best_start(outlook, 1, slack)
     return Step(True, started, f"a cleaner hour is forecast in {ahead} h (max-pause {limit})", True)
 
 

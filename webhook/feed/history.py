@@ -126,11 +126,17 @@ class History:
     ) -> list[float] | None:
         """``[now, now+1 h, .., now+horizon]`` by ``method`` over the held hours (now: the
         newest hour held); None without :func:`enough` history."""
-        series = self.series(provider, zone)
-        if len(series) < enough(method, horizon):
+        first, series = self.timeline(provider, zone)
+        if first is None or len(series) < enough(method, horizon):
             return None
         tail = series[-history_needed(method, horizon, days=days) :]
-        return outlook(method, tail, horizon, days=days)
+        return outlook(method, tail, horizon, days=days, at=epoch_hour(first) + len(series) - 1)
+
+
+def epoch_hour(at: datetime) -> int:
+    """Hours since the Unix epoch of the hour ``at`` falls in: the fixed hourly clock
+    :func:`~webhook.decision.forecast.outlook` takes as ``at``."""
+    return math.floor(at.timestamp() / 3600)
 
 
 def provider_outlook(

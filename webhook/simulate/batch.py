@@ -10,10 +10,12 @@ NodePool decider and re-evaluated by the leader's NodePool step
 from __future__ import annotations
 
 import dataclasses
+from collections import deque
 from collections.abc import Callable, Sequence
 
 from webhook.decision import pause
-from webhook.decision.forecast import Method, history_needed, outlook
+from webhook.decision.forecast import Method, history_needed, offered, outlook
+from webhook.decision.forecast_quality import Score, Spread, choose, score, summed
 from webhook.decision.karpenter import nodepool
 from webhook.decision.ranking import intensity_class
 from webhook.model.config import Config
@@ -68,10 +70,86 @@ def pause_by_forecast(method: Method, days: int) -> Pause:
     def paused(m: PoolMoment) -> bool:
         horizon = m.urgency + m.length - 1
         history = m.history(history_needed(method, horizon, days=days))
-        series = outlook(method, history, horizon, days=days)
+        series = outlook(method, history, horizon, days=days, at=m.hour)
         return pause.waits(series, m.length, m.urgency)  # the NodePool pause rule
 
     return paused
+
+
+JUDGE_HOURS = 7 * 24
+"""Hours of past forecasts :class:`Tracked` judges and measures the errors of (the feed
+judges its last 7 days, :data:`webhook.feed.history.JUDGE_DAYS`)."""
+WINDOW = 24
+"""Hours ahead of the windows :class:`Tracked` judges the forecasters on (the feed's
+``WINDOW_HOURS``)."""
+ERROR_HOURS = 48
+"""Hours ahead :class:`Tracked` measures the errors of."""
+
+
+class Tracked:
+    """The forecast pause with a memory of the forecasts it issued for the pool: each
+    hour it forecasts with every one of ``methods``, judges them on the windows of the
+    last :data:`JUDGE_HOURS` hours whose :data:`WINDOW` hours have all been observed
+    (:func:`webhook.decision.forecast_quality.choose`, the first method the default), and
+    pauses on the chosen one's forecast, with ``confidence`` by its past errors by hours
+    ahead (:func:`webhook.decision.pause.waits`). Call once per hour, in order; one pool
+    at a time (:meth:`reset`)."""
+
+    def __init__(
+        self, methods: Sequence[Method], days: int, *, confidence: float | None = None
+    ) -> None:
+        if not methods:
+            raise ValueError("no forecaster to track")
+        self.methods = tuple(methods)
+        self.days = days
+        self.confidence = confidence
+        self.chosen: dict[Method, int] = {}
+        """How many hours each method was chosen in (over every pool)."""
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the previous pool's forecasts."""
+        self._issued: dict[Method, dict[int, list[float]]] = {m: {} for m in self.methods}
+        self._scores: dict[Method, deque[Score]] = {
+            m: deque(maxlen=JUDGE_HOURS) for m in self.methods
+        }
+        self._errors: dict[Method, list[deque[float]]] = {
+            m: [deque(maxlen=JUDGE_HOURS) for _ in range(ERROR_HOURS)] for m in self.methods
+        }
+
+    def _learn(self, method: Method, m: PoolMoment) -> None:
+        """Count what the hour just observed says of the method's past forecasts."""
+        issued, errors, t = self._issued[method], self._errors[method], m.hour
+        for k in range(1, ERROR_HOURS + 1):
+            past = issued.get(t - k)
+            if past is not None and k < len(past):
+                errors[k - 1].append(past[k] - m.value)
+        judged = issued.get(t - WINDOW)
+        if judged is not None and len(judged) > WINDOW:
+            truth = m.history(WINDOW + 1)
+            if len(truth) == WINDOW + 1:
+                self._scores[method].append(score(judged[: WINDOW + 1], truth))
+        for old in [s for s in issued if s <= t - ERROR_HOURS]:
+            del issued[old]
+
+    def __call__(self, m: PoolMoment) -> bool:
+        horizon = m.urgency + m.length - 1
+        ahead = max(horizon, WINDOW, ERROR_HOURS)
+        for method in self.methods:
+            self._learn(method, m)
+            history = m.history(history_needed(method, ahead, days=self.days))
+            self._issued[method][m.hour] = outlook(
+                method, history, ahead, days=self.days, at=m.hour
+            )
+        name = choose(
+            self.methods[0].value,
+            {method.value: summed(self._scores[method]) for method in self.methods},
+        )
+        method = Method(name)
+        self.chosen[method] = self.chosen.get(method, 0) + 1
+        spread = Spread.of(self._errors[method]) if self.confidence is not None else None
+        series = self._issued[method][m.hour][: horizon + 1]
+        return pause.waits(series, m.length, m.urgency, spread=spread, confidence=self.confidence)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -116,6 +194,7 @@ def batch_policies(config: Config, compare: Compare) -> list[PausePolicy]:
             pause_by_forecast(s.forecast, s.forecast_days),
             info=ahead,
         ),
+        *tracked_policies(compare),
         PausePolicy(
             "pause-over-time",
             f"the webhook's pause: while high, resumed at max-pause"
@@ -137,6 +216,41 @@ def batch_policies(config: Config, compare: Compare) -> list[PausePolicy]:
             info=ahead,
         ),
         *ladder_policies(config, compare),
+    ]
+
+
+def tracked_policies(compare: Compare) -> list[PausePolicy]:
+    """``pause-forecast`` on the seasonal forecaster, on the one of the two the judge
+    picks per zone, and holding only for surely greener starts (:class:`Tracked`); the
+    seasonal rows only where its library is installed."""
+    s = compare
+    days, confidence = s.forecast_days, s.confidence
+    rows = []
+    if Method.SEASONAL in offered() and s.forecast is not Method.SEASONAL:
+        rows += [
+            PausePolicy(
+                "pause-forecast-seasonal",
+                "pause until the seasonal forecast's greenest start, deadline guard",
+                pause_by_forecast(Method.SEASONAL, days),
+                info=f"{Method.SEASONAL.value} forecast",
+            ),
+            PausePolicy(
+                "pause-forecast-judged",
+                f"pause until the greenest start of the forecast ({s.forecast.value} or"
+                " seasonal) that ranked the zone's last 7 days better, deadline guard",
+                Tracked((s.forecast, Method.SEASONAL), days),
+                info=f"judged {s.forecast.value} / {Method.SEASONAL.value} forecast",
+            ),
+        ]
+    return [
+        *rows,
+        PausePolicy(
+            "pause-forecast-sure",
+            f"pause until a start greener than now with probability >= {confidence:g} by"
+            " the forecast's past errors, deadline guard",
+            Tracked((s.forecast,), days, confidence=confidence),
+            info=s.forecast_info,
+        ),
     ]
 
 

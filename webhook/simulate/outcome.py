@@ -7,7 +7,7 @@ import time
 from collections.abc import Sequence
 from typing import TypeVar
 
-from webhook.decision.forecast import Method
+from webhook.decision.forecast import offered
 from webhook.simulate.batch import PausePolicy, batch_policies
 from webhook.simulate.engine import simulate_batch, simulate_spatial
 from webhook.simulate.grid import Grid
@@ -93,7 +93,7 @@ def forecast_ranking(scenario: Scenario, grid: Grid) -> list[Ranking]:
     then the same per zone (``Ranking.zone`` set), zone by zone."""
     pools = [(p.zone, grid.values[p.zone], p.length_hours, p.slack_hours) for p in scenario.batch]
     first = scenario.compare.forecast
-    methods = [first, *(m for m in Method if m is not first)]
+    methods = [first, *(m for m in offered() if m is not first)]
     judged = [judge_each(m, pools, days=scenario.compare.forecast_days) for m in methods]
     overall = [rankings[0] for rankings in judged]
     zones = list(dict.fromkeys(p.zone for p in scenario.batch))

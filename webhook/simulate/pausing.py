@@ -111,7 +111,7 @@ class OverTime:
         if m is None or not isinstance(method, Method):
             return None
         history = m.history(history_needed(method, horizon, days=self.days))
-        return outlook(method, history, horizon, days=self.days)
+        return outlook(method, history, horizon, days=self.days, at=m.hour)
 
     def share(self, m: PoolMoment) -> float:
         """The share of the pool's limit in force at ``m`` (call once per simulated hour)."""

@@ -56,7 +56,7 @@ def _tally(method: Method, pool: Pool, *, days: int, stride: int) -> Tally:
     need = history_needed(method, horizon, days=days)
     for t in range(WARM_UP, len(values) - horizon, stride):
         history = values[max(0, t + 1 - need) : t + 1]
-        forecast = outlook(method, history, horizon, days=days)
+        forecast = outlook(method, history, horizon, days=days, at=t)
         truth = values[t : t + horizon + 1]
         tally.add(score(forecast, truth, length=length, slack=slack))
     return tally

@@ -186,6 +186,9 @@ class Compare(Schema, frozen=True):
     """Past days averaged by the day-ahead profile."""
     forecast_hours: Whole1 = RANK_HOURS
     """Spatial forecast variants rank clusters on the forecast mean over this many hours."""
+    confidence: Annotated[float, msgspec.Meta(gt=0.0, lt=1.0)] = 0.8
+    """The batch row that holds a job only for a start greener than now with at least this
+    probability (``webhook.decision.pause.CONFIDENCE``)."""
 
     @property
     def forecast_info(self) -> str:
