@@ -12,6 +12,7 @@ import pytest
 
 from tests.support import FakeUpstream, Reply
 from webhook.cli import intensity as cli_intensity
+from webhook.decision import seasonal
 from webhook.decision.forecast_quality import Quality
 from webhook.feed.judging import PROFILE, Judgement
 from webhook.model.config import load
@@ -56,21 +57,21 @@ def test_the_forecasts_block_leaves_out_zones_judged_on_no_window() -> None:
     nothing = Quality(0, 0.0, 0.0, 0.0)
     good = Quality(96, 0.875, 0.8123, 91.0)
     unjudged = Judgement("FR", "static", 12, {PROFILE: nothing, "provider": nothing},
-                         (nothing, nothing), PROFILE)  # fmt: skip
+                         {PROFILE: nothing, "provider": nothing}, PROFILE)  # fmt: skip
     judged = Judgement("DE", "electricitymaps", 12, {PROFILE: good, "provider": good},
-                       (good, good), "provider")  # fmt: skip
+                       {PROFILE: good, "provider": good}, "provider")  # fmt: skip
     assert cli_intensity.render_forecasts({"FR": unjudged}, "best", 12) == ""
     text = cli_intensity.render_forecasts({"DE": judged, "FR": unjudged}, "best", 12)
-    assert [line.split()[0] for line in text.splitlines()[3:]] == ["DE", "DE"]
+    assert [line.split()[0] for line in text.splitlines()[3:]] == ["DE", "DE", "DE"]
 
 
 def test_forecasts_say_which_forecaster_is_used_and_how_well_each_ranked() -> None:
     good = Quality(96, 0.875, 0.8123, 91.0, 12.34)
     fair = Quality(96, 0.5, 0.4567, 60.0, 20.0)
     judged = Judgement("DE", "electricitymaps", 12, {PROFILE: fair, "provider": good},
-                       (fair, good), "provider")  # fmt: skip
+                       {PROFILE: fair, "provider": good}, "provider")  # fmt: skip
     text = cli_intensity.render_forecasts({"DE": judged, "XX": None}, "best", 12)
-    _, title, _, profile, provider = text.splitlines()
+    _, title, _, profile, fitted, provider = text.splitlines()
     assert "best; windows of 12 h ahead" in title
     assert profile.split() == [
         "DE",
@@ -85,6 +86,7 @@ def test_forecasts_say_which_forecaster_is_used_and_how_well_each_ranked() -> No
     assert provider.split() == [
         "DE", "provider", "(electricitymaps)", "yes", "87.5", "0.812", "91.0", "12.3", "96"
     ]  # fmt: skip
+    assert fitted.split() == ["DE", "seasonal", "no", "-", "-", "-", "-", "0"]  # not judged
     # The setting decides unless it is best; none uses no forecast.
     assert cli_intensity.uses(judged, "day-ahead-profile") == PROFILE
     assert cli_intensity.uses(judged, "provider") == "provider"
@@ -110,7 +112,7 @@ def test_forecasts_in_json_and_the_window_option(tmp_path: Path) -> None:
                 "captured_percent": None,
                 "nmae_percent": None,
             }
-            for name in ("day-ahead-profile", "provider")
+            for name in ("day-ahead-profile", "seasonal", "provider")
         },
     }
     assert xx["forecast"]["uses"] is None
@@ -251,3 +253,15 @@ def test_clusters_table_names_unknown_zones() -> None:
     assert table.splitlines()[1].split() == [
         "member-mars", "-", "unknown", "aws", "mars-1", "-", "(no", "data)", "-",
     ]  # fmt: skip
+
+
+def test_forecasts_say_in_one_line_that_the_seasonal_forecaster_is_missing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    good = Quality(96, 0.875, 0.8123, 91.0, 12.34)
+    judged = Judgement("DE", "static", 12, {PROFILE: good}, {PROFILE: good}, PROFILE)
+    assert "not installed" not in cli_intensity.render_forecasts({"DE": judged}, "best", 12)
+    monkeypatch.setattr(seasonal, "available", lambda: False)
+    text = cli_intensity.render_forecasts({"DE": judged}, "best", 12)
+    assert text.splitlines()[-1] == f"seasonal: {seasonal.UNAVAILABLE}"
+    assert "pip install 'carbonshift[forecast]'" in text

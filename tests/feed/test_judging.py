@@ -18,7 +18,7 @@ from webhook.decision.forecast import Method, history_needed, outlook
 from webhook.decision.forecast_quality import MIN_WINDOWS
 from webhook.feed import IntensityFeed
 from webhook.feed.history import DAYS, ISSUE_HOURS, JUDGE_DAYS, History, Issues
-from webhook.feed.judging import PROFILE, Judge, judge
+from webhook.feed.judging import PROFILE, PROVIDER, SEASONAL, Judge, judge
 from webhook.feed.memory import Memory
 from webhook.model.intensity import Reading
 
@@ -62,7 +62,8 @@ def test_the_provider_wins_when_its_forecasts_rank_the_hours_better() -> None:
     assert provider.top == 1.0
     assert provider.spearman == pytest.approx(1.0)
     assert 0.3 < profile.spearman < 0.95
-    assert judged.compared == (profile, provider)
+    assert judged.compared[PROFILE] == profile
+    assert judged.compared[PROVIDER] == provider
     assert judged.chosen == "provider"
 
 
@@ -82,8 +83,8 @@ def test_too_few_windows_or_a_tie_keep_the_profile() -> None:
     # Just under the minimum of windows both forecast: the profile, however good the provider.
     hours = MIN_WINDOWS - 1 + 24 + 1
     short = judge("DE", "em", first, series, issues, window=24, keep_hours=hours)
-    assert short.compared[1].windows == MIN_WINDOWS - 1
-    assert short.compared[1].spearman == pytest.approx(1.0)
+    assert short.compared[PROVIDER].windows == MIN_WINDOWS - 1
+    assert short.compared[PROVIDER].spearman == pytest.approx(1.0)
     assert short.chosen == PROFILE
     enough = judge("DE", "em", first, series, issues, window=24, keep_hours=hours + 1)
     assert enough.chosen == "provider"
@@ -95,8 +96,8 @@ def test_too_few_windows_or_a_tie_keep_the_profile() -> None:
         for i in range(24, len(series))
     }
     tie = judge("DE", "em", first, series, profile_issues, window=24)
-    assert tie.compared[1].windows >= MIN_WINDOWS
-    assert tie.compared[0] == tie.compared[1]
+    assert tie.compared[PROVIDER].windows >= MIN_WINDOWS
+    assert tie.compared[PROFILE] == tie.compared[PROVIDER]
     assert tie.chosen == PROFILE
 
 
@@ -181,7 +182,7 @@ async def test_best_follows_the_choice(fake: FakeUpstream, shuffled: bool) -> No
     judged = feed.quality("DE")
     assert judged is not None
     assert judged.provider == "electricitymaps"
-    assert judged.compared[1].windows >= MIN_WINDOWS
+    assert judged.compared[PROVIDER].windows >= MIN_WINDOWS
     best = feed.outlook("DE", 24, "best")
     assert best is not None
     if shuffled:
@@ -244,3 +245,47 @@ def test_judging_hour_by_hour_is_judging_all_at_once() -> None:
 
 def _at(i: int, value: float) -> Reading:
     return reading("DE", value, valid_from=T0 + i * H, valid_to=T0 + (i + 1) * H)
+
+
+def shifted(hours: int, *, moved_on_day: int, seed: int = 11) -> list[float]:
+    """A daily dip at 13:00 that moves to 03:00 from ``moved_on_day`` on (a new tariff, a
+    season's change): a two-week profile still averages the old shape in, a fit on the
+    last week has the new one."""
+    rng = random.Random(seed)
+    out = []
+    for h in range(hours):
+        dip = 13 if h // 24 < moved_on_day else 3
+        out.append(400 - 120 * math.cos(2 * math.pi * (h % 24 - dip) / 24) + rng.gauss(0, 8))
+    return out
+
+
+def test_the_seasonal_forecaster_wins_where_it_ranks_the_hours_better() -> None:
+    values = shifted(DAYS * 24, moved_on_day=DAYS - 12)
+    first = T0
+    judged = judge("DE", "em", first, values, {}, window=24)
+    profile, fitted = judged.compared[PROFILE], judged.compared[SEASONAL]
+    assert fitted.windows == profile.windows >= MIN_WINDOWS
+    assert fitted.spearman > profile.spearman + 0.05
+    assert judged.chosen == SEASONAL
+    assert judged.quality[PROVIDER].windows == 0
+
+
+def test_the_profile_stays_where_the_seasonal_forecaster_ranks_no_better() -> None:
+    values = grid(DAYS * 24)  # the day's depth and timing change at random: the fit chases noise
+    judged = judge("DE", "em", T0, values, {}, window=24)
+    assert judged.compared[SEASONAL].windows == judged.compared[PROFILE].windows >= MIN_WINDOWS
+    assert judged.compared[SEASONAL].spearman <= judged.compared[PROFILE].spearman + 0.01
+    assert judged.chosen == PROFILE
+    # Too few windows: the profile, however well the seasonal forecaster ranks.
+    moved = shifted(DAYS * 24, moved_on_day=DAYS - 12)
+    short = judge("DE", "em", T0, moved, {}, window=24, keep_hours=MIN_WINDOWS - 1 + 24 + 1)
+    assert short.compared[SEASONAL].windows == MIN_WINDOWS - 1
+    assert short.chosen == PROFILE
+
+
+def test_the_judge_kept_hour_by_hour_picks_the_seasonal_forecaster_too() -> None:
+    memory = Memory(["em"], timedelta(hours=2))
+    values = shifted(DAYS * 24, moved_on_day=DAYS - 12)
+    for i, value in enumerate(values):
+        memory.history.add("em", _at(i, value))
+    assert Judge(memory).judgement("em", "DE", 24).chosen == SEASONAL

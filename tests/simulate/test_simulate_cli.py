@@ -173,3 +173,29 @@ def test_add_parser_registers_simulate() -> None:
     args = parser.parse_args(["simulate", "x.yaml", "--traces", "t", "--json"])
     assert args.handler is cli.run
     assert args.json is True
+
+
+def test_without_the_forecast_extra_the_seasonal_rows_are_left_out_in_one_line(
+    setup: tuple[Path, Path],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    scenario, traces = setup
+    assert cli.main([str(scenario), "--traces", str(traces), "--no-progress"]) == 0
+    captured = capsys.readouterr()
+    assert "pause-forecast-seasonal" in captured.out
+    assert "not installed" not in captured.err
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "statsmodels" else real(name, *a),
+    )
+    assert cli.main([str(scenario), "--traces", str(traces), "--no-progress"]) == 0
+    captured = capsys.readouterr()
+    assert "seasonal" not in captured.out  # neither its rows nor its ranking
+    assert "pause-forecast-sure" in captured.out
+    assert captured.err.splitlines() == [
+        "carbonshift simulate: the seasonal forecaster needs statsmodels, which is not"
+        " installed (pip install 'carbonshift[forecast]'): it is not offered"
+    ]

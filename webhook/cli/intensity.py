@@ -7,11 +7,14 @@ earlier providers in the chain did not answer. Exit status: 0 when every zone ha
 1 when some have none (or the API server does not answer), 2 for a configuration problem.
 
 Then, per zone, the forecast the re-evaluation uses (``reevaluate.forecast``; with
-``best``, the forecaster that ranked the zone's hours better) and how well each
-forecaster, the provider's own forecast and the day-ahead profile, ranked the hours of
-windows of ``--window`` hours: the share of each window's truly greenest quarter it
-picked, its Spearman rank correlation with what was observed, and the number of windows
-these rest on (``webhook/feed/judging.py``). One run holds only what the provider gives
+``best``, the forecaster that ranked the zone's hours best) and how well each
+forecaster, the day-ahead profile, the seasonal forecaster (the ``forecast`` extra; one
+line says so where it is not installed) and the provider's own forecast, ranked the hours
+of windows of ``--window`` hours: WattTime's three measures (the Spearman rank
+correlation with what was observed, the saving its greenest start captured of the
+greenest start's, the normalised mean absolute error), the share of each window's truly
+greenest quarter it picked, and the number of windows these rest on
+(``webhook/feed/judging.py``). One run holds only what the provider gives
 at once (its past day, its current forecast), so it has few or no windows to judge; the
 serving process judges the last 7 days it kept.
 
@@ -40,12 +43,12 @@ from typing import TYPE_CHECKING, Any, TextIO
 import orjson
 import structlog
 
-from webhook.decision import ocm
+from webhook.decision import ocm, seasonal
 from webhook.decision.fleet import ZoneSource, entry, name_of
-from webhook.decision.forecast_quality import Quality
+from webhook.decision.forecast_quality import NO_WINDOWS, Quality
 from webhook.decision.liqo import peers as liqo
 from webhook.feed.history import ISSUE_HOURS
-from webhook.feed.judging import BEST, FORECASTERS, WINDOW_HOURS, Judgement
+from webhook.feed.judging import BEST, FORECASTERS, SEASONAL, WINDOW_HOURS, Judgement
 from webhook.model import config as config_mod
 from webhook.model.config import Config
 from webhook.model.errors import UsageError
@@ -224,8 +227,13 @@ def _forecast_json(judgement: Judgement | None, forecast: str, window: int) -> d
         "uses": uses(judgement, forecast),
         "window_hours": window,
         "judged_provider": judgement.provider,
-        "forecasters": {f: _quality_json(judgement.quality[f]) for f in FORECASTERS},
+        "forecasters": {f: _quality_json(_judged(judgement, f)) for f in FORECASTERS},
+        **({} if seasonal.available() else {"unavailable": {SEASONAL: seasonal.UNAVAILABLE}}),
     }
+
+
+def _judged(judgement: Judgement, forecaster: str) -> Quality:
+    return judgement.quality.get(forecaster, NO_WINDOWS)
 
 
 def _percent(value: float | None) -> str:
@@ -252,7 +260,7 @@ def render_forecasts(judged: Mapping[str, Judgement | None], forecast: str, wind
             continue
         chosen = uses(judgement, forecast)
         for name in FORECASTERS:
-            q = judgement.quality[name]
+            q = _judged(judgement, name)
             rows.append(
                 (
                     zone,
@@ -276,6 +284,8 @@ def render_forecasts(judged: Mapping[str, Judgement | None], forecast: str, wind
         f"Forecasts (reevaluate.forecast: {forecast}; windows of {window} h ahead, "
         "the last 7 days kept):"
     )
+    if not seasonal.available():
+        lines.append(f"{SEASONAL}: {seasonal.UNAVAILABLE}")
     return "\n".join(["", title, *lines]) + "\n"
 
 

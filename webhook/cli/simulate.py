@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from webhook.decision import seasonal
 from webhook.model.traces import SHIPPED, TraceError
 from webhook.model.validation import InvalidInput
 from webhook.simulate import grid as grid_mod
@@ -131,7 +132,13 @@ def run(args: argparse.Namespace) -> int:
     """Execute ``simulate``; returns the process exit status."""
     try:
         return _run(args)
-    except (InvalidInput, TraceError, ValueError, report.ReportUnavailable) as exc:
+    except (
+        InvalidInput,
+        TraceError,
+        ValueError,
+        report.ReportUnavailable,
+        seasonal.Unavailable,
+    ) as exc:
         print(f"carbonshift simulate: {exc}", file=sys.stderr)
         return 2
 
@@ -153,6 +160,8 @@ def _run(args: argparse.Namespace) -> int:
         grid = grid_mod.load(scenario, args.traces)
     except InvalidInput as exc:  # a zone or the span of the file the traces do not cover
         raise in_file(exc, args.scenario) from None
+    if scenario.batch and not seasonal.available():
+        print(f"carbonshift simulate: {seasonal.UNAVAILABLE}", file=sys.stderr)
     if sweeps:
         return _sweep(args, base=base, sweeps=sweeps, grid=grid, only=only, progress=progress)
     outcome = simulate(scenario, grid, progress=progress, only=only)

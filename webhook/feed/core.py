@@ -153,9 +153,10 @@ class IntensityFeed:
         """``[now, now+1 h, .., now+horizon_hours]`` for ``zone`` from the provider that
         answers :meth:`get`: a :class:`~webhook.decision.forecast.Method` over the hourly
         readings observed (:mod:`webhook.feed.history`), ``"provider"``: the provider's
-        own forecast periods, or ``"best"``: whichever of the two ranked the hours of
-        windows of ``horizon_hours`` better on what the feed kept (:meth:`quality`; the
-        profile when the provider's forecast does not cover the horizon now). None when
+        own forecast periods, or ``"best"``: whichever of those and the seasonal forecaster
+        ranked the hours of windows of ``horizon_hours`` best on what the feed kept
+        (:meth:`quality`; the profile when the provider's forecast does not cover the
+        horizon now). None when
         the answer is stale, there is not enough history or forecast, or ``method`` is
         None. Answers from memory."""
         now = self._clock()
@@ -164,8 +165,9 @@ class IntensityFeed:
             return None
         name, latest = answer
         if method == BEST:
-            method = Method.PROFILE
-            if self._judge.judgement(name, zone, max(1, horizon_hours)).chosen == history.PROVIDER:
+            chosen = self._judge.judgement(name, zone, max(1, horizon_hours)).chosen
+            method = Method.PROFILE if chosen == history.PROVIDER else Method(chosen)
+            if chosen == history.PROVIDER:
                 periods = self._memory.forecasts[name].get(zone, ())
                 given = history.provider_outlook(periods, latest, now, horizon_hours)
                 if given is not None and len(given) == horizon_hours + 1:

@@ -1,4 +1,5 @@
-"""Which forecast ranks a zone's hours better: the provider's own or the day-ahead profile.
+"""Which forecast ranks a zone's hours best: the provider's own, the day-ahead profile or
+the seasonal forecaster.
 
 Decisions that wait (the NodePool pause, the ladder, the Kueue carbon window) act on which
 hours of their window the forecast says are greenest, so forecasters are judged on how they
@@ -7,16 +8,18 @@ provider answering a zone, on what the feed kept:
 
 - the provider's forecasts: one issue per hour of the last
   :data:`~webhook.feed.history.JUDGE_DAYS` days (:class:`~webhook.feed.history.Issues`);
-- the profile's forecasts: recomputed for each of those hours from the hourly history
-  before it (:func:`webhook.decision.forecast.outlook`, which sees only the past);
+- the profile's and the seasonal forecaster's: recomputed for each of those hours from the
+  hourly history before it (:func:`webhook.decision.forecast.outlook`, which sees only the
+  past; the seasonal one only where its library, the ``forecast`` extra, is installed);
 - the truth: the hourly history after it.
 
 A window is an hour ``t`` of those days whose ``t .. t + window`` hours have all been
 observed (the current hour, still open, is not judged). Each forecaster is measured over
-the windows it forecast; the choice compares the two on the windows both forecast
-(:func:`~webhook.decision.forecast_quality.prefer_provider`: at least
+the windows it forecast; the choice compares them on the windows every forecaster that
+forecast any forecast (:func:`~webhook.decision.forecast_quality.choose`: at least
 :data:`~webhook.decision.forecast_quality.MIN_WINDOWS` of them and a clearly higher mean
-Spearman; ties and too little evidence keep the profile, the default forecaster).
+Spearman than the profile's; ties and too little evidence keep the profile, the default
+forecaster).
 
 A judgement changes only when a new hour is observed, so :class:`Judge` keeps each until
 then: the feed's ``outlook`` answers from memory. Plain data, no I/O, no clock.
@@ -28,22 +31,22 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
-from webhook.decision.forecast import Method, history_needed, outlook
-from webhook.decision.forecast_quality import (
-    Quality,
-    Score,
-    prefer_provider,
-    score,
-    summed,
-)
-from webhook.feed.history import HOUR, JUDGE_DAYS, PROFILE_DAYS, PROVIDER, enough
+from webhook.decision.forecast import Method, history_needed, offered, outlook
+from webhook.decision.forecast_quality import NO_WINDOWS, Quality, Score, choose, score, summed
+from webhook.feed.history import HOUR, JUDGE_DAYS, PROFILE_DAYS, PROVIDER, enough, epoch_hour
 from webhook.feed.memory import Memory
 
 PROFILE = Method.PROFILE.value
 """The profile forecaster's name (the default: ``day-ahead-profile``)."""
 BEST = "best"
 """Outlook method: the forecaster that ranked the zone's hours better (:class:`Judge`)."""
-FORECASTERS = (PROFILE, PROVIDER)
+SEASONAL = Method.SEASONAL.value
+"""The seasonal forecaster's name (:mod:`webhook.decision.seasonal`)."""
+FORECASTERS = (PROFILE, SEASONAL, PROVIDER)
+"""Every forecaster judged, in the order reports list them; the seasonal one is judged on
+no window where its library is not installed."""
+BUILT = (Method.PROFILE, Method.SEASONAL)
+"""The forecasters built from the hourly history."""
 WINDOW_HOURS = 24
 """The window the metrics and ``carbonshift intensity`` report (a day ahead: the longest
 ``max-pause`` the NodePool outlook reads, the placements' 24 h mean)."""
@@ -61,10 +64,11 @@ class Judgement:
     window_hours: int
     quality: Mapping[str, Quality]
     """Forecaster (:data:`FORECASTERS`) -> its measure over the windows it forecast."""
-    compared: tuple[Quality, Quality]
-    """(profile, provider) over the windows both forecast: what the choice rests on."""
+    compared: Mapping[str, Quality]
+    """Forecaster -> its measure over the windows every forecaster that forecast any
+    forecast: what the choice rests on."""
     chosen: str
-    """:data:`PROFILE` or :data:`~webhook.feed.history.PROVIDER`."""
+    """One of :data:`FORECASTERS` (:data:`PROFILE` when the evidence is too thin)."""
 
 
 def _hours(series: Sequence[float], window: int, keep_hours: int) -> range:
@@ -84,36 +88,40 @@ def _scores(
     *,
     window: int,
     days: int,
-) -> tuple[Score | None, Score | None]:
-    """The profile's and the provider's score of the window beginning at ``series[i]``
-    (None: that forecaster had no forecast then)."""
+) -> dict[str, Score]:
+    """Each forecaster's score of the window beginning at ``series[i]`` (left out: that
+    forecaster had no forecast then)."""
     truth = series[i : i + window + 1]
-    profile = given = None
-    if i + 1 >= enough(Method.PROFILE, window):
-        past = series[max(0, i + 1 - history_needed(Method.PROFILE, window, days=days)) : i + 1]
-        profile = score(outlook(Method.PROFILE, past, window, days=days), truth)
+    out: dict[str, Score] = {}
+    for method in offered():
+        if method in BUILT and i + 1 >= enough(method, window):
+            need = history_needed(method, window, days=days)
+            past = series[max(0, i + 1 - need) : i + 1]
+            at = epoch_hour(first) + i
+            out[method.value] = score(outlook(method, past, window, days=days, at=at), truth)
     issue = issues.get(first + i * HOUR)
     if issue is not None and len(issue) > window:
-        given = score(issue[: window + 1], truth)
-    return profile, given
+        out[PROVIDER] = score(issue[: window + 1], truth)
+    return out
 
 
-def _judgement(
-    zone: str,
-    provider: str,
-    window: int,
-    profile: Mapping[datetime, Score],
-    given: Mapping[datetime, Score],
-) -> Judgement:
-    both = profile.keys() & given.keys()
-    compared = (summed(profile[t] for t in both), summed(given[t] for t in both))
+Scores = Mapping[str, Mapping[datetime, Score]]
+"""Forecaster -> issue hour -> its window's score."""
+
+
+def _judgement(zone: str, provider: str, window: int, scores: Scores) -> Judgement:
+    given = {f: held for f in FORECASTERS if (held := scores.get(f))}
+    common = set.intersection(*(set(held) for held in given.values())) if given else set()
+    compared = {
+        f: summed(given[f][t] for t in common) if f in given else NO_WINDOWS for f in FORECASTERS
+    }
     return Judgement(
         zone,
         provider,
         window,
-        {PROFILE: summed(profile.values()), PROVIDER: summed(given.values())},
+        {f: summed(scores.get(f, {}).values()) for f in FORECASTERS},
         compared,
-        PROVIDER if prefer_provider(*compared) else PROFILE,
+        choose(PROFILE, compared),
     )
 
 
@@ -128,20 +136,16 @@ def judge(
     keep_hours: int = JUDGE_DAYS * 24,
     days: int = PROFILE_DAYS,
 ) -> Judgement:
-    """Judge both forecasters on ``series`` (hourly, the first at ``first``, the last the
+    """Judge every forecaster on ``series`` (hourly, the first at ``first``, the last the
     current hour) and ``issues`` (the provider's, by issue hour) over windows of
     ``window`` hours ahead beginning in the last ``keep_hours`` hours."""
-    profile: dict[datetime, Score] = {}
-    given: dict[datetime, Score] = {}
+    scores: dict[str, dict[datetime, Score]] = {f: {} for f in FORECASTERS}
     hours = _hours(series, window, keep_hours)
     if first is not None:
         for i in hours:
-            p, g = _scores(first, series, issues, i, window=window, days=days)
-            if p is not None:
-                profile[first + i * HOUR] = p
-            if g is not None:
-                given[first + i * HOUR] = g
-    return _judgement(zone, provider, window, profile, given)
+            for name, s in _scores(first, series, issues, i, window=window, days=days).items():
+                scores[name][first + i * HOUR] = s
+    return _judgement(zone, provider, window, scores)
 
 
 @dataclasses.dataclass(slots=True)
@@ -151,8 +155,9 @@ class _Kept:
     first: datetime
     stamp: tuple[datetime, int]
     judgement: Judgement
-    profile: dict[datetime, Score] = dataclasses.field(default_factory=dict)
-    given: dict[datetime, Score] = dataclasses.field(default_factory=dict)
+    scores: dict[str, dict[datetime, Score]] = dataclasses.field(
+        default_factory=lambda: {f: {} for f in FORECASTERS}
+    )
     seen: set[datetime] = dataclasses.field(default_factory=set)
 
 
@@ -160,7 +165,8 @@ class Judge:
     """The :class:`Judgement` of each (provider, zone, window) over ``memory``, kept until
     a new hour is observed. A window's scores never change once all its hours are
     observed, so each new hour scores one new window per forecaster and forgets the
-    oldest: judging stays cheap for the refresher and the outlook."""
+    oldest: judging stays cheap for the refresher and the outlook (the seasonal
+    forecaster fits once a day, :mod:`webhook.decision.seasonal`)."""
 
     def __init__(self, memory: Memory, *, days: int = PROFILE_DAYS) -> None:
         self.memory = memory
@@ -168,11 +174,11 @@ class Judge:
         self._held: dict[tuple[str, str, int], _Kept] = {}
 
     def judgement(self, provider: str, zone: str, window: int) -> Judgement:
-        """How the provider's forecasts and the profile ranked ``zone``'s hours."""
+        """How each forecaster ranked ``zone``'s hours, and which one ``best`` uses."""
         first, series = self.memory.history.timeline(provider, zone)
         hours = _hours(series, window, JUDGE_DAYS * 24)
         if first is None:
-            return _judgement(zone, provider, window, {}, {})
+            return _judgement(zone, provider, window, {})
         key = (provider, zone, window)
         stamp = (first, len(series))
         kept = self._held.get(key)
@@ -181,7 +187,7 @@ class Judge:
         if kept is None or first < kept.first:  # new, or older hours were filled in
             if len(self._held) >= CACHED:
                 self._held.clear()
-            kept = _Kept(first, stamp, _judgement(zone, provider, window, {}, {}))
+            kept = _Kept(first, stamp, _judgement(zone, provider, window, {}))
             self._held[key] = kept
         issues = self.memory.issues.held(provider, zone)
         oldest = first + hours.start * HOUR
@@ -190,15 +196,12 @@ class Judge:
             if at in kept.seen:
                 continue
             kept.seen.add(at)
-            p, g = _scores(first, series, issues, i, window=window, days=self.days)
-            if p is not None:
-                kept.profile[at] = p
-            if g is not None:
-                kept.given[at] = g
-        for held in (kept.profile, kept.given):
+            for name, s in _scores(first, series, issues, i, window=window, days=self.days).items():
+                kept.scores[name][at] = s
+        for held in kept.scores.values():
             for at in [t for t in held if t < oldest]:
                 del held[at]
         kept.seen = {t for t in kept.seen if t >= oldest}
         kept.first, kept.stamp = first, stamp
-        kept.judgement = _judgement(zone, provider, window, kept.profile, kept.given)
+        kept.judgement = _judgement(zone, provider, window, kept.scores)
         return kept.judgement
