@@ -409,12 +409,7 @@ class Follower(KeyedController[Key]):
                     log.warning("reevaluate_list_failed", resource=str(cache),
                                 error=error_name(exc))  # fmt: skip
         before = self.written
-        self.begin_term()  # by hand: later changes queue keys (tests, benchmarks)
-        self.poll()  # the inputs this sync decides on
-        for key in self.keys():
-            if not self.gate.leading:
-                break
-            await self.reconcile(key)
+        await self.reconcile_all()
         self._tallies()
         for keeper in self.keepers:
             if self.gate.leading:

@@ -1,16 +1,19 @@
 """The leader keeps ``carbonshift.io/intensity`` and its annotations on every Karmada Cluster
 (and, with :data:`NODES`, on every Liqo virtual node: the remote cluster it stands for).
 
-A pass runs after every feed refresh (the snapshot's generation moved), every change of
-the fleet inventory, on becoming leader, and at least every ``labels.interval_seconds``.
-For each Cluster with a grid zone it asks the feed to keep that zone warm, decides with
-the pure :func:`webhook.decision.labels.decide` and, when the wanted label or annotations
-differ from what the Cluster carries, writes them by server-side apply with field manager
-``carbonshift``: only ``carbonshift.io/*`` keys are ever sent, so other managers' labels
-and annotations are untouched. A class change also records an Event saying why.
+A keyed controller (:class:`~webhook.controllers.runner.KeyedController`): one Cluster per
+``reconcile``. A term starts once the inventory has synced, with every Cluster queued once;
+after that a Cluster is queued when its inventory entry changes (it joins, its labels or
+zone change) or a feed refresh changes its zone's reading, and again every
+``labels.interval_seconds`` as a safety net. For the Cluster it asks the feed to keep its
+zone warm, decides with the pure :func:`webhook.decision.labels.decide` and, when the
+wanted label or annotations differ from what the Cluster carries, writes them by
+server-side apply with field manager ``carbonshift``: only ``carbonshift.io/*`` keys are
+ever sent, so other managers' labels and annotations are untouched. A class change also
+records an Event saying why.
 
 Only the Lease holder writes: every write checks the elector right before it is sent
-(:class:`~webhook.kube.writes.NotLeader` ends the pass at once), and what this replica
+(:class:`~webhook.kube.writes.NotLeader` ends the reconcile at once), and what this replica
 remembers of the Clusters is forgotten when it stops leading. A Cluster seen for the first
 time in a leadership term is read once (its annotations hold the time of the last class
 change, so the minimum interval survives a change of leader).
@@ -26,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import structlog
 from kubernetes_asyncio import client
 
-from webhook.controllers.runner import Controller
+from webhook.controllers.runner import KeyedController, Retry
 from webhook.decision.karmada.bindings import CLUSTERS
 from webhook.decision.labels import Current, Rule, decide
 from webhook.kube.client import REQUEST_TIMEOUT, error_name, refused
@@ -38,6 +41,7 @@ from webhook.model.intensity import IntensityTable, Reading, utcnow
 from webhook.model.objects import meta_of
 from webhook.model.resources import Resource
 from webhook.runtime import metrics
+from webhook.runtime.workqueue import WorkQueue
 
 if TYPE_CHECKING:
     import datetime
@@ -76,6 +80,10 @@ class Places(Protocol):
     """An inventory: the places to label by object name."""
 
     def clusters(self) -> Mapping[str, Place]: ...
+    @property
+    def synced(self) -> bool:
+        """Listed from the API server (a term starts then)."""
+        ...
 
 
 OWNED = (
@@ -113,7 +121,7 @@ def _ours(obj: Mapping[str, Any]) -> Held:
 MISSING = "IntensityDataMissing"
 
 
-class ClusterLabeler(Controller):
+class ClusterLabeler(KeyedController[str]):
     """Writes each Cluster's intensity class label and annotations while leading."""
 
     def __init__(
@@ -138,54 +146,89 @@ class ClusterLabeler(Controller):
         self.rule = Rule.of(config)
         self.interval = config.labels.interval_seconds
         self.clock = clock
+        self.queue = WorkQueue()
+        self.written = 0
+        """Clusters written since the replica started (for tests)."""
         self._held: dict[str, Held] = {}
         self._gaps: set[str] = set()
         """Clusters whose zone has had no data since the Event that said so."""
-        self._seen: tuple[int, int] | None = None
-        """The inputs of the last pass (:meth:`_inputs`): a pass runs again as they change."""
+        self._seen: tuple[Mapping[str, Place], IntensityTable] | None = None
+        """The inventory's view and the feed's table :meth:`poll` last looked at."""
 
-    # --- one pass -------------------------------------------------------------------------
+    # --- what is queued -------------------------------------------------------------------
 
-    async def reconcile(self) -> int:
-        """Bring every Cluster's label and annotations up to date; the number written."""
-        self._seen = self._inputs()
-        clusters = self.inventory.clusters()
-        for gone in set(self._held) - set(clusters):
-            del self._held[gone]
-        for cluster in clusters.values():
-            if cluster.grid_zone is not None:
-                self.feed.want(cluster.grid_zone)
-        table = self.feed.snapshot().table
-        written = 0
-        for name, cluster in sorted(clusters.items()):
-            if not self.gate.leading:
-                break
-            if cluster.grid_zone is None:
-                continue
-            reading = await self._reading(name, cluster.grid_zone, table)
-            if reading is None:
-                continue  # no data, or stale: stale data never changes a label
-            try:
-                held = self._held.get(name)
-                label = cluster.labels.get(vocabulary.INTENSITY_CLASS)
-                if held is not None and held.labels.get(vocabulary.INTENSITY_CLASS) != label:
-                    del self._held[name]  # changed by someone else: read it again
-                written += await self._label(name, reading)
-            except NotLeader:
-                break
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                metrics.CLUSTER_LABEL_WRITES.labels("failed").inc()
-                self._held.pop(name, None)  # read it again next pass
-                if not refused(exc, "patch", self.resource.name):
-                    log.warning(
-                        "cluster_label_failed",
-                        kind=self.resource.kind,
-                        cluster=name,
-                        error=error_name(exc),
-                    )
-        return written
+    def synced(self) -> bool:
+        return self.inventory.synced
+
+    def keys(self) -> list[str]:
+        return sorted(self.inventory.clusters())
+
+    def poll(self) -> None:
+        """Queue the Clusters whose inventory entry changed (joined, relabelled, gone) or
+        whose zone's reading a feed refresh changed."""
+        clusters, table = self.inventory.clusters(), self.feed.snapshot().table
+        if self._seen is None:
+            self._seen = (clusters, table)
+            return
+        before, read = self._seen
+        if clusters is before and table is read:
+            return
+        self._seen = (clusters, table)
+        changed = {n for n in before.keys() | clusters.keys() if before.get(n) != clusters.get(n)}
+        zones = {z for z in read.keys() | table.keys() if read.get(z) != table.get(z)}
+        if zones:
+            changed.update(n for n, c in clusters.items() if c.grid_zone in zones)
+        self.enqueue(sorted(changed))
+
+    def lost(self) -> None:
+        self._held.clear()  # a new term reads the Clusters again
+        self._seen = None
+
+    async def sync(self) -> int:
+        """Every Cluster reconciled once, as a term's first sync does (tests, the CLI);
+        the number written."""
+        before = self.written
+        await self.reconcile_all()
+        return self.written - before
+
+    # --- one Cluster ----------------------------------------------------------------------
+
+    async def reconcile(self, key: str) -> float | None:
+        """Bring ``key``'s label and annotations up to date; seconds until it is looked at
+        again (``labels.interval_seconds``, the safety net), None when it is gone."""
+        cluster = self.inventory.clusters().get(key)
+        if cluster is None:
+            self._held.pop(key, None)
+            self._gaps.discard(key)
+            return None
+        if cluster.grid_zone is None:
+            return self.interval
+        self.feed.want(cluster.grid_zone)
+        reading = await self._reading(key, cluster.grid_zone, self.feed.snapshot().table)
+        if reading is None:
+            return self.interval  # no data, or stale: stale data never changes a label
+        try:
+            held = self._held.get(key)
+            label = cluster.labels.get(vocabulary.INTENSITY_CLASS)
+            if held is not None and held.labels.get(vocabulary.INTENSITY_CLASS) != label:
+                del self._held[key]  # changed by someone else: read it again
+            self.written += await self._label(key, reading)
+        except NotLeader:
+            return None  # the term ends: the next one queues every Cluster
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            metrics.CLUSTER_LABEL_WRITES.labels("failed").inc()
+            self._held.pop(key, None)  # read it again when retried
+            if not refused(exc, "patch", self.resource.name):
+                log.warning(
+                    "cluster_label_failed",
+                    kind=self.resource.kind,
+                    cluster=key,
+                    error=error_name(exc),
+                )
+            raise Retry from exc
+        return self.interval
 
     async def _reading(self, name: str, zone: str, table: IntensityTable) -> Reading | None:
         """The fresh reading a Cluster is labelled from; a zone without data is said once
@@ -269,14 +312,3 @@ class ClusterLabeler(Controller):
 
     def describe(self) -> dict[str, Any]:
         return {"kind": self.resource.kind}
-
-    def _inputs(self) -> tuple[int, int]:
-        """What a pass reads: the feed's snapshot and the inventory's view (identities)."""
-        return self.feed.snapshot().generation, id(self.inventory.clusters())
-
-    def changed(self) -> bool:
-        return self._inputs() != self._seen
-
-    def lost(self) -> None:
-        self._held.clear()  # a new term reads the Clusters again
-        self._seen = None

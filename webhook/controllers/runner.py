@@ -147,6 +147,11 @@ class Controller:
         return self._task is not None and not self._task.done()
 
 
+class Retry(Exception):
+    """Raised by a keyed reconcile that met a failure and has said so itself: the key is
+    retried after its back-off, and the runner logs nothing more."""
+
+
 class Cache(Protocol):
     """What a keyed controller asks of a watched cache it reads
     (:class:`~webhook.kube.cache.WatchedCache`)."""
@@ -221,6 +226,17 @@ class KeyedController(Generic[K]):
         """Changes queue keys from now on (the runner does this when a term starts)."""
         self._term = True
 
+    async def reconcile_all(self) -> None:
+        """Every key reconciled once in turn, as a term's first sync does, by hand (tests,
+        benchmarks, the CLI): changes queue keys from now on."""
+        self.begin_term()
+        self.poll()  # the inputs this sync decides on
+        for key in self.keys():
+            if not self.gate.leading:
+                break
+            with contextlib.suppress(Retry):
+                await self.reconcile(key)
+
     def start(self) -> None:
         """Follow the caches and run in the background until :meth:`stop`."""
         for cache in self.caches:
@@ -293,6 +309,8 @@ class KeyedController(Generic[K]):
                 after = await self.reconcile(key)
             except asyncio.CancelledError:
                 raise
+            except Retry:
+                self.queue.retry(key)
             except Exception:
                 delay = self.queue.retry(key)
                 log.exception(
