@@ -179,6 +179,9 @@ class KeyedController(Generic[K]):
     caches: tuple[Cache, ...] = ()
     """What :meth:`reconcile` reads, followed from :meth:`start` on (every replica keeps
     them warm): a term starts once all have synced."""
+    owned: tuple[Cache, ...] | None = None
+    """The caches :meth:`stop` stops (None: all of :attr:`caches`); a cache shared with
+    another controller is stopped by the one that made it."""
     workers: int = 1
     """Keys reconciled at once."""
     tick: float = TICK_SECONDS
@@ -249,7 +252,7 @@ class KeyedController(Generic[K]):
         caches."""
         await tasks.cancel(self._task)
         self._task = None
-        for cache in self.caches:
+        for cache in self.caches if self.owned is None else self.owned:
             await cache.stop()
 
     @property

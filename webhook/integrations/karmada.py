@@ -6,7 +6,7 @@ policies' accounting by their ResourceBindings' replicas."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from webhook.controllers.karmada.binding_accounts import Bindings
 from webhook.integrations.base import Integration, Run, Wiring
@@ -17,10 +17,10 @@ if TYPE_CHECKING:
     from webhook.controllers.follower import Follower
     from webhook.controllers.karmada.rebalancer import Watched
     from webhook.controllers.keeper import Keeper
-    from webhook.controllers.runner import Controller
+    from webhook.controllers.runner import KeyedController
 
 
-def _labels(w: Wiring) -> Sequence[Controller]:
+def _labels(w: Wiring) -> Sequence[KeyedController[Any]]:
     from webhook.controllers.labels import ClusterLabeler  # noqa: PLC0415
 
     f = w.fleet
@@ -38,7 +38,7 @@ def _watched(w: Wiring) -> Watched:
     return found
 
 
-def _carry(w: Wiring) -> Sequence[Controller]:
+def _carry(w: Wiring) -> Sequence[KeyedController[Any]]:
     from webhook.controllers.karmada.carrier import Carrier  # noqa: PLC0415
 
     f = w.fleet

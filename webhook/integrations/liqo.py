@@ -5,7 +5,7 @@ by their namespace's pods running on those virtual nodes."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from webhook.controllers.liqo.pod_accounts import OffloadedPods
 from webhook.integrations.base import Integration, Run, Wiring
@@ -13,10 +13,10 @@ from webhook.kinds import Grant
 from webhook.kinds.offloadings import NAMESPACE_OFFLOADING
 
 if TYPE_CHECKING:
-    from webhook.controllers.runner import Controller
+    from webhook.controllers.runner import KeyedController
 
 
-def _labels(w: Wiring) -> Sequence[Controller]:
+def _labels(w: Wiring) -> Sequence[KeyedController[Any]]:
     from webhook.controllers.labels import NODES, ClusterLabeler  # noqa: PLC0415
 
     f = w.fleet

@@ -1,10 +1,14 @@
 """The leader carries a managed policy's non-workloads to every cluster its replicas may use.
 
-While this replica leads, the carrier follows watched caches of the
-(Cluster)PropagationPolicies (held as the clusters carbonshift's tiers name, or nothing)
-and of every (Cluster)ResourceBinding (held slim: what a plan reads), passes as soon as
-one of them changed (and every ``carry.interval_seconds`` as a safety net), and keeps one
-``spec.requiredBy`` snapshot of its own on each non-workload binding of such a policy
+A keyed controller (:class:`~webhook.controllers.runner.KeyedController`): one policy per
+``reconcile``. It follows watched caches of the (Cluster)PropagationPolicies (held as the
+clusters carbonshift's tiers name, or nothing) and of every (Cluster)ResourceBinding (held
+slim: what a plan reads; shared with the rebalancer), and keeps an index of each policy's
+bindings (Karmada's annotations name the policy). A term starts once every cache has
+synced, with every policy queued once; after that a policy is queued when its tiers change
+or one of its bindings changes (appears, moves, goes), and again every
+``carry.interval_seconds`` as a safety net. For the policy it keeps one ``spec.requiredBy``
+snapshot of its own on each of its non-workload bindings
 (:func:`webhook.decision.karmada.carry.carried`): every cluster the policy's terms and
 their overflow tiers name, plus wherever a workload of the policy runs now. Karmada's
 binding controller then sends the ConfigMap, Secret or Service to those clusters too, as
@@ -12,13 +16,15 @@ it does for the dependencies of a workload. A binding whose policy carbonshift n
 places in tiers loses the snapshot. Each write is an update guarded by the resourceVersion
 it read, checked against the Lease right before it is sent; each time a binding's
 snapshot is written the policy gets an Event ``CarbonResourcesCarried`` naming the
-resource and the clusters.
+resource and the clusters. A write the API server refuses is logged and the policy retried
+with its back-off.
 """
 
 from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
@@ -27,7 +33,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
 from webhook.controllers.karmada.rebalancer import Watched
-from webhook.controllers.runner import Controller
+from webhook.controllers.runner import KeyedController, Retry
 from webhook.decision.karmada import carry
 from webhook.decision.karmada.bindings import PolicyKey, owner, placed
 from webhook.kinds.policies import CLUSTER_PROPAGATION_POLICY, PROPAGATION_POLICY
@@ -39,6 +45,7 @@ from webhook.model.config import Config
 from webhook.model.objects import Obj, dig, mapping, meta_of
 from webhook.model.vocabulary import DECISION
 from webhook.runtime import metrics
+from webhook.runtime.workqueue import WorkQueue
 
 log = structlog.get_logger("carbonshift.carry")
 
@@ -106,7 +113,18 @@ def _tiers(obj: Mapping[str, Any], _before: tuple[str, ...] | None) -> tuple[str
     return None if clusters is None else tuple(clusters)
 
 
-class Carrier(Controller):
+def _same(before: Sequence[object], now: Sequence[object]) -> bool:
+    """The same objects, one for one (a cache replaces an object that changed)."""
+    return len(before) == len(now) and all(a is b for a, b in zip(before, now, strict=True))
+
+
+def _policy_key(kind: str, key: str) -> PolicyKey:
+    """A policy's key from its kind and its cache key (``namespace/name``, or ``name``)."""
+    namespace, _, name = key.rpartition("/")
+    return kind, namespace, name
+
+
+class Carrier(KeyedController[PolicyKey]):
     """Keeps the requiredBy snapshots of managed policies' non-workload bindings."""
 
     name = "carry"
@@ -127,81 +145,132 @@ class Carrier(Controller):
         self.gate = gate
         self.events = events
         self.interval = config.carry.interval_seconds
+        self.queue = WorkQueue()
+        self.outcomes: collections.Counter[str] = collections.Counter()
+        """Outcomes since the replica started (``carried``, ``released``, ``error``)."""
         self.changes = 0
         """Grows whenever a policy's tiers or a binding changed in the caches."""
-        self._passed: int | None = None
         self.policies = {
-            row.kind: WatchedCache(row.api, _tiers, kind=row.kind.lower(), on_keys=self._changed)
+            row.kind: WatchedCache(
+                row.api,
+                _tiers,
+                kind=row.kind.lower(),
+                on_keys=functools.partial(self._policies_changed, row.kind),
+            )
             for row in POLICIES
         }
         shared = watched is not None
         watched = watched if watched is not None else Watched()
         self.bindings = watched.bindings
-        watched.listen(self._changed, clusters=False)
+        watched.listen(self._bindings_changed, clusters=False)
         self.caches: tuple[WatchedCache[Any], ...] = (*self.policies.values(), *self.bindings)
-        self._own: tuple[WatchedCache[Any], ...] = (
-            tuple(self.policies.values()) if shared else self.caches
-        )
-        """The caches it stops (shared ones are stopped by their other reader)."""
-        self._following = False
+        self.owned = tuple(self.policies.values()) if shared else self.caches
+        self._owners: dict[str, PolicyKey] = {}
+        """Binding key -> the policy that made it."""
+        self._bound: dict[PolicyKey, set[str]] = {}
+        """Policy -> the keys of its bindings."""
+        self._planned: dict[PolicyKey, tuple[tuple[str, ...] | None, tuple[Raw, ...]]] = {}
+        """Policy -> the tiers and the bindings (as the caches hold them) it was last
+        planned on, with nothing left to write."""
 
-    def _changed(self, _keys: Collection[str]) -> None:
+    # --- what is queued -------------------------------------------------------------------
+
+    def _policies_changed(self, kind: str, keys: Collection[str]) -> None:
         self.changes += 1
+        self.enqueue(_policy_key(kind, key) for key in keys)
 
-    def start(self) -> None:
-        """Follow the caches, then pass (at once on a change once they have synced)."""
+    def _bindings_changed(self, keys: Collection[str]) -> None:
+        """Index the bindings by policy; queue the policies whose bindings changed."""
+        self.changes += 1
+        touched: set[PolicyKey] = set()
+        for key in keys:
+            binding = self._binding(key)
+            new = owner(binding) if binding is not None else None
+            old = self._owners.get(key)
+            if old != new:
+                if old is not None:
+                    self._bound[old].discard(key)
+                    if not self._bound[old]:
+                        del self._bound[old]
+                if new is None:
+                    del self._owners[key]
+                else:
+                    self._owners[key] = new
+                    self._bound.setdefault(new, set()).add(key)
+            touched.update(k for k in (old, new) if k is not None)
+        self.enqueue(sorted(touched))
+
+    def _binding(self, key: str) -> Raw | None:
+        for cache in self.bindings:
+            if (found := cache.get(key)) is not None:
+                return found
+        return None
+
+    def keys(self) -> list[PolicyKey]:
+        """Every policy placed in tiers, and every policy with bindings."""
+        tiered = {
+            _policy_key(kind, key)
+            for kind, cache in self.policies.items()
+            for key, clusters in cache.items().items()
+            if clusters is not None
+        }
+        return sorted(tiered | self._bound.keys())
+
+    # --- one policy -----------------------------------------------------------------------
+
+    async def reconcile(self, key: PolicyKey) -> float | None:
+        """Bring the snapshots on ``key``'s non-workload bindings up to date; seconds until
+        it is looked at again (``carry.interval_seconds``, the safety net)."""
+        kind, namespace, name = key
+        cache = self.policies.get(kind)
+        clusters = cache.get(f"{namespace}/{name}" if namespace else name) if cache else None
+        bound = (self._binding(k) for k in sorted(self._bound.get(key, ())))
+        bindings = tuple(b for b in bound if b is not None)
+        if clusters is None and not bindings:
+            self._planned.pop(key, None)
+            return None  # gone, or never carbonshift's: nothing to keep
+        held = self._planned.get(key)
+        if held is not None and held[0] == clusters and _same(held[1], bindings):
+            return self.interval  # planned on these very objects: nothing can have changed
+        failed = False
+        for step in plan({key: list(clusters)} if clusters is not None else {}, bindings):
+            if not self.gate.leading:
+                return None  # the term ends: the next one queues every policy
+            outcome = "carried" if step.clusters is not None else "released"
+            try:
+                await self._write(step)
+            except NotLeader:
+                return None
+            except ApiException as exc:
+                outcome, failed = "error", True
+                binding = meta_of(step.binding).namespaced_name
+                log.warning("carry_failed", binding=binding, error=error_name(exc))
+            self.outcomes[outcome] += 1
+            metrics.CARRIED.labels(outcome).inc()
+            if outcome == "carried":
+                await self._announce(step)
+        if failed:
+            raise Retry(f"a binding of {kind} {namespace}/{name} was not written")
+        self._planned[key] = (clusters, bindings)
+        return self.interval
+
+    def lost(self) -> None:
+        self._planned = {}
+
+    async def sync(self) -> collections.Counter[str]:
+        """Every policy reconciled once, as a term's first sync does (tests, a one-off
+        pass): the outcomes. Not started, it lists the caches once first."""
         for cache in self.caches:
-            cache.start(self.api)
-        self._following = True
-        super().start()
-
-    async def stop(self) -> None:
-        await super().stop()
-        for cache in self._own:
-            await cache.stop()
-        self._following = False
-
-    def changed(self) -> bool:
-        return self._following and self.changes != self._passed and self._synced()
-
-    def _synced(self) -> bool:
-        return all(cache.synced for cache in self.caches)
-
-    async def reconcile(self) -> collections.Counter[str]:
-        """One pass: the outcomes (``carried``, ``released``, ``error``). Not started, it
-        lists the caches once first (tests, a one-off pass)."""
-        outcomes: collections.Counter[str] = collections.Counter()
-        if not self._following:
-            for cache in self.caches:
+            if not cache.following:
                 try:
                     await cache.list_once(self.api)
                 except ApiException as exc:
                     log.warning("carry_list_failed", resource=str(cache), error=error_name(exc))
-        if not self._synced():
-            return outcomes  # nothing to carry until every list is known
-        self._passed = self.changes
-        policies: dict[PolicyKey, list[str]] = {}
-        for kind, cache in self.policies.items():
-            for key, clusters in cache.items().items():
-                if clusters is not None:
-                    namespace, _, name = key.rpartition("/")
-                    policies[(kind, namespace, name)] = list(clusters)
-        bindings = [b for cache in self.bindings for b in cache.items().values()]
-        for step in plan(policies, bindings):
-            if not self.gate.leading:
-                raise NotLeader("not leading")
-            outcome = "carried" if step.clusters is not None else "released"
-            try:
-                await self._write(step)
-            except ApiException as exc:
-                outcome = "error"
-                name = meta_of(step.binding).namespaced_name
-                log.warning("carry_failed", binding=name, error=error_name(exc))
-            outcomes[outcome] += 1
-            metrics.CARRIED.labels(outcome).inc()
-            if outcome == "carried":
-                await self._announce(step)
-        return outcomes
+        if not self.synced():
+            return collections.Counter()  # nothing to carry until every list is known
+        before = collections.Counter(self.outcomes)
+        await self.reconcile_all()
+        return self.outcomes - before
 
     async def _write(self, step: Carry) -> None:
         """Update the binding's ``requiredBy`` as :meth:`Carry.required_by` says, on what
