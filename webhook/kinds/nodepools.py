@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from webhook.decision.karpenter import nodepool, nodepool_step
+from webhook.decision.karpenter.carbonprice import NODE_OVERLAY
 from webhook.decision.outcome import Decision
 from webhook.kinds.base import Context, Following, Grant, Kind, Tally
 from webhook.model.config import Config
@@ -81,8 +82,8 @@ NODEPOOL = Kind(
             "the leader's re-evaluation pauses and resumes NodePools (spec.limits, spec.weight)",
         ),
         Grant(
-            GROUP,
-            ("nodeoverlays",),
+            NODE_OVERLAY.group,
+            (NODE_OVERLAY.plural,),
             ("list", "watch", "create", "update", "delete"),
             "strategy price keeps the carbon price NodeOverlays (labelled "
             "carbonshift.io/overlay: price, watched; it never touches any other overlay)",

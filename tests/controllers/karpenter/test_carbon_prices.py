@@ -19,12 +19,13 @@ from tests.support import eventually
 from webhook import kinds
 from webhook.controllers.karpenter import prices as overlays
 from webhook.controllers.karpenter.prices import OverlayKeeper
-from webhook.decision.karpenter.carbonprice import GROUP, RESOURCE, SELECTOR, VERSION
+from webhook.decision.karpenter.carbonprice import NODE_OVERLAY, SELECTOR
 from webhook.kube.cache import WatchedCache
 from webhook.model.config import parse
 from webhook.model.intensity import Reading, Signal
 
 Obj = dict[str, Any]
+GROUP, VERSION, RESOURCE = NODE_OVERLAY.group, NODE_OVERLAY.version, NODE_OVERLAY.plural
 NOW = datetime(2026, 11, 25, 12, tzinfo=UTC)
 POOL = {
     "apiVersion": "karpenter.sh/v1",
@@ -52,7 +53,7 @@ class HandFed(WatchedCache[Obj]):
     """The overlays' cache, its watch played by the test (:meth:`deliver`)."""
 
     def __init__(self) -> None:
-        super().__init__((GROUP, VERSION, RESOURCE), lambda o, _: dict(o), kind="node_overlay")
+        super().__init__(NODE_OVERLAY, lambda o, _: dict(o), kind="node_overlay")
         self.watching = True
 
     @property

@@ -45,7 +45,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from webhook.controllers.keeper import Keeper
 from webhook.decision import optin
 from webhook.decision.karpenter import carbonprice
-from webhook.decision.karpenter.carbonprice import GROUP, KIND, RESOURCE, SELECTOR, VERSION, Pool
+from webhook.decision.karpenter.carbonprice import NODE_OVERLAY, SELECTOR, Pool
 from webhook.decision.outcome import lookup
 from webhook.kinds import Context
 from webhook.kinds.nodepools import NODEPOOL
@@ -55,7 +55,6 @@ from webhook.kube.events import EventRecorder
 from webhook.kube.writes import Gate, NotLeader
 from webhook.model.config import Config
 from webhook.model.objects import items, meta_of, text
-from webhook.model.resources import Resource
 from webhook.model.vocabulary import knobs
 from webhook.runtime import metrics
 
@@ -65,7 +64,9 @@ if TYPE_CHECKING:
     from webhook.controllers.follower import Follower
 
 Obj = dict[str, Any]
-OVERLAYS = f"{RESOURCE}.{GROUP}"
+OVERLAYS = NODE_OVERLAY.name
+_COORDINATES = NODE_OVERLAY.group, NODE_OVERLAY.version, NODE_OVERLAY.plural
+"""The custom objects API's first three arguments for NodeOverlays."""
 NODEPOOL_API = NODEPOOL.api_version
 FOLLOWS = NODEPOOL.kind
 """The kind whose objects, as the re-evaluation leaves them, the keeper prices."""
@@ -75,7 +76,7 @@ def watched() -> WatchedCache[Obj]:
     """The cache of carbonshift's NodeOverlays (label ``carbonshift.io/overlay=price``),
     the objects as stored, by name."""
     return WatchedCache(
-        Resource(GROUP, VERSION, RESOURCE, KIND),
+        NODE_OVERLAY,
         _as_stored,
         kind="node_overlay",
         label_selector=SELECTOR,
@@ -226,13 +227,13 @@ class OverlayKeeper:
         try:
             if have is None:
                 stored = await self.objects.create_cluster_custom_object(
-                    GROUP, VERSION, RESOURCE, want, **options
+                    *_COORDINATES, want, **options
                 )
             else:
                 body = {**want, "metadata": {**want["metadata"]}}
                 body["metadata"]["resourceVersion"] = have["metadata"].get("resourceVersion")
                 stored = await self.objects.replace_cluster_custom_object(
-                    GROUP, VERSION, RESOURCE, name, body, **options
+                    *_COORDINATES, name, body, **options
                 )
         except ApiException as exc:
             self._answered.pop(name, None)  # someone else wrote (or it is gone): the watch says
@@ -240,7 +241,7 @@ class OverlayKeeper:
                 log.warning("overlay_write_failed", name=name, error=error_name(exc))
             return 0
         self._answer(name, stored if isinstance(stored, dict) else want)
-        metrics.WRITES.labels(KIND).inc()
+        metrics.WRITES.labels(NODE_OVERLAY.kind).inc()
         return 1
 
     async def _delete(self, names: Sequence[str], kept: Mapping[str, Obj]) -> int:
@@ -250,7 +251,7 @@ class OverlayKeeper:
                 raise NotLeader("not leading")
             try:
                 await self.objects.delete_cluster_custom_object(
-                    GROUP, VERSION, RESOURCE, name, _request_timeout=REQUEST_TIMEOUT
+                    *_COORDINATES, name, _request_timeout=REQUEST_TIMEOUT
                 )
             except ApiException as exc:
                 if exc.status == 404:

@@ -35,6 +35,7 @@ from typing import Any
 
 from webhook.model.config import CarbonPriceConfig
 from webhook.model.objects import meta_of
+from webhook.model.resources import Resource
 from webhook.model.vocabulary import (
     INTENSITY_SINCE,
     INTENSITY_VALUE,
@@ -43,7 +44,8 @@ from webhook.model.vocabulary import (
     parse_time,
 )
 
-GROUP, VERSION, KIND, RESOURCE = "karpenter.sh", "v1alpha1", "NodeOverlay", "nodeoverlays"
+NODE_OVERLAY = Resource("karpenter.sh", "v1alpha1", "nodeoverlays", "NodeOverlay")
+"""Karpenter's NodeOverlay: where the carbon prices are written."""
 NAME_PREFIX = "carbonshift-price-"
 MANAGED_BY = "app.kubernetes.io/managed-by"
 BASIS, ZONE, PRICED_AT = INTENSITY_VALUE, INTENSITY_ZONE, INTENSITY_SINCE
@@ -163,8 +165,8 @@ def overlay(
 ) -> dict[str, Any]:
     """One NodeOverlay carbonshift owns."""
     return {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": KIND,
+        "apiVersion": NODE_OVERLAY.api_version,
+        "kind": NODE_OVERLAY.kind,
         "metadata": {
             "name": name,
             "labels": {MANAGED_BY: "carbonshift", OVERLAY: "price"},
