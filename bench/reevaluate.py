@@ -829,7 +829,8 @@ def main(bench: str = "reevaluate", record: bool = True, **_: Any) -> dict[str, 
 
 {verdict}{"" if met else (" (after the first sync: met)" if warm_met else "")}. Resident memory after start-up {stages["start"]:.0f} MB, with the Clusters \
 {stages["clusters"]:.0f} MB, after the four {rss:.0f} MB (policies and bindings listed a \
-page of {PAGE} at a time; the cache holds each managed policy as its stored bytes). First \
+page of {PAGE} at a time; the cache holds each managed policy as the JSON the API sent, \
+LZ4-packed). First \
 sync bindings by outcome: {outcomes(first)}. Admitting the {POLICIES:,} policies first took {admitted_s:.1f} s. Machine: {machine()}.
 """  # noqa: E501
     result["targets_met"] = met
