@@ -434,7 +434,7 @@ class Follower(KeyedController[Key]):
         # What the decision reads besides the clock: the object as stored, the fleet,
         # Liqo's peers, the labels, and the readings and forecasts of the zones it read.
         peers = id(ctx.peers) if ctx.peers is not None else 0
-        inputs = (version, ctx.fleet_generation, peers, tuple(labels.items()))
+        inputs = (version, ctx.fleet_generation, peers, labels)  # labels: one per namespace
         held = self._held.get(key)
         zones = self._reads.get(key, ())
         if held is not None and held[0] == inputs and held[1] == self._state(zones, ctx):

@@ -18,7 +18,7 @@ from tests import kubeapi
 from tests.support import NOW, reading
 from webhook import testing
 from webhook.controllers.karmada import rebalancer as rebalancer_module
-from webhook.controllers.karmada.rebalancer import Fill, Rebalancer
+from webhook.controllers.karmada.rebalancer import Fill, Rebalancer, Tiers
 from webhook.decision.karmada.bindings import owner, pending, with_allocating
 from webhook.decision.karmada.capacity import assess_move
 from webhook.decision.karmada.terms import GREEN_TERM, TIER_TERM
@@ -524,3 +524,19 @@ async def test_watched_caches_are_read_not_listed_and_a_move_asked_is_in_flight_
     assert len(fake.rebalancers) == 1
     clock.now += 31  # never delivered: in flight no longer than a claim's grace
     assert await planner.rebalance(policies, context(config)) != {"in_flight": 1}
+
+
+def test_fills_hold_equal_tiers_once_and_few_names_as_a_tuple() -> None:
+    shared = Tiers()
+    every = [f"member-{i:02d}" for i in range(40)]
+    one = shared.hold([every[:10], every[10:]])
+    again = shared.hold([list(every[:10]), list(every[10:])])
+    assert again[0] is one[0]  # equal tiers: held once
+    assert again[1] is one[1]
+    assert isinstance(one[1], frozenset)  # many names: a set
+    small = shared.hold([["a", "b"], ["c", "a"]])
+    assert small[1] == ("a", "b", "c")  # a few names: a tuple, each once
+    assert "c" in small[1]
+    assert "d" not in small[1]
+    shared.keep([])  # no fill holds any: all forgotten
+    assert len(shared) == 0
