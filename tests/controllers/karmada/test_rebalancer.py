@@ -11,6 +11,8 @@ import random
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
+import msgspec
+import orjson
 import pytest
 from kubernetes_asyncio import client
 
@@ -18,12 +20,20 @@ from tests import kubeapi
 from tests.support import NOW, reading
 from webhook import testing
 from webhook.controllers.karmada import rebalancer as rebalancer_module
-from webhook.controllers.karmada.rebalancer import Fill, Rebalancer, Tiers
+from webhook.controllers.karmada.rebalancer import (
+    Fill,
+    Rebalancer,
+    Tiers,
+    _listed_binding,
+    _slim_binding,
+    _slim_listed_binding,
+)
 from webhook.decision.karmada.bindings import owner, pending, with_allocating
 from webhook.decision.karmada.capacity import assess_move
 from webhook.decision.karmada.terms import GREEN_TERM, TIER_TERM
 from webhook.decision.record import Record
 from webhook.kinds import Context
+from webhook.kube.cache import Head
 from webhook.kube.events import EventRecorder
 from webhook.kube.writes import NotLeader
 from webhook.model.config import ClusterConfig, Config, parse
@@ -540,3 +550,47 @@ def test_fills_hold_equal_tiers_once_and_few_names_as_a_tuple() -> None:
     assert "d" not in small[1]
     shared.keep([])  # no fill holds any: all forgotten
     assert len(shared) == 0
+
+
+def _weird_binding() -> dict[str, Any]:
+    odd = binding("odd", {"green": 1})
+    odd["metadata"]["generation"] = "7"  # not the API's type: read as the plain decoder does
+    odd["spec"]["resource"] = "not a mapping"
+    return odd
+
+
+@pytest.mark.parametrize(
+    "obj",
+    [
+        binding("web", {"green": 4, "elsewhere": 2}),
+        {
+            **binding("web", {"green": 1}),
+            "metadata": {
+                "name": "w",
+                "namespace": "shop",
+                "labels": {"a": "b"},
+                "uid": "u",
+                "resourceVersion": "9",
+                "generation": 3,
+                "managedFields": [{"manager": "x"}],
+                "annotations": {"propagationpolicy.karmada.io/name": "web", "other": "dropped"},
+            },
+            "status": {"conditions": [{"type": "Scheduled"}], "lastScheduledTime": "t"},
+        },
+        {
+            "apiVersion": "work.karmada.io/v1alpha2",
+            "kind": "ClusterResourceBinding",
+            "metadata": {"name": "c"},
+        },
+        _weird_binding(),
+    ],
+    ids=["binding", "extra-fields", "bare", "odd-types"],
+)
+def test_a_listed_binding_is_held_as_the_plain_decoder_holds_it(obj: dict[str, Any]) -> None:
+    data = memoryview(orjson.dumps(obj))
+    head = msgspec.json.decode(data, type=Head)
+    assert _slim_listed_binding(data, head, None) == _slim_binding(obj, None)
+    try:  # the fast path: what the API server sends is read by the schema alone
+        _listed_binding().decode(data)
+    except msgspec.ValidationError:
+        assert obj["metadata"]["name"] == "odd-deployment"

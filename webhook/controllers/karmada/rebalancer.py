@@ -37,12 +37,15 @@ from __future__ import annotations
 import collections
 import dataclasses
 import datetime
+import functools
 import sys
 import time
 from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
+import msgspec
+import orjson
 import structlog
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
@@ -76,7 +79,7 @@ from webhook.decision.karmada.view import fill_of
 from webhook.decision.quantity import quantity
 from webhook.decision.record import Record, fingerprint
 from webhook.kinds import Context
-from webhook.kube.cache import WatchedCache
+from webhook.kube.cache import Head, WatchedCache
 from webhook.kube.client import (
     FIELD_MANAGER,
     REQUEST_TIMEOUT,
@@ -315,6 +318,36 @@ def _slim_binding(obj: Mapping[str, Any], _before: Obj | None) -> Obj:
     return out
 
 
+def _listed_schema() -> Any:
+    """What :func:`_slim_binding` keeps of a binding, as a schema (typed dicts built from
+    :data:`_KEEP`): a listed binding's JSON is decoded into just that, the rest skipped
+    unparsed."""
+    typed: Any = TypedDict  # built from the fields at run time
+    parts: dict[str, dict[str, Any]] = {p: dict.fromkeys(keys, Any) for p, keys in _KEEP.items()}
+    parts["metadata"].pop("labels", None)
+    parts["metadata"]["annotations"] = typed("Owned", dict.fromkeys(OWNED_BY, str), total=False)
+    parts["spec"]["resource"] = typed("Named", dict.fromkeys(RESOURCE, str), total=False)
+    fields: dict[str, Any] = {"apiVersion": str, "kind": str}
+    fields |= {p: typed(p.title(), keys, total=False) for p, keys in parts.items()}
+    return typed("Binding", fields, total=False)
+
+
+@functools.cache
+def _listed_binding() -> msgspec.json.Decoder[Any]:
+    return msgspec.json.Decoder(_listed_schema())
+
+
+def _slim_listed_binding(data: memoryview, _head: Head, before: Obj | None) -> Obj:
+    """:func:`_slim_binding` of a listed binding, decoded from its JSON with only what is
+    kept parsed (one the schema does not read, such as a field of another type than the
+    API's, goes through :func:`_slim_binding`)."""
+    try:
+        out: Obj = _listed_binding().decode(data)
+    except msgspec.ValidationError:
+        return _slim_binding(orjson.loads(data), before)
+    return out
+
+
 class Watched:
     """The Karmada objects the leader's Karmada controllers read from memory instead of
     listing: the Clusters, the bindings of both kinds (one cache each, shared by the
@@ -329,7 +362,8 @@ class Watched:
         )
         self.bindings: tuple[WatchedCache[Obj], ...] = tuple(
             WatchedCache(kind, _slim_binding, kind=kind.kind.lower(),
-                         on_keys=lambda keys: _tell(self._on_bindings, keys))
+                         on_keys=lambda keys: _tell(self._on_bindings, keys),
+                         raw=_slim_listed_binding)
             for kind in BINDINGS
         )  # fmt: skip
         self.rebalancers: WatchedCache[Obj] = WatchedCache(
