@@ -3,6 +3,7 @@ the hours, keeps what it needs for that (bounded), and ``best`` follows the judg
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 import tracemalloc
@@ -289,3 +290,28 @@ def test_the_judge_kept_hour_by_hour_picks_the_seasonal_forecaster_too() -> None
     for i, value in enumerate(values):
         memory.history.add("em", _at(i, value))
     assert Judge(memory).judgement("em", "DE", 24).chosen == SEASONAL
+
+
+async def test_best_answers_with_the_seasonal_forecaster_when_the_judge_picks_it(
+    fake: FakeUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = Clock(START + 20 * timedelta(minutes=1))
+    _serve(fake, clock, shuffled=True)
+    feed = IntensityFeed.from_config(
+        config(fake, "electricitymaps", forecasts=True), ["DE"], env=ENV, clock=clock
+    )
+    await feed.refresh_once()
+    for _ in range(50):
+        clock.advance(hours=1)
+        await feed.refresh_once(force=True)
+    judged = feed.quality("DE")
+    assert judged is not None
+    assert judged.chosen == PROFILE
+    assert feed.outlook("DE", 24, "best") == feed.outlook("DE", 24, Method.PROFILE)
+    picked = dataclasses.replace(judged, chosen=SEASONAL)
+    monkeypatch.setattr(Judge, "judgement", lambda *_: picked)
+    seasonal = feed.outlook("DE", 24, Method.SEASONAL)
+    assert seasonal is not None
+    assert seasonal != feed.outlook("DE", 24, Method.PROFILE)
+    assert feed.outlook("DE", 24, "best") == seasonal
+    await feed.stop()
