@@ -167,7 +167,7 @@ async def test_ten_thousand_made_up_zones_change_nothing_and_real_zones_are_serv
     assert made_up_calls == []
     assert after[3] - before[3] <= 3  # NL: its latest reading and its past day
     assert after[2] == before[2]  # not one log line for 9,000 more zones
-    assert after[1] - before[1] <= 8  # NL's own series, none for a made-up zone
+    assert after[1] - before[1] <= 10  # NL's own series (three forecasters), none made up
     assert "YY-" not in metrics
     assert after[0] - before[0] < 256 * 1024, "memory grew with the made-up zones"
     assert ready["zones"] == 4  # FR, DE (configuration), PL, NL (requested, served)
