@@ -591,8 +591,10 @@ def _lowest(inst: Instance) -> int:
     return min(inst.replicas_at(h) for h in range(inst.arrive, min(inst.leave, inst.arrive + 24)))
 
 
-def _mean_outlook(method: Method, history: Sequence[float], horizon: int, days: int) -> float:
-    return ranking_value(outlook(method, history, horizon - 1, days=days))
+def _mean_outlook(
+    method: Method, history: Sequence[float], horizon: int, days: int, at: int
+) -> float:
+    return ranking_value(outlook(method, history, horizon - 1, days=days, at=at))
 
 
 def _yardstick(
@@ -656,7 +658,7 @@ def simulate_spatial(
                 method, horizon = policy.forecast, key[1]
                 length = history_needed(method, horizon, days=days)
                 zone_view = {
-                    z: _mean_outlook(method, grid.history(z, t, length), horizon, days)
+                    z: _mean_outlook(method, grid.history(z, t, length), horizon, days, t)
                     for z in grid.values
                 }
                 view = views[key] = {n: zone_view[zone_of[n]] for n in names}

@@ -228,7 +228,7 @@ def forecaster(grid: Grid, method: Method, days: int, horizon: int) -> Outlook:
     need = history_needed(method, horizon, days=days)
 
     def ahead(zone: str, t: int) -> Sequence[float]:
-        return outlook(method, grid.history(zone, t, need), horizon, days=days)
+        return outlook(method, grid.history(zone, t, need), horizon, days=days, at=t)
 
     return ahead
 

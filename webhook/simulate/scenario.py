@@ -47,6 +47,7 @@ import msgspec
 import yaml
 
 from webhook.decision.forecast import DAYS, RANK_HOURS, Method
+from webhook.decision.seasonal import FIT_DAYS
 from webhook.kinds.reevaluation import METHODS, replayed
 from webhook.model.config import Config, overlay
 from webhook.model.traces import Column
@@ -194,7 +195,8 @@ class Compare(Schema, frozen=True):
     def forecast_info(self) -> str:
         """The intensity information the batch and MultiKueue forecast rows use, as the
         results show it."""
-        return f"{self.forecast.value} forecast ({self.forecast_days} days)"
+        days = FIT_DAYS if self.forecast is Method.SEASONAL else self.forecast_days
+        return f"{self.forecast.value} forecast ({days} days)"
 
 
 _MOVED: Mapping[str, str] = {
