@@ -15,6 +15,7 @@ from prometheus_client import REGISTRY
 
 from tests.feed.upstream import ENV, FORECAST, LATEST, config
 from tests.support import Clock, FakeUpstream, Reply, em_latest, reading
+from webhook.decision import seasonal
 from webhook.decision.forecast import Method, history_needed, outlook
 from webhook.decision.forecast_quality import MIN_WINDOWS
 from webhook.feed import IntensityFeed
@@ -315,3 +316,29 @@ async def test_best_answers_with_the_seasonal_forecaster_when_the_judge_picks_it
     assert seasonal != feed.outlook("DE", 24, Method.PROFILE)
     assert feed.outlook("DE", 24, "best") == seasonal
     await feed.stop()
+
+
+@pytest.mark.parametrize("judged", [False, True], ids=["default", "feed.seasonal"])
+def test_the_feed_fits_the_seasonal_forecaster_only_when_told(
+    fake: FakeUpstream, monkeypatch: pytest.MonkeyPatch, judged: bool
+) -> None:
+    """Its fits would run on the event loop that answers admissions: off by default."""
+    fits: list[int] = []
+    fit = seasonal.fitted
+
+    def counted(window: tuple[float, ...]) -> tuple[float, ...]:
+        fits.append(len(window))
+        return fit(window)
+
+    monkeypatch.setattr(seasonal, "fitted", counted)
+    settings = {"seasonal": True} if judged else {}
+    feed = IntensityFeed.from_config(config(fake, "electricitymaps", **settings), ["DE"], env=ENV)
+    memory = Memory(["em"], timedelta(hours=2))
+    for i, value in enumerate(shifted(DAYS * 24, moved_on_day=DAYS - 12)):
+        memory.history.add("em", _at(i, value))
+    as_the_feed_judges = Judge(memory, seasonal=feed.settings.seasonal)
+    judgement = as_the_feed_judges.judgement("em", "DE", 24)
+    assert (judgement.quality[SEASONAL].windows > 0) is judged
+    assert judgement.chosen == (SEASONAL if judged else PROFILE)
+    assert bool(fits) is judged, fits
+    assert (Method.SEASONAL in feed._judge.built) is judged  # the feed's own judge is so told

@@ -40,6 +40,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
+import msgspec
 import orjson
 import structlog
 
@@ -70,7 +71,10 @@ def _feed(cfg: Config, zones: Sequence[str]) -> IntensityFeed:
     from webhook.feed import IntensityFeed  # noqa: PLC0415 - deferred on purpose
     from webhook.feed.zones import check_config  # noqa: PLC0415
 
-    feed = IntensityFeed.from_config(cfg, zones)
+    # One-off: the seasonal forecaster is judged too, whatever feed.seasonal says (its fits
+    # block no admission here).
+    judged = msgspec.structs.replace(cfg, feed=msgspec.structs.replace(cfg.feed, seasonal=True))
+    feed = IntensityFeed.from_config(judged, zones)
     check_config(cfg, feed.providers)  # as serve and mutate refuse the config's zones
     return feed
 

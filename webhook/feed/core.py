@@ -86,7 +86,7 @@ class IntensityFeed:
         max_age = timedelta(seconds=settings.max_age_seconds)
         self._memory = Memory([p.name for p in self.providers], max_age)
         self._refresher = Refresher(self.providers, self._memory, self.cache, settings, clock)
-        self._judge = Judge(self._memory)
+        self._judge = Judge(self._memory, seasonal=settings.seasonal)
         self._publisher = Publisher()
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()

@@ -88,13 +88,14 @@ def _scores(
     *,
     window: int,
     days: int,
+    built: Sequence[Method] = BUILT,
 ) -> dict[str, Score]:
     """Each forecaster's score of the window beginning at ``series[i]`` (left out: that
-    forecaster had no forecast then)."""
+    forecaster had no forecast then, or is not in ``built``)."""
     truth = series[i : i + window + 1]
     out: dict[str, Score] = {}
     for method in offered():
-        if method in BUILT and i + 1 >= enough(method, window):
+        if method in built and i + 1 >= enough(method, window):
             need = history_needed(method, window, days=days)
             past = series[max(0, i + 1 - need) : i + 1]
             at = epoch_hour(first) + i
@@ -168,9 +169,11 @@ class Judge:
     oldest: judging stays cheap for the refresher and the outlook (the seasonal
     forecaster fits once a day, :mod:`webhook.decision.seasonal`)."""
 
-    def __init__(self, memory: Memory, *, days: int = PROFILE_DAYS) -> None:
+    def __init__(self, memory: Memory, *, days: int = PROFILE_DAYS, seasonal: bool = True) -> None:
+        """``seasonal``: judge the seasonal forecaster too (the feed's ``feed.seasonal``)."""
         self.memory = memory
         self.days = days
+        self.built = BUILT if seasonal else tuple(m for m in BUILT if m is not Method.SEASONAL)
         self._held: dict[tuple[str, str, int], _Kept] = {}
 
     def judgement(self, provider: str, zone: str, window: int) -> Judgement:
@@ -196,7 +199,9 @@ class Judge:
             if at in kept.seen:
                 continue
             kept.seen.add(at)
-            for name, s in _scores(first, series, issues, i, window=window, days=self.days).items():
+            scored = _scores(first, series, issues, i, window=window, days=self.days,
+                             built=self.built)  # fmt: skip
+            for name, s in scored.items():
                 kept.scores[name][at] = s
         for held in kept.scores.values():
             for at in [t for t in held if t < oldest]:

@@ -413,6 +413,11 @@ class FeedConfig(Schema, frozen=True):
     """Longest time an answer is reused, even if its period lasts longer."""
     forecasts: bool = True
     """Also fetch and cache forecasts (for the mean over a horizon)."""
+    seasonal: bool = False
+    """Also judge the seasonal forecaster (the ``forecast`` extra) for ``reevaluate.forecast:
+    best``. Off: on the 2023 traces it ranked the hours below the day-ahead profile in every
+    zone, and each of its daily fits (20 to 110 ms) would run on the event loop that
+    answers admissions. ``carbonshift intensity`` judges it either way."""
     max_requested_zones: Annotated[int, msgspec.Meta(ge=0, le=100_000)] = 300
     """Most grid zones kept warm because only scheduler requests named them (the zones of
     the configuration and the fleet are always kept and not counted); the least recently
