@@ -97,6 +97,13 @@ def test_cancelled_tls_requests_leave_no_socket_open(
 def test_without_the_grace_the_sockets_leak(
     server: tuple[str, ssl.SSLContext], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The grace is what closes them: without it the garbage collector finds them."""
+    """The grace is what closes them: without it the garbage collector finds them. A
+    socket may still close in time by luck of scheduling, so up to five rounds of three
+    loops are run until one leaks (each leaks with a very high probability)."""
     monkeypatch.setattr(tasks, "CLOSE_GRACE_SECONDS", 0.0)
-    assert any("unclosed" in message for message in _cancel_watches_then_close(*server))
+    seen: list[list[str]] = []
+    for _ in range(5):
+        seen.append(_cancel_watches_then_close(*server))
+        if any("unclosed" in message for message in seen[-1]):
+            return
+    pytest.fail(f"no socket leaked without the grace in {len(seen)} rounds: {seen}")
