@@ -89,8 +89,9 @@ REQUESTED_ZONES_REFUSED = Counter(
 )
 FORECAST_CHOICE = Gauge(
     "carbonshift_forecast_choice",
-    "1 for the forecaster reevaluate.forecast: best uses for a grid zone (day-ahead-profile "
-    "or provider: the one that ranked the hours of 24 h windows better), 0 for the other.",
+    "1 for the forecaster reevaluate.forecast: best uses for a grid zone (day-ahead-profile, "
+    "seasonal with feed.seasonal, or provider: the one that ranked the hours of 24 h windows "
+    "best), 0 for the others.",
     ["zone", "forecaster"],
 )
 FORECAST_RANK_QUALITY = Gauge(
