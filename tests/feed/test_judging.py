@@ -342,3 +342,26 @@ def test_the_feed_fits_the_seasonal_forecaster_only_when_told(
     assert judgement.chosen == (SEASONAL if judged else PROFILE)
     assert bool(fits) is judged, fits
     assert (Method.SEASONAL in feed._judge.built) is judged  # the feed's own judge is so told
+
+
+def test_the_judge_keeps_each_forecasters_errors_hour_by_hour_ahead() -> None:
+    """What ``nodepools.pause_confidence`` reads: the signed errors of the windows judged."""
+    same_day = [100.0 + 50.0 * math.sin(h * math.pi / 12) for h in range(24)]
+    memory = Memory(["em"], timedelta(hours=2))
+    for i, value in enumerate(same_day * DAYS):  # every day alike: the profile is exact
+        memory.history.add("em", _at(i, value))
+    judging = Judge(memory, seasonal=False)
+    windows = judging.judgement("em", "DE", 24).quality[PROFILE].windows
+    spread = judging.spread("em", "DE", 24, PROFILE)
+    assert windows > 0
+    assert spread is not None
+    assert [len(e) for e in spread.errors] == [windows] * 24
+    assert all(abs(e) < 1e-9 for ahead in spread.errors for e in ahead)
+    assert spread.bound(6, 120.0, 0.9) == pytest.approx(120.0)  # no error: no margin
+    assert judging.spread("em", "DE", 24, PROVIDER) is None  # no issue was kept
+    noisy = Memory(["em"], timedelta(hours=2))
+    for i, value in enumerate(grid(DAYS * 24)):
+        noisy.history.add("em", _at(i, value))
+    wide = Judge(noisy, seasonal=False).spread("em", "DE", 24, PROFILE)
+    assert wide is not None
+    assert wide.bound(6, 120.0, 0.9) > 120.0  # errors both ways: a margin at 90 %

@@ -99,7 +99,7 @@ async def test_karmadas_carrier_and_rebalancer_share_one_cache_per_binding_kind(
 
     off = {s: {"enabled": False} for s in ("labels", "accounting", "ocm", "kueue")}
     config = parse(off)
-    world = SimpleNamespace(context=None, feed=SimpleNamespace(outlook=None))
+    world = SimpleNamespace(context=None, feed=SimpleNamespace(outlook=None, spread=None))
     inventory = SimpleNamespace(rooms=0)
     async with client.ApiClient() as api:
         fleet = Fleet(api, cast(Any, kubeapi.Gate()), cast(Any, None), cast(Any, inventory),

@@ -383,7 +383,7 @@ async def _preview(
         await feed.refresh_once()
         ctx = Context(config=config, table=feed.table(), now=now, karmada=karmada)
         if again:
-            rules = Reevaluation(config, feed.outlook)
+            rules = Reevaluation(config, feed.outlook, feed.spread)
             return preview.reevaluate(docs, ctx, rules, namespaces, kueue)
         return preview.preview(docs, ctx, namespaces, kueue)
     finally:

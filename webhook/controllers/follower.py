@@ -56,7 +56,7 @@ from webhook.controllers.runner import Cache, KeyedController
 from webhook.decision import follow
 from webhook.decision.record import Record, fingerprint, switches
 from webhook.kinds import Context, Kind
-from webhook.kinds.reevaluation import Outlook, Reevaluation, Target, targets
+from webhook.kinds.reevaluation import Outlook, Reevaluation, SpreadOf, Target, targets
 from webhook.kube.cache import Head, WatchedCache
 from webhook.kube.client import (
     FIELD_MANAGER,
@@ -162,9 +162,11 @@ class Follower(KeyedController[Key]):
         events: EventRecorder | None = None,
         followed: tuple[Target, ...] | None = None,
         outlook: Outlook | None = None,
+        spread: SpreadOf | None = None,
     ) -> None:
         """``outlook``: the feed's (:meth:`IntensityFeed.outlook`); without it NodePools
-        are decided without a forecast. The keepers register themselves
+        are decided without a forecast; ``spread``: its past errors
+        (:meth:`IntensityFeed.spread`). The keepers register themselves
         (:class:`~webhook.controllers.keeper.Keeper`)."""
         self.api = api
         self.objects = client.CustomObjectsApi(api)
@@ -177,7 +179,7 @@ class Follower(KeyedController[Key]):
         for target in self.targets:  # the kinds' gauges are exported from the start, at 0
             if (tally := target.following.tally) is not None:
                 metrics.tally(tally.name, tally.documentation)
-        self.rules = Reevaluation(config, outlook)
+        self.rules = Reevaluation(config, outlook, spread)
         self.interval = config.reevaluate.interval_seconds
         self.stored: dict[str, WatchedCache[bytes | None]] = {
             t.row.kind: WatchedCache(

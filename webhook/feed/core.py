@@ -11,6 +11,7 @@ import msgspec
 import structlog
 
 from webhook.decision.forecast import Method
+from webhook.decision.forecast_quality import Spread
 from webhook.feed import forecasts, history
 from webhook.feed.cache import IntensityCache
 from webhook.feed.judging import BEST, WINDOW_HOURS, Judge, Judgement
@@ -176,6 +177,21 @@ class IntensityFeed:
             return self._memory.history.outlook(name, zone, horizon_hours, method)
         periods = self._memory.forecasts[name].get(zone, ())
         return history.provider_outlook(periods, latest, now, horizon_hours)
+
+    def spread(self, zone: str, horizon_hours: int, method: history.OutlookMethod) -> Spread | None:
+        """The past errors, hour by hour ahead, of the forecaster :meth:`outlook` answers
+        ``zone`` with for ``method`` (``best``: the one the judge chose), over the windows
+        of ``horizon_hours`` the feed judged; None without any (a forecaster the judge
+        does not judge, too little history, a stale answer). Answers from memory."""
+        answer = self._memory.answer(zone, self._clock())
+        if method is None or answer is None or answer[1].stale:
+            return None
+        name, window = answer[0], max(1, horizon_hours)
+        if method == BEST:
+            forecaster = self._judge.judgement(name, zone, window).chosen
+        else:
+            forecaster = method.value if isinstance(method, Method) else history.PROVIDER
+        return self._judge.spread(name, zone, window, forecaster)
 
     def quality(self, zone: str, window_hours: int = WINDOW_HOURS) -> Judgement | None:
         """How the provider answering ``zone`` and the day-ahead profile ranked the hours

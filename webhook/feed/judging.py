@@ -32,7 +32,15 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from webhook.decision.forecast import Method, history_needed, offered, outlook
-from webhook.decision.forecast_quality import NO_WINDOWS, Quality, Score, choose, score, summed
+from webhook.decision.forecast_quality import (
+    NO_WINDOWS,
+    Quality,
+    Score,
+    Spread,
+    choose,
+    score,
+    summed,
+)
 from webhook.feed.history import HOUR, JUDGE_DAYS, PROFILE_DAYS, PROVIDER, enough, epoch_hour
 from webhook.feed.memory import Memory
 
@@ -80,6 +88,31 @@ def _hours(series: Sequence[float], window: int, keep_hours: int) -> range:
     return range(max(0, len(series) - keep_hours), last - window + 1)
 
 
+def _forecasts(
+    first: datetime,
+    series: Sequence[float],
+    issues: Mapping[datetime, Sequence[float]],
+    i: int,
+    *,
+    window: int,
+    days: int,
+    built: Sequence[Method] = BUILT,
+) -> dict[str, Sequence[float]]:
+    """Each forecaster's outlook ``[now, now+1 h, ..]`` for the window beginning at
+    ``series[i]`` (left out: that forecaster had no forecast then, or is not in ``built``)."""
+    out: dict[str, Sequence[float]] = {}
+    for method in offered():
+        if method in built and i + 1 >= enough(method, window):
+            need = history_needed(method, window, days=days)
+            past = series[max(0, i + 1 - need) : i + 1]
+            at = epoch_hour(first) + i
+            out[method.value] = outlook(method, past, window, days=days, at=at)
+    issue = issues.get(first + i * HOUR)
+    if issue is not None and len(issue) > window:
+        out[PROVIDER] = issue[: window + 1]
+    return out
+
+
 def _scores(
     first: datetime,
     series: Sequence[float],
@@ -90,20 +123,10 @@ def _scores(
     days: int,
     built: Sequence[Method] = BUILT,
 ) -> dict[str, Score]:
-    """Each forecaster's score of the window beginning at ``series[i]`` (left out: that
-    forecaster had no forecast then, or is not in ``built``)."""
+    """Each forecaster's score of the window beginning at ``series[i]`` (:func:`_forecasts`)."""
     truth = series[i : i + window + 1]
-    out: dict[str, Score] = {}
-    for method in offered():
-        if method in built and i + 1 >= enough(method, window):
-            need = history_needed(method, window, days=days)
-            past = series[max(0, i + 1 - need) : i + 1]
-            at = epoch_hour(first) + i
-            out[method.value] = score(outlook(method, past, window, days=days, at=at), truth)
-    issue = issues.get(first + i * HOUR)
-    if issue is not None and len(issue) > window:
-        out[PROVIDER] = score(issue[: window + 1], truth)
-    return out
+    made = _forecasts(first, series, issues, i, window=window, days=days, built=built)
+    return {name: score(forecast, truth) for name, forecast in made.items()}
 
 
 Scores = Mapping[str, Mapping[datetime, Score]]
@@ -160,6 +183,12 @@ class _Kept:
         default_factory=lambda: {f: {} for f in FORECASTERS}
     )
     seen: set[datetime] = dataclasses.field(default_factory=set)
+    errors: dict[str, dict[datetime, tuple[float, ...]]] = dataclasses.field(
+        default_factory=lambda: {f: {} for f in FORECASTERS}
+    )
+    """Forecaster -> issue hour -> its window's signed errors, 1, 2, .. hours ahead."""
+    spreads: dict[str, Spread] = dataclasses.field(default_factory=dict)
+    """Forecaster -> :meth:`Judge.spread` as of :attr:`stamp`."""
 
 
 class Judge:
@@ -199,14 +228,35 @@ class Judge:
             if at in kept.seen:
                 continue
             kept.seen.add(at)
-            scored = _scores(first, series, issues, i, window=window, days=self.days,
-                             built=self.built)  # fmt: skip
-            for name, s in scored.items():
-                kept.scores[name][at] = s
-        for held in kept.scores.values():
-            for at in [t for t in held if t < oldest]:
-                del held[at]
+            truth = series[i : i + window + 1]
+            made = _forecasts(first, series, issues, i, window=window, days=self.days,
+                              built=self.built)  # fmt: skip
+            for name, forecast in made.items():
+                kept.scores[name][at] = score(forecast, truth)
+                kept.errors[name][at] = tuple(
+                    forecast[k] - truth[k] for k in range(1, min(len(forecast), len(truth)))
+                )
+        for name in FORECASTERS:
+            for held in (kept.scores[name], kept.errors[name]):
+                for at in [t for t in held if t < oldest]:
+                    del held[at]
         kept.seen = {t for t in kept.seen if t >= oldest}
         kept.first, kept.stamp = first, stamp
+        kept.spreads = {}
         kept.judgement = _judgement(zone, provider, window, kept.scores)
         return kept.judgement
+
+    def spread(self, provider: str, zone: str, window: int, forecaster: str) -> Spread | None:
+        """``forecaster``'s signed errors by hours ahead over the windows judged (what the
+        pause's confidence reads, :func:`webhook.decision.pause.surely`); None before its
+        first window."""
+        self.judgement(provider, zone, window)
+        kept = self._held.get((provider, zone, window))
+        if kept is None or not kept.errors.get(forecaster):
+            return None
+        found = kept.spreads.get(forecaster)
+        if found is None:
+            errors = kept.errors[forecaster].values()
+            by_horizon = [[e[k] for e in errors if len(e) > k] for k in range(window)]
+            found = kept.spreads[forecaster] = Spread.of(by_horizon)
+        return found

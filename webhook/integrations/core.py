@@ -20,7 +20,7 @@ def _reevaluate(w: Wiring) -> Sequence[Controller | KeyedController[Any]]:
     f = w.fleet
     follower = Follower(
         f.api, w.config, w.world.context, f.elector, events=f.events,
-        outlook=w.world.feed.outlook,
+        outlook=w.world.feed.outlook, spread=w.world.feed.spread,
     )  # fmt: skip
     keepers = [keeper for keep in w.keepers if (keeper := keep(follower, w)) is not None]
     return [follower, *keepers]

@@ -27,8 +27,9 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 from webhook import kinds
-from webhook.decision import follow
+from webhook.decision import follow, pause
 from webhook.decision.forecast import HOURS_PER_DAY, RANK_HOURS, Method, on_forecast
+from webhook.decision.forecast_quality import Spread
 from webhook.decision.outcome import Decision
 from webhook.kinds import Context, Following, Kind
 from webhook.model.config import Config
@@ -39,6 +40,8 @@ from webhook.model.vocabulary import Scope, knobs
 OutlookMethod = Method | Literal["provider", "best"] | None
 Outlook = Callable[[str, int, OutlookMethod], Sequence[float] | None]
 """``IntensityFeed.outlook(zone, horizon_hours, method)``."""
+SpreadOf = Callable[[str, int, OutlookMethod], Spread | None]
+"""``IntensityFeed.spread(zone, horizon_hours, method)``: the outlook's past errors."""
 METHODS: Mapping[str, OutlookMethod] = {
     "none": None,
     "day-ahead-profile": Method.PROFILE,
@@ -119,11 +122,15 @@ def target_of(api_version: str, kind: str, registry: kinds.Registry | None = Non
 class Reevaluation:
     """The re-evaluation's rules under one config, with the feed's outlook (if any)."""
 
-    def __init__(self, config: Config, outlook: Outlook | None = None) -> None:
+    def __init__(
+        self, config: Config, outlook: Outlook | None = None, spread: SpreadOf | None = None
+    ) -> None:
         """``outlook``: the feed's (:meth:`IntensityFeed.outlook`); without it, everything
-        is decided on current intensity."""
+        is decided on current intensity. ``spread``: the outlook's past errors
+        (:meth:`IntensityFeed.spread`), read with ``nodepools.pause_confidence``."""
         self.config = config
         self.outlook = outlook
+        self.spread = spread
         self.method = METHODS[config.reevaluate.forecast]
         self.hysteresis = config.hysteresis
         self._ranked_for: tuple[tuple[int | None, int] | None, IntensityTable] = (None, {})
@@ -173,13 +180,21 @@ class Reevaluation:
     ) -> Sequence[float] | None:
         """The feed's ``[now, now+1 h, ...]`` for the local zone (default: config ``zone``)
         over the object's slack, its ``max-pause`` (at most a day ahead); None without a
-        zone, a method or enough data."""
+        zone, a method or enough data. With ``nodepools.pause_confidence``, each forecast
+        hour is read at the value its truth stays under with that probability by the
+        forecast's past errors (:func:`webhook.decision.pause.surely`), when the feed
+        holds them: what waits, waits only for an hour surely greener."""
         zone = zone or self.config.zone
         if zone is None or self.method is None or self.outlook is None:
             return None
         slack = knobs(meta_of(obj).annotations, scope).max_pause.total_seconds() / 3600
         horizon = max(1, min(HOURS_PER_DAY, math.ceil(slack)))
-        return self.outlook(zone, horizon, self.method)
+        series = self.outlook(zone, horizon, self.method)
+        confidence = self.config.nodepools.pause_confidence
+        if not series or confidence is None or self.spread is None:
+            return series
+        spread = self.spread(zone, horizon, self.method)
+        return series if spread is None else pause.surely(series, spread, confidence)
 
     def decide(
         self,
