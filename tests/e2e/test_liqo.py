@@ -34,8 +34,10 @@ from test_reevaluate_policies import Grid, events, follower
 from test_schedulers import binary, kube_scheduler, start
 
 from devtools.sandbox import Component, Sandbox, free_port
+from webhook.decision.ranking import greenness
 from webhook.decision.record import Record
 from webhook.model.vocabulary import DECISION
+from webhook.providers.static import annual_table
 
 __all__ = ["kube_scheduler"]  # the module fixture, started for this module too
 
@@ -136,11 +138,11 @@ def ready(kube: Kube, node: str) -> dict[str, Any] | None:
 
 
 def local_node(kube: Kube, pool: str) -> str:
-    """A local Node in France, Ready (no kubelet: its status is set once)."""
-    name = unique("local-fr")
+    """A local Node in Germany, Ready (no kubelet: its status is set once)."""
+    name = unique("local-de")
     kube.apply({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {
         "kubernetes.io/hostname": name, "e2e-pool": pool,
-        "topology.kubernetes.io/region": "eu-west-3",
+        "topology.kubernetes.io/region": "eu-central-1",
     }}})  # fmt: skip
     ready = [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]
     status = {"capacity": RESOURCES, "allocatable": RESOURCES, "conditions": ready}
@@ -160,7 +162,7 @@ def untaint(kube: Kube, node: str) -> None:
 @pytest.fixture(scope="module")
 def liqo(kube_scheduler: Sandbox) -> Iterator[dict[str, str]]:
     """Two virtual nodes (member-se, member-pl) run by Liqo's virtual kubelet and a local
-    Node in France, all in one pool; yields the pool label and the node names."""
+    Node in Germany, all in one pool; yields the pool label and the node names."""
     sandbox = kube_scheduler
     kube = Kube(sandbox)
     vk = virtual_kubelet(sandbox)
@@ -230,8 +232,12 @@ def test_a_pod_lands_on_the_greener_peer_and_is_reflected_there(
     def bound() -> str | None:
         return kube.get("pod", name, namespace)["spec"].get("nodeName") or None
 
-    # Candidates: liqo-member-se (SE-SE3 ~23 g, declared by the peer: extender score 10),
-    # the local node (FR ~99 g: 9) and liqo-member-pl (PL ~819 g, by its region: 2).
+    # Candidates, scored by the extender on the embedded table: liqo-member-se (SE-SE3,
+    # declared by the peer), the local node (DE, by its region) and liqo-member-pl (PL, by
+    # its region), the first greener than the other two by whole extender points.
+    table = annual_table()
+    scores = {z: (greenness(table[z].value) + 5) // 10 for z in ("SE-SE3", "DE", "PL")}
+    assert scores["SE-SE3"] > scores["DE"] + 1 > scores["PL"], scores  # 10, 7, 4
     assert eventually(bound, f"pod {name} bound") == liqo["member-se"]
     se = kube.on("member-se")
     shadow = eventually(
@@ -267,7 +273,7 @@ def test_a_namespace_offloading_is_narrowed_to_the_greener_peer_then_follows_the
     namespace = kube.namespace(enabled=True)
     wanted = namespace_offloading(liqo["pool"])
     stored = kube.apply_json({**wanted, "metadata": {"name": "offloading", "namespace": namespace}})
-    # The sandbox's webhook (static data: SE-SE3 ~23, PL ~819 g) keeps the user's term and
+    # The sandbox's webhook (static data: SE-SE3 greener than PL) keeps the user's term and
     # narrows it to member-se; the API server validated the result against Liqo's CRD.
     user_term = wanted["spec"]["clusterSelector"]["nodeSelectorTerms"][0]["matchExpressions"][0]
     assert stored["spec"]["clusterSelector"]["nodeSelectorTerms"][0]["matchExpressions"][0] == (
