@@ -88,6 +88,13 @@ def _hours(series: Sequence[float], window: int, keep_hours: int) -> range:
     return range(max(0, len(series) - keep_hours), last - window + 1)
 
 
+def _built(seasonal: bool = True) -> tuple[Method, ...]:
+    """The forecasters built from the history that this installation offers
+    (:func:`~webhook.decision.forecast.offered`: the seasonal one needs its library), the
+    seasonal one left out unless ``seasonal``."""
+    return tuple(m for m in offered() if m in BUILT and (seasonal or m is not Method.SEASONAL))
+
+
 def _forecasts(
     first: datetime,
     series: Sequence[float],
@@ -99,10 +106,11 @@ def _forecasts(
     built: Sequence[Method] = BUILT,
 ) -> dict[str, Sequence[float]]:
     """Each forecaster's outlook ``[now, now+1 h, ..]`` for the window beginning at
-    ``series[i]`` (left out: that forecaster had no forecast then, or is not in ``built``)."""
+    ``series[i]`` (left out: that forecaster had no forecast then, or is not in ``built``,
+    :func:`_built`: what this installation offers, looked up once per judge)."""
     out: dict[str, Sequence[float]] = {}
-    for method in offered():
-        if method in built and i + 1 >= enough(method, window):
+    for method in built:
+        if i + 1 >= enough(method, window):
             need = history_needed(method, window, days=days)
             past = series[max(0, i + 1 - need) : i + 1]
             at = epoch_hour(first) + i
@@ -164,10 +172,11 @@ def judge(
     current hour) and ``issues`` (the provider's, by issue hour) over windows of
     ``window`` hours ahead beginning in the last ``keep_hours`` hours."""
     scores: dict[str, dict[datetime, Score]] = {f: {} for f in FORECASTERS}
-    hours = _hours(series, window, keep_hours)
+    hours, built = _hours(series, window, keep_hours), _built()
     if first is not None:
         for i in hours:
-            for name, s in _scores(first, series, issues, i, window=window, days=days).items():
+            scored = _scores(first, series, issues, i, window=window, days=days, built=built)
+            for name, s in scored.items():
                 scores[name][first + i * HOUR] = s
     return _judgement(zone, provider, window, scores)
 
@@ -202,7 +211,7 @@ class Judge:
         """``seasonal``: judge the seasonal forecaster too (the feed's ``feed.seasonal``)."""
         self.memory = memory
         self.days = days
-        self.built = BUILT if seasonal else tuple(m for m in BUILT if m is not Method.SEASONAL)
+        self.built = _built(seasonal)
         self._held: dict[tuple[str, str, int], _Kept] = {}
 
     def judgement(self, provider: str, zone: str, window: int) -> Judgement:
