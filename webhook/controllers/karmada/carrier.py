@@ -148,8 +148,6 @@ class Carrier(KeyedController[PolicyKey]):
         self.queue = WorkQueue()
         self.outcomes: collections.Counter[str] = collections.Counter()
         """Outcomes since the replica started (``carried``, ``released``, ``error``)."""
-        self.changes = 0
-        """Grows whenever a policy's tiers or a binding changed in the caches."""
         self.policies = {
             row.kind: WatchedCache(
                 row.api,
@@ -176,12 +174,10 @@ class Carrier(KeyedController[PolicyKey]):
     # --- what is queued -------------------------------------------------------------------
 
     def _policies_changed(self, kind: str, keys: Collection[str]) -> None:
-        self.changes += 1
         self.enqueue(_policy_key(kind, key) for key in keys)
 
     def _bindings_changed(self, keys: Collection[str]) -> None:
         """Index the bindings by policy; queue the policies whose bindings changed."""
-        self.changes += 1
         touched: set[PolicyKey] = set()
         for key in keys:
             binding = self._binding(key)
