@@ -62,7 +62,7 @@ from devtools.sandbox.kueue import (
 )
 from webhook.controllers.kueue.carbon_window import CarbonWindow
 from webhook.controllers.kueue.dispatch import KueueDispatcher
-from webhook.controllers.runner import Controller
+from webhook.controllers.kueue.fleet import KueueController
 from webhook.kinds.reevaluation import OutlookMethod
 from webhook.kube.events import EventRecorder
 from webhook.kube.kueue import Workers
@@ -142,8 +142,9 @@ class Leading:
 
 
 class Carbonshift:
-    """carbonshift's Kueue controllers on their own event loop and thread, one pass each
-    every :data:`STEP` seconds, until :meth:`stop`; as carbonshift's service account, with
+    """carbonshift's Kueue controllers on their own event loop and thread, one sync each
+    (every key reconciled once, on the caches listed afresh) every :data:`STEP` seconds,
+    until :meth:`stop`; as carbonshift's service account, with
     the RBAC of ``manifests/base`` and ``manifests/components/kueue``
     (:meth:`KueueSandbox.carbonshift_identity`)."""
 
@@ -195,7 +196,7 @@ class Carbonshift:
         api = await kube_config.new_client_from_config(config_file=kubeconfig)
         workers = Workers(api, config.kueue.namespace)
         events = EventRecorder(api, "e2e", Leading())
-        controllers: Sequence[Controller] = (
+        controllers: Sequence[KueueController] = (
             KueueDispatcher(
                 api, config, self.grid, Leading(), workers, events=events, clock=self.clock
             ),
@@ -207,7 +208,7 @@ class Carbonshift:
             while not self._stop.is_set():
                 for controller in controllers:
                     try:
-                        await controller.reconcile()
+                        await controller.sync()  # a one-off sync: every key once
                     except Exception as exc:  # the test prints them when a wait fails
                         self.failures.append(f"{controller.name}: {exc!r}"[:500])
                 self.rounds += 1

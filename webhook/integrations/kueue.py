@@ -10,10 +10,10 @@ from webhook.integrations.base import Integration, Run, Wiring
 from webhook.kinds import Grant
 
 if TYPE_CHECKING:
-    from webhook.controllers.runner import Controller
+    from webhook.controllers.kueue.fleet import KueueController
 
 
-def _kueue(w: Wiring) -> Sequence[Controller]:
+def _kueue(w: Wiring) -> Sequence[KueueController]:
     from webhook.controllers.kueue.carbon_window import CarbonWindow  # noqa: PLC0415
     from webhook.controllers.kueue.dispatch import KueueDispatcher  # noqa: PLC0415
     from webhook.controllers.kueue.fleet import KueueCaches  # noqa: PLC0415
@@ -21,8 +21,8 @@ def _kueue(w: Wiring) -> Sequence[Controller]:
     f, feed = w.fleet, w.world.feed
     if f.workers is None:
         return []
-    caches = KueueCaches()  # one watch per resource, read by both
-    # with dispatch: none it only counts the Workloads nobody nominates
+    caches = KueueCaches()  # one watch per resource, read by both (started with the first)
+    # keyed controllers; with dispatch: none the dispatcher only counts who waits
     return [
         KueueDispatcher(f.api, w.config, feed, f.elector, f.workers, events=f.events,
                         caches=caches),

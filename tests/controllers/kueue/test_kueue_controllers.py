@@ -37,6 +37,7 @@ from tests import kubeapi
 from tests.support import NOW, eventually, reading
 from webhook.controllers.kueue.carbon_window import CarbonWindow
 from webhook.controllers.kueue.dispatch import KueueDispatcher
+from webhook.controllers.kueue.fleet import WORKLOAD
 from webhook.integrations import Fleet, Wiring, controllers
 from webhook.kinds.reevaluation import OutlookMethod
 from webhook.kube import kueue as kube
@@ -285,7 +286,7 @@ def reasons(world: World) -> list[str]:
 
 async def test_the_greenest_worker_with_room_is_nominated_as_kueues_admission(world: World) -> None:
     world.manager.add(workload("job-1"))
-    assert await dispatcher(world, GREEN).reconcile() == {"nominated": 1}
+    assert await dispatcher(world, GREEN).sync() == {"nominated": 1}
     held = stored(world, "job-1")
     assert held["status"]["nominatedClusterNames"] == ["worker-b"]
     assert held["status"]["admission"]["clusterQueue"] == "cq"  # the admission status kept
@@ -297,13 +298,13 @@ async def test_the_greenest_worker_with_room_is_nominated_as_kueues_admission(wo
     assert decision["means"] == {"SE-SE3": 30, "PL": 700}
     assert decision["nominatedAt"] == vocabulary.format_time(NOW)
     assert reasons(world) == ["CarbonDispatched"]
-    assert await dispatcher(world, GREEN).reconcile() == {}  # nothing left to change
+    assert await dispatcher(world, GREEN).sync() == {}  # nothing left to change
 
 
 async def test_with_no_room_anywhere_every_worker_is_nominated_greenest_first(world: World) -> None:
     world.worker.add(cluster_queue("cq-worker", "4", used="4"))  # both workers full...
     world.manager.add(workload("job-1"))
-    assert await dispatcher(world, GREEN).reconcile() == {"nominated": 1}
+    assert await dispatcher(world, GREEN).sync() == {"nominated": 1}
     # ...so every worker that can run it is nominated, greenest first
     assert stored(world, "job-1")["status"]["nominatedClusterNames"] == ["worker-b", "worker-a"]
 
@@ -311,7 +312,7 @@ async def test_with_no_room_anywhere_every_worker_is_nominated_greenest_first(wo
 async def test_in_flight_nominations_count_against_room(world: World) -> None:
     world.manager.add(workload("first", cpu="3", nominated=["worker-b"]))
     world.manager.add(workload("second", cpu="2"))
-    await dispatcher(world, GREEN).reconcile()
+    await dispatcher(world, GREEN).sync()
     assert stored(world, "second")["status"]["nominatedClusterNames"] == ["worker-a"]
 
 
@@ -324,7 +325,7 @@ async def test_a_round_without_admission_widens_and_never_revokes(world: World) 
             annotations={vocabulary.DECISION: json.dumps({"nominatedAt": since})},
         )
     )
-    assert await dispatcher(world, GREEN).reconcile() == {"widened": 1}
+    assert await dispatcher(world, GREEN).sync() == {"widened": 1}
     held = stored(world, "job-1")
     assert held["status"]["nominatedClusterNames"] == ["worker-a", "worker-b"]
     assert json.loads(held["metadata"]["annotations"][vocabulary.DECISION])["nominatedAt"] == since
@@ -339,7 +340,7 @@ async def test_a_workload_another_check_holds_or_being_evicted_is_left_alone(
     world.manager.add(evicted)
     held = {CHECK: "Pending", WINDOW: "Pending"}
     world.manager.add(workload("other", namespace="elsewhere", checks=held))
-    assert await dispatcher(world, GREEN).reconcile() == {}
+    assert await dispatcher(world, GREEN).sync() == {}
     assert world.manager.writes() == []
 
 
@@ -368,7 +369,7 @@ async def test_what_carbon_does_not_place_goes_to_every_active_worker_at_once(
     world.manager.add(job("job-bad", {vocabulary.MAX_DELAY: "banana"}))
     world.manager.add(workload("malformed", job="job-bad"))
     world.manager.add(workload("green"))  # opted in: carbon places it
-    assert await dispatcher(world, GREEN).reconcile() == {"all_at_once": 4, "nominated": 1}
+    assert await dispatcher(world, GREEN).sync() == {"all_at_once": 4, "nominated": 1}
     assert stored(world, "green")["status"]["nominatedClusterNames"] == ["worker-b"]
     every = ["worker-a", "worker-b"]
     other = world.manager.get("workloads", "other", "elsewhere")
@@ -393,7 +394,7 @@ async def test_what_carbon_does_not_place_goes_to_every_active_worker_at_once(
     assert "carbonshift.io/max-delay" in warning["note"], warning
     assert "banana" in warning["note"], warning
     assert event_of(world, "other", "elsewhere")["type"] == "Normal"
-    assert await dispatcher(world, GREEN).reconcile() == {}  # nothing left to change
+    assert await dispatcher(world, GREEN).sync() == {}  # nothing left to change
 
 
 async def test_all_at_once_leaves_out_an_inactive_worker_and_adds_it_once_active(
@@ -403,13 +404,13 @@ async def test_all_at_once_leaves_out_an_inactive_worker_and_adds_it_once_active
     cluster["status"] = {"conditions": [{"type": "Active", "status": "False"}]}
     world.manager.add(cluster)
     world.manager.add(workload("other", namespace="elsewhere"))
-    assert await dispatcher(world, GREEN).reconcile() == {"all_at_once": 1}
+    assert await dispatcher(world, GREEN).sync() == {"all_at_once": 1}
     other = world.manager.get("workloads", "other", "elsewhere")
     assert other["status"]["nominatedClusterNames"] == ["worker-a"]
     cluster = world.manager.get("multikueueclusters", "worker-b")
     cluster["status"] = {"conditions": [{"type": "Active", "status": "True"}]}
     world.manager.add(cluster)
-    assert await dispatcher(world, GREEN).reconcile() == {"widened": 1}
+    assert await dispatcher(world, GREEN).sync() == {"widened": 1}
     other = world.manager.get("workloads", "other", "elsewhere")
     assert other["status"]["nominatedClusterNames"] == ["worker-a", "worker-b"]
 
@@ -419,7 +420,7 @@ async def test_an_opted_in_workload_no_worker_can_be_read_for_goes_everywhere(
 ) -> None:
     world.worker.remove("localqueues", "user-queue", NS)  # no worker's queue to read
     world.manager.add(workload("job-1"))
-    assert await dispatcher(world, GREEN).reconcile() == {"all_at_once": 1}
+    assert await dispatcher(world, GREEN).sync() == {"all_at_once": 1}
     held = stored(world, "job-1")
     assert held["status"]["nominatedClusterNames"] == ["worker-a", "worker-b"]
     reason = json.loads(held["metadata"]["annotations"][vocabulary.DECISION])["reason"]
@@ -428,7 +429,7 @@ async def test_an_opted_in_workload_no_worker_can_be_read_for_goes_everywhere(
 
 async def test_another_dispatchers_nomination_is_left_alone_on_every_path(world: World) -> None:
     world.manager.add(workload("other", namespace="elsewhere", nominated=["worker-a"]))
-    assert await dispatcher(world, GREEN).reconcile() == {}
+    assert await dispatcher(world, GREEN).sync() == {}
     assert world.manager.writes() == []
 
 
@@ -450,7 +451,7 @@ async def test_workloads_nobody_nominates_past_a_round_are_counted(world: World)
                                nominated=["worker-a"]))  # fmt: skip
     idle = dispatcher(world, GREEN, clock=lambda: LATER, dispatch="none")
     with capture_logs() as logs:
-        assert await idle.reconcile() == {}
+        assert await idle.sync() == {}
     assert waiting() == 1
     [said] = [e for e in logs if e["event"] == "kueue_workloads_waiting"]
     assert said["workloads"] == [f"{NS}/stuck"], said
@@ -458,17 +459,17 @@ async def test_workloads_nobody_nominates_past_a_round_are_counted(world: World)
     idle.lost()
     assert waiting() == 0
     young = dispatcher(world, GREEN, dispatch="none")  # a minute after: within the round
-    assert await young.reconcile() == {}
+    assert await young.sync() == {}
     assert waiting() == 0
     # carbonshift dispatching: nominated in this very pass, so not waiting
-    assert await dispatcher(world, GREEN, clock=lambda: LATER).reconcile() == {"nominated": 1}
+    assert await dispatcher(world, GREEN, clock=lambda: LATER).sync() == {"nominated": 1}
     assert waiting() == 0
 
 
 async def test_nothing_is_written_without_the_lease(world: World) -> None:
     world.manager.add(workload("job-1"))
     world.gate.lose()
-    assert await dispatcher(world, GREEN).reconcile() == {}
+    assert await dispatcher(world, GREEN).sync() == {}
     assert world.manager.writes() == []
 
 
@@ -476,14 +477,14 @@ async def test_order_mode_puts_an_opted_in_config_in_carbon_order(world: World) 
     config = world.manager.get("multikueueconfigs", "mk")
     config["metadata"]["labels"] = {vocabulary.ENABLED: "true"}
     world.manager.add(config)
-    assert await dispatcher(world, GREEN, dispatch="order").reconcile() == {"ordered": 1}
+    assert await dispatcher(world, GREEN, dispatch="order").sync() == {"ordered": 1}
     held = world.manager.get("multikueueconfigs", "mk")
     assert held["spec"]["clusters"] == ["worker-b", "worker-a"]
     assert "orderedAt" in json.loads(held["metadata"]["annotations"][vocabulary.DECISION])
     assert "CarbonOrderChanged" in reasons(world)
     # the grid flips at once: held for the dwell (1 h) since the order was written
     flipped = Feed({"PL": 30.0, "SE-SE3": 700.0})
-    assert await dispatcher(world, flipped, dispatch="order").reconcile() == {}
+    assert await dispatcher(world, flipped, dispatch="order").sync() == {}
     assert world.manager.get("multikueueconfigs", "mk")["spec"]["clusters"] == [
         "worker-b",
         "worker-a",
@@ -538,7 +539,7 @@ async def test_the_check_is_active_and_holds_for_the_greener_hour(world: World) 
     with_window(world)
     world.manager.add(job("job-1", {vocabulary.MAX_DELAY: "6h"}))
     world.manager.add(workload("wl-1", checks={WINDOW: "Pending", CHECK: "Pending"}, job="job-1"))
-    assert await window(world, LATER_GREEN).reconcile() == {"active": 1, "Pending": 1}
+    assert await window(world, LATER_GREEN).sync() == {"active": 1, "Pending": 1}
     [active] = world.manager.get("admissionchecks", WINDOW)["status"]["conditions"]
     assert (active["type"], active["status"]) == ("Active", "True")
     state = check_of(world, "wl-1")
@@ -546,10 +547,10 @@ async def test_the_check_is_active_and_holds_for_the_greener_hour(world: World) 
     assert "from 2026-01-01T03:00:00Z" in state["message"]
     assert "(grid SE-SE3)" in state["message"]
     assert "CarbonWindowPending" in reasons(world)
-    assert await window(world, LATER_GREEN).reconcile() == {}  # the same hold: no rewrite
+    assert await window(world, LATER_GREEN).sync() == {}  # the same hold: no rewrite
     feed_then = Feed({"PL": 700.0, "SE-SE3": 40.0})
     at_green = window(world, feed_then, clock=lambda: SOON + timedelta(hours=2))
-    assert await at_green.reconcile() == {"Ready": 1}
+    assert await at_green.sync() == {"Ready": 1}
     assert check_of(world, "wl-1")["state"] == "Ready"
 
 
@@ -558,7 +559,7 @@ async def test_never_held_past_the_deadline(world: World) -> None:
     world.manager.add(job("job-1", {vocabulary.MAX_DELAY: "6h"}))
     world.manager.add(workload("wl-1", checks={WINDOW: "Pending"}, job="job-1"))
     late = window(world, LATER_GREEN, clock=lambda: CREATED + timedelta(hours=6))
-    assert await late.reconcile() == {"active": 1, "Ready": 1}
+    assert await late.sync() == {"active": 1, "Ready": 1}
     assert "deadline" in check_of(world, "wl-1")["message"]
 
 
@@ -575,7 +576,7 @@ async def test_the_carbon_window_parameters_give_the_default_delay(world: World)
     world.manager.add(workload("wl-1", checks={WINDOW: "Pending"}))
     world.manager.add(workload("wl-2", checks={WINDOW: "Pending"}, job="job-2"))
     world.manager.add(job("job-2", {vocabulary.MAX_DELAY: "30m"}))
-    await window(world, LATER_GREEN).reconcile()
+    await window(world, LATER_GREEN).sync()
     assert check_of(world, "wl-1")["state"] == "Pending"  # the CarbonWindow's 6 h
     assert check_of(world, "wl-2")["state"] == "Ready"  # its own 30 min
 
@@ -585,7 +586,7 @@ async def test_ready_at_once_when_not_opted_in_or_malformed(world: World) -> Non
     world.manager.add(workload("other", checks={WINDOW: "Pending"}, namespace="elsewhere"))
     world.manager.add(job("job-1", {vocabulary.MAX_DELAY: "soon"}))
     world.manager.add(workload("wl-1", checks={WINDOW: "Pending"}, job="job-1"))
-    assert await window(world, LATER_GREEN, default_max_delay_seconds=21600).reconcile() == {
+    assert await window(world, LATER_GREEN, default_max_delay_seconds=21600).sync() == {
         "active": 1,
         "Ready": 2,
     }
@@ -600,7 +601,7 @@ async def test_ready_at_once_for_a_job_labelled_out(world: World) -> None:
         job("job-1", {vocabulary.MAX_DELAY: "6h"}, labels={vocabulary.ENABLED: "false"})
     )
     world.manager.add(workload("wl-1", checks={WINDOW: "Pending"}, job="job-1"))
-    assert await window(world, LATER_GREEN).reconcile() == {"active": 1, "Ready": 1}
+    assert await window(world, LATER_GREEN).sync() == {"active": 1, "Ready": 1}
     state = check_of(world, "wl-1")
     assert state["message"].startswith("carbonshift leaves it alone: opted out (its Job"), state
 
@@ -612,7 +613,7 @@ async def test_a_worker_without_a_readable_secret_is_left_out(world: World) -> N
         if not (k[2] == "secrets" and k[4] == "worker-b")
     }
     world.manager.add(workload("job-1"))
-    await dispatcher(world, GREEN).reconcile()
+    await dispatcher(world, GREEN).sync()
     assert stored(world, "job-1")["status"]["nominatedClusterNames"] == ["worker-a"]
 
 
@@ -635,7 +636,7 @@ def test_the_application_runs_both_kueue_controllers_when_kueue_is_enabled(world
 
 async def test_a_workload_another_dispatcher_nominated_is_left_alone(world: World) -> None:
     world.manager.add(workload("job-1", nominated=["worker-a"]))  # no nominatedAt of ours
-    assert await dispatcher(world, GREEN).reconcile() == {}
+    assert await dispatcher(world, GREEN).sync() == {}
     assert world.manager.writes() == []
 
 
@@ -648,12 +649,12 @@ async def test_a_young_workload_waits_a_pass_for_the_feed_to_know_its_zones(worl
     world.manager.add(workload("wl-2", checks={CHECK: "Pending"}))
     unknown = Feed({})
     young = CREATED + timedelta(seconds=10)
-    assert await window(world, unknown, clock=lambda: young).reconcile() == {"active": 1}
-    assert await dispatcher(world, unknown, clock=lambda: young).reconcile() == {}
+    assert await window(world, unknown, clock=lambda: young).sync() == {"active": 1}
+    assert await dispatcher(world, unknown, clock=lambda: young).sync() == {}
     old = CREATED + timedelta(seconds=61)
-    assert await window(world, unknown, clock=lambda: old).reconcile() == {"Ready": 1}
+    assert await window(world, unknown, clock=lambda: old).sync() == {"Ready": 1}
     assert "no forecast" in check_of(world, "wl-1")["message"]
-    assert await dispatcher(world, unknown, clock=lambda: old).reconcile() == {"nominated": 2}
+    assert await dispatcher(world, unknown, clock=lambda: old).sync() == {"nominated": 2}
 
 
 # --- started: watched caches ------------------------------------------------------------------
@@ -704,44 +705,230 @@ async def test_nothing_is_decided_before_the_caches_have_synced(world: World) ->
     try:
         await eventually(lambda: world.manager.calls("GET", "workloads"), "a list asked")
         assert not leader.reader.caches.synced
-        assert await leader.reconcile() == {}
-        assert not leader.changed()  # woken by nothing until they sync
+        assert not leader.synced()  # a term starts only once they have
+        assert await leader.sync() == {}
         assert world.manager.writes() == []
     finally:
         await leader.reader.caches.stop()
 
 
-async def test_a_pass_with_nothing_changed_makes_no_api_call(world: World) -> None:
+class Counted:
+    """Records the keys a started controller reconciles, and the back-offs it asks."""
+
+    def __init__(self, controller: Any) -> None:
+        self.keys: list[Any] = []
+        self.delays: list[float] = []
+        reconcile, retry = controller.reconcile, controller.queue.retry
+
+        async def counted(key: Any) -> float | None:
+            self.keys.append(key)
+            after: float | None = await reconcile(key)
+            return after
+
+        def retried(key: Any) -> float:
+            delay: float = retry(key)
+            self.delays.append(delay)
+            return delay
+
+        controller.reconcile, controller.queue.retry = counted, retried
+
+    def since(self, mark: int) -> set[str]:
+        return {key for _, key in self.keys[mark:]}
+
+
+def settled(leader: Any, *names: str) -> bool:
+    """Every Workload ``names`` shows its nomination in the cache, and the queue is idle."""
+    cache = leader.reader.caches.workloads
+    return leader.queue.idle and all(
+        vocabulary.DECISION in ((cache.get(f"{NS}/{n}") or {}).get("metadata", {}).get(
+            "annotations") or {}) for n in names
+    )  # fmt: skip
+
+
+async def test_a_running_dispatcher_reconciles_only_the_workload_that_changed(
+    world: World,
+) -> None:
+    """Started and leading, the dispatcher decides each Workload once when its term
+    starts; then a Workload's change is reconciled alone: the others are not decided
+    again, and with nothing changed nothing is reconciled and the manager is not asked."""
+    world.worker.add(cluster_queue("cq-worker", "10"))  # room for all of them
+    for name in ("job-1", "job-2", "job-3"):
+        world.manager.add(workload(name))
+    feed = Fed(GREEN.values)
+    leader = dispatcher(world, feed)
+    leader.tick = 0.01
+    counted = Counted(leader)
+    leader.start()
+    try:
+        await eventually(
+            lambda: settled(leader, "job-1", "job-2", "job-3"),
+            "every Workload nominated and seen",
+            seen=lambda: counted.keys,
+        )
+        mark, requests = len(counted.keys), len(world.manager.requests)
+        feed.generation += 1  # a feed refresh that changed no zone's reading
+        await eventually(lambda: leader._seen is not None and leader._seen[1] == feed.generation,
+                         "the refresh polled")  # fmt: skip
+        assert counted.since(mark) == set(), counted.keys[mark:]
+        assert [r for r in world.manager.requests[requests:] if not r.query.get("watch")] == []
+        changed = stored(world, "job-2")
+        changed["metadata"]["labels"] = {"team": "b"}
+        world.manager.add(changed)
+        await eventually(lambda: counted.since(mark), "the changed Workload reconciled")
+        await eventually(lambda: leader.queue.idle, "the queue idle")
+        assert counted.since(mark) == {f"{NS}/job-2"}, counted.keys[mark:]
+    finally:
+        await leader.stop()
+    assert not leader.reader.caches.following
+
+
+def queued(controller: Any) -> set[str]:
+    """The keys ready in a controller's queue (taken out)."""
+    out = set()
+    while (key := controller.queue.get_nowait()) is not None:
+        controller.queue.done(key)
+        out.add(key[1])
+    return out
+
+
+async def test_a_feed_refresh_queues_only_the_workloads_that_can_go_to_the_changed_zone(
+    world: World,
+) -> None:
+    """worker-c (FR) serves a second MultiKueueConfig: a refresh that changes FR's reading
+    queues that config's Workload only, one that changes PL's the other's only."""
+    url = str(world.worker.api.configuration.host)
+    world.manager.add(cluster_queue("cq-fr", "100", checks=["multikueue-fr"]))
+    world.manager.add({
+        "apiVersion": API, "kind": "AdmissionCheck", "metadata": {"name": "multikueue-fr"},
+        "spec": {"controllerName": kube.MULTIKUEUE_CONTROLLER, "parameters": {
+            "apiGroup": kube.GROUP, "kind": "MultiKueueConfig", "name": "mk-fr"}},
+    })  # fmt: skip
+    world.manager.add({"apiVersion": API, "kind": "MultiKueueConfig",
+                       "metadata": {"name": "mk-fr"},
+                       "spec": {"clusters": ["worker-c"]}})  # fmt: skip
+    world.manager.add({
+        "apiVersion": API, "kind": "MultiKueueCluster",
+        "metadata": {"name": "worker-c", "labels": {vocabulary.ZONE: "FR"}},
+        "spec": {"clusterSource": {"kubeConfig": {"locationType": "Secret",
+                                                  "location": "worker-c"}}},
+        "status": {"conditions": [{"type": "Active", "status": "True"}]},
+    })  # fmt: skip
+    world.manager.add(kubeconfig_secret("worker-c", url))
+    world.worker.add(cluster_queue("cq-worker", "10"))
+    world.manager.add(workload("to-pl-or-se"))
+    french = workload("to-fr")
+    french["status"]["admission"]["clusterQueue"] = "cq-fr"
+    french["status"]["admissionChecks"][0]["name"] = "multikueue-fr"
+    world.manager.add(french)
+    feed = Fed({**GREEN.values, "FR": 50.0})
+    leader = dispatcher(world, feed)
+    assert await leader.sync() == {"nominated": 2}  # a term's first sync: both decided
+    assert queued(leader) == set()
+    feed.values["FR"], feed.generation = 60.0, feed.generation + 1
+    leader.poll()
+    assert queued(leader) == {f"{NS}/to-fr"}
+    feed.values["PL"], feed.generation = 650.0, feed.generation + 1
+    leader.poll()
+    assert queued(leader) == {f"{NS}/to-pl-or-se"}
+    feed.generation += 1  # refreshed, nothing changed
+    leader.poll()
+    assert queued(leader) == set()
+
+
+async def test_a_workload_whose_nomination_fails_is_retried_with_back_off(world: World) -> None:
+    world.manager.add(workload("job-1"))
+    world.manager.fail("PATCH", "workloads", 500, times=2)  # the first two status writes
+    leader = dispatcher(world, Fed(GREEN.values))
+    leader.tick = 0.01
+    counted = Counted(leader)
+    with capture_logs() as logs:
+        leader.start()
+        try:
+            await eventually(
+                lambda: stored(world, "job-1")["status"].get("nominatedClusterNames"),
+                "nominated after two refusals",
+                seen=lambda: counted.delays,
+            )
+            await eventually(lambda: leader.queue.failures((WORKLOAD, f"{NS}/job-1")) == 0,
+                             "the back-off reset by the success")  # fmt: skip
+        finally:
+            await leader.stop()
+    assert counted.delays == [0.5, 1.0]  # doubled after the second failure
+    failed = [e for e in logs if e["event"] == "kueue_nomination_failed"]
+    assert len(failed) == 2, failed
+    assert not [e for e in logs if e["event"] == "kueue_dispatch_reconcile_failed"]
+
+
+async def test_losing_the_lease_drains_the_queue_and_a_new_term_decides_each_key_once(
+    world: World,
+) -> None:
+    world.worker.add(cluster_queue("cq-worker", "10"))
+    world.manager.add(workload("job-1"))
+    leader = dispatcher(world, Fed(GREEN.values))
+    leader.tick = 0.01
+    counted = Counted(leader)
+    leader.start()
+    try:
+        await eventually(lambda: settled(leader, "job-1"), "job-1 nominated")
+        assert len(leader.queue) == 1  # due again when its round ends
+        world.gate.lose()
+        await eventually(
+            lambda: not leader._term and len(leader.queue) == 0,
+            "the term ended, its queue drained",
+            seen=lambda: len(leader.queue),
+        )
+        writes = len(world.manager.writes())
+        world.manager.add(workload("job-2"))
+        await eventually(lambda: leader.reader.workload(f"{NS}/job-2"), "job-2 seen")
+        assert len(leader.queue) == 0
+        assert len(world.manager.writes()) == writes
+        mark = len(counted.keys)
+        world.gate.leading = True
+        await eventually(lambda: settled(leader, "job-1", "job-2"), "job-2 nominated")
+        keys = counted.keys[mark:]  # the first sync, then job-2's own writes seen
+        assert sorted(keys[:2]) == [(WORKLOAD, f"{NS}/job-1"), (WORKLOAD, f"{NS}/job-2")], keys
+        assert set(keys[2:]) <= {(WORKLOAD, f"{NS}/job-2")}, keys
+        nominated = [w for w in world.manager.writes()[writes:] if w.where.subresource == "status"]
+        assert [w.where.name for w in nominated] == ["job-2"]  # job-1 stands as it was
+    finally:
+        await leader.stop()
+
+
+async def test_both_controllers_share_the_caches_and_with_nothing_changed_reconcile_nothing(
+    world: World,
+) -> None:
     with_window(world)
     world.manager.add(workload("job-1", checks={WINDOW: "Ready", CHECK: "Pending"}))
     feed = Fed(GREEN.values)
     leader = dispatcher(world, feed)
     holder = window(world, feed, caches=leader.reader.caches)
-    caches = leader.reader.caches
-    caches.start(world.manager.api)
-    caches.start(world.manager.api)  # shared: followed once
+    assert holder.caches == leader.caches  # one watch per resource, started with the first
+    leader.tick = holder.tick = 0.01
+    counted = [Counted(leader), Counted(holder)]
+    leader.start()
+    holder.start()
     try:
-        await eventually(lambda: caches.synced, "the caches synced")
-        assert await holder.reconcile() == {"active": 1}
-        assert await leader.reconcile() == {"nominated": 1}
-        await eventually(lambda: caches.generation and leader.changed(), "the writes seen")
-        await leader.reconcile()  # the nomination as stored: decided again, nothing to add
-        await holder.reconcile()
-        assert not leader.changed()
-        assert not holder.changed()
-        before, listed = len(world.manager.requests), world.manager.calls("GET")
-        assert await leader.reconcile() == {}
-        assert await holder.reconcile() == {}
-        assert world.manager.requests[before:] == []  # no list, no get, no write
-        assert waiting() == 0
-        feed.generation += 1  # a feed refresh: decided again, nothing to write
-        assert leader.changed()
-        written = len(world.manager.writes())
-        assert await leader.reconcile() == {}
-        assert len(world.manager.writes()) == written
-        assert not any(c.query.get("watch", "").lower() != "true" and not c.where.name
-                       for c in world.manager.calls("GET")[len(listed):])  # fmt: skip
+        active = leader.reader.caches.admission_checks
+        await eventually(lambda: settled(leader, "job-1") and holder.queue.idle
+                         and condition_of(active.get(WINDOW), "Active") == "True",
+                         "nominated, the check Active and both seen")  # fmt: skip
+        marks, requests = [len(c.keys) for c in counted], len(world.manager.requests)
+        feed.generation += 1  # a refresh that changed nothing
+        await eventually(lambda: all(c._seen is not None and c._seen[1] == feed.generation
+                                     for c in (leader, holder)), "the refresh polled")  # fmt: skip
+        assert [c.keys[m:] for c, m in zip(counted, marks, strict=True)] == [[], []]
+        assert [r for r in world.manager.requests[requests:] if not r.query.get("watch")] == []
+        assert holder.outcomes == {"active": 1}
+        assert leader.outcomes == {"nominated": 1}
     finally:
-        await caches.stop()
-        await caches.stop()
-    assert not caches.following
+        await leader.stop()
+        assert leader.reader.caches.following  # the carbon window still reads them
+        await holder.stop()
+    assert not leader.reader.caches.following
+
+
+def condition_of(obj: dict[str, Any] | None, kind: str) -> str | None:
+    found = [
+        c for c in ((obj or {}).get("status") or {}).get("conditions", []) if c["type"] == kind
+    ]
+    return found[0]["status"] if found else None

@@ -1,9 +1,14 @@
 """The leader's carbon window: the Kueue admission check that holds a Job for a greener start.
 
-On each pass while this replica leads (as the dispatcher's: over the watched caches, woken
-by their changes, a Pending Workload looked at again at the next hour or its deadline,
-:class:`webhook.controllers.kueue.fleet.KueueController`), for the AdmissionChecks whose
-``spec.controllerName`` is ``kueue.admission_check_controller``:
+While this replica leads, a keyed controller (see
+:class:`webhook.controllers.kueue.fleet.KueueController`): one Workload or one
+AdmissionCheck per reconcile, from its own work queue (a few at once). A Workload is
+decided when it changes, when the manager's other objects it reads change (its
+namespace's labels, the queues, checks, MultiKueueConfigs, MultiKueueClusters and
+CarbonWindows), when a feed refresh changes the reading or outlook of the zone it is
+judged on, when its window may end (the next forecast hour, its deadline), and at the
+latest every 5 minutes; a decision reads the watched caches. For the AdmissionChecks
+whose ``spec.controllerName`` is ``kueue.admission_check_controller``:
 
 - each is kept ``Active`` (status condition ``Active`` True): Kueue treats a check no
   controller marks Active as inactive, and its ClusterQueues admit nothing;
@@ -25,14 +30,15 @@ Each state change is an Event (``CarbonWindowPending`` / ``CarbonWindowReady``),
 ``window`` entry of the Workload's ``carbonshift.io/decision`` annotation and
 ``carbonshift_kueue_windows_total{state}``. The state is applied to
 ``status.admissionChecks`` with field manager ``carbonshift``, guarded by the
-``resourceVersion`` read.
+``resourceVersion`` read. A write the API server refuses is logged and tried again after
+the key's back-off (half a second, doubling up to 5 minutes).
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Iterable, Mapping, Set
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -40,12 +46,18 @@ import structlog
 from kubernetes_asyncio.client.rest import ApiException
 
 from webhook.controllers.kueue.fleet import (
-    RESYNC_SECONDS,
+    ADMISSION_CHECK,
+    NAMESPACES,
+    WORKLOAD,
+    Due,
+    Key,
     KueueController,
     decision_of,
     finished,
     job_opted_out,
+    next_change,
 )
+from webhook.controllers.runner import Retry
 from webhook.decision import kueue as rules
 from webhook.decision.optin import not_opted_in
 from webhook.kube import kueue as kube
@@ -53,6 +65,7 @@ from webhook.kube.client import error_name
 from webhook.kube.writes import NotLeader, apply_metadata
 from webhook.model import vocabulary
 from webhook.model.objects import condition, items, meta_of, text
+from webhook.model.resources import Resource
 from webhook.model.validation import InvalidInput
 from webhook.runtime import metrics
 
@@ -66,14 +79,6 @@ PARAMETERS_PLURAL = "carbonwindows"
 PENDING = "CarbonWindowPending"
 READY = "CarbonWindowReady"
 ACTIVE_MESSAGE = "carbonshift answers this check (the carbon window)"
-
-
-def _next_change(now: datetime, deadline: datetime | None) -> float:
-    """Seconds until a held window may end: the next hour (forecasts are hourly) or the
-    deadline, whichever comes first."""
-    hour = now.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
-    until = hour if deadline is None else min(hour, deadline)
-    return (until - now).total_seconds()
 
 
 def max_delay_of(parameters: Mapping[str, Any] | None) -> float | None:
@@ -97,6 +102,10 @@ class CarbonWindow(KueueController):
         """The ``spec.controllerName`` of the AdmissionChecks it answers."""
         return self.config.kueue.admission_check_controller
 
+    workers = 4
+    """Workloads decided at once (each decision is its own: nothing is counted against
+    another's)."""
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._activated: dict[str, Obj] = {}
@@ -107,84 +116,88 @@ class CarbonWindow(KueueController):
         super().lost()
         self._activated = {}
 
-    async def reconcile(self) -> dict[str, int]:
-        """One pass; state -> Workloads written (``Pending``, ``Ready``, ``active``,
-        ``error``)."""
-        if not await self._begin():
-            return {}
-        checks = self.reader.caches.admission_checks.items()
-        ours = {name: c for name, c in checks.items()
-                if text(c, "spec", "controllerName") == self.controller}  # fmt: skip
-        outcomes: dict[str, int] = {}
-        activated = [c for name, c in ours.items() if condition(c, "Active") != "True"
-                     and self._activated.get(name) != c]  # fmt: skip
-        if activated:
-            outcomes["active"] = sum([await self._activate(c) for c in activated])
-        workloads = self.reader.workloads()
-        if not ours:
-            self.settle(())
-            return outcomes
-        namespaces = self.reader.namespaces()
-        delays = {name: self._max_delay(check) for name, check in ours.items()}
-        flying = self.reader.in_flight()
-        for key in sorted(workloads):
-            workload = workloads[key]
-            if finished(workload) or condition(workload, "QuotaReserved") != "True":
-                continue
-            entries = [e for e in items(workload, "status", "admissionChecks")
-                       if text(e, "name") in ours and text(e, "state") != "Ready"]  # fmt: skip
-            if not entries or self.held(key, workload):
-                continue
-            self._again = RESYNC_SECONDS
-            try:
-                failed = await self._decide_all(workload, entries, delays, namespaces, flying,
-                                                outcomes=outcomes)  # fmt: skip
-            except NotLeader:
-                return outcomes
-            if failed is None:
-                return outcomes
-            if failed:
-                self.forget(key)
-            else:
-                self.hold(key, workload, self._again)
-        self.settle(workloads)
-        return outcomes
+    # --- what is queued -------------------------------------------------------------------
 
-    async def _decide_all(
-        self,
-        workload: Obj,
-        entries: list[Obj],
-        delays: Mapping[str, float | None],
-        namespaces: Mapping[str, Mapping[str, str]],
-        flying: list[rules.Job],
-        *,
-        outcomes: dict[str, int],
-    ) -> bool | None:
-        """Decide each of ``workload``'s checks ``entries`` (counted into ``outcomes``):
-        whether one failed; None: this replica stopped leading."""
+    def ours(self) -> dict[str, Obj]:
+        """The AdmissionChecks it answers, by name."""
+        checks = self.reader.caches.admission_checks.items()
+        return {name: c for name, c in checks.items()
+                if text(c, "spec", "controllerName") == self.controller}  # fmt: skip
+
+    def keys(self) -> list[Key]:
+        """Its AdmissionChecks, then every Workload not finished."""
+        checks = [(ADMISSION_CHECK, name) for name in sorted(self.ours())]
+        return checks + sorted(self.workload_keys())
+
+    def changed(self, resource: Resource, keys: Collection[str]) -> Iterable[Key]:
+        """A Workload's change queues it, a Namespace's its Workloads, an AdmissionCheck's
+        that check and every Workload, any other object's every Workload."""
+        if resource == kube.WORKLOAD:
+            return [(WORKLOAD, key) for key in keys]
+        if resource == NAMESPACES:
+            return self.workload_keys(keys)
+        checks = [(ADMISSION_CHECK, k) for k in keys] if resource == kube.ADMISSION_CHECK else []
+        return checks + self.workload_keys()
+
+    def fed(self, zones: Set[str]) -> Iterable[Key]:
+        """The Workloads held by one of its checks whose grid may be in ``zones``."""
+        ours = self.ours()
+        return [
+            (WORKLOAD, key) for key, workload in self.reader.workloads().items()
+            if self._entries(workload, ours)
+            and not zones.isdisjoint(self.reader.zones_of(workload))
+        ]  # fmt: skip
+
+    @staticmethod
+    def _entries(workload: Obj, ours: Mapping[str, Obj]) -> list[Obj]:
+        """``workload``'s entries of the checks in ``ours`` not Ready yet (none: finished,
+        or no quota reserved)."""
+        if finished(workload) or condition(workload, "QuotaReserved") != "True":
+            return []
+        return [e for e in items(workload, "status", "admissionChecks")
+                if text(e, "name") in ours and text(e, "state") != "Ready"]  # fmt: skip
+
+    # --- one key --------------------------------------------------------------------------
+
+    async def reconcile(self, key: Key) -> float | None:
+        """Keep one AdmissionCheck Active, or decide one Workload's checks; seconds until
+        it is due again (the next hour, its deadline, at the latest
+        :data:`RESYNC_SECONDS`), None when only a change brings it back. A write the API
+        server refused is logged and retried with the key's back-off
+        (:class:`~webhook.controllers.runner.Retry`)."""
+        kind, name = key
+        if not self.gate.leading:
+            return None
+        ours = self.ours()
+        if kind == ADMISSION_CHECK:
+            check = ours.get(name)
+            active = check is None or condition(check, "Active") == "True"
+            if not active and check is not None and self._activated.get(name) != check:
+                await self._activate(check)
+            return None
+        workload = self.reader.workload(name) if kind == WORKLOAD else None
+        entries = self._entries(workload, ours) if workload is not None else []
+        if workload is None or not entries:
+            return None
+        namespace = self.reader.namespace(meta_of(workload).namespace)
+        flying = self.reader.in_flight()
+        due = Due()
         failed = False
         for entry in entries:
-            if not self.gate.leading:
-                return None
+            delay = self._max_delay(ours[text(entry, "name")])
             try:
-                state = await self._decide(
-                    workload, entry, delays[text(entry, "name")], namespaces, flying
-                )
+                state = await self._decide(workload, entry, delay, namespace, flying, due=due)
+            except NotLeader:
+                return None  # the term ends: the next one queues every Workload
             except ApiException as exc:
                 state, failed = "error", True
                 metrics.KUEUE_WINDOWS.labels("error").inc()
                 log.warning("kueue_window_failed", workload=meta_of(workload).name,
                             error=error_name(exc))  # fmt: skip
-            if state:
-                outcomes[state] = outcomes.get(state, 0) + 1
-        return failed
-
-    _again: float = 0.0
-    """Seconds until the Workload being decided is due again (:meth:`_soon`)."""
-
-    def _soon(self, seconds: float) -> None:
-        """The Workload being decided is due again within ``seconds``."""
-        self._again = max(1.0, min(self._again, seconds))
+            self.count(state)
+        if failed:
+            raise Retry(f"a check of Workload {name} was not written")
+        return due.seconds
 
     def _max_delay(self, check: Mapping[str, Any]) -> float | None:
         """The per-check default delay: its CarbonWindow's ``spec.maxDelay``."""
@@ -214,8 +227,9 @@ class CarbonWindow(KueueController):
         except ApiException as exc:
             log.warning("carbon_window_not_activated", check=meta_of(check).name,
                         error=error_name(exc))  # fmt: skip
-            return False
+            raise Retry(f"AdmissionCheck {meta_of(check).name} was not marked Active") from exc
         self._activated[meta_of(check).name] = check
+        self.count("active")
         log.info("carbon_window_active", check=meta_of(check).name)
         return True
 
@@ -224,12 +238,14 @@ class CarbonWindow(KueueController):
         workload: Obj,
         entry: Mapping[str, Any],
         check_delay: float | None,
-        namespaces: Mapping[str, Mapping[str, str]],
+        namespace: Mapping[str, str],
         flying: list[rules.Job],
+        *,
+        due: Due,
     ) -> str:
         meta = meta_of(workload)
         now = self.clock()
-        why_not = not_opted_in(workload, namespaces.get(meta.namespace, {}))
+        why_not = not_opted_in(workload, namespace)
         annotations: dict[str, str] = {}
         if why_not is None:
             labels, annotations = await self.reader.job_metadata(workload)
@@ -250,12 +266,12 @@ class CarbonWindow(KueueController):
                 round_seconds = self.config.kueue.round_seconds
                 young = now - job.created < timedelta(seconds=round_seconds)
                 if not known and job.max_delay is not None and young:
-                    self._soon(min(self.interval, (job.created - now).total_seconds()
-                                   + round_seconds))  # fmt: skip
-                    return ""  # the feed was just asked for the zone: decide next pass
+                    young_for = (job.created - now).total_seconds() + round_seconds
+                    due.soon(min(self.interval, young_for))
+                    return ""  # the feed was just asked for the zone: soon again
                 state = "Ready" if checked.ready else "Pending"
                 if not checked.ready:
-                    self._soon(_next_change(now, job.deadline))
+                    due.soon(next_change(now, job.deadline))
                 message = checked.reason + (f" (grid {zone})" if zone and known else "")
         if (text(entry, "state"), text(entry, "message")) == (state, message):
             return ""

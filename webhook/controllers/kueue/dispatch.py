@@ -1,9 +1,13 @@
 """The leader's Kueue MultiKueue dispatcher: where a Job's Workload goes.
 
-While this replica leads, on each pass (every ``kueue.interval_seconds``, and at once when
-a watched Workload or MultiKueue object changes or a decision falls due: see
-:class:`webhook.controllers.kueue.fleet.KueueController`; a pass reads the watched caches),
-with ``kueue.dispatch``:
+While this replica leads, a keyed controller (see
+:class:`webhook.controllers.kueue.fleet.KueueController`): one Workload (``external``) or
+one MultiKueueConfig (``order``) per reconcile, one at a time, from its own work queue. A
+Workload is decided when it changes, when the manager's other objects it reads change
+(its namespace's labels, the queues, checks, MultiKueueConfigs and MultiKueueClusters),
+when a feed refresh changes the reading or outlook of a zone one of its workers is in,
+when its next round comes, and at the latest every 5 minutes; a decision reads the
+watched caches. With ``kueue.dispatch``:
 
 ``external`` (Kueue's ``multiKueue.dispatcherName`` set to ``kueue.dispatcher_name``, so
 nobody else nominates): for each Workload on the manager that has quota reserved, no
@@ -35,11 +39,18 @@ nomination is explained: the annotation (:func:`webhook.decision.kueue.record`),
 (:func:`webhook.decision.kueue.order`, damped by the hysteresis section; the order's start
 kept in its ``carbonshift.io/decision`` annotation), an update guarded by the
 ``resourceVersion`` read, an Event ``CarbonOrderChanged`` and
-``carbonshift_kueue_orders_total``. When carbonshift stops, Kueue keeps dispatching in the
-last order written.
+``carbonshift_kueue_orders_total``. A MultiKueueConfig is ordered again when it changes,
+when a MultiKueueCluster changes, when a feed refresh changes one of its workers' zones,
+at the next forecast hour or the dwell's end, and at the latest every 5 minutes. When
+carbonshift stops, Kueue keeps dispatching in the last order written.
 
-In every mode (``none`` too) each pass counts the Workloads that wait for a nomination
-longer than ``kueue.round_seconds`` (:func:`webhook.decision.kueue.waiting_since`):
+A nomination or an order the API server refuses (a 409 after a concurrent change, RBAC, a
+webhook) is logged, counted as ``error`` and tried again after the key's back-off
+(half a second, doubling up to 5 minutes).
+
+In every mode (``none`` too) the leader counts the Workloads that wait for a nomination
+longer than ``kueue.round_seconds`` (:func:`webhook.decision.kueue.waiting_since`), again
+whenever the Workloads change or one starts to wait past a round:
 ``carbonshift_kueue_workloads_waiting``, and a warning ``kueue_workloads_waiting`` naming
 them; nobody dispatches them (Kueue's ``dispatcherName`` names carbonshift while
 ``kueue.dispatch`` is not ``external``, or the nominations fail).
@@ -50,8 +61,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Mapping
-from datetime import timedelta
+from collections.abc import Collection, Iterable, Mapping, Set
+from datetime import datetime, timedelta
 from typing import Any
 
 import structlog
@@ -59,13 +70,20 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
 from webhook.controllers.kueue.fleet import (
-    RESYNC_SECONDS,
+    CARBON_WINDOWS,
+    MULTIKUEUE_CONFIG,
+    NAMESPACES,
+    WORKLOAD,
+    Due,
+    Key,
     KueueController,
     decision_of,
     finished,
     job_opted_out,
+    next_change,
     since_of,
 )
+from webhook.controllers.runner import Retry
 from webhook.decision import kueue as rules
 from webhook.decision.hysteresis import Hysteresis
 from webhook.decision.optin import not_opted_in
@@ -74,6 +92,7 @@ from webhook.kube.client import REQUEST_TIMEOUT, error_name
 from webhook.kube.writes import NotLeader, apply_metadata, update
 from webhook.model import vocabulary
 from webhook.model.objects import condition, items, meta_of, text
+from webhook.model.resources import Resource
 from webhook.model.validation import InvalidInput
 from webhook.runtime import metrics
 
@@ -97,7 +116,10 @@ def waiting_on_checks(workload: Mapping[str, Any], multikueue_check: str | None)
 
 
 class KueueDispatcher(KueueController):
-    """Nominates MultiKueue workers (``external``) or orders MultiKueueConfigs (``order``)."""
+    """Nominates MultiKueue workers (``external``) or orders MultiKueueConfigs (``order``).
+
+    One key at a time (:attr:`workers` is 1): each nomination counts the ones before it
+    against the workers' room."""
 
     name = "kueue_dispatch"
 
@@ -105,54 +127,103 @@ class KueueDispatcher(KueueController):
     """The warning about another dispatcher's nominations was given (once a process)."""
     _said_waiting: tuple[str, ...] = ()
     """The Workloads the last ``kueue_workloads_waiting`` warning named."""
-    _again: float = 0.0
-    """Seconds until the Workload being decided is due again (:meth:`_soon`)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._recent: dict[str, rules.Job] = {}
         """Key -> the Workload as this replica nominated it, until the cache shows it."""
+        self._measured: tuple[object, int, datetime | None] | None = None
+        """The Workloads' view and the nominations not shown yet the waiting Workloads were
+        last counted on, and when the next one starts to wait past a round."""
 
     @property
     def hysteresis(self) -> Hysteresis:
         return self.config.hysteresis
 
-    async def reconcile(self) -> dict[str, int]:
-        """One pass; outcome -> count (``nominated``, ``all_at_once``, ``widened``,
-        ``ordered``, ``error``). Every mode then counts the Workloads waiting for a
-        nomination longer than a round (``carbonshift_kueue_workloads_waiting``)."""
-        mode = self.config.kueue.dispatch
-        if not await self._begin():
-            return {}
-        workloads = self.reader.workloads()
-        written: set[str] = set()
-        if mode == "order":
-            outcomes = await self._order_pass()
-        elif mode == "external":
-            outcomes = await self._dispatch_pass(workloads, written)
-        else:
-            outcomes = {}
-        self._measure(workloads, written)
-        self.settle(workloads)
-        return outcomes
+    # --- what is queued -------------------------------------------------------------------
+
+    @property
+    def mode(self) -> str:
+        return self.config.kueue.dispatch
+
+    def keys(self) -> list[Key]:
+        """``external``: every Workload not finished; ``order``: every MultiKueueConfig."""
+        if self.mode == "order":
+            configs = self.reader.caches.multikueue_configs.items()
+            return [(MULTIKUEUE_CONFIG, name) for name in sorted(configs)]
+        return sorted(self.workload_keys()) if self.mode == "external" else []
+
+    def changed(self, resource: Resource, keys: Collection[str]) -> Iterable[Key]:
+        """``external``: a Workload's change queues it, a Namespace's its Workloads, any
+        other object's every Workload; ``order``: a MultiKueueConfig's change queues it, a
+        MultiKueueCluster's (its zone) every MultiKueueConfig."""
+        if self.mode == "order":
+            if resource == kube.MULTIKUEUE_CONFIG:
+                return [(MULTIKUEUE_CONFIG, key) for key in keys]
+            return self.keys() if resource == kube.MULTIKUEUE_CLUSTER else []
+        if self.mode != "external":
+            return []
+        if resource == kube.WORKLOAD:
+            return [(WORKLOAD, key) for key in keys]
+        if resource == NAMESPACES:
+            return self.workload_keys(keys)
+        return [] if resource == CARBON_WINDOWS else self.workload_keys()
+
+    def fed(self, zones: Set[str]) -> Iterable[Key]:
+        """The Workloads waiting for a nomination (or the MultiKueueConfigs) that may go
+        to a worker in ``zones``."""
+        if self.mode == "order":
+            configs = self.reader.caches.multikueue_configs.items()
+            return [
+                (MULTIKUEUE_CONFIG, name) for name, found in configs.items()
+                if not zones.isdisjoint(z for z in self.reader.config_zones(found).values() if z)
+            ]  # fmt: skip
+        if self.mode != "external":
+            return []
+        return [
+            (WORKLOAD, key) for key, workload in self.reader.workloads().items()
+            if self._dispatchable(workload) and not zones.isdisjoint(self.reader.zones_of(workload))
+        ]  # fmt: skip
+
+    def poll(self) -> None:
+        """As every Kueue controller's, then the waiting Workloads counted (when the
+        Workloads changed or the next one starts to wait past a round)."""
+        super().poll()
+        self._measure()
+
+    def settled(self) -> None:
+        super().settled()
+        self._measure()
 
     def lost(self) -> None:
         super().lost()
         self._recent = {}
+        self._measured = None
         metrics.KUEUE_WAITING.set(0)  # the new leader counts them
 
-    def _measure(self, workloads: Mapping[str, Obj], written: set[str]) -> None:
+    def _measure(self) -> None:
         """``carbonshift_kueue_workloads_waiting``: the Workloads :func:`webhook.decision.
-        kueue.waiting_since` more than a round ago (not counting those nominated now)."""
+        kueue.waiting_since` more than a round ago (not counting those nominated and not
+        shown by the cache yet)."""
+        workloads = self.reader.workloads()
         now = self.clock()
+        held = self._measured
+        same = held is not None and held[0] is workloads and held[1] == len(self._recent)
+        if same and held is not None and (held[2] is None or now <= held[2]):
+            return  # nothing changed, and nobody starts to wait past a round yet
         round_seconds = timedelta(seconds=self.config.kueue.round_seconds)
-        waiting = []
+        waiting, due = [], None
         for key, workload in workloads.items():
-            if key in written or key in self._recent:
+            if key in self._recent:
                 continue
             since = rules.waiting_since(workload, self.reader.multikueue_check(workload))
-            if since is not None and now - since > round_seconds:
+            if since is None:
+                continue
+            if now - since > round_seconds:
                 waiting.append(key)
+            elif due is None or since + round_seconds < due:
+                due = since + round_seconds
+        self._measured = (workloads, len(self._recent), due)
         waiting.sort()
         metrics.KUEUE_WAITING.set(len(waiting))
         if waiting and tuple(waiting) != self._said_waiting:
@@ -164,14 +235,55 @@ class KueueDispatcher(KueueController):
                         "external; else see kueue_nomination_failed")  # fmt: skip
         self._said_waiting = tuple(waiting)
 
+    # --- one key --------------------------------------------------------------------------
+
+    async def reconcile(self, key: Key) -> float | None:
+        """Nominate one Workload's workers (``external``) or order one MultiKueueConfig
+        (``order``); seconds until it is due again (a round ending, the next forecast
+        hour, a dwell ending, at the latest :data:`RESYNC_SECONDS`), None when only a
+        change brings it back. A write the API server refused is logged and retried with
+        the key's back-off (:class:`~webhook.controllers.runner.Retry`)."""
+        kind, name = key
+        if kind == MULTIKUEUE_CONFIG and self.mode == "order":
+            return await self._order_key(name)
+        if kind != WORKLOAD or self.mode != "external":
+            return None
+        workload = self.reader.workload(name)
+        if workload is None:
+            self._recent.pop(name, None)
+            return None
+        if not self._dispatchable(workload) or not self.gate.leading:
+            return None
+        meta = meta_of(workload)
+        due = Due()
+        try:
+            outcome, job = await self._dispatch(
+                workload, self.reader.namespace(meta.namespace), self._in_flight(), due
+            )
+        except NotLeader:
+            return None  # the term ends: the next one queues every Workload
+        except ApiException as exc:
+            metrics.KUEUE_NOMINATIONS.labels("error").inc()
+            self.count("error")
+            problem = error_name(exc)
+            log.warning("kueue_nomination_failed", workload=meta.name,
+                        namespace=meta.namespace, error=problem,
+                        hint="409: the Workload changed since it was read; it is read "
+                        "again" if problem == "409" else None)  # fmt: skip
+            raise Retry(f"Workload {name} was not nominated") from exc
+        if job is not None:
+            self._recent[name] = job
+        self.count(outcome)
+        return due.seconds
+
     # --- external: nominate -----------------------------------------------------------------
 
-    def _in_flight(self, workloads: Mapping[str, Obj]) -> list[rules.Job]:
+    def _in_flight(self) -> list[rules.Job]:
         """The Workloads nominated and not admitted yet, with what this replica nominated
         that the cache does not show yet (a watch event lags the write)."""
         flying = self.reader.in_flight()
         for key, job in list(self._recent.items()):
-            held = workloads.get(key)
+            held = self.reader.workload(key)
             shown = held is not None and (
                 finished(held) or text(held, "status", "clusterName")
                 or set(job.nominated) <= set(items(held, "status", "nominatedClusterNames"))
@@ -181,47 +293,6 @@ class KueueDispatcher(KueueController):
             else:
                 flying = [j for j in flying if j.key != job.key] + [job]
         return flying
-
-    async def _dispatch_pass(
-        self, workloads: Mapping[str, Obj], written: set[str]
-    ) -> dict[str, int]:
-        flying = self._in_flight(workloads)
-        namespaces = self.reader.namespaces()
-        outcomes: dict[str, int] = {}
-        for key in sorted(workloads):
-            workload = workloads[key]
-            meta = meta_of(workload)
-            if not self._dispatchable(workload) or self.held(key, workload):
-                continue
-            if not self.gate.leading:
-                break
-            self._again = RESYNC_SECONDS
-            try:
-                outcome, job = await self._dispatch(
-                    workload, namespaces.get(meta.namespace, {}), flying
-                )
-            except NotLeader:
-                break
-            except ApiException as exc:
-                outcome, job = "error", None
-                metrics.KUEUE_NOMINATIONS.labels("error").inc()
-                problem = error_name(exc)
-                log.warning("kueue_nomination_failed", workload=meta.name,
-                            namespace=meta.namespace, error=problem,
-                            hint="409: the Workload changed since it was read; the next "
-                            "pass reads it again" if problem == "409" else None)  # fmt: skip
-            if job is not None:
-                flying = [j for j in flying if j.key != job.key] + [job]
-                self._recent[key] = job
-            if outcome == "error":
-                self.forget(key)
-            else:
-                self.hold(key, workload, self._again)
-            if outcome:
-                outcomes[outcome] = outcomes.get(outcome, 0) + 1
-                if outcome != "error":
-                    written.add(key)
-        return outcomes
 
     def _dispatchable(self, workload: Obj) -> bool:
         """Quota reserved, not admitted anywhere nor finished nor evicted (as Kueue's
@@ -234,13 +305,8 @@ class KueueDispatcher(KueueController):
             return False
         return not waiting_on_checks(workload, self.reader.multikueue_check(workload))
 
-    def _soon(self, seconds: float) -> None:
-        """The Workload being decided is due again within ``seconds`` (a round ends, the
-        feed may know its zones)."""
-        self._again = max(1.0, min(self._again, seconds))
-
     async def _dispatch(
-        self, workload: Obj, namespace: Mapping[str, str], flying: list[rules.Job]
+        self, workload: Obj, namespace: Mapping[str, str], flying: list[rules.Job], due: Due
     ) -> tuple[str, rules.Job | None]:
         """Carbon places ``workload`` (:meth:`_nominate`) unless it may not: then every
         active worker is nominated at once (:meth:`_all_at_once`)."""
@@ -255,10 +321,10 @@ class KueueDispatcher(KueueController):
             job = self.reader.job_of(workload, annotations)
         except InvalidInput as exc:
             return await self._all_at_once(workload, f"{exc}", warning=True), None
-        return await self._nominate(workload, job, flying)
+        return await self._nominate(workload, job, flying, due)
 
     async def _nominate(
-        self, workload: Obj, job: rules.Job, flying: list[rules.Job]
+        self, workload: Obj, job: rules.Job, flying: list[rules.Job], due: Due
     ) -> tuple[str, rules.Job | None]:
         workers = await self.reader.fleet(workload)
         if workers is None:
@@ -273,7 +339,7 @@ class KueueDispatcher(KueueController):
         round_seconds = self.config.kueue.round_seconds
         waited = 0.0 if since is None else (now - since).total_seconds()
         rounds = max(0, math.floor(waited / round_seconds))
-        self._soon((rounds + 1) * round_seconds - waited)  # the next round
+        due.soon((rounds + 1) * round_seconds - waited)  # the next round
         outlooks, readings = self.reader.outlooks((w.zone for w in workers), job.hours)
         nomination = rules.nominate(
             job, workers, outlooks, flying, rounds=rounds, step=self.config.kueue.step,
@@ -283,8 +349,8 @@ class KueueDispatcher(KueueController):
             return await self._all_at_once(workload, nomination.reason), None
         young = now - job.created < timedelta(seconds=round_seconds)
         if young and not any(v is not None for v in nomination.means.values()):
-            self._soon(min(self.interval, (job.created - now).total_seconds() + round_seconds))
-            return "", None  # the feed was just asked for the workers' zones: next pass
+            due.soon(min(self.interval, (job.created - now).total_seconds() + round_seconds))
+            return "", None  # the feed was just asked for the workers' zones: soon again
         added = [n for n in nomination.names if n not in job.nominated]
         if not added:
             return "", None
@@ -373,27 +439,30 @@ class KueueDispatcher(KueueController):
 
     # --- order: MultiKueueConfig.spec.clusters ---------------------------------------------
 
-    async def _order_pass(self) -> dict[str, int]:
-        configs = self.reader.caches.multikueue_configs.items()
-        outcomes: dict[str, int] = {}
-        for _, found in sorted(configs.items()):
-            if not_opted_in(found, None) is not None:
-                continue
-            if not self.gate.leading:
-                break
-            try:
-                changed = await self._order(found)
-            except NotLeader:
-                break
-            except ApiException as exc:
-                metrics.KUEUE_ORDERS.labels("error").inc()
-                log.warning("kueue_order_failed", multikueue_config=meta_of(found).name,
-                            error=error_name(exc))  # fmt: skip
-                outcomes["error"] = outcomes.get("error", 0) + 1
-                continue
-            if changed:
-                outcomes["ordered"] = outcomes.get("ordered", 0) + 1
-        return outcomes
+    async def _order_key(self, name: str) -> float | None:
+        """Order one MultiKueueConfig opted in; seconds until it is looked at again (the
+        next forecast hour or the dwell's end, at the latest :data:`RESYNC_SECONDS`)."""
+        found = self.reader.caches.multikueue_configs.get(name)
+        if found is None or not_opted_in(found, None) is not None or not self.gate.leading:
+            return None
+        try:
+            changed = await self._order(found)
+        except NotLeader:
+            return None
+        except ApiException as exc:
+            metrics.KUEUE_ORDERS.labels("error").inc()
+            self.count("error")
+            log.warning("kueue_order_failed", multikueue_config=name,
+                        error=error_name(exc))  # fmt: skip
+            raise Retry(f"MultiKueueConfig {name} was not ordered") from exc
+        if changed:
+            self.count("ordered")
+        now = self.clock()
+        since = since_of(self.reader.caches.multikueue_configs.get(name) or found, ORDERED_AT)
+        dwell = None if since is None else since + timedelta(hours=self.hysteresis.dwell_hours)
+        due = Due()
+        due.soon(next_change(now, dwell if dwell is not None and dwell > now else None))
+        return due.seconds
 
     async def _order(self, found: Obj) -> bool:
         name = meta_of(found).name

@@ -1,4 +1,4 @@
-"""What the Kueue controllers read of a MultiKueue manager, once per pass.
+"""What the Kueue controllers read of a MultiKueue manager, and how they run.
 
 For a Workload on the manager: its ClusterQueue (``status.admission.clusterQueue``, else
 the LocalQueue's), that queue's MultiKueue AdmissionCheck (``controllerName``
@@ -12,27 +12,47 @@ method (``reevaluate.forecast``), with the current readings for zones without on
 
 The manager's objects are held by watched caches (:class:`KueueCaches`, shared by both
 controllers: list, then watch from the list's ``resourceVersion``, relisted on ``410
-Gone``), each cut down to what a decision reads (:func:`slim_workload`, :func:`slim`):
-the Workloads, ClusterQueues, AdmissionChecks, MultiKueueConfigs, MultiKueueClusters,
-CarbonWindows and the Namespaces' labels. A change to any of them wakes the controllers
-(:meth:`KueueController.changed`); a pass reads memory only, and asks the API server
-only for what no watch holds (the owning Job, the workers' queues) when a Workload is
-decided. A controller that was not started (a one-off pass: a test, the CLI) lists the
-caches once per pass instead (:meth:`KueueReader.begin`). Worker clients live in
-:class:`webhook.kube.kueue.Workers`.
+Gone``), each cut down to what a decision reads (:func:`slim_workload`, :func:`slim`,
+:func:`slim_queue`): the Workloads, ClusterQueues, AdmissionChecks, MultiKueueConfigs,
+MultiKueueClusters, CarbonWindows and the Namespaces' labels. A decision reads memory,
+and asks the API server only for what no watch holds: the owning Job, and the workers'
+queues (each read held for :data:`WORKER_READS_SECONDS` at most, until the work queue is
+empty, so Workloads decided in a row share the reads; forgotten when the Lease is lost).
+The jobs nominated and not admitted yet are indexed from the Workloads' changes.
+
+Both controllers are keyed controllers (:class:`KueueController`, a
+:class:`~webhook.controllers.runner.KeyedController`): one key (:data:`Key`: a Workload,
+a MultiKueueConfig or an AdmissionCheck) per ``reconcile``, from the controller's own
+work queue (deduplicated keys, a per-key exponential back-off after a failure). A term
+starts once the caches have synced, with every key queued once. After that a key is
+queued when a watch says what it reads changed: a Workload's change queues that
+Workload; a change of the manager's other objects queues the Workloads (or the
+MultiKueueConfigs) that read them (a Namespace's labels: its Workloads); a feed refresh
+queues only those whose workers' zones (else the local ``zone``) changed their reading
+or their outlook. A reconcile says when its key is due again: a Kueue round ending, the
+next forecast hour, a window's deadline, and at the latest after
+:data:`RESYNC_SECONDS` (the safety net for what no watch reports: the Job's annotations,
+the workers' room). Losing the Lease drains the queue; the next leader's first sync
+decides each key once. A controller that was not started (a one-off sync: a test, the
+end-to-end suite) lists the caches once per :meth:`KueueController.sync` instead. Worker
+clients live in :class:`webhook.kube.kueue.Workers`.
 """
 
 from __future__ import annotations
 
+import collections
+import dataclasses
+import functools
 import json
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+import time
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence, Set
 from datetime import datetime, timedelta
 from typing import Any
 
 import structlog
 from kubernetes_asyncio import client
 
-from webhook.controllers.runner import Controller, Feed
+from webhook.controllers.runner import Feed, KeyedController
 from webhook.decision import kueue as rules
 from webhook.kinds.reevaluation import Reevaluation
 from webhook.kube import kueue as kube
@@ -47,6 +67,7 @@ from webhook.model.intensity import utcnow
 from webhook.model.objects import condition, items, meta_of, strings, text
 from webhook.model.resources import Resource
 from webhook.model.vocabulary import DECISION
+from webhook.runtime.workqueue import WorkQueue
 
 log = structlog.get_logger("carbonshift.kueue")
 
@@ -57,6 +78,37 @@ RESYNC_SECONDS = 300.0
 """How long a decision is held while neither its Workload, the manager's other objects nor
 the feed change: the safety net for what no watch reports (the owning Job's annotations,
 the workers' quota)."""
+WORKER_READS_SECONDS = 5.0
+"""How long a worker's queue, as read, is reused by the next Workloads decided (until the
+work queue is empty, at most this long)."""
+
+WORKLOAD = "Workload"
+MULTIKUEUE_CONFIG = "MultiKueueConfig"
+ADMISSION_CHECK = "AdmissionCheck"
+Key = tuple[str, str]
+"""What a Kueue controller reconciles: (kind, key in its cache): a Workload
+(``namespace/name``), a MultiKueueConfig (``order``) or an AdmissionCheck (the carbon
+window's Active condition)."""
+
+
+@dataclasses.dataclass(slots=True)
+class Due:
+    """Seconds until the key being reconciled is due again: the safety net
+    (:data:`RESYNC_SECONDS`), brought forward by what falls due first."""
+
+    seconds: float = RESYNC_SECONDS
+
+    def soon(self, seconds: float) -> None:
+        """Due again within ``seconds`` (at least a second from now)."""
+        self.seconds = max(1.0, min(self.seconds, seconds))
+
+
+def next_change(now: datetime, deadline: datetime | None) -> float:
+    """Seconds until the next hour (the forecasts are hourly) or ``deadline``, whichever
+    comes first."""
+    hour = now.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+    until = hour if deadline is None else min(hour, deadline)
+    return (until - now).total_seconds()
 
 
 def zone_label(obj: Mapping[str, Any]) -> str | None:
@@ -130,6 +182,16 @@ def slim(obj: Mapping[str, Any], _before: Obj | None = None) -> Obj:
     return out
 
 
+def slim_queue(obj: Mapping[str, Any], _before: Obj | None = None) -> Obj:
+    """A manager's ClusterQueue as the cache holds it: its name and spec (the checks it
+    lists); its status changes with every admission and is read by no decision."""
+    spec = obj.get("spec")
+    return {
+        "apiVersion": kube.API_VERSION, "kind": kube.CLUSTER_QUEUE.kind,
+        "metadata": _metadata(obj, ("name",)), "spec": spec if isinstance(spec, Mapping) else {},
+    }  # fmt: skip
+
+
 def _pod_set(pod_set: Mapping[str, Any]) -> Obj:
     """A pod set: its name, count and the containers' requests (no pod template)."""
     spec = pod_set.get("template")
@@ -172,21 +234,25 @@ def _labels(obj: Mapping[str, Any], _before: Mapping[str, str] | None) -> Mappin
 CARBON_WINDOWS = Resource("carbonshift.io", "v1alpha1", "carbonwindows", "CarbonWindow")
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace")
 
+Listener = Callable[[Resource, Collection[str]], None]
+"""Told which objects of a resource changed (their keys in its cache)."""
+
 
 class KueueCaches:
     """The manager's objects the Kueue controllers read, each a watched cache (shared by
     the dispatcher and the carbon window: started by the first, stopped by the last).
-    :attr:`generation` grows whenever anything but a Workload changes; a Workload change
-    names its keys. Either calls every listener (:meth:`listen`)."""
+    Every change is told to every listener (:meth:`listen`) with the resource and the
+    keys that changed."""
 
     def __init__(self) -> None:
         def cache(resource: Resource, kind: str, decode: Any = slim) -> WatchedCache[Any]:
-            return WatchedCache(resource, decode, kind=kind, on_keys=self._inputs)
+            told = functools.partial(self._changed, resource)
+            return WatchedCache(resource, decode, kind=kind, on_keys=told)
 
-        self.workloads: WatchedCache[Obj] = WatchedCache(
-            kube.WORKLOAD, slim_workload, kind="kueue_workload", on_keys=self._workloads
+        self.workloads: WatchedCache[Obj] = cache(kube.WORKLOAD, "kueue_workload", slim_workload)
+        self.cluster_queues: WatchedCache[Obj] = cache(
+            kube.CLUSTER_QUEUE, "kueue_cluster_queue", slim_queue
         )
-        self.cluster_queues: WatchedCache[Obj] = cache(kube.CLUSTER_QUEUE, "kueue_cluster_queue")
         self.admission_checks: WatchedCache[Obj] = cache(
             kube.ADMISSION_CHECK, "kueue_admission_check"
         )
@@ -199,7 +265,7 @@ class KueueCaches:
         self.carbon_windows: WatchedCache[Obj] = cache(CARBON_WINDOWS, "carbon_window")
         self.namespaces: WatchedCache[Mapping[str, str]] = WatchedCache(
             NAMESPACES, _labels, kind="namespace", objects=CoreObjects.of("list_namespace"),
-            on_keys=self._inputs,
+            on_keys=functools.partial(self._changed, NAMESPACES),
         )  # fmt: skip
         self.by_resource: dict[Resource, WatchedCache[Obj]] = {
             kube.CLUSTER_QUEUE: self.cluster_queues,
@@ -210,25 +276,22 @@ class KueueCaches:
         self.needed: tuple[WatchedCache[Any], ...] = (
             self.workloads, *self.by_resource.values(), self.namespaces,
         )  # fmt: skip
-        """What a pass cannot do without (the CarbonWindows are optional: without them a
-        check's default delay is the config's)."""
+        """What a decision cannot do without (the CarbonWindows are optional: without them
+        a check's default delay is the config's)."""
         self.all: tuple[WatchedCache[Any], ...] = (*self.needed, self.carbon_windows)
-        self.generation = 0
-        self._listeners: list[Callable[[], None]] = []
+        self._listeners: list[Listener] = []
         self._users = 0
 
-    def listen(self, listener: Callable[[], None]) -> None:
+    def __str__(self) -> str:
+        return "kueue"
+
+    def listen(self, listener: Listener) -> None:
         """Call ``listener`` after every change."""
         self._listeners.append(listener)
 
-    def _workloads(self, _keys: Collection[str]) -> None:
+    def _changed(self, resource: Resource, keys: Collection[str]) -> None:
         for listener in self._listeners:
-            listener()
-
-    def _inputs(self, _keys: Collection[str]) -> None:
-        self.generation += 1
-        for listener in self._listeners:
-            listener()
+            listener(resource, keys)
 
     @property
     def following(self) -> bool:
@@ -237,15 +300,15 @@ class KueueCaches:
 
     @property
     def synced(self) -> bool:
-        """Every cache a pass needs is listed and followed."""
+        """Every cache a decision needs is listed and followed."""
         return all(c.synced for c in self.needed)
 
-    def start(self, api: client.ApiClient) -> None:
+    def start(self, api: client.ApiClient, *, timeout_seconds: int = 300) -> None:
         """Follow the API server (once, however many controllers start them)."""
         self._users += 1
         if self._users == 1:
             for cache in self.all:
-                cache.start(api)
+                cache.start(api, timeout_seconds=timeout_seconds)
 
     async def stop(self) -> None:
         """Stop following once the last controller stopped."""
@@ -254,9 +317,13 @@ class KueueCaches:
             for cache in self.all:
                 await cache.stop()
 
-    async def list_once(self, api: client.ApiClient) -> bool:
-        """Fill every cache from one list (a one-off pass); False when one a pass needs
-        cannot be listed now (logged)."""
+    async def list_once(self, api: client.ApiClient) -> None:
+        """Fill every cache from one list (see :meth:`load`)."""
+        await self.load(api)
+
+    async def load(self, api: client.ApiClient) -> bool:
+        """Fill every cache from one list (a one-off sync); False when one a decision
+        needs cannot be listed now (logged)."""
         for cache in self.all:
             try:
                 await cache.list_once(api)
@@ -278,6 +345,8 @@ class KueueReader:
         feed: Feed,
         workers: kube.Workers,
         caches: KueueCaches | None = None,
+        *,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.api = api
         self.config = config
@@ -286,24 +355,36 @@ class KueueReader:
         self.caches = caches if caches is not None else KueueCaches()
         self.rules = Reevaluation(config, feed.outlook)
         self.default_runtime = config.kueue.default_runtime_seconds
-        self._worker_queues: dict[tuple[str, str, str], Obj | None] = {}
-        self._flying: tuple[Mapping[str, Obj] | None, list[rules.Job]] = (None, [])
+        self.monotonic = monotonic
+        self.worker_reads = 0
+        """Worker queues read over the network since the replica started (for tests)."""
+        self._worker_queues: dict[tuple[str, str, str], tuple[float, Obj | None]] = {}
+        self._flying: dict[str, rules.Job] | None = None
+        """Workload key -> its job, while nominated and not admitted (None: not indexed
+        yet; then kept by the Workloads' changes)."""
+        self.caches.listen(self._changed)
 
-    async def begin(self) -> bool:
-        """Start a pass: the caches synced (a controller that was not started lists them
-        once instead), and the feed asked for every worker's zone; False when the
-        manager's Kueue objects cannot be read now."""
+    def _changed(self, resource: Resource, keys: Collection[str]) -> None:
+        if resource != kube.WORKLOAD or self._flying is None:
+            return
+        for key in keys:
+            found = self.caches.workloads.get(key)
+            job = _flying(found, self.default_runtime) if found is not None else None
+            if job is None:
+                self._flying.pop(key, None)
+            else:
+                self._flying[key] = job
+
+    def forget_workers(self) -> None:
+        """Read the workers' queues afresh from now on."""
         self._worker_queues = {}
-        if not self.caches.following:
-            if not await self.caches.list_once(self.api):
-                return False
-        elif not self.caches.synced:
-            return False
-        for name in self.caches.multikueue_clusters.items():  # warm before Jobs need them
+
+    def warm(self) -> None:
+        """Ask the feed for every worker's zone (before a Job needs it)."""
+        for name in self.caches.multikueue_clusters.items():
             zone = self.zone_of(name)
             if zone:
                 self.feed.want(zone)
-        return True
 
     def _named(self, resource: Resource, name: str) -> Obj | None:
         return self.caches.by_resource[resource].get(name)
@@ -313,17 +394,23 @@ class KueueReader:
         holds it)."""
         return self.caches.workloads.items()
 
-    def namespaces(self) -> Mapping[str, Mapping[str, str]]:
-        """Namespace -> its labels."""
-        return self.caches.namespaces.items()
+    def workload(self, key: str) -> Obj | None:
+        return self.caches.workloads.get(key)
+
+    def namespace(self, name: str) -> Mapping[str, str]:
+        """A namespace's labels."""
+        return self.caches.namespaces.get(name) or {}
 
     def in_flight(self) -> list[rules.Job]:
-        """:func:`in_flight` of the Workloads as held (computed again only after a
-        change)."""
-        view = self.workloads()
-        if self._flying[0] is not view:
-            self._flying = (view, in_flight(view.values(), self.default_runtime))
-        return list(self._flying[1])
+        """:func:`in_flight` of the Workloads as held (indexed once, then kept by their
+        changes)."""
+        if self._flying is None:
+            self._flying = {
+                key: job
+                for key, workload in self.workloads().items()
+                if (job := _flying(workload, self.default_runtime)) is not None
+            }
+        return list(self._flying.values())
 
     # --- the manager ----------------------------------------------------------------------
 
@@ -387,6 +474,19 @@ class KueueReader:
         names = [n for n in items(multikueue_config, "spec", "clusters") if isinstance(n, str)]
         return {n: self.zone_of(n) for n in names}
 
+    def zones(self) -> set[str]:
+        """Every zone a decision may read: the workers' and the local one."""
+        names = self.caches.multikueue_clusters.items().keys() | self.config.clusters.keys()
+        found = {self.zone_of(n) for n in names} | {self.config.zone}
+        return {z for z in found if z}
+
+    def zones_of(self, workload: Mapping[str, Any]) -> set[str]:
+        """The zones a decision on ``workload`` reads: its workers' (else the local one)."""
+        multikueue_config = self.multikueue_config_of(workload)
+        if multikueue_config is None:
+            return {self.config.zone} if self.config.zone else set()
+        return {z for z in self.config_zones(multikueue_config).values() if z}
+
     # --- the workers -----------------------------------------------------------------------
 
     async def fleet(self, workload: Mapping[str, Any]) -> list[rules.Worker] | None:
@@ -406,16 +506,19 @@ class KueueReader:
 
     async def _worker_queue(self, worker: str, namespace: str, local_queue: str) -> Obj | None:
         key = (worker, namespace, local_queue)
-        if key in self._worker_queues:
-            return self._worker_queues[key]
+        now = self.monotonic()
+        held = self._worker_queues.get(key)
+        if held is not None and now - held[0] < WORKER_READS_SECONDS:
+            return held[1]
         found: Obj | None = None
         cluster = self._named(kube.MULTIKUEUE_CLUSTER, worker)
         api = await self.workers.client(cluster) if cluster is not None and local_queue else None
         if api is not None:
+            self.worker_reads += 1
             local = await kube.get(api, kube.LOCAL_QUEUE, local_queue, namespace)
             queue_name = text(local, "spec", "clusterQueue") if local is not None else ""
             found = await kube.get(api, kube.CLUSTER_QUEUE, queue_name) if queue_name else None
-        self._worker_queues[key] = found
+        self._worker_queues[key] = (now, found)
         return found
 
     # --- the Job and the grid --------------------------------------------------------------
@@ -474,37 +577,37 @@ class KueueReader:
         )
 
 
+def _flying(workload: Mapping[str, Any], default_runtime: float) -> rules.Job | None:
+    """A Workload nominated to workers and admitted by none yet, as a job (its requests are
+    what :func:`webhook.decision.kueue.room` counts); None: it is not."""
+    if not items(workload, "status", "nominatedClusterNames") or finished(workload):
+        return None
+    if text(workload, "status", "clusterName"):
+        return None
+    try:
+        return rules.job_of(
+            workload, None, default_runtime=timedelta(seconds=default_runtime),
+            default_max_delay=None,
+        )  # fmt: skip
+    except ValueError:
+        return None
+
+
 def in_flight(workloads: Iterable[Mapping[str, Any]], default_runtime: float) -> list[rules.Job]:
-    """The manager's Workloads nominated to workers and admitted by none yet, as jobs (their
-    requests are what :func:`webhook.decision.kueue.room` counts)."""
-    out = []
-    for workload in workloads:
-        if not items(workload, "status", "nominatedClusterNames") or finished(workload):
-            continue
-        if text(workload, "status", "clusterName"):
-            continue
-        try:
-            job = rules.job_of(
-                workload, None, default_runtime=timedelta(seconds=default_runtime),
-                default_max_delay=None,
-            )  # fmt: skip
-        except ValueError:
-            continue
-        out.append(job)
-    return out
+    """The manager's Workloads nominated to workers and admitted by none yet, as jobs."""
+    found = (_flying(w, default_runtime) for w in workloads)
+    return [job for job in found if job is not None]
 
 
-class KueueController(Controller):
+class KueueController(KeyedController[Key]):
     """What the Kueue controllers share: the manager's client, the reader of the manager's
-    and the workers' objects (over the watched caches), the leader gate and the Event
-    recorder.
+    and the workers' objects (over the watched caches, which are the controller's caches:
+    started with it, a term waiting for their sync), the leader gate, the Event recorder,
+    and which keys a change queues (see the module's docstring).
 
-    Started, a controller follows the caches and passes every ``kueue.interval_seconds``
-    once they have synced, and at once when a watched object changed, the feed was
-    refreshed or a decision it made falls due (:meth:`changed`). A pass decides again only
-    the Workloads whose object or inputs changed since it last decided them, or whose
-    decision fell due (:meth:`held`, :meth:`hold`): with nothing changed a pass makes no
-    API call."""
+    Subclasses write :meth:`reconcile`, :meth:`keys`, :meth:`changed` (the keys a watched
+    object's change queues) and :meth:`fed` (the keys a change of the feed's zones
+    queues), counting what they wrote in :attr:`outcomes`."""
 
     def __init__(
         self,
@@ -524,88 +627,98 @@ class KueueController(Controller):
         self.events = events
         self.clock = clock
         self.interval = config.kueue.interval_seconds
+        """How soon a Workload younger than a round is looked at again while the feed
+        knows none of its zones yet."""
         self.reader = KueueReader(api, config, feed, workers, caches)
-        self.reader.caches.listen(self._touched)
-        self._dirty = True
-        """A watched object changed since the last pass (or no pass ran yet)."""
-        self._decided: dict[str, tuple[Obj, object, datetime]] = {}
-        """Key -> the object as decided, the inputs then, and when it is due again."""
-        self._due: datetime | None = None
-        """The earliest of the due times in :attr:`_decided`."""
-        self._generation: object = None
-        """The feed's generation the last pass saw."""
+        self.caches = (self.reader.caches,)
+        self.queue = WorkQueue()
+        self.outcomes: collections.Counter[str] = collections.Counter()
+        """What was written since the replica started, by outcome."""
+        self._seen: tuple[object, object, dict[str, object]] | None = None
+        """The feed's table and generation :meth:`poll` last looked at, and the state of
+        each zone decisions read (its reading and outlook) then."""
+        self._warmed: object = None
+        """The MultiKueueClusters' view whose zones the feed was last asked for."""
+        self.reader.caches.listen(self._told)
 
-    # --- running --------------------------------------------------------------------------
+    # --- what is queued -------------------------------------------------------------------
 
-    def start(self) -> None:
-        """Follow the caches, then pass (the first once they have synced)."""
-        self.reader.caches.start(self.api)
-        super().start()
+    def changed(self, resource: Resource, keys: Collection[str]) -> Iterable[Key]:
+        """The keys a change of ``resource``'s objects ``keys`` queues."""
+        raise NotImplementedError
 
-    async def stop(self) -> None:
-        await super().stop()
-        await self.reader.caches.stop()
+    def fed(self, zones: Set[str]) -> Iterable[Key]:
+        """The keys a change of ``zones``' readings or outlooks queues."""
+        raise NotImplementedError
 
-    def _touched(self) -> None:
-        """A watched object changed: pass now rather than at the interval's end."""
-        self._dirty = True
-        self.wake()
+    def _told(self, resource: Resource, keys: Collection[str]) -> None:
+        if self._term:
+            self.enqueue(self.changed(resource, keys))
 
-    def _feed_generation(self) -> object:
-        return getattr(self.reader.feed.snapshot(), "generation", None)
+    def workload_keys(self, namespaces: Collection[str] | None = None) -> list[Key]:
+        """The Workloads not finished (in ``namespaces`` only, when given)."""
+        return [
+            (WORKLOAD, key)
+            for key, workload in self.reader.workloads().items()
+            if (namespaces is None or key.partition("/")[0] in namespaces)
+            and not finished(workload)
+        ]
 
-    def changed(self) -> bool:
-        """Pass before the interval is up: a watched object changed (once the caches have
-        synced), the feed was refreshed, or a decision fell due."""
-        if self._dirty:
-            return self.reader.caches.synced
-        if self._feed_generation() != self._generation:
-            return True
-        return self._due is not None and self.clock() >= self._due
+    def poll(self) -> None:
+        """Ask the feed for the workers' zones; after a feed refresh, queue the keys whose
+        zones' readings or outlooks changed (:meth:`fed`)."""
+        clusters = self.reader.caches.multikueue_clusters.items()
+        if clusters is not self._warmed:
+            self._warmed = clusters
+            self.reader.warm()
+        snapshot = self.reader.feed.snapshot()
+        table, generation = snapshot.table, getattr(snapshot, "generation", None)
+        seen = self._seen
+        if seen is not None and seen[0] is table and seen[1] == generation:
+            return
+        states = self._zone_states()
+        self._seen = (table, generation, states)
+        if seen is None:
+            return
+        before = seen[2]
+        zones = {z for z in before.keys() | states.keys() if before.get(z) != states.get(z)}
+        if zones:
+            self.enqueue(sorted(set(self.fed(zones))))
+
+    def _zone_states(self) -> dict[str, object]:
+        """Each zone decisions may read: its current reading and its outlook."""
+        outlooks, readings = self.reader.outlooks(self.reader.zones(), HOURS_AHEAD)
+        return {
+            zone: (readings.get(zone), None if series is None else tuple(series))
+            for zone, series in outlooks.items()
+        }
+
+    def settled(self) -> None:
+        """The queue is empty: the next Workloads read the workers afresh."""
+        self.reader.forget_workers()
 
     def lost(self) -> None:
-        """A new term decides everything again."""
-        self._decided, self._due, self._dirty = {}, None, True
+        """A new term reads and decides everything again."""
+        self.reader.forget_workers()
+        self._seen = self._warmed = None
 
-    async def _begin(self) -> bool:
-        """Start a pass (see :meth:`KueueReader.begin`); False: nothing to read yet."""
-        dirty, self._dirty = self._dirty, False
-        generation = self._feed_generation()
-        if not await self.reader.begin():
-            self._dirty = dirty or self.reader.caches.following
-            return False
-        self._generation = generation
-        return True
+    # --- a one-off sync -------------------------------------------------------------------
 
-    def _inputs(self) -> object:
-        """What every decision reads besides its Workload: the manager's other objects,
-        the namespaces' labels and the feed."""
-        return (self.reader.caches.generation, self._generation)
+    async def sync(self) -> dict[str, int]:
+        """Every key reconciled once, as a term's first sync does (a test, the end-to-end
+        suite): outcome -> count. Not started, it lists the caches once first."""
+        caches = self.reader.caches
+        if not caches.following:
+            self.reader.forget_workers()
+            if not await caches.load(self.api):
+                return {}
+        elif not caches.synced:
+            return {}
+        before = collections.Counter(self.outcomes)
+        await self.reconcile_all()
+        self.settled()
+        return dict(self.outcomes - before)
 
-    def held(self, key: str, obj: Obj) -> bool:
-        """``key`` was decided on this very object and inputs and is not due yet (only when
-        following: a one-off pass decides everything)."""
-        if not self.reader.caches.following:
-            return False
-        found = self._decided.get(key)
-        if found is None or found[1] != self._inputs():
-            return False
-        if found[0] is not obj and found[0] != obj:  # a relist decodes equal objects anew
-            return False
-        return self.clock() < found[2]
-
-    def hold(self, key: str, obj: Obj, seconds: float) -> None:
-        """``key`` is decided on ``obj``: again after ``seconds`` unless it or the inputs
-        change first."""
-        if self.reader.caches.following:
-            self._decided[key] = (obj, self._inputs(), self.clock() + timedelta(seconds=seconds))
-
-    def forget(self, key: str) -> None:
-        """Decide ``key`` again on the next pass."""
-        self._decided.pop(key, None)
-
-    def settle(self, keys: Collection[str]) -> None:
-        """After a pass: drop what is gone (``keys``: every Workload held) and note the
-        earliest due time."""
-        self._decided = {k: v for k, v in self._decided.items() if k in keys}
-        self._due = min((v[2] for v in self._decided.values()), default=None)
+    def count(self, outcome: str) -> None:
+        if outcome:
+            self.outcomes[outcome] += 1
