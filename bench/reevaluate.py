@@ -629,7 +629,7 @@ async def _passes(
                 await loop.reconcile(key)
                 loop.queue.done(key)
             if keepers.changed():
-                await keepers.reconcile()
+                await keepers.run()
             return loop.written - before
 
         results = []

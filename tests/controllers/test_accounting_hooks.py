@@ -76,9 +76,9 @@ async def test_the_loop_adds_what_each_hook_answers(kube: kubeapi.KubeApi) -> No
     offloadings = OneReplicaOnGreen((NAMESPACE_OFFLOADING,))
     clock = Clock()
     leader = accountant(kube.api, clock, pools, offloadings)
-    assert await leader.reconcile() == 0  # the first pass only sets the start
+    assert await leader.account() == 0  # the first pass only sets the start
     clock.now += timedelta(seconds=300)
-    assert await leader.reconcile() == 1
+    assert await leader.account() == 1
     ((books, managed),) = pools.handed  # once: the first pass accounts nothing
     assert managed == ["NodePool/batch"]  # the managed objects only
     assert books.hours == pytest.approx(300 / 3600)
@@ -99,9 +99,9 @@ async def test_places_that_are_not_replicas_leave_the_fleets_replicas(
     seed(kube, nodepool("batch"))
     clock = Clock()
     leader = accountant(kube.api, clock, OneReplicaOnGreen((NODEPOOL,), replicas=False))
-    await leader.reconcile()
+    await leader.account()
     clock.now += timedelta(seconds=300)
-    assert await leader.reconcile() == 1
+    assert await leader.account() == 1
     assert persisted(kube).series[-1]["r"] == {}
     assert sample(metrics.ACCOUNTED_REPLICAS, cluster="green") == 0
     leader.forget()
@@ -113,9 +113,9 @@ async def test_without_hooks_the_loop_reads_nothing_but_its_ledger(
     seed(kube, nodepool("batch"))
     clock = Clock()
     leader = accountant(kube.api, clock)
-    await leader.reconcile()
+    await leader.account()
     clock.now += timedelta(seconds=300)
-    assert await leader.reconcile() == 0
+    assert await leader.account() == 0
     assert {c.where.resource for c in kube.calls()} == {"configmaps"}
     leader.forget()
 

@@ -30,6 +30,7 @@ from tests.controllers.accounting_world import (
     saves,
     seed,
 )
+from tests.support import eventually
 from webhook.runtime import metrics
 
 __all__ = ["kube", "no_series"]  # fixtures used by name
@@ -45,10 +46,10 @@ async def test_an_interval_is_counted_against_the_users_own_division(
     clock = Clock()
     leader = accountant(kube.api, clock)
     leader.forget()
-    assert await leader.reconcile() == 0  # the first pass only sets the start
+    assert await leader.account() == 0  # the first pass only sets the start
     assert configmap(kube) is not None
     clock.now += timedelta(seconds=300)
-    assert await leader.reconcile() == 1
+    assert await leader.account() == 1
     ledger = persisted(kube)
     totals = ledger.objects["PropagationPolicy/shop/web"].totals["average/coefficient"]
     # Actual: 4 replicas on green (25 g/kWh). Counterfactual: the user's plain Divided
@@ -74,12 +75,12 @@ async def test_a_write_meeting_another_version_is_written_over(kube: kubeapi.Kub
     clock = Clock()
     leader = accountant(kube.api, clock)
     leader.forget()
-    await leader.reconcile()
+    await leader.account()
     # A former leader's last write lands after this leader's: the replace meets a newer
     # version (409), the leader reads the version and writes its own ledger over it.
     kube.touch("configmaps", CONFIGMAP, NAMESPACE, lambda o: o["data"].update(stale="{}"))
     clock.now += timedelta(seconds=300)
-    assert await leader.reconcile() == 1
+    assert await leader.account() == 1
     assert saves(kube) == ["GET", "POST", "PUT", "GET", "PUT"]
     stored = configmap(kube)
     assert stored is not None
@@ -89,7 +90,7 @@ async def test_a_write_meeting_another_version_is_written_over(kube: kubeapi.Kub
     # Deleted meanwhile: the replace meets 404 and the ledger is created again.
     kube.remove("configmaps", CONFIGMAP, NAMESPACE)
     clock.now += timedelta(seconds=300)
-    assert await leader.reconcile() == 1
+    assert await leader.account() == 1
     assert saves(kube)[5:] == ["PUT", "GET", "POST"]
     totals = persisted(kube).objects["PropagationPolicy/shop/web"].totals
     assert totals["average/coefficient"].grams == pytest.approx(2 * 4 * KWH * 25)
@@ -103,22 +104,22 @@ async def test_a_new_leader_resumes_from_the_persisted_totals(
     clock = Clock()
     first = accountant(kube.api, clock)
     first.forget()
-    await first.reconcile()
+    await first.account()
     clock.now += timedelta(seconds=300)
-    await first.reconcile()
+    await first.account()
     first.forget()  # it stops leading: its series go
     assert sample(metrics.EMISSIONS_GRAMS, **LABELS) == 0
     # Another replica takes over one interval later and counts that interval too.
     clock.now += timedelta(seconds=300)
     second = accountant(kube.api, clock)
-    assert await second.reconcile() == 1
+    assert await second.account() == 1
     totals = persisted(kube).objects["PropagationPolicy/shop/web"]
     assert totals.totals["average/coefficient"].grams == pytest.approx(2 * 4 * KWH * 25)
     assert sample(metrics.EMISSIONS_GRAMS, **LABELS) == pytest.approx(2 * 4 * KWH * 25)
     # After a long gap (no leader for an hour) the gap is not counted.
     clock.now += timedelta(hours=1)
     third = accountant(kube.api, clock)
-    assert await third.reconcile() == 0
+    assert await third.account() == 0
     again = persisted(kube).objects["PropagationPolicy/shop/web"]
     assert again.totals["average/coefficient"].grams == pytest.approx(2 * 4 * KWH * 25)
     # Each leader read the ledger and replaced it at the version it read.
@@ -138,9 +139,9 @@ async def test_nodepools_count_their_nodes_cpu_by_zone(
     )
     clock = Clock()
     leader = accountant(kube.api, clock)
-    await leader.reconcile()
+    await leader.account()
     clock.now += timedelta(hours=0.05)
-    assert await leader.reconcile() == 1
+    assert await leader.account() == 1
     assert {r.query.get("labelSelector") for r in kube.calls("GET", "nodes")} == {
         "karpenter.sh/nodepool"
     }
@@ -159,7 +160,7 @@ async def test_nothing_is_written_without_the_lease(
 ) -> None:
     seed(kube, policy("web"), binding("web", {"green": 4}))
     leader = accountant(kube.api, Clock(), kubeapi.Gate(leading=False))
-    assert await leader.reconcile() == 0
+    assert await leader.account() == 0
     assert configmap(kube) is None
     assert kube.writes() == []
 
@@ -171,9 +172,9 @@ async def test_embodied_emissions_when_configured(
     clock = Clock()
     leader = accountant(kube.api, clock, embodied_g_per_vcpu_hour=0.479)
     leader.forget()
-    await leader.reconcile()
+    await leader.account()
     clock.now += timedelta(seconds=300)
-    await leader.reconcile()
+    await leader.account()
     totals = persisted(kube).objects["PropagationPolicy/shop/web"]
     got = totals.totals["average/coefficient"]
     embodied = 4 * 0.5 * (300 / 3600) * 0.479
@@ -192,9 +193,9 @@ async def test_series_are_bounded_by_the_managed_objects(
     clock = Clock()
     leader = accountant(kube.api, clock)
     leader.forget()
-    await leader.reconcile()
+    await leader.account()
     clock.now += timedelta(seconds=300)
-    assert await leader.reconcile() == 1000
+    assert await leader.account() == 1000
     for metric in (
         metrics.ENERGY_KWH,
         metrics.EMISSIONS_GRAMS,
@@ -212,3 +213,39 @@ async def test_series_are_bounded_by_the_managed_objects(
     size = sum(len(v) for v in stored["data"].values())
     assert size < 1_000_000, size  # fits a ConfigMap
     leader.forget()
+
+
+async def test_a_running_accountant_passes_at_once_and_retries_a_failed_pass(
+    kube: kubeapi.KubeApi,
+) -> None:
+    """Started, a term's first pass runs at once; the next is due only after the interval
+    (an hour here), but a pass that raised is counted as an error and retried with the
+    key's back-off (half a second), not an interval later."""
+    seed(kube, policy("web"), binding("web", {"green": 4}))
+    leader = accountant(kube.api, Clock(), interval_seconds=3600)
+    leader.tick = 0.01
+    passes: list[str] = []
+    account = leader.account
+
+    async def failing_once() -> int:
+        passes.append("failed" if len(passes) == 1 else "ran")
+        if passes[-1] == "failed":
+            raise RuntimeError("the API server went away")
+        return await account()
+
+    leader.account = failing_once  # type: ignore[method-assign]
+    errors = sample(metrics.ACCOUNTED, outcome="error")
+    leader.start()
+    try:
+        first = lambda: configmap(kube) is not None  # noqa: E731
+        await eventually(first, "the first pass", seen=lambda: passes)
+        assert passes == ["ran"]
+        leader.queue.add("ledger")  # as if the interval were over: this pass fails
+        await eventually(lambda: len(passes) >= 3, "the retry", seen=lambda: passes)
+        assert passes[:3] == ["ran", "failed", "ran"]
+        assert sample(metrics.ACCOUNTED, outcome="error") == errors + 1
+        # The retry succeeded: the key's back-off starts afresh.
+        await eventually(lambda: leader.queue.failures("ledger") == 0, "the back-off reset")
+    finally:
+        await leader.stop()
+        leader.forget()

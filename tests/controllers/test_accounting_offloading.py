@@ -117,9 +117,9 @@ async def two_passes(kube: kubeapi.KubeApi) -> Accountant:
     clock = Clock()
     leader = accountant(kube.api, clock)
     leader.forget()
-    assert await leader.reconcile() == 0
+    assert await leader.account() == 0
     clock.now += timedelta(seconds=300)
-    assert await leader.reconcile() == 1
+    assert await leader.account() == 1
     return leader
 
 
@@ -169,9 +169,9 @@ async def test_pods_it_may_not_list_account_nothing(kube: kubeapi.KubeApi) -> No
     kube.fail("GET", "pods", 403, times=5)
     clock = Clock()
     leader = accountant(kube.api, clock)
-    await leader.reconcile()
+    await leader.account()
     clock.now += timedelta(seconds=300)
-    assert await leader.reconcile() == 0
+    assert await leader.account() == 0
     assert KEY not in persisted(kube).objects
 
 

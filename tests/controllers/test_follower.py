@@ -446,3 +446,66 @@ async def test_the_keepers_look_again_when_a_members_room_changes(
     keepers._took = 3600.0  # a pass that took an hour: room alone waits three
     rooms[0] += 1
     assert not keepers.changed()
+
+
+class _Keeping(keeper_module.Keeper):
+    """A keeper of policies that notes how they stand at each run; its first run on a
+    policy favouring ``b`` raises."""
+
+    name = "keeping"
+    kinds = frozenset({"PropagationPolicy"})
+
+    def __init__(self, follower: Follower) -> None:
+        super().__init__(follower)
+        self.tick = 0.01
+        self.runs: list[tuple[str, ...]] = []
+        self.standing: dict[Any, str | None] = {}
+
+    def stand(self, key: Any, obj: dict[str, Any], *, rewritten: bool) -> bool:
+        before, self.standing[key] = self.standing.get(key), favoured(obj)
+        return before != self.standing[key]
+
+    async def keep(self, ctx: Context) -> int:
+        self.runs.append(tuple(sorted(str(v) for v in self.standing.values())))
+        if self.runs[-1] == ("b",) and self.runs.count(("b",)) == 1:
+            raise RuntimeError("a refused write")
+        return 0
+
+
+async def test_a_running_keeper_runs_once_settled_and_retries_a_failure(
+    kube: kubeapi.KubeApi,
+) -> None:
+    # A keeper is a keyed controller with one key: queued once the follower has settled
+    # after a change, never on a clock alone (the safety net is an hour away), and
+    # retried with its back-off when a run raised.
+    grid = Fed(settings(reevaluate={"min_interval_seconds": 1800, "forecast": "none",
+                                    "interval_seconds": 3600}), ADMITTED)  # fmt: skip
+    kube.add(namespace("shop", enabled=True))
+    first = testing.propagation_policy(namespace="shop", strategy="weighted", created=grid.clock())
+    kube.add(admitted(grid, first))
+    loop = leader(kube, grid)
+    loop.tick = 0.01
+    keeping = _Keeping(loop)
+    loop.start()
+    keeping.start()
+    try:
+        # (A run may come first on nothing yet, before the namespaces are listed.)
+        await eventually(lambda: keeping.runs[-1:] == [("a",)], "a run after the first sync",
+                         seen=lambda: keeping.runs)  # fmt: skip
+        await eventually(lambda: loop.queue.idle and keeping.queue.idle, "idle")
+        runs = len(keeping.runs)
+        for _ in range(20):  # twenty ticks: nothing changed, no run
+            await asyncio.sleep(0.01)
+        assert len(keeping.runs) == runs
+        grid.values = dict(TURNED)
+        grid.clock.advance(hours=13)
+        grid.generation = 2
+        # The switch to b: a run (which raises: the keeper's second), then its retry.
+        await eventually(lambda: ("b",) in keeping.runs[runs + 1 :], "the retried run",
+                         seen=lambda: keeping.runs)  # fmt: skip
+        assert keeping.runs[runs:] == [("b",), ("b",)]
+        await eventually(lambda: keeping.queue.failures(keeper_module.FLEET) == 0,
+                         "the back-off reset")  # fmt: skip
+    finally:
+        await asyncio.wait_for(keeping.stop(), 10)
+        await asyncio.wait_for(loop.stop(), 10)

@@ -46,13 +46,13 @@ from __future__ import annotations
 import dataclasses
 import datetime
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Protocol, cast
+from typing import Any, Final, Protocol, cast
 
 import structlog
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
-from webhook.controllers.runner import Controller
+from webhook.controllers.runner import KeyedController
 from webhook.decision.accounting import Coefficients, Intensity, Interval, PodJoules
 from webhook.decision.ledger import (
     LEDGER_LABELS,
@@ -79,6 +79,7 @@ from webhook.model.resources import Resource
 from webhook.model.vocabulary import DECISION
 from webhook.prometheus.kepler import Kepler
 from webhook.runtime import metrics
+from webhook.runtime.workqueue import WorkQueue
 
 log = structlog.get_logger("carbonshift.accounting")
 
@@ -175,8 +176,16 @@ class Accounts(Protocol):
         ...
 
 
-class Accountant(Controller):
-    """Accounts the managed objects' emissions while this replica leads."""
+LEDGER: Final = "ledger"
+"""The accountant's one key: a pass adds an interval to every object's totals at once,
+as one ledger."""
+
+
+class Accountant(KeyedController[str]):
+    """Accounts the managed objects' emissions while this replica leads: a keyed
+    controller with one key (:data:`LEDGER`), due again every
+    ``accounting.interval_seconds`` (a term starts with a pass at once; a pass that
+    raises is retried with the key's back-off)."""
 
     name = "accounting"
 
@@ -217,10 +226,23 @@ class Accountant(Controller):
         )
         self.ledger: Ledger | None = None
         self._version: str | None = None
+        self.queue = WorkQueue()
+
+    def keys(self) -> tuple[str]:
+        return (LEDGER,)
+
+    async def reconcile(self, key: str = LEDGER) -> float:
+        """A pass (:meth:`account`); due again after the interval."""
+        try:
+            await self.account()
+        except Exception:
+            metrics.ACCOUNTED.labels("error").inc()
+            raise
+        return self.interval
 
     # --- one pass -------------------------------------------------------------------------
 
-    async def reconcile(self) -> int:
+    async def account(self) -> int:
         """Account every managed object once; the number of objects accounted."""
         if not self.gate.leading:
             self.forget()
@@ -396,10 +418,6 @@ class Accountant(Controller):
 
     def lost(self) -> None:
         self.forget()
-
-    def failed(self) -> None:
-        metrics.ACCOUNTED.labels("error").inc()
-        super().failed()
 
     def describe(self) -> dict[str, Any]:
         return {

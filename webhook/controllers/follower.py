@@ -307,7 +307,7 @@ class Follower(KeyedController[Key]):
         keepers look at it now."""
         self._tallies()
         for keeper in self.keepers:
-            keeper.wake()
+            keeper.settle()
 
     def _tallies(self) -> None:
         for target in self.targets:
@@ -415,7 +415,7 @@ class Follower(KeyedController[Key]):
         self._tallies()
         for keeper in self.keepers:
             if self.gate.leading:
-                await keeper.reconcile()
+                await keeper.run()
         return self.written - before
 
     def _decide(

@@ -259,6 +259,12 @@ class KeyedController(Generic[K]):
     def running(self) -> bool:
         return self._task is not None and not self._task.done()
 
+    @property
+    def in_term(self) -> bool:
+        """A term runs: this replica leads and the caches had synced (every key was
+        queued once when it started)."""
+        return self._term
+
     async def _supervise(self) -> None:
         workers: list[asyncio.Task[None]] = []
         depth = metrics.QUEUE_DEPTH.labels(self.name)

@@ -26,7 +26,7 @@ def _reevaluate(w: Wiring) -> Sequence[Controller | KeyedController[Any]]:
     return [follower, *keepers]
 
 
-def _accounting(w: Wiring) -> Sequence[Controller]:
+def _accounting(w: Wiring) -> Sequence[KeyedController[Any]]:
     from webhook.controllers.accounting import Accountant  # noqa: PLC0415
 
     f = w.fleet
