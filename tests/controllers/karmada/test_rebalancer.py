@@ -22,6 +22,7 @@ from webhook import testing
 from webhook.controllers.karmada import rebalancer as rebalancer_module
 from webhook.controllers.karmada.rebalancer import (
     Fill,
+    Named,
     Rebalancer,
     Tiers,
     _listed_binding,
@@ -543,7 +544,17 @@ def test_fills_hold_equal_tiers_once_and_few_names_as_a_tuple() -> None:
     again = shared.hold([list(every[:10]), list(every[10:])])
     assert again[0] is one[0]  # equal tiers: held once
     assert again[1] is one[1]
-    assert isinstance(one[1], frozenset)  # many names: a set
+    assert isinstance(one[1], Named)  # many names: bits of one numbering
+    assert all(name in one[1] for name in every)
+    assert "member-40" not in one[1]
+    assert 7 not in one[1]  # not a name
+    other = shared.hold([every[20:], ["member-99"]])  # numbers one more cluster
+    assert "member-99" in other[1]
+    assert "member-99" not in one[1]
+    assert "member-00" in one[1]
+    assert "member-00" not in other[1]
+    assert one[1] != other[1]
+    assert Tiers().hold([every[:10], every[10:]])[1] == one[1]  # equal names: equal
     small = shared.hold([["a", "b"], ["c", "a"]])
     assert small[1] == ("a", "b", "c")  # a few names: a tuple, each once
     assert "c" in small[1]
