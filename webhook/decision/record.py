@@ -34,7 +34,17 @@ class Sealed(dict[str, Any]):
 
 def fingerprint(value: object) -> str:
     """Short stable hash of a JSON value."""
-    data = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    return _digest(orjson.dumps(value, option=orjson.OPT_SORT_KEYS))
+
+
+@functools.lru_cache(maxsize=256)
+def _digest(data: bytes) -> str:
+    """The fingerprint of a value serialized as ``data`` (sorted keys).
+
+    Kept for the last few serializations: a pass fingerprints each field a policy holds
+    several times (the user's edits, the user's view, the new record's ownership), and
+    many policies hold the same field values. Keyed by the bytes themselves, the memo
+    answers exactly what hashing them again would, whatever became of the value."""
     return hashlib.blake2s(data, digest_size=6).hexdigest()
 
 
