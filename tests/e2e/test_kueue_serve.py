@@ -200,7 +200,8 @@ def test_the_example_jobs_are_placed_by_carbon_or_sent_everywhere_at_once(
     refused = {k: v for k, v in seen.items() if k.startswith("carbonshift_kube_forbidden") and v}
     assert not refused, f"refused by RBAC: {refused}"
     log = fleet.layout.log(CARBONSHIFT).read_text(errors="replace")
-    failed = [line for line in log.splitlines() if "_pass_failed" in line or "Traceback" in line]
+    failures = ("_pass_failed", "_reconcile_failed", "_poll_failed", "_tick_failed", "Traceback")
+    failed = [line for line in log.splitlines() if any(f in line for f in failures)]
     assert not failed, "\n".join(failed[:20])
     for event in ("kueue_dispatch_started", "carbon_window_started", "leader_elected"):
         assert event in log, event
