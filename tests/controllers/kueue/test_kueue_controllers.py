@@ -758,6 +758,16 @@ async def test_a_running_dispatcher_reconciles_only_the_workload_that_changed(
     leader = dispatcher(world, feed)
     leader.tick = 0.01
     counted = Counted(leader)
+    with capture_logs() as logs:
+        await changed_alone(world, leader, feed, counted)
+    assert leader.outcomes == {"nominated": 3}
+    # its own nomination seen before its record is not another dispatcher's
+    assert not [e for e in logs if e["event"] == "kueue_nominated_by_another"]
+
+
+async def changed_alone(world: World, leader: Any, feed: Fed, counted: Counted) -> None:
+    """Started: every Workload decided once; a refresh that changed nothing and a change
+    of one Workload."""
     leader.start()
     try:
         await eventually(

@@ -132,6 +132,9 @@ class KueueDispatcher(KueueController):
         super().__init__(*args, **kwargs)
         self._recent: dict[str, rules.Job] = {}
         """Key -> the Workload as this replica nominated it, until the cache shows it."""
+        self._mine: set[str] = set()
+        """The Workloads this replica nominated this term (the record of a nomination may
+        reach the cache after the nomination itself: that is not another dispatcher's)."""
         self._measured: tuple[object, int, datetime | None] | None = None
         """The Workloads' view and the nominations not shown yet the waiting Workloads were
         last counted on, and when the next one starts to wait past a round."""
@@ -197,7 +200,7 @@ class KueueDispatcher(KueueController):
 
     def lost(self) -> None:
         super().lost()
-        self._recent = {}
+        self._recent, self._mine = {}, set()
         self._measured = None
         metrics.KUEUE_WAITING.set(0)  # the new leader counts them
 
@@ -251,6 +254,7 @@ class KueueDispatcher(KueueController):
         workload = self.reader.workload(name)
         if workload is None:
             self._recent.pop(name, None)
+            self._mine.discard(name)
             return None
         if not self._dispatchable(workload) or not self.gate.leading:
             return None
@@ -412,6 +416,7 @@ class KueueDispatcher(KueueController):
                                 manager=kube.ADMISSION_MANAGER)  # fmt: skip
         metrics.KUEUE_NOMINATIONS.labels(outcome).inc()
         meta = meta_of(workload)
+        self._mine.add(f"{meta.namespace}/{meta.name}")
         try:
             await apply_metadata(
                 self.api, self.gate, kube.WORKLOAD, name=meta.name,
@@ -426,10 +431,11 @@ class KueueDispatcher(KueueController):
 
     def _another(self, workload: Obj, nominated: tuple[str, ...]) -> None:
         """Another dispatcher nominated ``workload`` (no nomination of carbonshift's is
-        recorded on it): leave it alone, and say so once."""
-        if not self._said_another:
+        recorded on it): leave it alone, and say so once (not for a nomination of this
+        replica's whose record the cache does not show yet)."""
+        meta = meta_of(workload)
+        if not self._said_another and f"{meta.namespace}/{meta.name}" not in self._mine:
             self._said_another = True
-            meta = meta_of(workload)
             log.warning(
                 "kueue_nominated_by_another", workload=meta.name, namespace=meta.namespace,
                 nominated=list(nominated),
