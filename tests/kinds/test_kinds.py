@@ -166,3 +166,12 @@ def test_a_kind_of_ones_own_is_admitted_followed_and_granted(registry: kinds.Reg
 def test_a_kind_is_registered_once() -> None:
     with pytest.raises(ValueError, match="twice"):
         kinds.REGISTRY.with_(kinds.KINDS[0])
+
+
+def test_zones_read_notes_every_zone_asked_for_found_or_not() -> None:
+    seen: set[str] = set()
+    table = reevaluation.ZonesRead({"DE": 1.0}, seen)
+    assert table.get("DE") == 1.0
+    assert table.get("FR") is None
+    assert table.get("PL", 2.0) == 2.0
+    assert seen == {"DE", "FR", "PL"}

@@ -65,6 +65,12 @@ class ZonesRead(Mapping[str, Any]):
         self._seen.add(zone)
         return self._table[zone]
 
+    def get(self, zone: str, default: Any = None) -> Any:
+        """``self[zone]``, or ``default`` (the zone is noted either way): what a decision
+        asks of every candidate's zone, answered without the ABC's ``KeyError`` round."""
+        self._seen.add(zone)
+        return self._table.get(zone, default)
+
     def __contains__(self, zone: object) -> bool:
         if isinstance(zone, str):
             self._seen.add(zone)
