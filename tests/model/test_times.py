@@ -102,3 +102,13 @@ def test_what_carbonshift_writes_it_reads_back() -> None:
     when = datetime(2026, 3, 1, 10, 20, 30, tzinfo=UTC)
     assert format_time(when) == "2026-03-01T10:20:30Z"
     assert parse_time(format_time(when)) == when
+
+
+def test_a_time_read_again_reads_the_same_and_a_refused_one_is_refused_again() -> None:
+    text = "2026-11-23T12:00:00.5+01:00"
+    assert parse_time(text) == parse_time(text) == datetime(2026, 11, 23, 11, 0, 0, 500000, UTC)
+    assert parse_time(text, provider=True) == parse_time(text)
+    assert parse_time("2023-01-01 00:00", provider=True) == datetime(2023, 1, 1, tzinfo=UTC)
+    for _ in range(2):
+        with pytest.raises(ValueError, match="not an RFC 3339 time"):
+            parse_time("2023-01-01 00:00")

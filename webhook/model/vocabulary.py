@@ -336,6 +336,15 @@ def parse_time(raw: str, *, provider: bool = False) -> datetime.datetime:
     ``provider``: the laxer ISO 8601 of intensity providers and their CSV exports
     (:data:`_ISO8601`), a time without a zone being UTC. Every time carbonshift reads goes
     through here; it writes them with :func:`format_time`."""
+    return _parsed(raw, provider)
+
+
+@functools.lru_cache(maxsize=512)
+def _parsed(raw: str, provider: bool) -> datetime.datetime:
+    """:func:`parse_time`, kept for the last few texts: a pass reads the same few times
+    on every object (records written by the same decisions). A datetime is immutable and
+    its text never changes, so a kept answer is the answer; a text that raises is never
+    kept (it raises anew each time)."""
     found = (_ISO8601 if provider else _RFC3339).fullmatch(raw.strip())
     if found is None:
         raise ValueError(f"not an RFC 3339 time: {raw!r}")
