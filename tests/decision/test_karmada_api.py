@@ -76,6 +76,7 @@ def test_the_config_names_a_release_or_auto() -> None:
     assert configured("1.16") == KarmadaApi(False, "config", "1.16")
     assert configured("v1.18.2") == KarmadaApi(True, "config", "1.18.2")
     assert configured("2.0") == KarmadaApi(True, "config", "2.0")
+    assert configured("1.16") == KarmadaApi(False, "config", "1.16")  # asked again
     assert parse({"karmada": {"version": "v1.17.3"}}).karmada.version == "v1.17.3"
     assert parse({}).karmada.version == "auto"
     with pytest.raises(InvalidInput, match=r"karmada\.version: expected auto or a Karmada release"):

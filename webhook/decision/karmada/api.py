@@ -27,6 +27,7 @@ CRDs is :mod:`webhook.kube.karmada`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
@@ -95,8 +96,10 @@ def release(version: str) -> tuple[int, int] | None:
     return (int(found.group(1)), int(found.group(2))) if found else None
 
 
+@functools.lru_cache(maxsize=16)
 def configured(version: str) -> KarmadaApi | None:
-    """The API ``karmada.version`` names; None for ``auto``."""
+    """The API ``karmada.version`` names; None for ``auto``. Kept per text (a
+    decision asks on every object; the answer is immutable and a pure function of it)."""
     named = release(version)
     if named is None:
         return None
