@@ -4,6 +4,7 @@ wrong-typed optional field is its zero value, and nothing raises."""
 from __future__ import annotations
 
 import datetime
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -194,3 +195,12 @@ def test_the_first_condition_of_a_type_answers() -> None:
     }
     assert condition(obj, "Ready") == "False"
     assert condition(obj, "Available") == ""
+
+
+def test_a_mapping_that_is_no_dict_reads_as_a_dict_does() -> None:
+    labels = MappingProxyType({"app": "web", "n": 3})
+    meta = Meta(MappingProxyType({"name": "a", "labels": labels}))
+    assert meta.name == "a"
+    assert meta.labels == {"app": "web"}
+    assert strings(MappingProxyType({"a": "1"})) == {"a": "1"}
+    assert meta_of(MappingProxyType({"metadata": {"name": "b"}})).name == "b"

@@ -298,7 +298,7 @@ def _edited(
 def _at(obj: Mapping[str, Any], path: Path) -> Any:
     node: Any = obj
     for key in path:
-        if not isinstance(node, Mapping):
+        if type(node) is not dict and not isinstance(node, Mapping):
             return None
         node = node.get(key)
     return node

@@ -120,7 +120,7 @@ class Record:
     def entries(self) -> Mapping[object, object]:
         """``clusters`` as stored (:attr:`clusters` without reading each entry)."""
         found = self.body.get("clusters")
-        return found if isinstance(found, Mapping) else {}
+        return found if type(found) is dict or isinstance(found, Mapping) else {}
 
     @property
     def since(self) -> str | None:

@@ -128,6 +128,6 @@ def is_open(affinity: object) -> bool:
     """
     if affinity is None:
         return True
-    if not isinstance(affinity, Mapping):
+    if type(affinity) is not dict and not isinstance(affinity, Mapping):
         return False
     return not affinity.get("clusterNames")

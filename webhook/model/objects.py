@@ -94,7 +94,7 @@ def strings(raw: object) -> Mapping[str, str]:
 
     Also how a Kubernetes client model's string map is read: ``strings(node.metadata.labels)``
     (None when unset)."""
-    if not isinstance(raw, Mapping):
+    if type(raw) is not dict and not isinstance(raw, Mapping):
         return _EMPTY
     for value in raw.values():
         if not isinstance(value, str):
@@ -132,7 +132,9 @@ class Meta:
     __slots__ = ("raw",)
 
     def __init__(self, raw: object) -> None:
-        self.raw: Mapping[str, Any] = raw if isinstance(raw, Mapping) else _EMPTY
+        self.raw: Mapping[str, Any] = (
+            raw if type(raw) is dict or isinstance(raw, Mapping) else _EMPTY
+        )
         """The metadata mapping itself (empty when there is none)."""
 
     def __repr__(self) -> str:

@@ -124,7 +124,7 @@ def _stale(previous: Record, new: Record | None, inputs: Inputs) -> list[str]:
 
 def _placement(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     found = dig(obj, "spec", "placement")
-    return found if isinstance(found, Mapping) else {}
+    return found if type(found) is dict or isinstance(found, Mapping) else {}
 
 
 def _why(before: float | None, after: float | None, rule: Hysteresis) -> str:

@@ -136,11 +136,12 @@ class PlacementView:
 
     @classmethod
     def of(cls, placement: Mapping[str, Any]) -> PlacementView:
-        scheduling = placement.get("replicaScheduling")
-        written = isinstance(scheduling, Mapping)
-        rules = scheduling if isinstance(scheduling, Mapping) else {}
+        scheduling: Any = placement.get("replicaScheduling")
+        written = type(scheduling) is dict or isinstance(scheduling, Mapping)
+        rules = scheduling if written else {}
         preference = rules.get("weightPreference")
-        preference = preference if isinstance(preference, Mapping) else {}
+        if type(preference) is not dict and not isinstance(preference, Mapping):
+            preference = {}
         dynamic = preference.get("dynamicWeight")
         listed = preference.get("staticWeightList")
         entries = tuple(_entries(listed))
@@ -269,12 +270,12 @@ def _terms(raw: object) -> list[Term]:
         return []
     out = []
     for term in raw:
-        if not isinstance(term, Mapping):
+        if type(term) is not dict and not isinstance(term, Mapping):
             continue
         extra = term.get("overflowAffinities")
         overflow: tuple[Mapping[str, Any], ...] | None = None
         if isinstance(extra, list):
-            overflow = tuple(o for o in extra if isinstance(o, Mapping))
+            overflow = tuple(o for o in extra if type(o) is dict or isinstance(o, Mapping))
         elif extra is not None:
             overflow = ()  # not a list: the API server refuses it; counts as overflow
         out.append(Term(str(term.get("affinityName") or ""), term, overflow))
