@@ -448,6 +448,13 @@ class Knobs:
 
 _SCOPE_NAMES: Mapping[Scope, str] = {"policy": "policies", "nodepool": "NodePools"}
 
+_ROWS: Mapping[str, Key] = {k.name: k for k in KEYS}
+"""The vocabulary's rows by key (:data:`KEYS`, a constant)."""
+_VALID: Mapping[Scope, tuple[str, ...]] = {
+    scope: tuple(k.name for k in KEYS if scope in k.scopes) for scope in BOTH
+}
+"""The keys each decision reads, in :data:`KEYS` order (the order difflib weighs them in)."""
+
 
 class UnknownKey(InvalidInput):
     """A ``carbonshift.io/*`` annotation the decision does not read: unknown (a
@@ -459,13 +466,12 @@ def unknown_keys(annotations: Mapping[str, str], scope: Scope) -> list[UnknownKe
     """The ``carbonshift.io/*`` annotations a ``scope`` decision would silently ignore,
     each with the closest key it reads (:mod:`difflib`). Keys carbonshift writes
     (``carbonshift.io/decision``, the intensity marks) are never reported."""
-    valid = [k.name for k in KEYS if scope in k.scopes]
-    rows = {k.name: k for k in KEYS}
+    valid = _VALID.get(scope, ())
     out: list[UnknownKey] = []
     for key in sorted(annotations):
         if not key.startswith(PREFIX) or key in valid:
             continue
-        row = rows.get(key)
+        row = _ROWS.get(key)
         if row is not None and row.written:
             continue
         closest = difflib.get_close_matches(key, valid, n=1, cutoff=0.0)
