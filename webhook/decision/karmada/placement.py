@@ -252,8 +252,18 @@ def decide(policy: Mapping[str, Any], inputs: PolicyInputs) -> Decision:
         shape = dataclasses.replace(shape, uncarried=", ".join(picked.others))
     limits = _Limits(user_terms and not override, groups, shape.spread, known, reach is not None)
     intensities = _apply_limit(new, dict(data.values), knobs.max_intensity, limits, notes)
+    # What the limit excluded is the one edit made to the copy so far: without any it
+    # reads as the user's view, already read.
+    limited = PlacementView.of(new) if notes.excluded else view
     tiers, weights, others = _place(
-        new, intensities, knobs, shape, user_terms, weighting=inputs.weighting, notes=notes
+        new,
+        intensities,
+        knobs,
+        shape,
+        user_terms,
+        view=limited,
+        weighting=inputs.weighting,
+        notes=notes,
     )
 
     changes = diff(current, new)
@@ -261,8 +271,8 @@ def decide(policy: Mapping[str, Any], inputs: PolicyInputs) -> Decision:
         decision.skipped = f"placement left as is: {why}"
         warn(f"carbonshift: {decision.skipped}")
         return decision
-    proposal = Proposal(previous, current, new, weights, data.values)
-    if changes and proposal.keep(inputs.hysteresis, inputs.now, warn):
+    held = Proposal(previous, current, new, weights, data.values) if changes else None
+    if held is not None and held.keep(inputs.hysteresis, inputs.now, warn):
         decision.record = previous
         return decision
     body = data.body(weights) | notes.body(others) | _kept_whole(picked, inputs, new, spec, warn)
@@ -457,15 +467,17 @@ def _place(
     shape: _Shape,
     user_terms: bool,
     *,
+    view: PlacementView,
     weighting: WeightingConfig,
     notes: _Notes,
 ) -> tuple[Tiers, dict[str, int] | None, int | None]:
     """Write the ordered fill, or else green-first terms and carbon weights.
 
-    Returns the fill's tiers (empty: not written), the static weights and the catch-all
-    weight (:func:`_apply_weights`).
+    ``view``: ``placement`` as read (:meth:`PlacementView.of`). Returns the fill's tiers
+    (empty: not written), the static weights and the catch-all weight
+    (:func:`_apply_weights`).
     """
-    if _wants_fill(PlacementView.of(placement), knobs, shape, user_terms, notes):
+    if _wants_fill(view, knobs, shape, user_terms, notes):
         return shape.fill(placement, intensities, knobs.max_clusters), None, None
     green = False
     if knobs.max_clusters is not None:
