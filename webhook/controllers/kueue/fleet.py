@@ -399,7 +399,8 @@ class KueueReader:
 
     def namespace(self, name: str) -> Mapping[str, str]:
         """A namespace's labels."""
-        return self.caches.namespaces.get(name) or {}
+        labels = self.caches.namespaces.get(name)
+        return {} if labels is None else labels
 
     def in_flight(self) -> list[rules.Job]:
         """:func:`in_flight` of the Workloads as held (indexed once, then kept by their
