@@ -942,3 +942,24 @@ def condition_of(obj: dict[str, Any] | None, kind: str) -> str | None:
         c for c in ((obj or {}).get("status") or {}).get("conditions", []) if c["type"] == kind
     ]
     return found[0]["status"] if found else None
+
+
+async def test_a_reconcile_says_when_its_key_is_due_again(world: World) -> None:
+    """A nominated Workload when its round ends, a held one at the next forecast hour (at
+    the latest after 5 minutes), one nobody may dispatch yet only when it changes."""
+    with_window(world)
+    world.manager.add(job("job-1", {vocabulary.MAX_DELAY: "6h"}))
+    world.manager.add(workload("held", checks={WINDOW: "Pending", CHECK: "Pending"}, job="job-1"))
+    world.manager.add(workload("sent", checks={WINDOW: "Ready", CHECK: "Pending"}))
+    before_the_hour = SOON + timedelta(minutes=58)
+    leader = dispatcher(world, GREEN)
+    holder = window(world, LATER_GREEN, clock=lambda: before_the_hour)
+    assert await holder.sync() == {"active": 1, "Pending": 1}
+    assert await leader.sync() == {"nominated": 1}
+    await leader.reader.caches.load(world.manager.api)  # the writes, as listed again
+    await holder.reader.caches.load(world.manager.api)
+    assert await leader.reconcile((WORKLOAD, f"{NS}/sent")) == 60.0  # its next round
+    assert await leader.reconcile((WORKLOAD, f"{NS}/held")) is None  # the window holds it
+    assert await holder.reconcile((WORKLOAD, f"{NS}/held")) == 120.0  # the next hour
+    assert await holder.reconcile((WORKLOAD, f"{NS}/sent")) is None  # nothing to hold
+    assert await leader.reconcile((WORKLOAD, f"{NS}/gone")) is None
