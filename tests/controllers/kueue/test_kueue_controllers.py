@@ -16,6 +16,13 @@ puts an opted-in MultiKueueConfig's clusters in carbon order. The carbon window 
 AdmissionCheck Active, holds a Workload Pending until the greener hour of the grid it is
 about to run on, is Ready at the deadline, takes the delay of the check's CarbonWindow,
 and is Ready at once for what did not opt in, a Job labelled out or a malformed annotation.
+
+Most tests drive a one-off sync (every key reconciled once, the caches listed first). The
+started ones check the keyed runs: a term waits for the caches, then a Workload's change
+reconciles that Workload alone and a refresh that changed nothing reconciles nothing; a
+feed refresh queues only the Workloads whose workers' zones changed; a refused write is
+retried with a doubling back-off; losing the Lease drains the queue and the next term
+decides each key once; a reconcile says when its key is due again.
 """
 
 from __future__ import annotations
