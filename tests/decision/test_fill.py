@@ -133,6 +133,23 @@ def test_the_hysteresis_sees_the_tier_order() -> None:
     assert weights["member-fr"] > weights["member-de"] > weights["member-pl"]
 
 
+def test_each_tier_weighs_twice_the_next_and_from_the_tenth_on_one() -> None:
+    names = [f"c{k:02d}" for k in range(12)]
+    overflow = [
+        {"affinityName": f"carbonshift-tier-{k}", "clusterNames": [n]}
+        for k, n in enumerate(names[1:], 1)
+    ]
+    term = {
+        "affinityName": GREEN_TERM,
+        "clusterNames": [names[0], "c99"],
+        "overflowAffinities": overflow,
+    }
+    weights = in_force({"clusterAffinities": [term]}, None)
+    assert weights == {"c00": 1024, "c99": 1024} | {
+        n: 2 ** (10 - k) for k, n in enumerate(names[1:10], 1)
+    } | {"c10": 1, "c11": 1}
+
+
 def test_a_refresh_reorders_the_tiers_only_past_dwell_and_margin() -> None:
     obj = policy(divided() | NAMED)
     first, _ = mutate(obj, PolicyInputs(CONFIG.clusters, TABLE, now=NOW, api=V1_18))

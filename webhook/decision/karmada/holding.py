@@ -17,6 +17,9 @@ from webhook.model import vocabulary
 
 Warn = Callable[[str], None]
 
+_TIER_WEIGHTS = tuple(2 ** (TIER_DEPTH - k) for k in range(TIER_DEPTH))
+"""The weight :func:`in_force` gives each of the first :data:`TIER_DEPTH` tiers."""
+
 
 def in_force(placement: Mapping[str, Any], weights: Mapping[str, int] | None) -> dict[str, int]:
     """A placement as the hysteresis compares it: weights on the clusters Karmada uses.
@@ -28,7 +31,12 @@ def in_force(placement: Mapping[str, Any], weights: Mapping[str, int] | None) ->
     tiers, green = green_terms(placement)
     if tiers:
         # Karmada fills the tiers in order: each weighs twice the next (from the tenth on, 1).
-        return {n: 2 ** max(0, TIER_DEPTH - k) for k, tier in enumerate(tiers) for n in tier}
+        out: dict[str, int] = {}
+        for k, tier in enumerate(tiers):
+            weight = _TIER_WEIGHTS[k] if k < TIER_DEPTH else 1
+            for name in tier:
+                out[name] = weight
+        return out
     if green is not None:
         names = green.names
         weighted = {n: weights[n] for n in names if weights is not None and n in weights}
