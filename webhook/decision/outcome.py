@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Final
@@ -83,7 +84,7 @@ class Lookup:
         weighed = weights or EMPTY
         for name, value in self.values.items():
             reading = readings.get(name)
-            g = round(value, 1) if value is not None else None
+            g = _tenths(value) if value is not None else None
             if reading is None:
                 entry: dict[str, Any] = {"zone": zones.get(name), "g": g}
             elif reading.stale:
@@ -98,6 +99,14 @@ class Lookup:
             "at": iso(max(times)) if times else None,
             "clusters": clusters,
         }
+
+
+@functools.lru_cache(maxsize=1024, typed=True)
+def _tenths(value: float) -> float:
+    """``round(value, 1)``, kept for the last 1024 values (an int and a float apart): every
+    record a pass writes holds the same few readings, and rounding to a decimal place is
+    slow. A number is immutable, so a kept answer is the answer."""
+    return round(value, 1)
 
 
 def lookup(zones: Mapping[str, str | None], table: IntensityTable) -> Lookup:
