@@ -57,12 +57,16 @@ def fill_order(intensities: Mapping[str, float | None], first: int | None = None
     """
     order = order_greenest(intensities)
     tiers: Tiers = [order[:first]] if first else []
+    joins = not first  # the max-clusters tier takes no equally green cluster after it
+    last: float | None = None  # the intensity of the cluster placed before
     for name in order[len(tiers[0]) if tiers else 0 :]:
-        last = tiers[-1][-1] if tiers and (len(tiers) > 1 or not first) else None
-        if last is not None and intensities[last] == intensities[name]:
+        value = intensities[name]
+        if joins and tiers and value == last:
             tiers[-1].append(name)
         else:
             tiers.append([name])
+            joins = True
+        last = value
     return [t for t in tiers if t]
 
 
