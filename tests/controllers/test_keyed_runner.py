@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 
 from tests.support import eventually
-from webhook.controllers.runner import Controller, KeyedController
+from webhook.controllers.runner import KeyedController
 from webhook.runtime.workqueue import WorkQueue
 
 
@@ -159,40 +159,5 @@ async def test_a_queue_that_empties_says_it_settled_once_per_burst() -> None:
         loop.enqueue(["d", "e"])
         await eventually(lambda: loop.settles == 2, "settled after the burst",
                          seen=lambda: (loop.settles, loop.done))  # fmt: skip
-    finally:
-        await loop.stop()
-
-
-class _Periodic(Controller):
-    name = "periodic"
-
-    def __init__(self) -> None:
-        self.gate = _Gate()
-        self.interval = 3600.0
-        self.tick = 3600.0
-        self.passes = 0
-        self.moved = False
-
-    async def reconcile(self) -> int:
-        self.passes += 1
-        self.moved = False
-        return self.passes
-
-    def changed(self) -> bool:
-        return self.moved
-
-
-async def test_a_woken_controller_looks_at_its_inputs_before_its_tick_ends() -> None:
-    loop = _Periodic()
-    loop.start()
-    try:
-        loop.wake()  # the first tick ends at once: the term starts with a pass
-        await eventually(
-            lambda: loop.passes == 1, "the term's first pass", seen=lambda: loop.passes
-        )
-        loop.wake()  # nothing changed: no pass
-        loop.moved = True
-        loop.wake()
-        await eventually(lambda: loop.passes == 2, "a pass on the change", seen=lambda: loop.passes)
     finally:
         await loop.stop()

@@ -1,6 +1,6 @@
 """The leader's controllers: each keeps one concern current while this replica holds the
-Lease, as one ``reconcile`` method run by :mod:`webhook.controllers.runner` (periodic
-passes, or one key at a time from a work queue fed by watched caches).
+Lease, as one ``reconcile`` method run by :mod:`webhook.controllers.runner` (one key at
+a time from a work queue fed by watched caches; one key for a plan of the whole fleet).
 
 Generic, naming no technology:
 

@@ -1,20 +1,14 @@
-"""The runners of the leader's controllers: periodic passes, and keyed reconciles.
+"""The runner of the leader's controllers: keyed reconciles.
 
-A controller is a class with a :meth:`Controller.reconcile` method: one pass over what it
-keeps (the managed policies, the Clusters' labels, the accounting ledger...). Everything
-else is here, once: the background task, running a pass every ``interval`` seconds while
-this replica holds the Lease (a new term starts with a pass at once), an early pass when
-the controller's inputs changed (:meth:`Controller.changed`), forgetting what a term
-learnt when leadership is lost (:meth:`Controller.lost`), and a failed pass logged (and
-counted, :meth:`Controller.failed`) without stopping the loop.
-
-A keyed controller (:class:`KeyedController`) instead reconciles one key at a time
-(``reconcile(key)``), from its own :class:`~webhook.runtime.workqueue.WorkQueue`: watched
-caches tell it which keys changed, :meth:`KeyedController.poll` (asked every tick) which
-keys the feed's new readings touch, and ``reconcile`` returns when the key is due again
-(a score about to lapse, a resync). A term starts once the caches it reads have synced,
-with every key queued once; losing the Lease cancels the workers and drains the queue.
-A key whose reconcile raises is retried with a per-key exponential back-off.
+A controller (:class:`KeyedController`) reconciles one key at a time (``reconcile(key)``),
+from its own :class:`~webhook.runtime.workqueue.WorkQueue`: watched caches tell it which
+keys changed, :meth:`KeyedController.poll` (asked every tick) which keys the feed's new
+readings touch, and ``reconcile`` returns when the key is due again (a score about to
+lapse, a round ending, a resync). A term starts once the caches it reads have synced,
+with every key queued once; losing the Lease cancels the workers and drains the queue. A
+key whose reconcile raises is retried with a per-key exponential back-off. A controller
+whose plan is the fleet's rather than one object's (the keepers, the accounting) has one
+key, as Karpenter's singleton controllers do.
 
 The application manager (:mod:`webhook.app`) starts the controllers in order and stops
 them in reverse, before the elector releases the Lease.
@@ -60,91 +54,6 @@ class Feed(Protocol):
     def want(self, zone: str) -> None: ...
     @property
     def outlook(self) -> Outlook: ...
-
-
-class Controller:
-    """A leader loop: subclasses write :meth:`reconcile` (and, if they need them, the hooks
-    :meth:`changed`, :meth:`lost`, :meth:`failed` and :meth:`describe`)."""
-
-    name: str
-    """The task's name and the prefix of its log events (``<name>_started``,
-    ``<name>_pass_failed``)."""
-    gate: Gate
-    """The leader elector: passes run only while it leads, writes check it."""
-    interval: float
-    """Seconds between passes."""
-    tick: float = TICK_SECONDS
-    _task: asyncio.Task[None] | None = None
-    _woken: asyncio.Event | None = None
-
-    async def reconcile(self) -> object:
-        """One pass; what it returns is for tests and benchmarks (counts, outcomes)."""
-        raise NotImplementedError
-
-    def changed(self) -> bool:
-        """True when the inputs moved since the last pass: pass before the interval is up."""
-        return False
-
-    def lost(self) -> None:
-        """This replica does not lead: drop what the term learnt (asked every tick)."""
-
-    def failed(self) -> None:
-        """A pass raised (called inside the ``except``): log it with its traceback."""
-        log.exception(f"{self.name}_pass_failed")
-
-    def describe(self) -> dict[str, Any]:
-        """Extra fields of the ``<name>_started`` log line."""
-        return {}
-
-    # --- running (never overridden) ------------------------------------------------------
-
-    def wake(self) -> None:
-        """Look at leadership and :meth:`changed` now instead of at the end of the tick
-        (what another controller calls when it has just changed this one's inputs)."""
-        if self._woken is not None:
-            self._woken.set()
-
-    async def _sleep(self, seconds: float) -> None:
-        """The tick, ended early by :meth:`wake`."""
-        woken = self._woken
-        assert woken is not None, "start() first"
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(seconds):
-                await woken.wait()
-        woken.clear()
-
-    def start(self) -> None:
-        """Run in the background until :meth:`stop`."""
-        self._woken = asyncio.Event()
-        run = tasks.while_leading(
-            self.gate,
-            self.interval,
-            self._counted,
-            failed=self.failed,
-            lost=self.lost,
-            changed=self.changed,
-            tick=self.tick,
-            sleep=self._sleep,
-        )
-        self._task = asyncio.create_task(run, name=f"carbonshift-{self.name}")
-        log.info(f"{self.name}_started", interval_seconds=self.interval, **self.describe())
-
-    async def stop(self) -> None:
-        """Stop the loop and wait until it has stopped (a pass in progress is cancelled)."""
-        await tasks.cancel(self._task)
-        self._task = None
-
-    async def _counted(self) -> object:
-        """One pass, counted in ``carbonshift_controller_passes_total`` once it has ended
-        (what a test waits for before asserting that passes changed nothing)."""
-        try:
-            return await self.reconcile()
-        finally:
-            metrics.CONTROLLER_PASSES.labels(self.name).inc()
-
-    @property
-    def running(self) -> bool:
-        return self._task is not None and not self._task.done()
 
 
 class Retry(Exception):

@@ -25,7 +25,7 @@ from webhook.integrations.base import Fleet, Integration, Run, Wiring
 
 if TYPE_CHECKING:
     from webhook.controllers.accounting import Accounts
-    from webhook.controllers.runner import Controller, KeyedController
+    from webhook.controllers.runner import KeyedController
 
 __all__ = [
     "EVENTS",
@@ -80,14 +80,14 @@ def accounted() -> tuple[kinds.Kind, ...]:
     return tuple(kind for hook in accounts() for kind in hook.kinds)
 
 
-def controllers(wiring: Wiring) -> list[Controller | KeyedController[Any]]:
+def controllers(wiring: Wiring) -> list[KeyedController[Any]]:
     """The leader's controllers the configuration switches on, row by row, in start order
     (built with the rows' accounting hooks, :func:`accounts`); a section switched off is
     logged once (``<section>_disabled``)."""
     keepers = tuple(keep for row in INTEGRATIONS for keep in row.keepers)
     wiring = dataclasses.replace(wiring, accounts=accounts(), keepers=keepers)
     config = wiring.config
-    out: list[Controller | KeyedController[Any]] = []
+    out: list[KeyedController[Any]] = []
     sections: dict[str, None] = {}
     for row in INTEGRATIONS:
         for run in row.runs:

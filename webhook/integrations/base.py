@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from webhook.controllers.follower import Follower
     from webhook.controllers.karpenter.prices import Obj
     from webhook.controllers.keeper import Keeper
-    from webhook.controllers.runner import Controller, KeyedController
+    from webhook.controllers.runner import KeyedController
     from webhook.kube.cache import WatchedCache
     from webhook.kube.client import Settings
     from webhook.kube.events import EventRecorder
@@ -73,7 +73,7 @@ class Run:
 
     section: str
     """The config section whose ``enabled`` switches them (``labels``, ``ocm``...)."""
-    make: Callable[[Wiring], Sequence[Controller | KeyedController[Any]]]
+    make: Callable[[Wiring], Sequence[KeyedController[Any]]]
     """Builds them, in start order (none when what they need is absent)."""
 
 

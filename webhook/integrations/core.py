@@ -11,10 +11,10 @@ from webhook.integrations.base import Integration, Run, Wiring
 from webhook.kinds import Grant
 
 if TYPE_CHECKING:
-    from webhook.controllers.runner import Controller, KeyedController
+    from webhook.controllers.runner import KeyedController
 
 
-def _reevaluate(w: Wiring) -> Sequence[Controller | KeyedController[Any]]:
+def _reevaluate(w: Wiring) -> Sequence[KeyedController[Any]]:
     from webhook.controllers.follower import Follower  # noqa: PLC0415
 
     f = w.fleet
