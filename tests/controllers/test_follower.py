@@ -392,10 +392,9 @@ async def test_a_pass_lists_a_page_at_a_time_and_decides_every_object(
     assert [bool(c.query.get("continue")) for c in listed] == [False, True, True]
 
 
-async def test_as_a_controller_it_acts_on_changes_not_on_a_clock(kube: kubeapi.KubeApi) -> None:
-    # The follower as the leader runs it: watched caches, one key at a time. Nothing is
-    # decided while nothing changes; the grid turning (a new feed generation) decides
-    # every object again; a policy added later is decided from its watch event alone.
+def running_leader(kube: kubeapi.KubeApi) -> tuple[Fed, Follower]:
+    """A leader to start, on a grid fed by the test (the safety net an hour away), with
+    one weighted policy admitted in the opted-in namespace ``shop``."""
     grid = Fed(settings(reevaluate={"min_interval_seconds": 1800, "forecast": "none",
                                     "interval_seconds": 3600}), ADMITTED)  # fmt: skip
     kube.add(namespace("shop", enabled=True))
@@ -403,6 +402,14 @@ async def test_as_a_controller_it_acts_on_changes_not_on_a_clock(kube: kubeapi.K
     kube.add(admitted(grid, first))
     loop = leader(kube, grid)
     loop.tick = 0.01
+    return grid, loop
+
+
+async def test_as_a_controller_it_acts_on_changes_not_on_a_clock(kube: kubeapi.KubeApi) -> None:
+    # The follower as the leader runs it: watched caches, one key at a time. Nothing is
+    # decided while nothing changes; the grid turning (a new feed generation) decides
+    # every object again; a policy added later is decided from its watch event alone.
+    grid, loop = running_leader(kube)
     made = counting(loop)
     loop.start()
     try:
@@ -478,13 +485,7 @@ async def test_a_running_keeper_runs_once_settled_and_retries_a_failure(
     # A keeper is a keyed controller with one key: queued once the follower has settled
     # after a change, never on a clock alone (the safety net is an hour away), and
     # retried with its back-off when a run raised.
-    grid = Fed(settings(reevaluate={"min_interval_seconds": 1800, "forecast": "none",
-                                    "interval_seconds": 3600}), ADMITTED)  # fmt: skip
-    kube.add(namespace("shop", enabled=True))
-    first = testing.propagation_policy(namespace="shop", strategy="weighted", created=grid.clock())
-    kube.add(admitted(grid, first))
-    loop = leader(kube, grid)
-    loop.tick = 0.01
+    grid, loop = running_leader(kube)
     keeping = _Keeping(loop)
     loop.start()
     keeping.start()
