@@ -18,6 +18,7 @@ are such caches.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable, Collection, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Generic, TypeVar
@@ -274,3 +275,65 @@ class WatchedCache(Generic[T]):
     async def stop(self) -> None:
         await tasks.cancel(self._task)
         self._task = None
+
+
+Listener = Callable[[Resource, Collection[str]], None]
+"""Told which objects of a resource changed (their keys in its cache)."""
+
+
+class CacheSet:
+    """Watched caches read together (what one technology's controllers read): every
+    change is told to every listener (:meth:`listen`) with the resource and the keys that
+    changed; the set is followed once however many controllers start it, and stopped
+    with the last of them. A subclass makes its caches with :meth:`watched` and names
+    them in :attr:`caches` (and, when some are optional, :attr:`needed`)."""
+
+    caches: tuple[WatchedCache[Any], ...] = ()
+    """Every cache of the set."""
+    needed: tuple[WatchedCache[Any], ...] | None = None
+    """The caches a decision cannot do without (None: all of them)."""
+
+    def __init__(self) -> None:
+        self._listeners: list[Listener] = []
+        self._users = 0
+
+    def watched(
+        self, resource: Resource, decode: Decode[T], *, kind: str, **options: Any
+    ) -> WatchedCache[T]:
+        """A cache of ``resource`` whose changes the set's listeners hear
+        (``options``: :class:`WatchedCache`'s)."""
+        told = functools.partial(self._changed, resource)
+        return WatchedCache(resource, decode, kind=kind, on_keys=told, **options)
+
+    def listen(self, listener: Listener) -> None:
+        """Call ``listener`` after every change."""
+        self._listeners.append(listener)
+
+    def _changed(self, resource: Resource, keys: Collection[str]) -> None:
+        for listener in self._listeners:
+            listener(resource, keys)
+
+    @property
+    def following(self) -> bool:
+        """Started: watches keep the caches current."""
+        return all(cache.following for cache in self.caches)
+
+    @property
+    def synced(self) -> bool:
+        """Every cache a decision needs is listed and followed."""
+        needed = self.caches if self.needed is None else self.needed
+        return all(cache.synced for cache in needed)
+
+    def start(self, api: client.ApiClient, *, timeout_seconds: int = 300) -> None:
+        """Follow the API server (once, however many controllers start the set)."""
+        self._users += 1
+        if self._users == 1:
+            for cache in self.caches:
+                cache.start(api, timeout_seconds=timeout_seconds)
+
+    async def stop(self) -> None:
+        """Stop following once the last controller that started the set stopped."""
+        self._users = max(0, self._users - 1)
+        if self._users == 0:
+            for cache in self.caches:
+                await cache.stop()

@@ -160,7 +160,7 @@ class Carrier(KeyedController[PolicyKey]):
         shared = watched is not None
         watched = watched if watched is not None else Watched()
         self.bindings = watched.bindings
-        watched.listen(self._bindings_changed, clusters=False)
+        watched.follow(self._bindings_changed, clusters=False)
         self.caches: tuple[WatchedCache[Any], ...] = (*self.policies.values(), *self.bindings)
         self.owned = tuple(self.policies.values()) if shared else self.caches
         self._owners: dict[str, PolicyKey] = {}

@@ -79,7 +79,7 @@ from webhook.decision.karmada.view import fill_of
 from webhook.decision.quantity import quantity
 from webhook.decision.record import Record, fingerprint
 from webhook.kinds import Context
-from webhook.kube.cache import Head, WatchedCache
+from webhook.kube.cache import CacheSet, Head, WatchedCache
 from webhook.kube.client import (
     FIELD_MANAGER,
     REQUEST_TIMEOUT,
@@ -374,55 +374,42 @@ def _slim_listed_binding(data: memoryview, _head: Head, before: Obj | None) -> O
     return out
 
 
-class Watched:
+class Watched(CacheSet):
     """The Karmada objects the leader's Karmada controllers read from memory instead of
     listing: the Clusters, the bindings of both kinds (one cache each, shared by the
     rebalancer and the carrier) and carbonshift's WorkloadRebalancers, each held slim
     (:func:`slim`)."""
 
     def __init__(self) -> None:
-        self._on_clusters: list[Callable[[Collection[str]], None]] = []
-        self._on_bindings: list[Callable[[Collection[str]], None]] = []
-        self.clusters: WatchedCache[Obj] = WatchedCache(
-            CLUSTERS, _slim, kind="cluster", on_keys=lambda keys: _tell(self._on_clusters, keys)
-        )
+        super().__init__()
+        self.clusters: WatchedCache[Obj] = self.watched(CLUSTERS, _slim, kind="cluster")
         self.bindings: tuple[WatchedCache[Obj], ...] = tuple(
-            WatchedCache(kind, _slim_binding, kind=kind.kind.lower(),
-                         on_keys=lambda keys: _tell(self._on_bindings, keys),
-                         raw=_slim_listed_binding)
+            self.watched(kind, _slim_binding, kind=kind.kind.lower(), raw=_slim_listed_binding)
             for kind in BINDINGS
-        )  # fmt: skip
-        self.rebalancers: WatchedCache[Obj] = WatchedCache(
+        )
+        self.rebalancers: WatchedCache[Obj] = self.watched(
             REBALANCERS, _slim, kind="workloadrebalancer", label_selector="=".join(MANAGED_BY)
         )
+        self.caches = (self.clusters, *self.bindings, self.rebalancers)
 
     @classmethod
     def of(cls, on_keys: Callable[[Collection[str]], None] | None = None) -> Watched:
         """The caches; ``on_keys`` is told of every change of a Cluster or a binding."""
         watched = cls()
         if on_keys is not None:
-            watched.listen(on_keys, clusters=True)
+            watched.follow(on_keys, clusters=True)
         return watched
 
-    def listen(self, on_keys: Callable[[Collection[str]], None], *, clusters: bool) -> None:
+    def follow(self, on_keys: Callable[[Collection[str]], None], *, clusters: bool) -> None:
         """Tell ``on_keys`` of every change of a binding (and of a Cluster with
         ``clusters``)."""
-        self._on_bindings.append(on_keys)
-        if clusters:
-            self._on_clusters.append(on_keys)
+        told = {*BINDINGS, *((CLUSTERS,) if clusters else ())}
 
-    @property
-    def caches(self) -> tuple[WatchedCache[Obj], ...]:
-        return (self.clusters, *self.bindings, self.rebalancers)
+        def changed(resource: Resource, keys: Collection[str]) -> None:
+            if resource in told:
+                on_keys(keys)
 
-    @property
-    def synced(self) -> bool:
-        return all(cache.synced for cache in self.caches)
-
-
-def _tell(listeners: Sequence[Callable[[Collection[str]], None]], keys: Collection[str]) -> None:
-    for listener in listeners:
-        listener(keys)
+        self.listen(changed)
 
 
 class Rebalancer:
@@ -972,7 +959,7 @@ class Rebalancing(Keeper):
             else None
         )
         if self.rebalancer is not None and self.rebalancer.watched is not None:
-            self.rebalancer.watched.listen(self._placed, clusters=True)
+            self.rebalancer.watched.follow(self._placed, clusters=True)
         watched = self.rebalancer.watched if self.rebalancer is not None else None
         self.caches = watched.caches if watched is not None else ()
         self.fills: dict[Hashable, Fill] = {}

@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import functools
 import json
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence, Set
@@ -56,7 +55,7 @@ from webhook.controllers.runner import Feed, KeyedController
 from webhook.decision import kueue as rules
 from webhook.kinds.reevaluation import Reevaluation
 from webhook.kube import kueue as kube
-from webhook.kube.cache import WatchedCache
+from webhook.kube.cache import CacheSet, WatchedCache
 from webhook.kube.client import REQUEST_TIMEOUT, error_name
 from webhook.kube.events import EventRecorder
 from webhook.kube.watch import CoreObjects
@@ -234,88 +233,48 @@ def _labels(obj: Mapping[str, Any], _before: Mapping[str, str] | None) -> Mappin
 CARBON_WINDOWS = Resource("carbonshift.io", "v1alpha1", "carbonwindows", "CarbonWindow")
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace")
 
-Listener = Callable[[Resource, Collection[str]], None]
-"""Told which objects of a resource changed (their keys in its cache)."""
 
-
-class KueueCaches:
+class KueueCaches(CacheSet):
     """The manager's objects the Kueue controllers read, each a watched cache (shared by
     the dispatcher and the carbon window: started by the first, stopped by the last).
     Every change is told to every listener (:meth:`listen`) with the resource and the
     keys that changed."""
 
     def __init__(self) -> None:
-        def cache(resource: Resource, kind: str, decode: Any = slim) -> WatchedCache[Any]:
-            told = functools.partial(self._changed, resource)
-            return WatchedCache(resource, decode, kind=kind, on_keys=told)
-
-        self.workloads: WatchedCache[Obj] = cache(kube.WORKLOAD, "kueue_workload", slim_workload)
-        self.cluster_queues: WatchedCache[Obj] = cache(
-            kube.CLUSTER_QUEUE, "kueue_cluster_queue", slim_queue
+        super().__init__()
+        watched = self.watched
+        self.workloads: WatchedCache[Obj] = watched(
+            kube.WORKLOAD, slim_workload, kind="kueue_workload"
         )
-        self.admission_checks: WatchedCache[Obj] = cache(
-            kube.ADMISSION_CHECK, "kueue_admission_check"
+        self.cluster_queues: WatchedCache[Obj] = watched(
+            kube.CLUSTER_QUEUE, slim_queue, kind="kueue_cluster_queue"
         )
-        self.multikueue_configs: WatchedCache[Obj] = cache(
-            kube.MULTIKUEUE_CONFIG, "multikueue_config"
+        self.admission_checks: WatchedCache[Obj] = watched(
+            kube.ADMISSION_CHECK, slim, kind="kueue_admission_check"
         )
-        self.multikueue_clusters: WatchedCache[Obj] = cache(
-            kube.MULTIKUEUE_CLUSTER, "multikueue_cluster"
+        self.multikueue_configs: WatchedCache[Obj] = watched(
+            kube.MULTIKUEUE_CONFIG, slim, kind="multikueue_config"
         )
-        self.carbon_windows: WatchedCache[Obj] = cache(CARBON_WINDOWS, "carbon_window")
-        self.namespaces: WatchedCache[Mapping[str, str]] = WatchedCache(
-            NAMESPACES, _labels, kind="namespace", objects=CoreObjects.of("list_namespace"),
-            on_keys=functools.partial(self._changed, NAMESPACES),
-        )  # fmt: skip
+        self.multikueue_clusters: WatchedCache[Obj] = watched(
+            kube.MULTIKUEUE_CLUSTER, slim, kind="multikueue_cluster"
+        )
+        self.carbon_windows: WatchedCache[Obj] = watched(CARBON_WINDOWS, slim, kind="carbon_window")
+        self.namespaces: WatchedCache[Mapping[str, str]] = watched(
+            NAMESPACES, _labels, kind="namespace", objects=CoreObjects.of("list_namespace")
+        )
         self.by_resource: dict[Resource, WatchedCache[Obj]] = {
             kube.CLUSTER_QUEUE: self.cluster_queues,
             kube.ADMISSION_CHECK: self.admission_checks,
             kube.MULTIKUEUE_CONFIG: self.multikueue_configs,
             kube.MULTIKUEUE_CLUSTER: self.multikueue_clusters,
         }
-        self.needed: tuple[WatchedCache[Any], ...] = (
-            self.workloads, *self.by_resource.values(), self.namespaces,
-        )  # fmt: skip
+        self.needed = (self.workloads, *self.by_resource.values(), self.namespaces)
         """What a decision cannot do without (the CarbonWindows are optional: without them
         a check's default delay is the config's)."""
-        self.all: tuple[WatchedCache[Any], ...] = (*self.needed, self.carbon_windows)
-        self._listeners: list[Listener] = []
-        self._users = 0
+        self.caches = (*self.needed, self.carbon_windows)
 
     def __str__(self) -> str:
         return "kueue"
-
-    def listen(self, listener: Listener) -> None:
-        """Call ``listener`` after every change."""
-        self._listeners.append(listener)
-
-    def _changed(self, resource: Resource, keys: Collection[str]) -> None:
-        for listener in self._listeners:
-            listener(resource, keys)
-
-    @property
-    def following(self) -> bool:
-        """Started: watches keep them current."""
-        return self.workloads.following
-
-    @property
-    def synced(self) -> bool:
-        """Every cache a decision needs is listed and followed."""
-        return all(c.synced for c in self.needed)
-
-    def start(self, api: client.ApiClient, *, timeout_seconds: int = 300) -> None:
-        """Follow the API server (once, however many controllers start them)."""
-        self._users += 1
-        if self._users == 1:
-            for cache in self.all:
-                cache.start(api, timeout_seconds=timeout_seconds)
-
-    async def stop(self) -> None:
-        """Stop following once the last controller stopped."""
-        self._users = max(0, self._users - 1)
-        if self._users == 0:
-            for cache in self.all:
-                await cache.stop()
 
     async def list_once(self, api: client.ApiClient) -> None:
         """Fill every cache from one list (see :meth:`load`)."""
@@ -324,7 +283,7 @@ class KueueCaches:
     async def load(self, api: client.ApiClient) -> bool:
         """Fill every cache from one list (a one-off sync); False when one a decision
         needs cannot be listed now (logged)."""
-        for cache in self.all:
+        for cache in self.caches:
             try:
                 await cache.list_once(api)
             except Exception as exc:
