@@ -563,6 +563,20 @@ def test_fills_hold_equal_tiers_once_and_few_names_as_a_tuple() -> None:
     assert len(shared) == 0
 
 
+def test_policies_with_equal_tiers_hold_them_once() -> None:
+    # Every open policy decided on the same readings has the same tiers: the keeper's
+    # fills (from an empty shared holder on) hold them, and the names, once.
+    shared = Tiers()
+    first = Fill.of(fill_policy("web"), shared)
+    second = Fill.of(fill_policy("api"), shared)
+    assert first is not None
+    assert second is not None
+    assert first.key != second.key
+    assert second.tiers is first.tiers
+    assert second.named is first.named
+    assert len(shared) == 1
+
+
 def _weird_binding() -> dict[str, Any]:
     odd = binding("odd", {"green": 1})
     odd["metadata"]["generation"] = "7"  # not the API's type: read as the plain decoder does

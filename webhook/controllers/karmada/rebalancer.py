@@ -251,7 +251,7 @@ class Fill:
                 "resourceVersion": meta.resource_version,
             },
         }
-        held, named = (shared or Tiers()).hold(tiers)
+        held, named = (shared if shared is not None else Tiers()).hold(tiers)
         return cls(policy_key(policy), ref, held, carry.lazy(policy), named, groups)
 
     def reach(self, current: Mapping[str, int]) -> list[list[str]]:
