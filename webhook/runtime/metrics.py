@@ -185,8 +185,8 @@ WRITES = Counter(
 )
 CONTROLLER_PASSES = Counter(
     "carbonshift_controller_passes_total",
-    "Passes of each leader controller that have ended (failed ones included; of a keyed "
-    "controller, reconciles of one key), by controller.",
+    "Reconciles of one key that have ended, failed ones included (a keeper's or the "
+    "accounting's one key: one pass over the fleet), by leader controller.",
     ["controller"],
 )
 QUEUE_DEPTH = Gauge(
