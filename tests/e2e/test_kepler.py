@@ -177,9 +177,9 @@ async def test_the_accounting_measures_with_kepler_and_says_so(
     clock = Clock()
     leader = accountant(kube.api, clock, prometheus_url=kepler.url)
     leader.forget()
-    await leader.reconcile()
+    await leader.account()
     clock.now += timedelta(seconds=WINDOW)
-    assert await leader.reconcile() == 3
+    assert await leader.account() == 3
     stored = configmap(kube)
     assert stored is not None
     ledger = Ledger.from_data(stored["data"])
