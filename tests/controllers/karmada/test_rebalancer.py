@@ -297,11 +297,33 @@ async def test_the_bindings_of_a_policy_the_pass_rewrote_wait_for_karmada(
         [cluster("green", 4, used=1), cluster("mid", 8, used=8), cluster("dirty", 64)],
         [binding("web", {"green": 1, "mid": 8, "dirty": 1})],
     )
-    planner, config = rebalancer(api)
+    clock = Clock()
+    planner, config = rebalancer(api, clock=clock)
     rewritten = [("PropagationPolicy", "shop", "web")]
     got = await planner.rebalance([fill_policy("web")], context(config), rewritten)
     assert got == {"in_flight": 1}
+    # The next run, before Karmada has taken the new placement into the binding (it is
+    # unchanged): it still waits rather than race Karmada's reschedule with a move.
+    assert await planner.rebalance([fill_policy("web")], context(config)) == {"in_flight": 1}
     assert fake.rebalancers == []
+    # Karmada updated the binding (scheduled where it stood): planned again, and moved.
+    fake.rebind(binding("web", {"green": 1, "mid": 8, "dirty": 1}))
+    assert await planner.rebalance([fill_policy("web")], context(config)) == {"moved": 1}
+
+
+async def test_a_rewritten_policys_binding_waits_no_longer_than_a_claims_grace(
+    karmada: tuple[Karmada, client.ApiClient],
+) -> None:
+    fake, api = karmada
+    fake.seed(
+        [cluster("green", 4, used=1), cluster("mid", 8, used=8), cluster("dirty", 64)],
+        [binding("web", {"green": 1, "mid": 8, "dirty": 1})],
+    )
+    clock = Clock()
+    planner, config = rebalancer(api, clock=clock)
+    rewritten = [("PropagationPolicy", "shop", "web")]
+    await planner.rebalance([fill_policy("web")], context(config), rewritten)
+    clock.now += rebalancer_module.CLAIM_GRACE_SECONDS + 1  # Karmada never touched it
     assert await planner.rebalance([fill_policy("web")], context(config)) == {"moved": 1}
 
 

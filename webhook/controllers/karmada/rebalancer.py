@@ -450,6 +450,10 @@ class Rebalancer:
         number that stands for them in :attr:`_planned`."""
         self._claims_changed = 0
         """Bumped whenever what moves claim changes (a new move, a claim landed or lapsed)."""
+        self._awaiting: dict[str, tuple[str, float]] = {}
+        """Binding uid -> its resourceVersion when its policy was rewritten, and until when
+        it waits: Karmada has not taken the new placement into the binding while it is
+        unchanged (at most :data:`CLAIM_GRACE_SECONDS`)."""
 
     # --- one pass -------------------------------------------------------------------------
 
@@ -483,6 +487,8 @@ class Rebalancer:
         view.neutral = neutral_intensity(view.intensities)
         view.fleet = self._fleet_state(clusters, view.intensities)
         view.rewritten = rewritten
+        now = self.clock()
+        self._awaiting = {k: v for k, v in self._awaiting.items() if now < v[1]}
         planned, self._planned = self._planned, {}
         view.planned = planned
         for binding in bindings:
@@ -533,6 +539,27 @@ class Rebalancer:
             held = self._fills[uid] = (version, Fill.of(policy))
         return held[1]
 
+    def _awaits(self, fill: Fill, binding: Mapping[str, Any], view: _View) -> bool:
+        """Whether ``binding``'s policy was rewritten and Karmada has not taken the new
+        placement into the binding yet: it waits from the rewrite until the binding
+        changes (then :func:`pending` says whether Karmada's scheduler has placed it), at
+        most :data:`CLAIM_GRACE_SECONDS`. A move planned on the placement it still shows
+        would race Karmada's own reschedule."""
+        meta = meta_of(binding)
+        uid, version = meta.uid, meta.resource_version
+        now = self.clock()
+        if fill.key in view.rewritten:
+            if uid and version:
+                self._awaiting[uid] = (version, now + CLAIM_GRACE_SECONDS)
+            return True
+        awaited = self._awaiting.get(uid) if uid else None
+        if awaited is None:
+            return False
+        if awaited[0] == version and now < awaited[1]:
+            return True
+        del self._awaiting[uid]
+        return False
+
     async def _one(self, fill: Fill, binding: Mapping[str, Any], view: _View) -> Outcome | None:
         """Plan one binding; ask for its move when there is one. None: nothing to move."""
         target_workload = workload(binding)
@@ -541,7 +568,7 @@ class Rebalancer:
             return None
         if fill.lazy:
             return "lazy"  # Karmada reschedules on the placement it last applied
-        if target_workload in view.busy or pending(binding) or fill.key in view.rewritten:
+        if target_workload in view.busy or pending(binding) or self._awaits(fill, binding, view):
             return "in_flight"
         if fill.key in view.renamed:
             return "in_flight"
